@@ -1,0 +1,158 @@
+"""The ``lakehouse`` command (DESIGN.md section 4): generate, run, backfill, status.
+
+Errors a user can fix print one line and exit 2 (1 for a failed run); ``--json`` prints one
+JSON document on stdout, progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+
+from spark_jobs.errors import LakehouseError, UsageError
+from spark_jobs.lake import Lake
+from spark_jobs.records import new_run_id
+from spark_jobs.spec import get_spec
+
+
+def parse_time(text: str, flag: str) -> int:
+    """ISO-8601 date or datetime (UTC when it has no offset) as epoch milliseconds."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not an ISO-8601 date or time: use e.g. 2026-01-31 or 2026-01-31T12:00:00")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _emit(args, document: dict, text: str) -> None:
+    print(json.dumps(document, indent=2, default=str) if args.json else text)
+
+
+def _lake(args) -> Lake:
+    return Lake.open(get_spec(args.pipeline))
+
+
+def cmd_generate(args) -> int:
+    from spark_jobs.generator import as_dict, generate
+
+    if args.events < 0 or args.files < 1:
+        raise UsageError("--events must be >= 0 and --files >= 1")
+    for flag, value in (("--bad-fraction", args.bad_fraction), ("--late-fraction", args.late_fraction)):
+        if not 0 <= value <= 1:
+            raise UsageError(f"{flag} {value} is outside 0..1")
+    start = parse_time(args.start, "--start") if args.start else None
+    result = generate(_lake(args), args.events, args.files, args.seed, start, args.bad_fraction, args.late_fraction)
+    _emit(args, as_dict(result), f"wrote {result.events} lines ({result.bad_lines} invalid, {result.late_events} late) "
+          f"in {len(result.files)} files to {_lake(args).landing}")
+    return 0
+
+
+def _summary_line(record) -> str:
+    return (f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in {record.rows_in:,}  "
+            f"out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  late dropped {record.rows_dropped_late:,}  "
+            f"{record.duration_s} s")
+
+
+def _runs_document(run_id: str, records) -> dict:
+    return {"run_id": run_id, "hops": [record.to_dict() for record in records]}
+
+
+def cmd_run(args) -> int:
+    from spark_jobs.runner import HopRun, run_continuous
+    from spark_jobs.session import build_session
+
+    lake = _lake(args)
+    hops = lake.spec.select_hops(args.hop)
+    run_id = args.run_id or new_run_id()
+    if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
+        raise UsageError("--max-files-per-trigger must be >= 1")
+    spark = build_session(f"lakehouse-{lake.spec.name}-run", lake.spec.shuffle_partitions)
+    if args.continuous:
+        records = run_continuous(spark, lake, hops, run_id, args.trigger_interval)
+    else:
+        records = []
+        for hop in hops:
+            records.append(HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
+    _emit(args, _runs_document(run_id, records), f"run {run_id}\n" + "\n".join(map(_summary_line, records)))
+    return 0
+
+
+def cmd_backfill(args) -> int:
+    from spark_jobs.runner import HopRun
+    from spark_jobs.session import build_session
+
+    lake = _lake(args)
+    hops = lake.spec.select_hops(args.hop)
+    start, end = parse_time(args.start, "--start"), parse_time(args.end, "--end")
+    if start >= end:
+        raise UsageError(f"--start {args.start} is not before --end {args.end}: the range is [start, end)")
+    run_id = args.run_id or new_run_id()
+    spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
+    records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
+    _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))
+    return 0
+
+
+def cmd_status(args) -> int:
+    from spark_jobs.status import format_status, pipeline_status
+
+    lake = _lake(args)
+    if args.hop and args.hop != "all":
+        lake.spec.hop(args.hop)
+    status = pipeline_status(lake, args.hop)
+    _emit(args, status, format_status(status))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("pipeline", help="pipeline name (a spec in include/pipelines)")
+        sub.add_argument("--json", action="store_true", help="print one JSON document")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    generate = command("generate", "write sample events to the landing folder", cmd_generate)
+    generate.add_argument("--events", type=int, required=True)
+    generate.add_argument("--files", type=int, default=1)
+    generate.add_argument("--seed", type=int)
+    generate.add_argument("--start", help="first event time, ISO-8601 (default: now)")
+    generate.add_argument("--bad-fraction", type=float, default=0.0)
+    generate.add_argument("--late-fraction", type=float, default=0.0)
+
+    run = command("run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run)
+    run.add_argument("--hop", default="all")
+    run.add_argument("--max-files-per-trigger", type=int)
+    run.add_argument("--continuous", action="store_true")
+    run.add_argument("--trigger-interval", default="10 seconds")
+    run.add_argument("--run-id", help="id for the run records (default: generated)")
+
+    backfill = command("backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill)
+    backfill.add_argument("--start", required=True)
+    backfill.add_argument("--end", required=True)
+    backfill.add_argument("--hop", default="all")
+    backfill.add_argument("--run-id")
+
+    status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
+    status.add_argument("--hop")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except LakehouseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Read a Delta table's ``_delta_log`` as plain JSON files: versions, commits, metrics.
+
+No JVM: ``status``, the run records and Airflow's light tasks use this.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from spark_jobs.lake import filesystem
+
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
+def _log_dir(table: str) -> str:
+    return f"{table.rstrip('/')}/_delta_log"
+
+
+def versions(table: str) -> list[int]:
+    """Every commit version whose JSON file is still in the log, ascending ([] if no table)."""
+    fs = filesystem(table)
+    log = _log_dir(table)
+    if not fs.exists(log):
+        return []
+    found = []
+    for entry in fs.ls(log, detail=False):
+        match = _COMMIT_FILE.match(entry.rstrip("/").rsplit("/", 1)[-1])
+        if match:
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def table_version(table: str) -> int | None:
+    """The table's latest version, or None when there is no table yet."""
+    found = versions(table)
+    return found[-1] if found else None
+
+
+def read_commit(table: str, version: int) -> list[dict]:
+    """The actions of one commit, in order."""
+    fs = filesystem(table)
+    with fs.open(f"{_log_dir(table)}/{version:020d}.json", "r") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def commit_info(table: str, version: int) -> dict:
+    """The ``commitInfo`` action of one commit (operation, parameters, metrics)."""
+    for action in read_commit(table, version):
+        if "commitInfo" in action:
+            return action["commitInfo"]
+    return {}
+
+
+def transaction(table: str, version: int) -> dict | None:
+    """The ``txn`` action (appId, version) of a commit, if the writer set one."""
+    for action in read_commit(table, version):
+        if "txn" in action:
+            return action["txn"]
+    return None
+
+
+def rows_written(table: str, after: int | None, upto: int | None) -> int:
+    """Rows added by the commits in ``(after, upto]``, from their operation metrics.
+
+    Appends count ``numOutputRows``; MERGE counts inserted plus updated target rows.
+    """
+    if upto is None:
+        return 0
+    start = -1 if after is None else after
+    total = 0
+    for version in range(start + 1, upto + 1):
+        metrics = commit_info(table, version).get("operationMetrics", {})
+        if "numTargetRowsInserted" in metrics:
+            total += int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+        else:
+            total += int(metrics.get("numOutputRows", 0))
+    return total

@@ -1,0 +1,143 @@
+"""Sample YSB ad events for the landing folder (DESIGN.md section 3).
+
+Files are written under a dot-prefixed name and renamed when complete, so a running stream
+never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from spark_jobs.lake import Lake, filesystem
+
+CAMPAIGNS = 100
+ADS_PER_CAMPAIGN = 10
+EVENTS_PER_SECOND = 100
+LATE_BY_MS = 5 * 60 * 1000
+_NAMESPACE = uuid.UUID("6f0e9a1c-2b7d-4f5e-9c3a-1d2e3f4a5b6c")
+BAD_LINES = (
+    "this is not json",
+    "[1, 2, 3]",
+    '"a bare string"',
+    '{"event_type": "view", "event_time": 1}',
+    '{"ad_id": "x", "event_type": "view", "event_time": "yesterday"}',
+    '{"ad_id": "x", "event_type": "hover", "event_time": 1}',
+    '{"ad_id": "x", "event_time": 1}',
+)
+
+
+@dataclass
+class GenerateResult:
+    """What ``generate`` wrote."""
+
+    files: list[str]
+    events: int
+    bad_lines: int
+    late_events: int
+    first_event_time_ms: int | None
+    last_event_time_ms: int | None
+    campaigns_file: str | None
+
+
+def ad_ids() -> list[tuple[str, str]]:
+    """``(ad_id, campaign_id)`` pairs, identical on every machine."""
+    pairs = []
+    for campaign in range(CAMPAIGNS):
+        campaign_id = str(uuid.uuid5(_NAMESPACE, f"campaign-{campaign}"))
+        for ad in range(ADS_PER_CAMPAIGN):
+            pairs.append((str(uuid.uuid5(_NAMESPACE, f"ad-{campaign}-{ad}")), campaign_id))
+    return pairs
+
+
+def _write_atomically(path: str, text: str) -> None:
+    fs = filesystem(path)
+    folder, name = path.rsplit("/", 1)
+    staging = f"{folder}/.{name}.tmp"
+    with fs.open(staging, "w") as handle:
+        handle.write(text)
+    fs.mv(staging, path)
+
+
+def write_campaigns(lake: Lake) -> str | None:
+    """Write the campaigns CSV when the campaigns folder has none; return its path if written."""
+    fs = filesystem(lake.campaigns)
+    fs.makedirs(lake.campaigns, exist_ok=True)
+    if any(path.endswith(".csv") for path in fs.ls(lake.campaigns, detail=False)):
+        return None
+    path = f"{lake.campaigns}/campaigns.csv"
+    _write_atomically(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
+    return path
+
+
+def _event(rng: random.Random, ads: list[tuple[str, str]], event_time_ms: int) -> dict:
+    return {
+        "user_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "page_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "ad_id": rng.choice(ads)[0],
+        "ad_type": rng.choice(("banner", "modal", "sponsored-search", "mail", "mobile")),
+        "event_type": rng.choice(("view", "click", "purchase")),
+        "event_time": event_time_ms,
+        "ip_address": ".".join(str(rng.randrange(1, 255)) for _ in range(4)),
+    }
+
+
+def generate(
+    lake: Lake,
+    events: int,
+    files: int = 1,
+    seed: int | None = None,
+    start_ms: int | None = None,
+    bad_fraction: float = 0.0,
+    late_fraction: float = 0.0,
+) -> GenerateResult:
+    """Write ``events`` lines spread over ``files`` new landing files.
+
+    Event times start at ``start_ms`` (default: now) and advance 10 ms per event. A
+    ``bad_fraction`` of lines are invalid (one of :data:`BAD_LINES`), a ``late_fraction`` of
+    events carry a time 5 minutes in the past.
+    """
+    rng = random.Random(seed)
+    start = int(time.time() * 1000) if start_ms is None else start_ms
+    ads = ad_ids()
+    campaigns_file = write_campaigns(lake)
+    fs = filesystem(lake.landing)
+    fs.makedirs(lake.landing, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(start / 1000))
+    tag = uuid.UUID(int=rng.getrandbits(128), version=4).hex[:8]
+    per_file = [events // files + (1 if index < events % files else 0) for index in range(files)]
+    written, bad, late, times = [], 0, 0, []
+    position = 0
+    for index, count in enumerate(per_file):
+        lines = []
+        for _ in range(count):
+            event_time = start + position * (1000 // EVENTS_PER_SECOND)
+            position += 1
+            if rng.random() < bad_fraction:
+                lines.append(BAD_LINES[bad % len(BAD_LINES)])
+                bad += 1
+                continue
+            if rng.random() < late_fraction:
+                event_time -= LATE_BY_MS
+                late += 1
+            times.append(event_time)
+            lines.append(json.dumps(_event(rng, ads, event_time), separators=(",", ":")))
+        path = f"{lake.landing}/events-{stamp}-{tag}-{index:04d}.json"
+        _write_atomically(path, "".join(line + "\n" for line in lines))
+        written.append(path)
+    return GenerateResult(
+        files=written,
+        events=events,
+        bad_lines=bad,
+        late_events=late,
+        first_event_time_ms=min(times) if times else None,
+        last_event_time_ms=max(times) if times else None,
+        campaigns_file=campaigns_file,
+    )
+
+
+def as_dict(result: GenerateResult) -> dict:
+    return asdict(result)

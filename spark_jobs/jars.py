@@ -1,0 +1,98 @@
+"""Delta's JVM jars: resolved once from Maven Central into a local cache, never at run time.
+
+``include/jars/pom.xml`` is the manifest. ``lakehouse-setup-jars`` (run by ``make setup``)
+asks Maven for its dependencies and keeps the jars that pyspark does not already ship, so
+no second Hadoop, Jackson or Scala lands on Spark's classpath.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from spark_jobs.errors import SetupError
+from spark_jobs.spec import repo_root
+
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+
+
+def jars_dir() -> Path:
+    """The jar cache: ``$LAKEHOUSE_JARS_DIR`` or ``.cache/jars`` at the project's root."""
+    return Path(os.environ.get("LAKEHOUSE_JARS_DIR") or repo_root() / ".cache" / "jars")
+
+
+def manifest() -> Path:
+    return repo_root() / "include" / "jars" / "pom.xml"
+
+
+def _artifact(jar_name: str) -> str:
+    match = _VERSIONED_JAR.match(jar_name)
+    return match.group("artifact") if match else jar_name
+
+
+def _pyspark_artifacts() -> set[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise SetupError("pyspark is not installed: run `make setup`")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "jars"
+    return {_artifact(jar.name) for jar in folder.glob("*.jar")}
+
+
+def cached_jars() -> list[Path]:
+    """The cached jars, or a :class:`SetupError` telling how to resolve them."""
+    folder = jars_dir()
+    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(jar.name.startswith("delta-spark") for jar in jars):
+        raise SetupError(f"Delta jars are missing from {folder}: run `make setup` (it resolves them with Maven)")
+    return jars
+
+
+def resolve_jars() -> list[Path]:
+    """Resolve the manifest with Maven into the cache; a no-op when the cache is complete."""
+    folder = jars_dir()
+    stamp = folder / ".manifest"
+    wanted = manifest().read_text()
+    if stamp.exists() and stamp.read_text() == wanted:
+        return cached_jars()
+    if shutil.which("mvn") is None:
+        raise SetupError("Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve Delta's jars")
+    with tempfile.TemporaryDirectory() as scratch:
+        command = [
+            "mvn", "-q", "-B", "-f", str(manifest()), "dependency:copy-dependencies",
+            f"-DoutputDirectory={scratch}", "-DincludeScope=runtime",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+            raise SetupError(f"Delta jars are not resolvable with Maven ({last[0][:300]}): check the network and {manifest()}")
+        shipped = _pyspark_artifacts()
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for jar in sorted(Path(scratch).glob("*.jar")):
+            if _artifact(jar.name) not in shipped:
+                shutil.copy2(jar, folder / jar.name)
+    stamp.write_text(wanted)
+    return cached_jars()
+
+
+def main() -> int:
+    """Console entry point used by ``make setup``."""
+    try:
+        jars = resolve_jars()
+    except SetupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    print(f"{len(jars)} jars in {jars_dir()}: {', '.join(jar.name for jar in jars)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Where things live under ``LAKEHOUSE_HOME`` (DESIGN.md section 3), as plain strings.
+
+``LAKEHOUSE_HOME`` is a local path or a URI; file reads outside Spark go through fsspec so
+the same code serves both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import fsspec
+
+from spark_jobs.spec import HopSpec, PipelineSpec
+
+DEFAULT_HOME = "./.lakehouse"
+
+
+def lakehouse_home(create: bool = True) -> str:
+    """``$LAKEHOUSE_HOME`` (default ``./.lakehouse``), absolute for local paths, created if missing."""
+    home = os.environ.get("LAKEHOUSE_HOME") or DEFAULT_HOME
+    if "://" not in home:
+        home = str(Path(home).expanduser().resolve())
+        if create:
+            Path(home).mkdir(parents=True, exist_ok=True)
+    return home.rstrip("/")
+
+
+def filesystem(path: str) -> fsspec.AbstractFileSystem:
+    """The fsspec filesystem serving ``path``."""
+    return fsspec.core.url_to_fs(path)[0]
+
+
+@dataclass(frozen=True)
+class Lake:
+    """The paths of one pipeline's data, checkpoints and records."""
+
+    home: str
+    spec: PipelineSpec
+
+    @classmethod
+    def open(cls, spec: PipelineSpec) -> Lake:
+        return cls(lakehouse_home(), spec)
+
+    def path(self, relative: str) -> str:
+        return f"{self.home}/{relative}"
+
+    @property
+    def landing(self) -> str:
+        return self.path(self.spec.landing)
+
+    @property
+    def campaigns(self) -> str:
+        return self.path(self.spec.campaigns)
+
+    def table(self, hop: HopSpec) -> str:
+        return self.path(hop.table)
+
+    def quarantine(self, hop: HopSpec) -> str | None:
+        return self.path(hop.quarantine) if hop.quarantine else None
+
+    def checkpoint(self, hop: HopSpec) -> str:
+        return self.path(f"checkpoints/{self.spec.name}/{hop.name}")
+
+    @property
+    def runs(self) -> str:
+        return self.path(f"_ops/runs/{self.spec.name}")
+
+    def upstream_table(self, hop: HopSpec) -> str | None:
+        return self.table(self.spec.hop(hop.upstream)) if hop.upstream else None
+
+    def tables_of(self, hop: HopSpec) -> list[str]:
+        """Every table the hop writes: its own and, for ingest hops, the quarantine."""
+        quarantine = self.quarantine(hop)
+        return [self.table(hop)] + ([quarantine] if quarantine else [])

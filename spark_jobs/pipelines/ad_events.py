@@ -1,0 +1,40 @@
+"""``ad_events``: the YSB pipeline's hops mapped to its pure transforms."""
+
+from __future__ import annotations
+
+from spark_jobs.errors import UsageError
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.spec import HopSpec, PipelineSpec
+from spark_jobs.transforms import ad_events as transforms
+
+CAMPAIGNS_SCHEMA = "ad_id string, campaign_id string"
+
+
+def static_inputs(spark, lake: Lake, hop: HopSpec) -> dict:
+    """The campaigns table for silver, re-read on every run (a stream-static join)."""
+    if hop.name != "silver":
+        return {}
+    fs = filesystem(lake.campaigns)
+    if not fs.exists(lake.campaigns) or not any(p.endswith(".csv") for p in fs.ls(lake.campaigns, detail=False)):
+        raise UsageError(
+            f"no campaigns CSV in {lake.campaigns}: add one with header ad_id,campaign_id "
+            "(`lakehouse generate ad_events` writes a sample)"
+        )
+    campaigns = spark.read.option("header", True).schema(CAMPAIGNS_SCHEMA).csv(lake.campaigns)
+    return {"campaigns": campaigns}
+
+
+def transform(hop: HopSpec, frame, spec: PipelineSpec, inputs: dict):
+    """Apply the hop's transform; the same call serves streams and backfills."""
+    if hop.name == "bronze":
+        return transforms.parse_events(frame)
+    if hop.name == "silver":
+        return transforms.enrich_views(frame, inputs["campaigns"])
+    if hop.name == "gold":
+        return transforms.count_views(frame, spec.window, spec.allowed_lateness)
+    raise UsageError(f"ad_events has no transform for hop {hop.name!r}")
+
+
+def split_ingested(parsed):
+    """Bronze rows and quarantine rows of a parsed increment."""
+    return transforms.valid_events(parsed), transforms.invalid_lines(parsed)

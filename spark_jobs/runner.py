@@ -1,0 +1,349 @@
+"""Run a pipeline's hops: run-once streams (``availableNow``), always-on streams and backfills.
+
+All three call the same transforms (:mod:`spark_jobs.pipelines`); only the first and last
+lines differ: ``readStream``/``writeStream`` with a checkpoint, or ``read``/``write`` with
+``replaceWhere`` over an event-time range.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from spark_jobs import checkpoint_log, delta_log
+from spark_jobs.errors import LakehouseError, RunFailed
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.pipelines import pipeline_code
+from spark_jobs.records import RunRecord, TableChange, write_record
+from spark_jobs.spec import HopSpec
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+
+
+def _table_exists(table: str) -> bool:
+    return delta_log.table_version(table) is not None
+
+
+def _landing_lines(spark, lake: Lake, streaming: bool, max_files_per_trigger: int | None = None):
+    from pyspark.sql import functions as F
+
+    filesystem(lake.landing).makedirs(lake.landing, exist_ok=True)
+    reader = spark.readStream if streaming else spark.read
+    if streaming and max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    lines = reader.format("text").load(lake.landing)
+    return lines.select("value", F.col("_metadata.file_path").alias("_source_file"))
+
+
+class HopRun:
+    """One hop's run: builds the query, tracks versions and progress, writes the record."""
+
+    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = _stderr):
+        self.spark = spark
+        self.lake = lake
+        self.hop = hop
+        self.spec = lake.spec
+        self.code = pipeline_code(lake.spec.name)
+        self.progress = progress
+        self.checkpoint = lake.checkpoint(hop)
+        self.record = RunRecord(pipeline=lake.spec.name, hop=hop.name, run_id=run_id, mode=mode)
+        self.record.tables = {
+            table: TableChange(delta_log.table_version(table), None) for table in lake.tables_of(hop)
+        }
+        self._seen_batches: set[int] = set()
+
+    # -- the record -------------------------------------------------------------------------
+
+    def _close(self, status: str, error: str | None = None) -> RunRecord:
+        record = self.record
+        for table, change in record.tables.items():
+            change.version_after = delta_log.table_version(table)
+        main_table = self.lake.table(self.hop)
+        main = record.tables[main_table]
+        record.rows_out = delta_log.rows_written(main_table, main.version_before, main.version_after)
+        quarantine = self.lake.quarantine(self.hop)
+        if quarantine:
+            change = record.tables[quarantine]
+            record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
+        record.finish(status, error)
+        write_record(self.lake, record)
+        return record
+
+    def _note_progress(self, query) -> None:
+        for progress in query.recentProgress:
+            entry = json.loads(progress.json)
+            batch_id = entry["batchId"]
+            # An idle progress (no batch ran: nothing new) names the next batch id but has no addBatch.
+            if batch_id in self._seen_batches or "addBatch" not in entry.get("durationMs", {}):
+                continue
+            self._seen_batches.add(batch_id)
+            rows = int(entry.get("numInputRows") or 0)
+            rate = float(entry.get("processedRowsPerSecond") or 0.0)
+            dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in entry.get("stateOperators", []))
+            self.record.batch_ids.append(batch_id)
+            self.record.rows_in += rows
+            self.record.rows_dropped_late += dropped
+            self.record.progress.append(
+                {
+                    "batch_id": batch_id,
+                    "timestamp": entry.get("timestamp"),
+                    "rows": rows,
+                    "rows_per_second": round(rate, 1),
+                    "duration_ms": entry.get("durationMs", {}),
+                    "watermark": entry.get("eventTime", {}).get("watermark"),
+                    "rows_dropped_late": dropped,
+                    "sources": [
+                        {"start": source.get("startOffset"), "end": source.get("endOffset")}
+                        for source in entry.get("sources", [])
+                    ],
+                }
+            )
+            late = f", {dropped} late rows dropped" if dropped else ""
+            self.progress(f"[{self.hop.name}] batch {batch_id}: {rows:,} rows ({rate:,.0f} rows/s){late}")
+
+    # -- streams ----------------------------------------------------------------------------
+
+    def start_stream(self, trigger: dict, max_files_per_trigger: int | None = None):
+        """Start the hop's streaming query with ``trigger`` (kwargs of ``DataStreamWriter.trigger``)."""
+        query_id = checkpoint_log.ensure_query_id(self.checkpoint)
+        self.record.query_id = query_id
+        inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
+        if self.hop.kind == "ingest":
+            source = _landing_lines(self.spark, self.lake, True, max_files_per_trigger)
+        else:
+            reader = self.spark.readStream.format("delta")
+            if max_files_per_trigger:
+                reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+            source = reader.load(self.lake.upstream_table(self.hop))
+        frame = self.code.transform(self.hop, source, self.spec, inputs)
+        writer = {"ingest": self._ingest_writer, "append": self._append_writer, "aggregate": self._merge_writer}[
+            self.hop.kind
+        ](frame, query_id)
+        name = f"{self.spec.name}.{self.hop.name}"
+        return writer.queryName(name).option("checkpointLocation", self.checkpoint).trigger(**trigger).start()
+
+    def _ingest_writer(self, parsed, query_id: str):
+        from pyspark.sql import functions as F
+
+        from spark_jobs.transforms.ad_events import add_lineage
+
+        table, quarantine = self.lake.table(self.hop), self.lake.quarantine(self.hop)
+        partition_by = list(self.hop.partition_by)
+
+        def write_batch(batch, batch_id: int) -> None:
+            batch.persist()
+            try:
+                ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
+                valid, invalid = self.code.split_ingested(batch)
+                idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
+                    *partition_by
+                ).options(**idempotent).save(table)
+                add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
+                    **idempotent
+                ).save(quarantine)
+            finally:
+                batch.unpersist()
+
+        return parsed.writeStream.foreachBatch(write_batch)
+
+    def _append_writer(self, frame, query_id: str):
+        return (
+            frame.writeStream.format("delta")
+            .outputMode("append")
+            .partitionBy(*self.hop.partition_by)
+            .option("path", self.lake.table(self.hop))
+        )
+
+    def _merge_writer(self, frame, query_id: str):
+        from delta.tables import DeltaTable
+
+        table = self.lake.table(self.hop)
+        DeltaTable.createIfNotExists(self.spark).location(table).addColumns(frame.schema).execute()
+        condition = " AND ".join(f"t.{key} = s.{key}" for key in self.hop.keys)
+
+        def merge_batch(batch, batch_id: int) -> None:
+            session = batch.sparkSession
+            # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
+            session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
+            session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            try:
+                target = DeltaTable.forPath(session, table).alias("t")
+                target.merge(batch.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+            finally:
+                session.conf.unset("spark.databricks.delta.write.txnAppId")
+                session.conf.unset("spark.databricks.delta.write.txnVersion")
+
+        return frame.writeStream.outputMode("update").foreachBatch(merge_batch)
+
+    def _upstream_missing(self) -> bool:
+        upstream = self.lake.upstream_table(self.hop)
+        return upstream is not None and not _table_exists(upstream)
+
+    def run_once(self, max_files_per_trigger: int | None = None) -> RunRecord:
+        """Process everything new since the last run (``availableNow``), then stop."""
+        if self._upstream_missing():
+            self.progress(f"[{self.hop.name}] nothing to do: upstream table {self.lake.upstream_table(self.hop)} does not exist yet")
+            return self._close("skipped")
+        self.progress(f"[{self.hop.name}] run-once from {self.checkpoint}")
+        try:
+            query = self.start_stream({"availableNow": True}, max_files_per_trigger)
+            while not query.awaitTermination(1):
+                self._note_progress(query)
+            self._note_progress(query)
+            if query.exception() is not None:
+                raise RunFailed(f"{self.hop.name} failed: {_first_line(query.exception())}")
+        except LakehouseError as error:
+            self._close("failed", str(error))
+            raise
+        except Exception as error:  # a Spark error: record it, surface one line
+            self._close("failed", _first_line(error))
+            raise RunFailed(f"{self.hop.name} failed: {_first_line(error)} (run record in {self.lake.runs})") from error
+        if not self.record.batch_ids:
+            self.progress(f"[{self.hop.name}] no new data")
+        return self._close("succeeded")
+
+    # -- backfill ---------------------------------------------------------------------------
+
+    def backfill(self, start_ms: int, end_ms: int) -> RunRecord:
+        """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms.
+
+        Writes overwrite exactly that range (``replaceWhere``), so a backfill is idempotent;
+        the streaming checkpoint is never read or written.
+        """
+        from pyspark.sql import functions as F
+
+        record = self.record
+        record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
+        if self._upstream_missing():
+            self.progress(f"[{self.hop.name}] nothing to do: upstream table {self.lake.upstream_table(self.hop)} does not exist yet")
+            return self._close("skipped")
+        began = time.time()
+        try:
+            inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
+            table = self.lake.table(self.hop)
+            if self.hop.kind == "ingest":
+                self._backfill_ingest(start_ms, end_ms)
+            else:
+                upstream = self.spark.read.format("delta").load(self.lake.upstream_table(self.hop))
+                if self.hop.kind == "aggregate":
+                    start_ms, end_ms = _widen_to_windows(start_ms, end_ms, self.spec.window)
+                    record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
+                upstream = upstream.where((F.col("event_time") >= start_ms) & (F.col("event_time") < end_ms))
+                frame = self.code.transform(self.hop, upstream, self.spec, inputs)
+                predicate = _range_predicate(self.hop.time_column, start_ms, end_ms)
+                writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+                if self.hop.partition_by:
+                    writer = writer.partitionBy(*self.hop.partition_by)
+                writer.save(table)
+        except LakehouseError as error:
+            self._close("failed", str(error))
+            raise
+        except Exception as error:
+            self._close("failed", _first_line(error))
+            raise RunFailed(f"{self.hop.name} backfill failed: {_first_line(error)}") from error
+        self._close("succeeded")
+        record.rows_in = record.rows_out + record.rows_quarantined if self.hop.kind == "ingest" else record.rows_in
+        elapsed = max(time.time() - began, 1e-6)
+        self.progress(
+            f"[{self.hop.name}] backfill {record.range_start} .. {record.range_end}: "
+            f"{record.rows_out:,} rows written ({record.rows_out / elapsed:,.0f} rows/s)"
+            + (f", {record.rows_quarantined:,} quarantined" if self.lake.quarantine(self.hop) else "")
+        )
+        write_record(self.lake, record)
+        return record
+
+    def _backfill_ingest(self, start_ms: int, end_ms: int) -> None:
+        """Bronze over the range; the quarantine of every landing file read is rebuilt whole.
+
+        Invalid lines have no trustworthy event time, so they are keyed by source file.
+        """
+        from pyspark.sql import functions as F
+
+        from spark_jobs.transforms.ad_events import add_lineage
+
+        lines = _landing_lines(self.spark, self.lake, streaming=False)
+        source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
+        parsed = self.code.transform(self.hop, lines, self.spec, {}).persist()
+        try:
+            valid, invalid = self.code.split_ingested(parsed)
+            valid = valid.where((F.col("event_time") >= start_ms) & (F.col("event_time") < end_ms))
+            add_lineage(valid, -1).write.format("delta").mode("overwrite").partitionBy(*self.hop.partition_by).option(
+                "replaceWhere", _range_predicate(self.hop.time_column, start_ms, end_ms, epoch_ms=True)
+            ).save(self.lake.table(self.hop))
+            if source_files:
+                quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
+                add_lineage(invalid, -1).write.format("delta").mode("overwrite").option(
+                    "replaceWhere", f"_source_file IN ({quoted})"
+                ).save(self.lake.quarantine(self.hop))
+        finally:
+            parsed.unpersist()
+
+
+def _first_line(error: BaseException | object) -> str:
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+def _window_ms(window: str) -> int:
+    amount, unit = window.split()
+    factor = {"second": 1000, "minute": 60_000, "hour": 3_600_000}[unit.rstrip("s")]
+    return int(amount) * factor
+
+
+def _widen_to_windows(start_ms: int, end_ms: int, window: str) -> tuple[int, int]:
+    """Grow a range to whole windows so a backfill never writes half a window's count."""
+    size = _window_ms(window)
+    return start_ms - start_ms % size, end_ms + (-end_ms) % size
+
+
+def _range_predicate(column: str, start_ms: int, end_ms: int, epoch_ms: bool | None = None) -> str:
+    """SQL for ``start <= column < end``; epoch-ms columns compare numbers, others timestamps."""
+    if epoch_ms or (epoch_ms is None and column == "event_time"):
+        return f"{column} >= {start_ms} AND {column} < {end_ms}"
+    return f"{column} >= timestamp'{_iso(start_ms)}' AND {column} < timestamp'{_iso(end_ms)}'"
+
+
+def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,
+                   stop: threading.Event | None = None, progress: Progress = _stderr) -> list[RunRecord]:
+    """Run the hops as always-on queries with a processing-time trigger until stopped.
+
+    A hop whose upstream table does not exist yet starts once it does. SIGINT/SIGTERM or
+    ``stop`` end all queries; each hop's record is written then.
+    """
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+    runs = [HopRun(spark, lake, hop, run_id, "continuous", progress) for hop in hops]
+    queries: dict[str, object] = {}
+    try:
+        while not stop.is_set():
+            for run in runs:
+                if run.hop.name not in queries and not run._upstream_missing():
+                    progress(f"[{run.hop.name}] always-on, trigger every {trigger_interval}")
+                    queries[run.hop.name] = run.start_stream({"processingTime": trigger_interval})
+            for run in runs:
+                query = queries.get(run.hop.name)
+                if query is not None:
+                    run._note_progress(query)
+                    if query.exception() is not None:
+                        raise RunFailed(f"{run.hop.name} failed: {_first_line(query.exception())}")
+            stop.wait(1)
+    finally:
+        for query in queries.values():
+            query.stop()
+    return [run._close("succeeded" if run.hop.name in queries else "skipped") for run in runs]

@@ -1,0 +1,64 @@
+"""The one place that builds a SparkSession, with Delta configured from the local jar cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from spark_jobs.errors import SetupError
+from spark_jobs.jars import cached_jars
+
+DELTA_CONFS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def check_java() -> None:
+    """Fail with one clear line when no Java runtime is reachable."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.path.exists(os.path.join(java_home, "bin", "java")):
+        return
+    if shutil.which("java") is None:
+        raise SetupError("Java is not installed or not on PATH: install Java 17+ (e.g. apt-get install openjdk-17-jre-headless)")
+
+
+def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
+    """Confs every lakehouse session shares: Delta, UTC, small shuffles, quiet UI."""
+    confs = dict(DELTA_CONFS)
+    confs.update(
+        {
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.shuffle.partitions": str(shuffle_partitions),
+            "spark.sql.streaming.numRecentProgressUpdates": "1000",
+            "spark.ui.enabled": os.environ.get("LAKEHOUSE_SPARK_UI", "false"),
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        }
+    )
+    return confs
+
+
+def build_session(app_name: str, shuffle_partitions: int = 4):
+    """Get or create the SparkSession for ``app_name``.
+
+    Under ``spark-submit`` the JVM already exists (its ``--jars`` carry Delta) and its master
+    comes from the submit; otherwise a local JVM starts with ``$LAKEHOUSE_SPARK_MASTER``
+    (default ``local[2]``) and the cached Delta jars.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        check_java()
+        builder = builder.master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]"))
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached_jars()))
+        builder = builder.config("spark.driver.memory", os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g"))
+    for key, value in session_confs(shuffle_partitions).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark

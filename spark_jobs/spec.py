@@ -1,0 +1,136 @@
+"""Pipeline specs: the YAML files in ``include/pipelines/``, read by Spark and Airflow alike.
+
+Plain data only; no Spark here, so DAG parsing stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from spark_jobs.errors import UsageError
+
+HOP_KINDS = ("ingest", "append", "aggregate")
+
+
+def repo_root() -> Path:
+    """The project's root: the folder holding ``spark_jobs/`` and ``include/``."""
+    return Path(__file__).resolve().parents[1]
+
+
+def pipelines_dir() -> Path:
+    """Where pipeline specs live: ``$LAKEHOUSE_PIPELINES`` or ``include/pipelines``."""
+    return Path(os.environ.get("LAKEHOUSE_PIPELINES") or repo_root() / "include" / "pipelines")
+
+
+@dataclass(frozen=True)
+class HopSpec:
+    """One streaming query of a pipeline, with its own checkpoint and output table."""
+
+    name: str
+    kind: str
+    table: str
+    time_column: str
+    upstream: str | None = None
+    quarantine: str | None = None
+    partition_by: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A pipeline: landing folders, hops in order, and the knobs of its streaming queries."""
+
+    name: str
+    landing: str
+    campaigns: str
+    hops: tuple[HopSpec, ...]
+    description: str = ""
+    schedule: str = "*/5 * * * *"
+    backfill_start: str = "2026-01-01"
+    shuffle_partitions: int = 4
+    window: str = "10 seconds"
+    allowed_lateness: str = "1 minute"
+    source: Path | None = field(default=None, compare=False)
+
+    @property
+    def hop_names(self) -> tuple[str, ...]:
+        return tuple(hop.name for hop in self.hops)
+
+    def hop(self, name: str) -> HopSpec:
+        """The hop called ``name``; a :class:`UsageError` naming the valid ones otherwise."""
+        for hop in self.hops:
+            if hop.name == name:
+                return hop
+        raise UsageError(
+            f"unknown hop {name!r} for pipeline {self.name!r}: use one of {', '.join(self.hop_names)} or all"
+        )
+
+    def select_hops(self, name: str | None) -> tuple[HopSpec, ...]:
+        """``all`` (or None) gives every hop in order, a hop name gives that hop."""
+        if name in (None, "all"):
+            return self.hops
+        return (self.hop(name),)
+
+    def downstream_of(self, name: str) -> tuple[HopSpec, ...]:
+        """Hops that read ``name``'s table, directly or through others, in order."""
+        below: list[HopSpec] = []
+        reached = {name}
+        for hop in self.hops:
+            if hop.upstream in reached:
+                below.append(hop)
+                reached.add(hop.name)
+        return tuple(below)
+
+
+def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
+    missing = [key for key in ("name", "kind", "table", "time_column") if key not in raw]
+    if missing:
+        raise UsageError(f"{source}: hop {raw.get('name', '?')} lacks {', '.join(missing)}: add it to the spec")
+    if raw["kind"] not in HOP_KINDS:
+        raise UsageError(f"{source}: hop {raw['name']} has kind {raw['kind']!r}: use one of {', '.join(HOP_KINDS)}")
+    return HopSpec(
+        name=raw["name"],
+        kind=raw["kind"],
+        table=raw["table"],
+        time_column=raw["time_column"],
+        upstream=raw.get("upstream"),
+        quarantine=raw.get("quarantine"),
+        partition_by=tuple(raw.get("partition_by") or ()),
+        keys=tuple(raw.get("keys") or ()),
+    )
+
+
+def load_spec(path: Path) -> PipelineSpec:
+    """Read one spec file."""
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
+        raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
+    hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
+    known = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness"}
+    return PipelineSpec(
+        name=raw["name"],
+        landing=raw["landing"],
+        campaigns=raw["campaigns"],
+        hops=hops,
+        source=path,
+        **{key: raw[key] for key in known if key in raw},
+    )
+
+
+def list_specs(directory: Path | None = None) -> list[PipelineSpec]:
+    """Every spec in the pipelines folder, sorted by name."""
+    folder = directory or pipelines_dir()
+    return sorted((load_spec(path) for path in folder.glob("*.yaml")), key=lambda spec: spec.name)
+
+
+def get_spec(name: str, directory: Path | None = None) -> PipelineSpec:
+    """The spec called ``name``; a :class:`UsageError` listing the known ones otherwise."""
+    specs = {spec.name: spec for spec in list_specs(directory)}
+    if name not in specs:
+        known = ", ".join(specs) or "none"
+        raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {directory or pipelines_dir()})")
+    return specs[name]

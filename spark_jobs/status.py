@@ -1,0 +1,88 @@
+"""``lakehouse status``: what each hop has processed, from checkpoints, Delta logs and run
+records read as plain files (no JVM)."""
+
+from __future__ import annotations
+
+from spark_jobs import checkpoint_log, delta_log
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.records import read_records
+
+
+def landing_files(lake: Lake) -> list[str]:
+    """Landing files Spark would read: everything but names starting with ``.`` or ``_``."""
+    fs = filesystem(lake.landing)
+    if not fs.exists(lake.landing):
+        return []
+    found = []
+    for path in fs.ls(lake.landing, detail=False):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if not name.startswith((".", "_")) and fs.isfile(path):
+            found.append(checkpoint_log.local_path(path))
+    return sorted(found)
+
+
+def processed_files(lake: Lake) -> set[str]:
+    """Landing files the bronze stream has already taken into a batch (its source log)."""
+    bronze = lake.spec.hops[0]
+    entries = checkpoint_log.file_source_entries(lake.checkpoint(bronze))
+    return {checkpoint_log.local_path(entry["path"]) for entry in entries}
+
+
+def hop_status(lake: Lake, hop_name: str) -> dict:
+    hop = lake.spec.hop(hop_name)
+    checkpoint = lake.checkpoint(hop)
+    offsets = checkpoint_log.offset_batch_ids(checkpoint)
+    commits = checkpoint_log.commit_batch_ids(checkpoint)
+    records = read_records(lake, hop.name)
+    last = records[-1] if records else None
+    tables = {table: delta_log.table_version(table) for table in lake.tables_of(hop)}
+    return {
+        "hop": hop.name,
+        "kind": hop.kind,
+        "checkpoint": checkpoint,
+        "query_id": checkpoint_log.query_id(checkpoint),
+        "batches": len(commits),
+        "last_batch": offsets[-1] if offsets else None,
+        "last_committed_batch": commits[-1] if commits else None,
+        "pending_batch": offsets[-1] if offsets and (not commits or offsets[-1] > commits[-1]) else None,
+        "table_versions": tables,
+        "runs": len(records),
+        "last_run": None
+        if last is None
+        else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
+                                             "rows_quarantined", "rows_dropped_late", "duration_s", "error")},
+    }
+
+
+def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
+    landing = landing_files(lake)
+    processed = processed_files(lake)
+    hops = [hop] if hop and hop != "all" else list(lake.spec.hop_names)
+    return {
+        "pipeline": lake.spec.name,
+        "lakehouse_home": lake.home,
+        "landing": {"files": len(landing), "new_files": len([path for path in landing if path not in processed])},
+        "hops": [hop_status(lake, name) for name in hops],
+    }
+
+
+def format_status(status: dict) -> str:
+    lines = [
+        f"pipeline {status['pipeline']}  (LAKEHOUSE_HOME={status['lakehouse_home']})",
+        f"landing: {status['landing']['files']} files, {status['landing']['new_files']} not yet ingested",
+        f"{'hop':<8}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  table versions / last run",
+    ]
+    for hop in status["hops"]:
+        versions = ", ".join(f"{table.rsplit('/', 2)[-2]}/{table.rsplit('/', 1)[-1]}@{version}"
+                             for table, version in hop["table_versions"].items())
+        last_batch = "-" if hop["last_batch"] is None else hop["last_batch"]
+        pending = "-" if hop["pending_batch"] is None else hop["pending_batch"]
+        lines.append(f"{hop['hop']:<8}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6}  {versions}")
+        run = hop["last_run"]
+        if run:
+            lines.append(
+                f"{'':<8}last run {run['run_id']} ({run['mode']}, {run['status']}): batches {run['batch_ids']}, "
+                f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
+                f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Pure ``DataFrame -> DataFrame`` functions, identical for ``readStream`` and ``read``."""

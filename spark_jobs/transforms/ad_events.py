@@ -1,0 +1,106 @@
+"""The ``ad_events`` transforms (DESIGN.md section 3).
+
+Each function takes and returns DataFrames and never reads, writes, creates a session or
+asks whether its input is streaming, so run-once streams and batch backfills share them.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+EVENT_TYPES = ("view", "click", "purchase")
+REQUIRED_FIELDS = ("ad_id", "event_type", "event_time")
+STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
+_NUMERIC_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT")
+
+BRONZE_COLUMNS = (
+    "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "event_ts", "ip_address",
+    "event_date", "_source_file",
+)
+QUARANTINE_COLUMNS = ("raw_line", "reason", "_source_file")
+SILVER_COLUMNS = (
+    "campaign_id", "ad_id", "user_id", "page_id", "ad_type", "event_time", "event_ts", "ip_address", "event_date",
+)
+GOLD_COLUMNS = ("campaign_id", "window_start", "window_end", "views")
+
+
+def _is_number(value: Column) -> Column:
+    """True when a variant holds a JSON number (not a string that looks like one)."""
+    kind = F.schema_of_variant(value)
+    return kind.isin(*_NUMERIC_TYPES) | kind.startswith("DECIMAL")
+
+
+def _invalid_reason(parsed: Column) -> Column:
+    """Why a parsed line is not an event, or null when it is one (first failed rule wins)."""
+    reason = F.when(parsed.isNull() | ~F.schema_of_variant(parsed).startswith("OBJECT"), F.lit("not a JSON object"))
+    for name in REQUIRED_FIELDS:
+        reason = reason.when(F.try_variant_get(parsed, f"$.{name}", "string").isNull(), F.lit(f"missing {name}"))
+    event_type = F.try_variant_get(parsed, "$.event_type", "string")
+    return reason.when(
+        ~_is_number(F.variant_get(parsed, "$.event_time", "variant")), F.lit("event_time is not a number")
+    ).when(~event_type.isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
+
+
+def parse_events(lines: DataFrame) -> DataFrame:
+    """Parse JSON lines into typed events plus a ``reason`` column (null for a valid event).
+
+    :param lines: ``value`` (one raw line) and ``_source_file``.
+    :return: the bronze columns, ``raw_line`` and ``reason``.
+    """
+    parsed = F.try_parse_json(F.col("value"))
+    event_time = F.try_variant_get(parsed, "$.event_time", "double").cast("long")
+    typed = lines.select(
+        *[F.try_variant_get(parsed, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
+        event_time.alias("event_time"),
+        F.col("value").alias("raw_line"),
+        F.col("_source_file"),
+        _invalid_reason(parsed).alias("reason"),
+    )
+    event_ts = F.timestamp_millis(F.col("event_time"))
+    return typed.withColumn("event_ts", event_ts).withColumn("event_date", F.to_date(event_ts))
+
+
+def valid_events(parsed: DataFrame) -> DataFrame:
+    """The rows of :func:`parse_events` that are events, with the bronze columns."""
+    return parsed.where(F.col("reason").isNull()).select(*BRONZE_COLUMNS)
+
+
+def invalid_lines(parsed: DataFrame) -> DataFrame:
+    """The rows of :func:`parse_events` that are not events, with the quarantine columns."""
+    return parsed.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)
+
+
+def add_lineage(frame: DataFrame, batch_id: int, ingest_time: Column | None = None) -> DataFrame:
+    """Stamp rows with the micro-batch (or -1 for a backfill) and the ingest time."""
+    return frame.withColumn("_batch_id", F.lit(batch_id).cast("long")).withColumn(
+        "_ingest_time", ingest_time if ingest_time is not None else F.current_timestamp()
+    )
+
+
+def enrich_views(events: DataFrame, campaigns: DataFrame) -> DataFrame:
+    """``view`` events with their ``campaign_id`` (null when the ad has no campaign).
+
+    A left join keeps unmatched views visible in silver instead of dropping them silently.
+    """
+    views = events.where(F.col("event_type") == "view")
+    return views.join(campaigns.select("ad_id", "campaign_id"), on="ad_id", how="left").select(*SILVER_COLUMNS)
+
+
+def count_views(views: DataFrame, window: str = "10 seconds", allowed_lateness: str = "1 minute") -> DataFrame:
+    """Views per campaign in tumbling event-time windows, with a watermark for late events.
+
+    Views without a campaign are not counted; silver keeps them for inspection.
+    """
+    windowed = (
+        views.where(F.col("campaign_id").isNotNull())
+        .withWatermark("event_ts", allowed_lateness)
+        .groupBy(F.window("event_ts", window).alias("window"), F.col("campaign_id"))
+        .agg(F.count(F.lit(1)).alias("views"))
+    )
+    return windowed.select(
+        "campaign_id",
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        "views",
+    )
