@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import sys
 
 from spark_jobs.errors import LakehouseError, UsageError
@@ -30,6 +31,15 @@ def parse_time(text: str, flag: str) -> int:
 
 def _emit(args, document: dict, text: str) -> None:
     print(json.dumps(document, indent=2, default=str) if args.json else text)
+
+
+def _run_id(args) -> str:
+    """The ``--run-id`` given (checked: it names files) or a new one."""
+    if args.run_id is None:
+        return new_run_id()
+    if not re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", args.run_id) or args.run_id.startswith("."):
+        raise UsageError(f"--run-id {args.run_id!r} has characters other than letters, digits and _.:+-")
+    return args.run_id
 
 
 def _lake(args) -> Lake:
@@ -67,7 +77,7 @@ def cmd_run(args) -> int:
 
     lake = _lake(args)
     hops = lake.spec.select_hops(args.hop)
-    run_id = args.run_id or new_run_id()
+    run_id = _run_id(args)
     if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
         raise UsageError("--max-files-per-trigger must be >= 1")
     spark = build_session(f"lakehouse-{lake.spec.name}-run", lake.spec.shuffle_partitions)
@@ -90,7 +100,7 @@ def cmd_backfill(args) -> int:
     start, end = parse_time(args.start, "--start"), parse_time(args.end, "--end")
     if start >= end:
         raise UsageError(f"--start {args.start} is not before --end {args.end}: the range is [start, end)")
-    run_id = args.run_id or new_run_id()
+    run_id = _run_id(args)
     spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
     records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
     _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))

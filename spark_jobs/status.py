@@ -86,3 +86,41 @@ def format_status(status: dict) -> str:
                 f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
             )
     return "\n".join(lines)
+
+
+def pending_work(lake: Lake) -> dict[str, str | None]:
+    """Per hop, why it has work to do (or None): the stream DAG's "new data?" check, no JVM.
+
+    Bronze has work when a landing file is not in its source log; a Delta-fed hop when its
+    upstream table has versions past the last offset it read; any hop with an offset that
+    was never committed has a batch to finish.
+    """
+    pending: dict[str, str | None] = {}
+    for hop in lake.spec.hops:
+        checkpoint = lake.checkpoint(hop)
+        offsets = checkpoint_log.offset_batch_ids(checkpoint)
+        commits = checkpoint_log.commit_batch_ids(checkpoint)
+        if offsets and (not commits or offsets[-1] > commits[-1]):
+            pending[hop.name] = f"batch {offsets[-1]} was planned but not committed"
+        elif hop.kind == "ingest":
+            new = [path for path in landing_files(lake) if path not in processed_files(lake)]
+            pending[hop.name] = f"{len(new)} new landing files" if new else None
+        else:
+            pending[hop.name] = _upstream_news(lake.upstream_table(hop), checkpoint, offsets)
+    return pending
+
+
+def _upstream_news(upstream: str, checkpoint: str, offsets: list[int]) -> str | None:
+    version = delta_log.table_version(upstream)
+    if version is None:
+        return None
+    if not offsets:
+        return f"upstream table at version {version}, never read"
+    source = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0] or {}
+    next_version = int(source.get("reservoirVersion", -1))
+    # (v, index -1): everything before v was read; (v, index >= 0): part of v was read.
+    if int(source.get("index", -1)) >= 0 and not source.get("isStartingVersion", False):
+        next_version += 1
+    if version >= next_version:
+        return f"upstream table at version {version}, read up to version {next_version - 1}"
+    return None

@@ -1,0 +1,41 @@
+# make run: set up, then start Airflow + a sample event trickle (Ctrl-C stops everything).
+# make test: set up, then run the whole test suite. Both are idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-fast bench clean check-tools
+
+setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated
+
+check-tools:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is needed (found " + sys.version.split()[0] + "): install it and run make again")'
+	@command -v java >/dev/null || { echo "error: Java 17+ is not on PATH: install it (e.g. apt-get install openjdk-17-jre-headless)"; exit 2; }
+	@command -v mvn >/dev/null || [ -f .cache/jars/.manifest ] || { echo "error: Maven (mvn) is needed once to resolve Delta's jars: install it (e.g. apt-get install maven)"; exit 2; }
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+.cache/jars/.manifest: include/jars/pom.xml $(VENV)/.installed
+	$(PY) -m spark_jobs.jars
+
+.airflow/.migrated: $(VENV)/.installed
+	$(PY) include/scripts/platform.py migrate
+
+run: setup
+	$(PY) include/scripts/platform.py run
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf .airflow .lakehouse .cache/dist
