@@ -1,0 +1,120 @@
+"""Shared fixtures: one SparkSession per test process, a fresh lake per test, helpers that
+compute expected results from the landing files in plain Python."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "plugins"))
+sys.path.insert(0, str(ROOT / "include" / "scripts"))
+
+EVENT_TYPES = {"view", "click", "purchase"}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spark_jobs.session import build_session
+
+    session = build_session("lakehouse-tests", shuffle_partitions=4)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "lake"
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    return home
+
+
+def lakehouse(*args: str, env: dict | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """Run the installed ``lakehouse`` console script in a subprocess."""
+    done = subprocess.run([str(VENV_BIN / "lakehouse"), *args], env=env or os.environ.copy(),
+                          capture_output=True, text=True, **kwargs)
+    if check and done.returncode != 0:
+        raise AssertionError(f"lakehouse {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+# -- expected values, computed from the files without the code under test ----------------------
+
+def landing_lines(home: Path) -> list[tuple[str, str]]:
+    """``(file name, line)`` for every line of every visible landing file."""
+    folder = home / "landing" / "ad_events"
+    lines = []
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith((".", "_")):
+            continue
+        lines.extend((path.name, line) for line in path.read_text().splitlines())
+    return lines
+
+
+def valid_event(line: str) -> dict | None:
+    """The event in a line, or None when the rules of DESIGN/issue make it invalid."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or any(event.get(key) is None for key in ("ad_id", "event_type", "event_time")):
+        return None
+    number = event["event_time"]
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or event["event_type"] not in EVENT_TYPES:
+        return None
+    return event
+
+
+def campaigns_of(home: Path) -> dict[str, str]:
+    with open(home / "landing" / "campaigns" / "campaigns.csv") as handle:
+        return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(handle)}
+
+
+def expected_gold(home: Path) -> Counter:
+    """Views per (campaign_id, window start ms) over every valid view in the landing files."""
+    campaigns = campaigns_of(home)
+    counts: Counter = Counter()
+    for _name, line in landing_lines(home):
+        event = valid_event(line)
+        if event and event["event_type"] == "view" and event["ad_id"] in campaigns:
+            time_ms = int(event["event_time"])
+            counts[(campaigns[event["ad_id"]], time_ms - time_ms % 10_000)] += 1
+    return counts
+
+
+def gold_counter(spark, home: Path) -> Counter:
+    rows = spark.read.format("delta").load(str(home / "tables" / "gold" / "campaign_views_10s")).collect()
+    counter: Counter = Counter()
+    for row in rows:
+        window_ms = int(row.window_start.replace(tzinfo=__import__("datetime").UTC).timestamp() * 1000)
+        assert (row.window_end - row.window_start).total_seconds() == 10
+        assert (row.campaign_id, window_ms) not in counter, "gold has a duplicate key"
+        counter[(row.campaign_id, window_ms)] = row.views
+    return counter
+
+
+BUSINESS = {
+    "bronze": ("tables/bronze/ad_events", ["user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time",
+                                           "event_ts", "ip_address", "event_date", "_source_file"]),
+    "silver": ("tables/silver/ad_views", ["campaign_id", "ad_id", "user_id", "page_id", "ad_type", "event_time",
+                                          "event_ts", "ip_address", "event_date"]),
+    "gold": ("tables/gold/campaign_views_10s", ["campaign_id", "window_start", "window_end", "views"]),
+}
+
+
+def table_rows(spark, home: Path, hop: str, strip_home: bool = True) -> list[tuple]:
+    """A hop's table as sorted tuples of its business columns (lineage columns left out)."""
+    relative, columns = BUSINESS[hop]
+    rows = [tuple(row) for row in spark.read.format("delta").load(str(home / relative)).select(*columns).collect()]
+    if strip_home and "_source_file" in columns:
+        index = columns.index("_source_file")
+        rows = [row[:index] + (row[index].rsplit("/", 1)[-1],) + row[index + 1:] for row in rows]
+    return sorted(rows, key=repr)

@@ -1,0 +1,110 @@
+"""End to end through the CLI on a temp LAKEHOUSE_HOME, with the shared SparkSession.
+
+Expected values come from the generated landing files, parsed in plain Python (conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from spark_jobs import delta_log
+from spark_jobs.cli import main
+from tests.conftest import expected_gold, gold_counter, landing_lines, table_rows, valid_event
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+STARTS = ("2026-03-01T00:00:00", "2026-03-01T00:01:00", "2026-03-02T10:00:00")
+
+
+def _versions(home):
+    return {table: delta_log.table_version(str(home / table)) for table in
+            ("tables/bronze/ad_events", "tables/quarantine/ad_events", "tables/silver/ad_views",
+             "tables/gold/campaign_views_10s")}
+
+
+def _generate(seed: int, start: str, events: int = 1500, files: int = 3, bad: float = 0.02) -> None:
+    assert main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", str(seed),
+                 "--start", start, "--bad-fraction", str(bad)]) == 0
+
+
+def test_three_increments_then_nothing_new(spark, lake_home, capsys):
+    for seed, start in enumerate(STARTS):
+        _generate(seed, start)
+        capsys.readouterr()
+        assert main(["run", "ad_events", "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert [hop["status"] for hop in document["hops"]] == ["succeeded"] * 3
+        assert gold_counter(spark, lake_home) == expected_gold(lake_home)
+
+    lines = landing_lines(lake_home)
+    bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
+    quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_events"))
+    valid = [line for _name, line in lines if valid_event(line)]
+    assert bronze.count() == len(valid)
+    assert quarantine.count() == len(lines) - len(valid) > 0
+    assert bronze.count() + quarantine.count() == len(lines)
+    assert sorted(row.raw_line for row in quarantine.collect()) == sorted(
+        line for _name, line in lines if not valid_event(line))
+
+    before = _versions(lake_home)
+    assert main(["run", "ad_events", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [hop["batch_ids"] for hop in document["hops"]] == [[], [], []]
+    assert _versions(lake_home) == before
+
+
+def test_run_records_and_status(spark, lake_home, capsys):
+    _generate(7, STARTS[0], events=400, files=2, bad=0.05)
+    capsys.readouterr()
+    assert main(["run", "ad_events", "--hop", "bronze", "--run-id", "r1", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)["hops"][0]
+    lines = landing_lines(lake_home)
+    invalid = sum(1 for _name, line in lines if not valid_event(line))
+    assert (record["rows_in"], record["rows_out"], record["rows_quarantined"]) == (len(lines), len(lines) - invalid, invalid)
+    assert record["tables"][str(lake_home / "tables/bronze/ad_events")] == {"version_before": None, "version_after": 0}
+    stored = json.loads((lake_home / "_ops/runs/ad_events/r1.bronze.json").read_text())
+    assert stored["batch_ids"] == [0] and stored["status"] == "succeeded" and stored["progress"][0]["rows"] == len(lines)
+
+    assert main(["status", "ad_events", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    bronze, silver = status["hops"][0], status["hops"][1]
+    assert (bronze["batches"], bronze["last_committed_batch"], bronze["last_run"]["run_id"]) == (1, 0, "r1")
+    assert (silver["batches"], silver["last_run"]) == (0, None)
+    assert status["landing"] == {"files": 2, "new_files": 0}
+
+
+def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monkeypatch):
+    _generate(11, "2026-03-01T23:59:00", events=3000, files=4, bad=0.01)  # crosses midnight
+    assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
+
+    backfilled = tmp_path / "backfilled"
+    shutil.copytree(lake_home / "landing", backfilled / "landing")
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(backfilled))
+    assert main(["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-02"]) == 0
+    assert main(["backfill", "ad_events", "--start", "2026-03-02", "--end", "2026-03-03"]) == 0
+    assert not (backfilled / "checkpoints").exists()
+    for hop in ("bronze", "silver", "gold"):
+        streamed, batch = table_rows(spark, lake_home, hop), table_rows(spark, backfilled, hop)
+        assert streamed and streamed == batch, hop
+
+    # Re-running a day is idempotent: same rows, no duplicates.
+    assert main(["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-02"]) == 0
+    for hop in ("bronze", "silver", "gold"):
+        assert table_rows(spark, backfilled, hop) == table_rows(spark, lake_home, hop), hop
+    quarantine = spark.read.format("delta").load(str(backfilled / "tables/quarantine/ad_events"))
+    lines = landing_lines(backfilled)
+    assert quarantine.count() == sum(1 for _name, line in lines if not valid_event(line))
+
+
+def test_backfill_of_one_day_writes_only_that_day(spark, lake_home):
+    _generate(5, "2026-03-01T23:59:30", events=6000, files=2, bad=0.0)  # 60 s: half on each day
+    assert main(["backfill", "ad_events", "--start", "2026-03-02", "--end", "2026-03-03"]) == 0
+    bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
+    days = {str(row.event_date) for row in bronze.select("event_date").distinct().collect()}
+    assert days == {"2026-03-02"}
+    expected = sum(1 for _name, line in landing_lines(lake_home)
+                   if (event := valid_event(line)) and event["event_time"] >= 1_772_409_600_000)
+    assert bronze.count() == expected > 0

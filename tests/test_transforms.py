@@ -1,0 +1,95 @@
+"""The pure transforms on small inline DataFrames with exact expected output."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from spark_jobs.transforms import ad_events as t
+
+pytestmark = [pytest.mark.spark]
+
+T0 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
+
+
+def _lines(spark, values):
+    return spark.createDataFrame([(value, "f.json") for value in values], "value string, _source_file string")
+
+
+def test_parse_events_keeps_valid_events_typed(spark):
+    line = ('{"user_id":"u","page_id":"p","ad_id":"a","ad_type":"banner","event_type":"view",'
+            f'"event_time":{T0 + 1234},"ip_address":"1.2.3.4","extra":1}}')
+    parsed = t.parse_events(_lines(spark, [line]))
+    expected = spark.createDataFrame(
+        [("u", "p", "a", "banner", "view", T0 + 1234, dt.datetime(2026, 3, 1, 0, 0, 1, 234000), "1.2.3.4",
+          dt.date(2026, 3, 1), "f.json")],
+        "user_id string, page_id string, ad_id string, ad_type string, event_type string, event_time long, "
+        "event_ts timestamp, ip_address string, event_date date, _source_file string",
+    )
+    assertDataFrameEqual(t.valid_events(parsed), expected)
+    assert t.invalid_lines(parsed).count() == 0
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("not json", "not a JSON object"),
+        ("", "not a JSON object"),
+        ("[1, 2]", "not a JSON object"),
+        ('"a string"', "not a JSON object"),
+        ('{"event_type":"view","event_time":1}', "missing ad_id"),
+        ('{"ad_id":null,"event_type":"view","event_time":1}', "missing ad_id"),
+        ('{"ad_id":"a","event_time":1}', "missing event_type"),
+        ('{"ad_id":"a","event_type":"view"}', "missing event_time"),
+        ('{"ad_id":"a","event_type":"view","event_time":"1772323200000"}', "event_time is not a number"),
+        ('{"ad_id":"a","event_type":"view","event_time":true}', "event_time is not a number"),
+        ('{"ad_id":"a","event_type":"hover","event_time":1}', "event_type is not one of view|click|purchase"),
+    ],
+)
+def test_parse_events_quarantines_invalid_lines_with_reason(spark, line, reason):
+    parsed = t.parse_events(_lines(spark, [line]))
+    assert t.valid_events(parsed).count() == 0
+    expected = spark.createDataFrame([(line, reason, "f.json")], "raw_line string, reason string, _source_file string")
+    assertDataFrameEqual(t.invalid_lines(parsed), expected)
+
+
+def test_parse_events_accepts_a_fractional_event_time(spark):
+    parsed = t.parse_events(_lines(spark, ['{"ad_id":"a","event_type":"click","event_time":1.5e3}']))
+    assert [row.event_time for row in t.valid_events(parsed).collect()] == [1500]
+
+
+def _events(spark, rows):
+    return spark.createDataFrame(
+        [(ad, kind, T0 + offset, dt.datetime.fromtimestamp((T0 + offset) / 1000, dt.UTC).replace(tzinfo=None))
+         for ad, kind, offset in rows],
+        "ad_id string, event_type string, event_time long, event_ts timestamp",
+    ).selectExpr("*", "'u' user_id", "'p' page_id", "'banner' ad_type", "'ip' ip_address", "to_date(event_ts) event_date")
+
+
+def test_enrich_views_keeps_only_views_and_joins_campaigns(spark):
+    events = _events(spark, [("a1", "view", 0), ("a1", "click", 1), ("a2", "view", 2), ("zz", "view", 3)])
+    campaigns = spark.createDataFrame([("a1", "c1"), ("a2", "c2")], "ad_id string, campaign_id string")
+    got = t.enrich_views(events, campaigns).select("ad_id", "campaign_id", "event_time")
+    expected = spark.createDataFrame([("a1", "c1", T0), ("a2", "c2", T0 + 2), ("zz", None, T0 + 3)],
+                                     "ad_id string, campaign_id string, event_time long")
+    assertDataFrameEqual(got, expected)
+
+
+def test_count_views_per_campaign_and_10_second_window(spark):
+    views = _events(spark, [("a", "view", 0), ("a", "view", 9_999), ("a", "view", 10_000), ("b", "view", 5)])
+    views = views.selectExpr("*", "CASE ad_id WHEN 'a' THEN 'c1' ELSE 'c2' END campaign_id")
+    start = dt.datetime(2026, 3, 1)
+    expected = spark.createDataFrame(
+        [("c1", start, start + dt.timedelta(seconds=10), 2),
+         ("c1", start + dt.timedelta(seconds=10), start + dt.timedelta(seconds=20), 1),
+         ("c2", start, start + dt.timedelta(seconds=10), 1)],
+        "campaign_id string, window_start timestamp, window_end timestamp, views long",
+    )
+    assertDataFrameEqual(t.count_views(views), expected)
+
+
+def test_count_views_ignores_views_without_campaign(spark):
+    views = _events(spark, [("a", "view", 0)]).selectExpr("*", "CAST(NULL AS string) campaign_id")
+    assert t.count_views(views).count() == 0
