@@ -26,10 +26,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m spark_jobs.jars
 
 .airflow/.migrated: $(VENV)/.installed
-	$(PY) include/scripts/platform.py migrate
+	$(PY) include/scripts/lakehouse_platform.py migrate
 
 run: setup
-	$(PY) include/scripts/platform.py run
+	$(PY) include/scripts/lakehouse_platform.py run
 
 test: setup
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

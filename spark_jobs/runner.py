@@ -176,6 +176,8 @@ class HopRun:
         condition = " AND ".join(f"t.{key} = s.{key}" for key in self.hop.keys)
 
         def merge_batch(batch, batch_id: int) -> None:
+            if batch.isEmpty():  # a no-data batch that only moved the watermark
+                return
             session = batch.sparkSession
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)

@@ -11,6 +11,7 @@ import datetime as dt
 import pendulum
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from lakehouse_airflow.checks import has_new_data
 from lakehouse_airflow.operators import LakehouseSparkOperator
@@ -80,7 +81,9 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
     end = "{{ params.end or data_interval_end.strftime('%Y-%m-%dT%H:%M:%S') }}"
     with DAG(
         dag_id=f"{spec.name}__backfill",
-        schedule="@daily",
+        # A data-interval timetable: each run covers [day, next day). A plain "@daily" is a
+        # trigger timetable in Airflow 3, whose runs have empty intervals.
+        schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
         start_date=_start_date(spec.backfill_start),
         catchup=False,
         max_active_runs=1,

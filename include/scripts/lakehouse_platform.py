@@ -1,8 +1,8 @@
 """Set up and run the platform on the embedded default: SQLite Airflow, local Spark, local lake.
 
-    python include/scripts/platform.py env        # print the environment as shell exports
-    python include/scripts/platform.py migrate    # airflow db migrate, once per Airflow version
-    python include/scripts/platform.py run [--duration S] [--port P]
+    python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
+    python include/scripts/lakehouse_platform.py migrate    # airflow db migrate, once per Airflow version
+    python include/scripts/lakehouse_platform.py run [--duration S] [--port P]
 
 ``run`` starts Airflow's api-server, scheduler, dag-processor and triggerer bound to
 127.0.0.1 (DESIGN.md section 8), unpauses the stream DAGs, feeds a trickle of sample events,

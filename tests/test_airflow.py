@@ -1,0 +1,127 @@
+"""Airflow: DAG integrity, then the DAGs run for real with ``airflow dags test`` (real
+scheduler code, real spark-submit, real Spark + Delta)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, landing_lines, lakehouse, valid_event
+
+pytestmark = [pytest.mark.airflow]
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory):
+    from lakehouse_platform import migrate, platform_env  # include/scripts/platform.py
+
+    home = tmp_path_factory.mktemp("airflow")
+    env = platform_env({**__import__("os").environ, "AIRFLOW_HOME": str(home)}, port=18080)
+    migrate(env)
+    return home
+
+
+@pytest.fixture
+def airflow_env(airflow_home, lake_home):
+    from lakehouse_platform import platform_env
+
+    import os
+
+    return platform_env({**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
+                        port=18080)
+
+
+DAGBAG_PROBE = """
+import json, sys, time
+started = time.perf_counter()
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag()
+shape = {dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in dag.topological_sort()}
+         for dag_id, dag in bag.dags.items()}
+meta = {dag_id: {"max_active_runs": dag.max_active_runs, "schedule": str(dag.schedule),
+                 "params": sorted(dag.params.keys())} for dag_id, dag in bag.dags.items()}
+heavy = sorted(m for m in ("pyspark", "delta", "great_expectations", "py4j") if m in sys.modules)
+print(json.dumps({"errors": bag.import_errors, "shape": shape, "meta": meta, "heavy": heavy,
+                  "seconds": time.perf_counter() - started}))
+"""
+
+
+@pytest.fixture(scope="module")
+def dagbag(tmp_path_factory):
+    import os
+
+    from lakehouse_platform import platform_env
+
+    home = tmp_path_factory.mktemp("dagbag")
+    env = platform_env({**os.environ, "AIRFLOW_HOME": str(home), "LAKEHOUSE_HOME": str(home / "lake")})
+    done = subprocess.run([sys.executable, "-c", DAGBAG_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("dag_file", ["lakehouse_pipelines.py"], ids=str)
+def test_dag_files_import_without_errors(dagbag, dag_file):
+    assert dagbag["errors"] == {}
+    assert (ROOT / "dags" / dag_file).exists()
+
+
+def test_parsing_imports_no_spark_and_starts_no_jvm(dagbag):
+    assert dagbag["heavy"] == []
+
+
+def test_dag_shapes(dagbag):
+    assert dagbag["shape"]["ad_events__stream"] == {
+        "check_new_data": [], "bronze": ["check_new_data"], "silver": ["bronze"], "gold": ["silver"]}
+    assert dagbag["shape"]["ad_events__backfill"] == {"bronze": [], "silver": ["bronze"], "gold": ["silver"]}
+    assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
+    assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
+
+
+def _dags_test(env, *args, timeout=900):
+    done = subprocess.run([str(VENV_BIN / "airflow"), "dags", "test", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+    return done.returncode, (finished[-1] if finished else ""), output
+
+
+def _records(home):
+    folder = home / "_ops" / "runs" / "ad_events"
+    return sorted(path.name for path in folder.glob("*.json")) if folder.exists() else []
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_stream_dag_end_to_end_then_skips_when_nothing_is_new(spark, airflow_env, lake_home):
+    lakehouse("generate", "ad_events", "--events", "1500", "--files", "3", "--seed", "4",
+              "--start", "2026-03-03T08:00:00", "--bad-fraction", "0.02", env=airflow_env)
+    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert gold_counter(spark, lake_home) == expected_gold(lake_home)
+    records = _records(lake_home)
+    assert len(records) == 3
+
+    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert _records(lake_home) == records  # no Spark job ran: the check skipped them
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_env, lake_home):
+    lakehouse("generate", "ad_events", "--events", "3000", "--files", "2", "--seed", "8",
+              "--start", "2026-03-02T23:59:45", env=airflow_env)  # 30 s: half each side of midnight
+    code, finished, output = _dags_test(airflow_env, "ad_events__backfill", "2026-03-04")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    # A run with logical date D covers the daily interval that ended at D: [D - 1 day, D).
+    assert "data_interval_start=2026-03-03 00:00:00+00:00" in finished
+    assert "data_interval_end=2026-03-04 00:00:00+00:00" in finished
+    bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
+    assert {str(row.event_date) for row in bronze.select("event_date").distinct().collect()} == {"2026-03-03"}
+    day = (1_772_496_000_000, 1_772_582_400_000)  # [2026-03-03, 2026-03-04)
+    expected = [e for _n, line in landing_lines(lake_home) if (e := valid_event(line)) and day[0] <= e["event_time"] < day[1]]
+    assert bronze.count() == len(expected) > 0
+    assert not (lake_home / "checkpoints").exists()

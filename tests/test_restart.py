@@ -1,0 +1,49 @@
+"""Restartability: SIGKILL the Spark driver of a run at a random moment, run again, and the
+tables equal those of an uninterrupted run over the same files."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from spark_jobs.cli import main
+from tests.conftest import VENV_BIN, expected_gold, gold_counter, table_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+
+def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_path, monkeypatch):
+    assert main(["generate", "ad_events", "--events", "2400", "--files", "6", "--seed", "21",
+                 "--start", "2026-03-05T12:00:00", "--bad-fraction", "0.02"]) == 0
+    reference = tmp_path / "reference"
+    shutil.copytree(lake_home / "landing", reference / "landing")
+
+    # The interrupted lake: a separate process (the driver and its JVM in one process group).
+    delay = random.Random().uniform(8, 30)
+    process = subprocess.Popen([str(VENV_BIN / "lakehouse"), "run", "ad_events", "--max-files-per-trigger", "2"],
+                               env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        process.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    print(f"killed after {delay:.1f} s (exit {process.returncode})")
+    time.sleep(1)
+    assert main(["run", "ad_events", "--max-files-per-trigger", "2"]) == 0
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(reference))
+    assert main(["run", "ad_events", "--max-files-per-trigger", "2"]) == 0
+
+    for hop in ("bronze", "silver", "gold"):
+        assert table_rows(spark, lake_home, hop) == table_rows(spark, reference, hop), hop
+    assert gold_counter(spark, lake_home) == expected_gold(lake_home)
+    quarantine = lambda home: sorted(r.raw_line for r in spark.read.format("delta").load(
+        str(home / "tables/quarantine/ad_events")).collect())
+    assert quarantine(lake_home) == quarantine(reference)

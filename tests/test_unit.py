@@ -1,0 +1,138 @@
+"""Fast tests without a JVM: specs, log readers, CLI errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spark_jobs import checkpoint_log, delta_log
+from spark_jobs.cli import main, parse_time
+from spark_jobs.errors import UsageError
+from spark_jobs.spec import get_spec
+from tests.conftest import VENV_BIN
+
+pytestmark = [pytest.mark.unit]
+
+
+def test_spec_has_three_hops_in_order():
+    spec = get_spec("ad_events")
+    assert spec.hop_names == ("bronze", "silver", "gold")
+    assert [hop.upstream for hop in spec.hops] == [None, "bronze", "silver"]
+    assert spec.downstream_of("bronze") == spec.hops[1:]
+
+
+def test_parse_time_is_utc_without_offset():
+    assert parse_time("2026-03-01", "--start") == 1_772_323_200_000
+    assert parse_time("2026-03-01T01:00:00+01:00", "--start") == 1_772_323_200_000
+    with pytest.raises(UsageError, match="not an ISO-8601"):
+        parse_time("yesterday", "--start")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "nope"], "unknown pipeline 'nope'"),
+        (["run", "ad_events", "--hop", "platinum"], "unknown hop 'platinum'"),
+        (["backfill", "ad_events", "--start", "2026-03-02", "--end", "2026-03-01"], "is not before --end"),
+        (["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-01"], "is not before --end"),
+        (["backfill", "ad_events", "--start", "03/01/2026", "--end", "2026-03-02"], "not an ISO-8601"),
+        (["run", "ad_events", "--run-id", "../../etc"], "--run-id"),
+        (["generate", "ad_events", "--events", "5", "--bad-fraction", "2"], "outside 0..1"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(argv, message, lake_home, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_missing_lakehouse_home_is_created(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "not" / "yet"
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    assert main(["status", "ad_events"]) == 0
+    assert home.is_dir()
+
+
+def _cli(args, env):
+    return subprocess.run([str(VENV_BIN / "lakehouse"), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_missing_java_is_a_clear_error(tmp_path):
+    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path), "PATH": str(VENV_BIN), "JAVA_HOME": ""}
+    done = _cli(["run", "ad_events"], env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: Java is not installed or not on PATH: install Java 17+ (e.g. apt-get install openjdk-17-jre-headless)"]
+
+
+def test_missing_delta_jars_is_a_clear_error(tmp_path):
+    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_JARS_DIR": str(tmp_path / "nojars")}
+    done = _cli(["run", "ad_events"], env)
+    assert done.returncode == 2
+    assert "Delta jars are missing" in done.stderr and "make setup" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_unresolvable_jars_is_a_clear_error(tmp_path, monkeypatch):
+    from spark_jobs import jars
+    from spark_jobs.errors import SetupError
+
+    bad = tmp_path / "pom.xml"
+    bad.write_text(jars.manifest().read_text().replace("<version>4.4.0</version>", "<version>0.0.0-none</version>"))
+    monkeypatch.setattr(jars, "manifest", lambda: bad)
+    monkeypatch.setenv("LAKEHOUSE_JARS_DIR", str(tmp_path / "jars"))
+    monkeypatch.setenv("MAVEN_OPTS", "-Dmaven.repo.local=" + str(tmp_path / "m2"))
+    with pytest.raises(SetupError, match="not resolvable"):
+        jars.resolve_jars()
+
+
+def _write_log(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_file_source_log_reads_newest_compact_then_later_batches(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    entry = lambda name, batch: json.dumps({"path": f"file:///land/{name}", "timestamp": 1, "batchId": batch})
+    _write_log(ckpt / "sources/0/0", ["v1", entry("a", 0)])
+    _write_log(ckpt / "sources/0/1.compact", ["v1", entry("a", 0), entry("b", 1)])
+    _write_log(ckpt / "sources/0/2", ["v1", entry("c", 2), entry("d", 2)])
+    _write_log(ckpt / "sources/0/.2.crc", ["junk"])
+    names = [e["path"].rsplit("/", 1)[-1] for e in checkpoint_log.file_source_entries(str(ckpt))]
+    assert names == ["a", "b", "c", "d"]
+
+
+def test_offsets_v1_and_v2_formats(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _write_log(ckpt / "offsets/3", ["v1", '{"batchWatermarkMs":7,"batchTimestampMs":9,"conf":{}}', '{"logOffset":5}'])
+    _write_log(ckpt / "offsets/4", ["v2", '{"batchWatermarkMs":8,"batchTimestampMs":10,"conf":{}}', '0:{"logOffset":6}'])
+    _write_log(ckpt / "commits/3", ["v1", '{"nextBatchWatermarkMs":7}'])
+    assert checkpoint_log.offset_batch_ids(str(ckpt)) == [3, 4]
+    assert checkpoint_log.commit_batch_ids(str(ckpt)) == [3]
+    assert checkpoint_log.read_offsets(str(ckpt), 3).sources == [{"logOffset": 5}]
+    assert checkpoint_log.read_offsets(str(ckpt), 4).sources == [{"logOffset": 6}]
+    assert checkpoint_log.read_offsets(str(ckpt), 4).watermark_ms == 8
+
+
+def test_delta_log_versions_and_rows_written(tmp_path):
+    log = tmp_path / "t/_delta_log"
+    commit = lambda metrics: json.dumps({"commitInfo": {"operation": "X", "operationMetrics": metrics}})
+    _write_log(log / f"{0:020d}.json", [commit({"numOutputRows": "5"})])
+    _write_log(log / f"{1:020d}.json", [commit({"numTargetRowsInserted": "2", "numTargetRowsUpdated": "3"}),
+                                        json.dumps({"txn": {"appId": "q", "version": 1}})])
+    (log / f"{1:020d}.crc").write_text("{}")
+    table = str(tmp_path / "t")
+    assert delta_log.versions(table) == [0, 1]
+    assert delta_log.rows_written(table, None, 1) == 10
+    assert delta_log.rows_written(table, 0, 1) == 5
+    assert delta_log.transaction(table, 1) == {"appId": "q", "version": 1}
+    assert delta_log.table_version(str(tmp_path / "none")) is None
+
+
+def test_importing_the_package_starts_no_jvm():
+    code = "import spark_jobs.cli, spark_jobs.status, spark_jobs.generator, sys; print('pyspark' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
