@@ -1,0 +1,83 @@
+"""The stream DAG's Spark jobs against a real Spark standalone master and worker on
+127.0.0.1 (started with spark-class, stopped by PID): tables equal a local-mode run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.cli import main
+from tests.conftest import VENV_BIN, table_rows
+from tests.test_airflow import _dags_test, airflow_env, airflow_home  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _spark_class(args, log: Path, env) -> subprocess.Popen:
+    return subprocess.Popen([str(VENV_BIN / "spark-class"), *args], env=env, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    import pyspark
+
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_MASTER_HOST": "127.0.0.1"}
+    port = _free_port()
+    master = _spark_class(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                           "--webui-port", str(_free_port())], tmp_path / "master.log", env)
+    worker = _spark_class(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                           "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+                           "--work-dir", str(tmp_path / "work")], tmp_path / "worker.log", env)
+    try:
+        deadline = time.time() + 120
+        while "Registering worker" not in (tmp_path / "master.log").read_text(errors="replace"):
+            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-2000:]
+            assert master.poll() is None and worker.poll() is None, "the master or worker exited"
+            time.sleep(1)
+        yield port, tmp_path
+    finally:
+        for process in (worker, master):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in (worker, master):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_stream_dag_on_a_standalone_cluster(spark, standalone_cluster, airflow_env, lake_home, tmp_path, monkeypatch):
+    port, logs = standalone_cluster
+    main(["generate", "ad_events", "--events", "1200", "--files", "2", "--seed", "31",
+          "--start", "2026-03-04T06:00:00", "--bad-fraction", "0.02"])
+    local = tmp_path / "local"
+    shutil.copytree(lake_home / "landing", local / "landing")
+
+    env = {**airflow_env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+        {"conn_type": "spark", "host": "spark://127.0.0.1", "port": port})}
+    code, finished, output = _dags_test(env, "ad_events__stream")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert f"--master spark://127.0.0.1:{port}" in output
+    apps = list((logs / "work").glob("app-*"))
+    assert len(apps) == 3, "each hop ran as an application on the cluster's executors"
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(local))
+    assert main(["run", "ad_events"]) == 0
+    for hop in ("bronze", "silver", "gold"):
+        assert table_rows(spark, lake_home, hop) == table_rows(spark, local, hop), hop
