@@ -118,3 +118,24 @@ def table_rows(spark, home: Path, hop: str, strip_home: bool = True) -> list[tup
         index = columns.index("_source_file")
         rows = [row[:index] + (row[index].rsplit("/", 1)[-1],) + row[index + 1:] for row in rows]
     return sorted(rows, key=repr)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Fast tests first: unit, then Spark tests, then slow ones, so a broken transform fails in seconds."""
+    def rank(item) -> int:
+        if item.get_closest_marker("unit"):
+            return 0
+        if item.get_closest_marker("slow"):
+            return 3 if item.get_closest_marker("airflow") else 2
+        return 1
+
+    items.sort(key=rank)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,16 +14,11 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import VENV_BIN, table_rows
+from tests.conftest import free_port, VENV_BIN, table_rows
 from tests.test_airflow import _dags_test, airflow_env, airflow_home  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _spark_class(args, log: Path, env) -> subprocess.Popen:
@@ -38,11 +32,11 @@ def standalone_cluster(tmp_path):
 
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_MASTER_HOST": "127.0.0.1"}
-    port = _free_port()
+    port = free_port()
     master = _spark_class(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                           "--webui-port", str(_free_port())], tmp_path / "master.log", env)
+                           "--webui-port", str(free_port())], tmp_path / "master.log", env)
     worker = _spark_class(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                           "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+                           "--cores", "2", "--memory", "2g", "--webui-port", str(free_port()),
                            "--work-dir", str(tmp_path / "work")], tmp_path / "worker.log", env)
     try:
         deadline = time.time() + 120
