@@ -76,6 +76,26 @@ def test_run_records_and_status(spark, lake_home, capsys):
     assert status["landing"] == {"files": 2, "new_files": 0}
 
 
+def test_new_data_check_follows_each_hop(spark, lake_home, capsys):
+    from spark_jobs.lake import Lake
+    from spark_jobs.spec import get_spec
+    from spark_jobs.status import pending_work
+
+    lake = lambda: Lake.open(get_spec("ad_events"))
+    assert pending_work(lake()) == {"bronze": None, "silver": None, "gold": None}
+    _generate(9, STARTS[0], events=300, files=2)
+    assert pending_work(lake())["bronze"] == "2 new landing files"
+    assert main(["run", "ad_events", "--hop", "bronze"]) == 0
+    pending = pending_work(lake())
+    assert pending["bronze"] is None and "never read" in pending["silver"] and pending["gold"] is None
+    assert main(["run", "ad_events"]) == 0
+    assert pending_work(lake()) == {"bronze": None, "silver": None, "gold": None}
+    _generate(10, STARTS[1], events=100, files=1)
+    assert main(["run", "ad_events", "--hop", "bronze"]) == 0
+    pending = pending_work(lake())
+    assert pending["bronze"] is None and "read up to version 0" in pending["silver"] and pending["gold"] is None
+
+
 def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monkeypatch):
     _generate(11, "2026-03-01T23:59:00", events=3000, files=4, bad=0.01)  # crosses midnight
     assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
