@@ -119,7 +119,9 @@ def cmd_status(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status.")
+    parser = argparse.ArgumentParser(
+        prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:

@@ -78,6 +78,8 @@ class HopRun:
         if quarantine:
             change = record.tables[quarantine]
             record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
+            if record.mode == "backfill":  # a batch read has no streaming progress to count lines
+                record.rows_in = record.rows_out + record.rows_quarantined
         record.finish(status, error)
         write_record(self.lake, record)
         return record
@@ -138,7 +140,7 @@ class HopRun:
     def _ingest_writer(self, parsed, query_id: str):
         from pyspark.sql import functions as F
 
-        from spark_jobs.transforms.ad_events import add_lineage
+        from spark_jobs.transforms.lineage import add_lineage
 
         table, quarantine = self.lake.table(self.hop), self.lake.quarantine(self.hop)
         partition_by = list(self.hop.partition_by)
@@ -195,11 +197,15 @@ class HopRun:
         upstream = self.lake.upstream_table(self.hop)
         return upstream is not None and not _table_exists(upstream)
 
+    def _skip_missing_upstream(self) -> RunRecord:
+        upstream = self.lake.upstream_table(self.hop)
+        self.progress(f"[{self.hop.name}] nothing to do: upstream table {upstream} does not exist yet")
+        return self._close("skipped")
+
     def run_once(self, max_files_per_trigger: int | None = None) -> RunRecord:
         """Process everything new since the last run (``availableNow``), then stop."""
         if self._upstream_missing():
-            self.progress(f"[{self.hop.name}] nothing to do: upstream table {self.lake.upstream_table(self.hop)} does not exist yet")
-            return self._close("skipped")
+            return self._skip_missing_upstream()
         self.progress(f"[{self.hop.name}] run-once from {self.checkpoint}")
         try:
             query = self.start_stream({"availableNow": True}, max_files_per_trigger)
@@ -231,8 +237,7 @@ class HopRun:
         record = self.record
         record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
         if self._upstream_missing():
-            self.progress(f"[{self.hop.name}] nothing to do: upstream table {self.lake.upstream_table(self.hop)} does not exist yet")
-            return self._close("skipped")
+            return self._skip_missing_upstream()
         began = time.time()
         try:
             inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
@@ -258,14 +263,12 @@ class HopRun:
             self._close("failed", _first_line(error))
             raise RunFailed(f"{self.hop.name} backfill failed: {_first_line(error)}") from error
         self._close("succeeded")
-        record.rows_in = record.rows_out + record.rows_quarantined if self.hop.kind == "ingest" else record.rows_in
         elapsed = max(time.time() - began, 1e-6)
         self.progress(
             f"[{self.hop.name}] backfill {record.range_start} .. {record.range_end}: "
             f"{record.rows_out:,} rows written ({record.rows_out / elapsed:,.0f} rows/s)"
             + (f", {record.rows_quarantined:,} quarantined" if self.lake.quarantine(self.hop) else "")
         )
-        write_record(self.lake, record)
         return record
 
     def _backfill_ingest(self, start_ms: int, end_ms: int) -> None:
@@ -275,7 +278,7 @@ class HopRun:
         """
         from pyspark.sql import functions as F
 
-        from spark_jobs.transforms.ad_events import add_lineage
+        from spark_jobs.transforms.lineage import add_lineage
 
         lines = _landing_lines(self.spark, self.lake, streaming=False)
         source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})

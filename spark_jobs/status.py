@@ -103,7 +103,8 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
         if offsets and (not commits or offsets[-1] > commits[-1]):
             pending[hop.name] = f"batch {offsets[-1]} was planned but not committed"
         elif hop.kind == "ingest":
-            new = [path for path in landing_files(lake) if path not in processed_files(lake)]
+            processed = processed_files(lake)
+            new = [path for path in landing_files(lake) if path not in processed]
             pending[hop.name] = f"{len(new)} new landing files" if new else None
         else:
             pending[hop.name] = _upstream_news(lake.upstream_table(hop), checkpoint, offsets)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, landing_lines, lakehouse, valid_event
+from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, lakehouse, landing_lines, valid_event
 
 pytestmark = [pytest.mark.airflow]
 
@@ -26,9 +26,9 @@ def airflow_home(tmp_path_factory):
 
 @pytest.fixture
 def airflow_env(airflow_home, lake_home):
-    from lakehouse_platform import platform_env
-
     import os
+
+    from lakehouse_platform import platform_env
 
     return platform_env({**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
                         port=18080)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import free_port, VENV_BIN, table_rows
+from tests.conftest import VENV_BIN, free_port, table_rows
 from tests.test_airflow import _dags_test, airflow_env, airflow_home  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]

@@ -3,8 +3,8 @@ published port is on 127.0.0.1, no secret is written in it, and what it builds e
 
 from __future__ import annotations
 
-import yaml
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import free_port, ROOT, VENV_BIN, expected_gold, gold_counter
+from tests.conftest import ROOT, VENV_BIN, expected_gold, free_port, gold_counter
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -71,13 +71,6 @@ def invalid_lines(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)
 
 
-def add_lineage(frame: DataFrame, batch_id: int, ingest_time: Column | None = None) -> DataFrame:
-    """Stamp rows with the micro-batch (or -1 for a backfill) and the ingest time."""
-    return frame.withColumn("_batch_id", F.lit(batch_id).cast("long")).withColumn(
-        "_ingest_time", ingest_time if ingest_time is not None else F.current_timestamp()
-    )
-
-
 def enrich_views(events: DataFrame, campaigns: DataFrame) -> DataFrame:
     """``view`` events with their ``campaign_id`` (null when the ad has no campaign).
 
