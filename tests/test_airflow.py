@@ -125,3 +125,17 @@ def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_env, lake_h
     expected = [e for _n, line in landing_lines(lake_home) if (e := valid_event(line)) and day[0] <= e["event_time"] < day[1]]
     assert bronze.count() == len(expected) > 0
     assert not (lake_home / "checkpoints").exists()
+
+
+def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
+    airflow = str(VENV_BIN / "airflow")
+    run = lambda *args: subprocess.run([airflow, *args], env=airflow_env, capture_output=True, text=True, timeout=300)
+    assert run("dags", "reserialize").returncode == 0
+    created = run("backfill", "create", "--dag-id", "ad_events__backfill",
+                  "--from-date", "2026-02-01", "--to-date", "2026-02-03")
+    assert created.returncode == 0, created.stderr[-2000:]
+    listed = run("dags", "list-runs", "ad_events__backfill", "-o", "json")
+    runs = json.loads(next(line for line in listed.stdout.splitlines() if line.startswith("[")))
+    runs = sorted((r["logical_date"][:10], r["run_after"][:10]) for r in runs if r["run_id"].startswith("backfill__2026-02"))
+    # Each run covers one day: [logical_date, run_after).
+    assert runs == [("2026-02-01", "2026-02-02"), ("2026-02-02", "2026-02-03"), ("2026-02-03", "2026-02-04")]
