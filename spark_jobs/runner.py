@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from spark_jobs import checkpoint_log, delta_log
 from spark_jobs.errors import LakehouseError, RunFailed
@@ -197,6 +198,20 @@ class HopRun:
         upstream = self.lake.upstream_table(self.hop)
         return upstream is not None and not _table_exists(upstream)
 
+    @contextmanager
+    def _failures_recorded(self, action: str):
+        """Close the record as failed on any error; a Spark error surfaces as one line."""
+        try:
+            yield
+        except LakehouseError as error:
+            self._close("failed", str(error))
+            raise
+        except Exception as error:
+            self._close("failed", _first_line(error))
+            raise RunFailed(
+                f"{self.hop.name} {action} failed: {_first_line(error)} (run record in {self.lake.runs})"
+            ) from error
+
     def _skip_missing_upstream(self) -> RunRecord:
         upstream = self.lake.upstream_table(self.hop)
         self.progress(f"[{self.hop.name}] nothing to do: upstream table {upstream} does not exist yet")
@@ -207,19 +222,13 @@ class HopRun:
         if self._upstream_missing():
             return self._skip_missing_upstream()
         self.progress(f"[{self.hop.name}] run-once from {self.checkpoint}")
-        try:
+        with self._failures_recorded("run"):
             query = self.start_stream({"availableNow": True}, max_files_per_trigger)
             while not query.awaitTermination(1):
                 self._note_progress(query)
             self._note_progress(query)
             if query.exception() is not None:
                 raise RunFailed(f"{self.hop.name} failed: {_first_line(query.exception())}")
-        except LakehouseError as error:
-            self._close("failed", str(error))
-            raise
-        except Exception as error:  # a Spark error: record it, surface one line
-            self._close("failed", _first_line(error))
-            raise RunFailed(f"{self.hop.name} failed: {_first_line(error)} (run record in {self.lake.runs})") from error
         if not self.record.batch_ids:
             self.progress(f"[{self.hop.name}] no new data")
         return self._close("succeeded")
@@ -232,16 +241,13 @@ class HopRun:
         Writes overwrite exactly that range (``replaceWhere``), so a backfill is idempotent;
         the streaming checkpoint is never read or written.
         """
-        from pyspark.sql import functions as F
-
         record = self.record
         record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
         if self._upstream_missing():
             return self._skip_missing_upstream()
         began = time.time()
-        try:
+        with self._failures_recorded("backfill"):
             inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
-            table = self.lake.table(self.hop)
             if self.hop.kind == "ingest":
                 self._backfill_ingest(start_ms, end_ms)
             else:
@@ -249,19 +255,15 @@ class HopRun:
                 if self.hop.kind == "aggregate":
                     start_ms, end_ms = _widen_to_windows(start_ms, end_ms, self.spec.window)
                     record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
-                upstream = upstream.where((F.col("event_time") >= start_ms) & (F.col("event_time") < end_ms))
+                upstream_time = self.spec.hop(self.hop.upstream).time_column
+                upstream = upstream.where(_range_predicate(upstream, upstream_time, start_ms, end_ms))
                 frame = self.code.transform(self.hop, upstream, self.spec, inputs)
-                predicate = _range_predicate(self.hop.time_column, start_ms, end_ms)
-                writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+                writer = frame.write.format("delta").mode("overwrite").option(
+                    "replaceWhere", _range_predicate(frame, self.hop.time_column, start_ms, end_ms)
+                )
                 if self.hop.partition_by:
                     writer = writer.partitionBy(*self.hop.partition_by)
-                writer.save(table)
-        except LakehouseError as error:
-            self._close("failed", str(error))
-            raise
-        except Exception as error:
-            self._close("failed", _first_line(error))
-            raise RunFailed(f"{self.hop.name} backfill failed: {_first_line(error)}") from error
+                writer.save(self.lake.table(self.hop))
         self._close("succeeded")
         elapsed = max(time.time() - began, 1e-6)
         self.progress(
@@ -276,8 +278,6 @@ class HopRun:
 
         Invalid lines have no trustworthy event time, so they are keyed by source file.
         """
-        from pyspark.sql import functions as F
-
         from spark_jobs.transforms.lineage import add_lineage
 
         lines = _landing_lines(self.spark, self.lake, streaming=False)
@@ -285,10 +285,10 @@ class HopRun:
         parsed = self.code.transform(self.hop, lines, self.spec, {}).persist()
         try:
             valid, invalid = self.code.split_ingested(parsed)
-            valid = valid.where((F.col("event_time") >= start_ms) & (F.col("event_time") < end_ms))
-            add_lineage(valid, -1).write.format("delta").mode("overwrite").partitionBy(*self.hop.partition_by).option(
-                "replaceWhere", _range_predicate(self.hop.time_column, start_ms, end_ms, epoch_ms=True)
-            ).save(self.lake.table(self.hop))
+            in_range = _range_predicate(valid, self.hop.time_column, start_ms, end_ms)
+            add_lineage(valid.where(in_range), -1).write.format("delta").mode("overwrite").partitionBy(
+                *self.hop.partition_by
+            ).option("replaceWhere", in_range).save(self.lake.table(self.hop))
             if source_files:
                 quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
                 add_lineage(invalid, -1).write.format("delta").mode("overwrite").option(
@@ -315,9 +315,10 @@ def _widen_to_windows(start_ms: int, end_ms: int, window: str) -> tuple[int, int
     return start_ms - start_ms % size, end_ms + (-end_ms) % size
 
 
-def _range_predicate(column: str, start_ms: int, end_ms: int, epoch_ms: bool | None = None) -> str:
-    """SQL for ``start <= column < end``; epoch-ms columns compare numbers, others timestamps."""
-    if epoch_ms or (epoch_ms is None and column == "event_time"):
+def _range_predicate(frame, column: str, start_ms: int, end_ms: int) -> str:
+    """SQL for ``start <= column < end``: timestamps compare with timestamp literals, other
+    time columns (epoch milliseconds) with numbers, as ``frame``'s schema says."""
+    if frame.schema[column].dataType.typeName() != "timestamp":
         return f"{column} >= {start_ms} AND {column} < {end_ms}"
     return f"{column} >= timestamp'{_iso(start_ms)}' AND {column} < timestamp'{_iso(end_ms)}'"
 
