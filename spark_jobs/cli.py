@@ -55,9 +55,10 @@ def cmd_generate(args) -> int:
         if not 0 <= value <= 1:
             raise UsageError(f"{flag} {value} is outside 0..1")
     start = parse_time(args.start, "--start") if args.start else None
-    result = generate(_lake(args), args.events, args.files, args.seed, start, args.bad_fraction, args.late_fraction)
+    lake = _lake(args)
+    result = generate(lake, args.events, args.files, args.seed, start, args.bad_fraction, args.late_fraction)
     _emit(args, as_dict(result), f"wrote {result.events} lines ({result.bad_lines} invalid, {result.late_events} late) "
-          f"in {len(result.files)} files to {_lake(args).landing}")
+          f"in {len(result.files)} files to {lake.landing}")
     return 0
 
 
