@@ -1,13 +1,17 @@
-"""Read a Structured Streaming checkpoint as plain files (CHECKPOINTS.md): no JVM.
+"""Read and rewrite a Structured Streaming checkpoint as plain files (CHECKPOINTS.md): no JVM.
 
 ``metadata`` holds the query id, ``offsets/N`` what batch N reads, ``commits/N`` that it
 finished, ``sources/<i>/`` the file source's log of files per batch (compacted into
-``N.compact`` files). Every file starts with a version line such as ``v1``.
+``N.compact`` files), ``state/<op>/<partition>/`` the state store's versions (batch N writes
+version N+1). Every log file starts with a version line such as ``v1``; on a local or Hadoop
+filesystem each file has a hidden ``.<name>.crc`` sibling, which must go whenever the file
+is rewritten or removed. Paths are local paths or URIs (fsspec).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
@@ -25,12 +29,85 @@ class BatchOffsets:
     sources: list[dict | None] = field(default_factory=list)
 
 
+class DamagedLog(ValueError):
+    """A checkpoint file Spark could not read: empty, truncated, garbage or of an unknown version."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 def _read_log_file(fs, path: str) -> tuple[str, list[str]]:
     with fs.open(path, "r") as handle:
         lines = handle.read().splitlines()
     if not lines:
-        raise ValueError(f"{path} is empty")
+        raise DamagedLog(path, "empty file")
     return lines[0], lines[1:]
+
+
+def parse_log_file(fs, path: str, max_version: int = 2) -> tuple[int, list[dict | str]]:
+    """A log file's version and parsed lines, or :class:`DamagedLog` saying what Spark would say.
+
+    JSON lines are parsed; a line that is not JSON (e.g. ``0:{...}`` of offset log v2, or
+    ``-`` for a source without offset) is kept as text when it is otherwise well formed.
+    """
+    try:
+        with fs.open(path, "rb") as handle:
+            raw = handle.read()
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DamagedLog(path, "not UTF-8 text (garbage)") from None
+    lines = text.splitlines()
+    if not lines:
+        raise DamagedLog(path, "empty file (Spark: Incomplete log file)")
+    match = re.fullmatch(r"v(\d+)", lines[0])
+    if not match:
+        raise DamagedLog(path, "no version line (Spark: MALFORMED_LOG_FILE)")
+    version = int(match.group(1))
+    if not 1 <= version <= max_version:
+        raise DamagedLog(path, f"unknown log version v{version} (Spark: INVALID_LOG_VERSION)")
+    body = lines[1:]
+    if not body:
+        raise DamagedLog(path, "version line only (Spark: next on empty iterator)")
+    parsed: list[dict | str] = []
+    for line in body:
+        candidate = line.split(":", 1)[1] if line[:1] not in "{-" and ":" in line else line
+        if candidate.strip() == "-":
+            parsed.append(line)
+            continue
+        try:
+            parsed.append(json.loads(candidate))
+        except ValueError:
+            truncated = not text.endswith("\n") and line is body[-1]
+            raise DamagedLog(path, "truncated JSON (Spark: Unexpected end-of-input)" if truncated
+                             else "a line is not JSON (Spark: MALFORMED_LOG_FILE)") from None
+    return version, parsed
+
+
+def crc_path(path: str) -> str:
+    """The hidden checksum sibling Hadoop's local filesystem keeps for ``path``."""
+    folder, name = path.rsplit("/", 1)
+    return f"{folder}/.{name}.crc"
+
+
+def remove(fs, path: str) -> None:
+    """Delete a checkpoint file and its ``.crc`` sibling (a stale ``.crc`` misleads Spark)."""
+    for target in (path, crc_path(path)):
+        if fs.exists(target):
+            fs.rm(target)
+
+
+def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:
+    """Write a log file atomically (temp file, then rename) and drop its stale ``.crc``."""
+    folder, name = path.rsplit("/", 1)
+    fs.makedirs(folder, exist_ok=True)
+    staging = f"{folder}/.{name}.lakehouse-tmp"
+    with fs.open(staging, "w") as handle:
+        handle.write("\n".join([version_line, *lines]))
+    if fs.exists(crc_path(path)):
+        fs.rm(crc_path(path))
+    fs.mv(staging, path)
 
 
 def _numbered(fs, folder: str, suffix: str = "") -> dict[int, str]:
@@ -73,6 +150,23 @@ def ensure_query_id(checkpoint: str) -> str:
     return new_id
 
 
+def set_query_id(checkpoint: str, new_id: str) -> None:
+    """Give the checkpoint a new query id: Spark restarts under it and keeps state (CHECKPOINTS.md).
+
+    Writers key their Delta transactions on the id, so batches replayed after a rollback are
+    not taken for ones the table has already seen.
+    """
+    fs = filesystem(checkpoint)
+    fs.makedirs(checkpoint, exist_ok=True)
+    path = f"{checkpoint}/metadata"
+    staging = f"{checkpoint}/.metadata.lakehouse-tmp"
+    with fs.open(staging, "w") as handle:
+        handle.write(json.dumps({"id": new_id}) + "\n")
+    if fs.exists(crc_path(path)):
+        fs.rm(crc_path(path))
+    fs.mv(staging, path)
+
+
 def offset_batch_ids(checkpoint: str) -> list[int]:
     return sorted(_numbered(filesystem(checkpoint), f"{checkpoint}/offsets"))
 
@@ -98,6 +192,149 @@ def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
     )
 
 
+def read_commit_watermark(checkpoint: str, batch_id: int) -> int | None:
+    """``nextBatchWatermarkMs`` of ``commits/<batch_id>``."""
+    fs = filesystem(checkpoint)
+    _version, lines = parse_log_file(fs, f"{checkpoint}/commits/{batch_id}")
+    first = lines[0] if lines and isinstance(lines[0], dict) else {}
+    return first.get("nextBatchWatermarkMs")
+
+
+def batch_file(checkpoint: str, log: str, batch_id: int) -> str:
+    return f"{checkpoint}/{log}/{batch_id}"
+
+
+def write_offsets(checkpoint: str, offsets: BatchOffsets, original: int | None = None) -> None:
+    """Rewrite ``offsets/N`` with new source offsets, keeping its header line (watermark, confs).
+
+    ``original`` is the batch whose file supplies the header (default: the same batch).
+    """
+    fs = filesystem(checkpoint)
+    version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{original if original is not None else offsets.batch_id}")
+    header = lines[0]
+    prefixed = version == "v2"
+    sources = []
+    for index, source in enumerate(offsets.sources):
+        text = "-" if source is None else json.dumps(source, separators=(",", ":"))
+        sources.append(f"{index}:{text}" if prefixed else text)
+    write_log_file(fs, f"{checkpoint}/offsets/{offsets.batch_id}", version, [header, *sources])
+
+
+def drop_batches_after(checkpoint: str, batch_id: int) -> list[str]:
+    """Remove ``commits/`` then ``offsets/`` entries past ``batch_id``, newest first; return them.
+
+    Commits go first so that a crash in between leaves offsets ahead of commits (a batch to
+    redo), never commits ahead of offsets.
+    """
+    fs = filesystem(checkpoint)
+    removed = []
+    for log in ("commits", "offsets"):
+        for number, path in sorted(_numbered(fs, f"{checkpoint}/{log}").items(), reverse=True):
+            if number > batch_id:
+                remove(fs, path)
+                removed.append(f"{log}/{number}")
+    return removed
+
+
+def file_source_log(checkpoint: str, source: int = 0) -> dict[int, tuple[str, bool]]:
+    """``{log batch id: (path, is_compact)}`` of a file source's log."""
+    fs = filesystem(checkpoint)
+    folder = f"{checkpoint}/sources/{source}"
+    found = {number: (path, False) for number, path in _numbered(fs, folder).items()}
+    found.update({number: (path, True) for number, path in _numbered(fs, folder, ".compact").items()})
+    return found
+
+
+def truncate_file_source(checkpoint: str, last_log_batch: int, compact_interval: int, source: int = 0) -> list[str]:
+    """Make a file source's log end at ``last_log_batch`` (-1: empty); return what changed.
+
+    Entries carry their ``batchId``, so a compact file past the cut is split: the files Spark
+    needs to read the log up to the cut (the newest compaction batch at or before it, then one
+    plain file per later batch) are written from the kept entries when missing, and only then
+    is everything past the cut removed, so a crash at any point leaves a readable log.
+    """
+    fs = filesystem(checkpoint)
+    folder = f"{checkpoint}/sources/{source}"
+    changed = []
+    if last_log_batch >= 0:
+        kept = [entry for entry in file_source_entries(checkpoint, source) if int(entry["batchId"]) <= last_log_batch]
+        present = file_source_log(checkpoint, source)
+        compaction = [b for b in range(last_log_batch + 1) if (b + 1) % compact_interval == 0]
+        base = compaction[-1] if compaction else -1
+        if base >= 0 and not (base in present and present[base][1]):
+            write_log_file(fs, f"{folder}/{base}.compact", "v1",
+                           [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) <= base])
+            changed.append(f"sources/{source}/{base}.compact (rewritten)")
+        for number in range(base + 1, last_log_batch + 1):
+            if number not in present or present[number][1]:
+                write_log_file(fs, f"{folder}/{number}", "v1",
+                               [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) == number])
+                changed.append(f"sources/{source}/{number} (rewritten)")
+    for number, (path, compact) in sorted(file_source_log(checkpoint, source).items(), reverse=True):
+        if number > last_log_batch:
+            remove(fs, path)
+            changed.append(f"sources/{source}/{number}{'.compact' if compact else ''}")
+    return changed
+
+
+_STATE_FILE = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|changelog)$")
+
+
+def state_files(checkpoint: str) -> dict[str, dict[int, list[tuple[str, str]]]]:
+    """``{partition dir: {version: [(path, kind)]}}`` for every state store partition.
+
+    Kinds: ``delta``/``snapshot`` (HDFS-backed store), ``changelog``/``zip`` (RocksDB, with a
+    ``_<uuid>`` suffix in checkpoint format v2).
+    """
+    fs = filesystem(checkpoint)
+    root = f"{checkpoint}/state"
+    found: dict[str, dict[int, list[tuple[str, str]]]] = {}
+    if not fs.exists(root):
+        return found
+    for operator in fs.ls(root, detail=False):
+        if not operator.rstrip("/").rsplit("/", 1)[-1].isdigit():
+            continue
+        for partition in fs.ls(operator, detail=False):
+            if not partition.rstrip("/").rsplit("/", 1)[-1].isdigit():
+                continue
+            versions: dict[int, list[tuple[str, str]]] = {}
+            for path in fs.ls(partition, detail=False):
+                match = _STATE_FILE.match(path.rsplit("/", 1)[-1])
+                if match:
+                    versions.setdefault(int(match.group(1)), []).append((path, match.group(2)))
+            found[partition.rstrip("/")] = versions
+    return found
+
+
+def state_loadable(versions: dict[int, list[tuple[str, str]]], version: int) -> bool:
+    """Whether one partition's store can load ``version``: from a snapshot at or below it (or
+    the empty version 0) through a delta/changelog for every version after."""
+    if version == 0:
+        return True
+    for at in range(version, -1, -1):
+        kinds = {kind for _path, kind in versions.get(at, [])}
+        if at == 0 or kinds & {"snapshot", "zip"}:
+            return True
+        if not kinds & {"delta", "changelog"}:
+            return False
+    return True
+
+
+def drop_state_after(checkpoint: str, version: int) -> list[str]:
+    """Remove every state file of a version past ``version`` (all of them for -1 or 0)."""
+    fs = filesystem(checkpoint)
+    removed = []
+    for partition, versions in state_files(checkpoint).items():
+        for number in sorted(versions, reverse=True):
+            if number > version:
+                for path, _kind in versions[number]:
+                    remove(fs, path)
+                    removed.append(path[len(checkpoint) + 1:])
+    if version <= 0 and fs.exists(f"{checkpoint}/state"):
+        fs.rm(f"{checkpoint}/state", recursive=True)
+    return removed
+
+
 def file_source_entries(checkpoint: str, source: int = 0) -> list[dict]:
     """Every ``{path, timestamp, batchId}`` entry of a file source's log, oldest first.
 
@@ -117,6 +354,37 @@ def file_source_entries(checkpoint: str, source: int = 0) -> list[dict]:
         _version, lines = _read_log_file(fs, path)
         entries.extend(json.loads(line) for line in lines if line.strip())
     return entries
+
+
+# Delta source offsets: ``{"reservoirVersion": V, "index": I, "isStartingVersion": S}``.
+# I = -1 (and Delta's other negative markers): nothing of version V read yet; I >= 0: V read
+# up to file I; an index this large is Delta's "all of V" marker.
+_END_INDEX = 2**62
+
+
+def delta_position(source: dict | None) -> tuple[int, bool]:
+    """How far a Delta source offset has read its table: ``(version, complete)``.
+
+    ``(v, True)``: every version up to and including v was read, nothing after. ``(v, False)``:
+    part of the data up to version v was read (a partly read version, or part of the initial
+    snapshot of v). ``(-1, True)``: nothing read.
+    """
+    if not source:
+        return -1, True
+    version = int(source["reservoirVersion"])
+    index = int(source.get("index", -1))
+    if source.get("isStartingVersion"):
+        return (version, False) if index >= 0 else (-1, True)
+    if index >= _END_INDEX:
+        return version, True
+    if index < 0:
+        return version - 1, True
+    return version, False
+
+
+def delta_offset_after(source: dict, version: int) -> dict:
+    """The offset that starts reading ``source``'s table after ``version``."""
+    return {**source, "reservoirVersion": version + 1, "index": -1, "isStartingVersion": False}
 
 
 def local_path(uri: str) -> str:

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import re
 import sys
+from contextlib import contextmanager
 
 from spark_jobs.errors import LakehouseError, UsageError
 from spark_jobs.lake import Lake
@@ -44,6 +45,17 @@ def _run_id(args) -> str:
 
 def _lake(args) -> Lake:
     return Lake.open(get_spec(args.pipeline))
+
+
+@contextmanager
+def _writer(lake: Lake, action: str, run_id: str, wait_s: float):
+    """Hold the pipeline's lock, refusing while a rollback is unfinished."""
+    from spark_jobs.lock import pipeline_lock
+    from spark_jobs.rollback import refuse_if_pending
+
+    with pipeline_lock(lake, action, run_id, wait_s):
+        refuse_if_pending(lake)
+        yield
 
 
 def cmd_generate(args) -> int:
@@ -81,13 +93,14 @@ def cmd_run(args) -> int:
     run_id = _run_id(args)
     if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
         raise UsageError("--max-files-per-trigger must be >= 1")
-    spark = build_session(f"lakehouse-{lake.spec.name}-run", lake.spec.shuffle_partitions)
-    if args.continuous:
-        records = run_continuous(spark, lake, hops, run_id, args.trigger_interval)
-    else:
-        records = []
-        for hop in hops:
-            records.append(HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
+    with _writer(lake, "run", run_id, args.wait):
+        spark = build_session(f"lakehouse-{lake.spec.name}-run", lake.spec.shuffle_partitions)
+        if args.continuous:
+            records = run_continuous(spark, lake, hops, run_id, args.trigger_interval)
+        else:
+            records = []
+            for hop in hops:
+                records.append(HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
     _emit(args, _runs_document(run_id, records), f"run {run_id}\n" + "\n".join(map(_summary_line, records)))
     return 0
 
@@ -102,8 +115,9 @@ def cmd_backfill(args) -> int:
     if start >= end:
         raise UsageError(f"--start {args.start} is not before --end {args.end}: the range is [start, end)")
     run_id = _run_id(args)
-    spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
-    records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
+    with _writer(lake, "backfill", run_id, args.wait):
+        spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
+        records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
     _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))
     return 0
 
@@ -116,6 +130,61 @@ def cmd_status(args) -> int:
         lake.spec.hop(args.hop)
     status = pipeline_status(lake, args.hop)
     _emit(args, status, format_status(status))
+    return 0
+
+
+def _same_request(journal: dict, request: dict) -> bool:
+    keys = ("hop", "to_batch", "to_run", "to_time", "cascade")
+    return all(journal["plan"]["request"].get(key) == request.get(key) for key in keys)
+
+
+def cmd_rollback(args) -> int:
+    from spark_jobs import rollback
+    from spark_jobs.lock import pipeline_lock
+
+    lake = _lake(args)
+    lake.spec.hop(args.hop)
+    to_time = parse_time(args.to_time, "--to-time") if args.to_time else None
+    request = {"hop": args.hop, "to_batch": args.to_batch, "to_run": args.to_run, "to_time": to_time,
+               "cascade": not args.no_cascade}
+
+    def make_plan() -> dict:
+        return rollback.plan(lake, args.hop, args.to_batch, args.to_run, to_time, not args.no_cascade, args.to_time)
+
+    journal = rollback.pending(lake)
+    if journal and not _same_request(journal, request):
+        rollback.refuse_if_pending(lake)
+    if args.dry_run:
+        plan = journal["plan"] if journal else make_plan()
+        _emit(args, {"plan": plan, "executed": False}, rollback.format_plan(plan) + "\ndry run: nothing changed")
+        return 2 if plan["refused"] else 0
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    with pipeline_lock(lake, "rollback", wait_s=args.wait):
+        journal = rollback.pending(lake)
+        if journal and _same_request(journal, request):
+            plan = journal["plan"]
+            progress(f"[rollback] finishing {plan['rollback_id']} ({len(journal['done'])} steps were done)")
+        else:
+            journal, plan = None, make_plan()
+        if plan["refused"]:
+            _emit(args, {"plan": plan, "executed": False}, rollback.format_plan(plan))
+            raise rollback.RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan['refused'])}")
+        if plan["nothing_to_do"]:
+            _emit(args, {"plan": plan, "executed": False}, rollback.format_plan(plan))
+            return 0
+        progress(rollback.format_plan(plan))
+        from spark_jobs.session import build_session
+
+        def spark():
+            return build_session(f"lakehouse-{lake.spec.name}-rollback", lake.spec.shuffle_partitions)
+
+        done = rollback.execute(spark, lake, plan, journal, progress)
+    _emit(args, {"plan": plan, "executed": True, "journal": done},
+          rollback.format_plan(plan) + f"\nrolled back in {done['duration_s']} s; audit record in {lake.rollbacks}; "
+          "the next run replays from the batch after each target")
     return 0
 
 
@@ -146,15 +215,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--continuous", action="store_true")
     run.add_argument("--trigger-interval", default="10 seconds")
     run.add_argument("--run-id", help="id for the run records (default: generated)")
+    run.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
 
     backfill = command("backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill)
     backfill.add_argument("--start", required=True)
     backfill.add_argument("--end", required=True)
     backfill.add_argument("--hop", default="all")
     backfill.add_argument("--run-id")
+    backfill.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
     status.add_argument("--hop")
+
+    rollback = command("rollback", "undo batches of a hop (and the hops below) so the next run replays them",
+                       cmd_rollback)
+    rollback.add_argument("--hop", required=True)
+    target = rollback.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-batch", type=int, help="the last batch to keep (-1: none)")
+    target.add_argument("--to-run", help="undo this run and everything after it")
+    target.add_argument("--to-time", help="keep the batches committed by this time (ISO-8601, UTC)")
+    rollback.add_argument("--no-cascade", action="store_true", help="leave the hops below alone")
+    rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
     return parser
 
 

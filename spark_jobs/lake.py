@@ -67,6 +67,14 @@ class Lake:
     def runs(self) -> str:
         return self.path(f"_ops/runs/{self.spec.name}")
 
+    @property
+    def rollbacks(self) -> str:
+        return self.path(f"_ops/rollbacks/{self.spec.name}")
+
+    @property
+    def locks(self) -> str:
+        return self.path("_ops/locks")
+
     def upstream_table(self, hop: HopSpec) -> str | None:
         return self.table(self.spec.hop(hop.upstream)) if hop.upstream else None
 

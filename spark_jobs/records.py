@@ -60,34 +60,42 @@ class RunRecord:
         return asdict(self)
 
 
-def record_path(lake: Lake, run_id: str, hop: str) -> str:
-    return f"{lake.runs}/{run_id}.{hop}.json"
-
-
 def write_record(lake: Lake, record: RunRecord) -> str:
     """Write (or overwrite) the record atomically; return its path."""
-    fs = filesystem(lake.runs)
-    fs.makedirs(lake.runs, exist_ok=True)
-    path = record_path(lake, record.run_id, record.hop)
-    staging = f"{lake.runs}/.{record.run_id}.{record.hop}.json.tmp"
+    return write_json(lake.runs, f"{record.run_id}.{record.hop}.json", record.to_dict())
+
+
+def _read_folder(folder: str) -> list[dict]:
+    fs = filesystem(folder)
+    if not fs.exists(folder):
+        return []
+    documents = []
+    for path in sorted(fs.ls(folder, detail=False)):
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        with fs.open(path, "r") as handle:
+            documents.append(json.load(handle))
+    return documents
+
+
+def write_json(folder: str, name: str, document: dict) -> str:
+    """Write ``folder/name`` atomically (a temp file, then rename); return its path."""
+    fs = filesystem(folder)
+    fs.makedirs(folder, exist_ok=True)
+    path, staging = f"{folder}/{name}", f"{folder}/.{name}.tmp"
     with fs.open(staging, "w") as handle:
-        json.dump(record.to_dict(), handle, indent=2, default=str)
+        json.dump(document, handle, indent=2, default=str)
     fs.mv(staging, path)
     return path
 
 
 def read_records(lake: Lake, hop: str | None = None) -> list[dict]:
     """Every run record of the pipeline (optionally one hop), oldest first."""
-    fs = filesystem(lake.runs)
-    if not fs.exists(lake.runs):
-        return []
-    records = []
-    for path in sorted(fs.ls(lake.runs, detail=False)):
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
-        with fs.open(path, "r") as handle:
-            record = json.load(handle)
-        if hop is None or record.get("hop") == hop:
-            records.append(record)
+    records = [record for record in _read_folder(lake.runs) if hop is None or record.get("hop") == hop]
     return sorted(records, key=lambda record: record.get("started_at") or 0)
+
+
+def read_rollbacks(lake: Lake) -> list[dict]:
+    """Every rollback journal of the pipeline (audit records), oldest first."""
+    return sorted(_read_folder(lake.rollbacks), key=lambda journal: journal.get("created_at") or 0)

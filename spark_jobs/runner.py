@@ -123,11 +123,16 @@ class HopRun:
         """Start the hop's streaming query with ``trigger`` (kwargs of ``DataStreamWriter.trigger``)."""
         query_id = checkpoint_log.ensure_query_id(self.checkpoint)
         self.record.query_id = query_id
+        # Read when the query starts; they bound how far back a rollback can reach.
+        self.spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(self.spec.min_batches_to_retain))
+        self.spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", str(self.spec.source_log_compact_interval))
         inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
         if self.hop.kind == "ingest":
             source = _landing_lines(self.spark, self.lake, True, max_files_per_trigger)
         else:
-            reader = self.spark.readStream.format("delta")
+            # Streams read appends only: commits that rewrite files (a backfill's replaceWhere,
+            # a rollback's RESTORE) are skipped, since those change the tables below by other means.
+            reader = self.spark.readStream.format("delta").option("skipChangeCommits", "true")
             if max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
             source = reader.load(self.lake.upstream_table(self.hop))

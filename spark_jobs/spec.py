@@ -54,6 +54,10 @@ class PipelineSpec:
     shuffle_partitions: int = 4
     window: str = "10 seconds"
     allowed_lateness: str = "1 minute"
+    # How far back the checkpoint logs reach (Spark's minBatchesToRetain), and how often the
+    # file source log is compacted: both bound what a rollback can undo (DESIGN.md s. 5).
+    min_batches_to_retain: int = 100
+    source_log_compact_interval: int = 10
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -110,7 +114,8 @@ def load_spec(path: Path) -> PipelineSpec:
     if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
         raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
-    known = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness"}
+    known = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
+             "min_batches_to_retain", "source_log_compact_interval"}
     return PipelineSpec(
         name=raw["name"],
         landing=raw["landing"],

@@ -139,3 +139,33 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _rows(spark, home: Path, relative: str, *columns: str) -> list[tuple]:
+    frame = spark.read.format("delta").load(str(home / relative))
+    return sorted((tuple(row) for row in frame.select(*columns).collect()), key=repr)
+
+
+def assert_tables_match_landing(spark, home: Path) -> None:
+    """Every table holds exactly what the landing files say, no row missing or twice.
+
+    Bronze: one row per valid line (keyed by file, ad, type and time); quarantine: every
+    invalid line; silver: one row per valid view with its campaign (None when the ad has
+    none); gold: the plain-Python window counts.
+    """
+    campaigns = campaigns_of(home)
+    bronze, silver, quarantine = [], [], []
+    for name, line in landing_lines(home):
+        event = valid_event(line)
+        if event is None:
+            quarantine.append((line,))
+            continue
+        bronze.append((name, event["ad_id"], event["event_type"], int(event["event_time"])))
+        if event["event_type"] == "view":
+            silver.append((event["ad_id"], int(event["event_time"]), campaigns.get(event["ad_id"])))
+    stored = [(path.rsplit("/", 1)[-1], *rest) for path, *rest in
+              _rows(spark, home, "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time")]
+    assert sorted(stored, key=repr) == sorted(bronze, key=repr), "bronze differs from the landing files"
+    assert _rows(spark, home, "tables/quarantine/ad_events", "raw_line") == sorted(quarantine, key=repr)
+    assert _rows(spark, home, "tables/silver/ad_views", "ad_id", "event_time", "campaign_id") == sorted(silver, key=repr)
+    assert gold_counter(spark, home) == expected_gold(home)

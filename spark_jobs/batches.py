@@ -1,0 +1,241 @@
+"""Each hop's micro-batches joined to the Delta versions they wrote and read (DESIGN.md s. 5).
+
+Plain files only (no JVM): the checkpoint's logs say what each batch read, the tables'
+``_delta_log`` says which commit each batch made (its ``txn``: appId = the checkpoint's query
+id, version = the batch id), and a downstream hop's Delta source offsets say which upstream
+versions its batches read. ``status`` shows this; rollback plans from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from dataclasses import asdict, dataclass, field
+from urllib.parse import unquote
+
+from spark_jobs import checkpoint_log, delta_log
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.records import read_records, read_rollbacks
+from spark_jobs.spec import HopSpec
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    version: int
+    operation: str
+    app_id: str | None
+    batch_id: int | None
+    timestamp_ms: int
+
+
+@functools.lru_cache(maxsize=4096)
+def _actions(table: str, version: int) -> tuple[dict, ...]:
+    """A commit's actions; commits never change once written, so they are read once."""
+    return tuple(delta_log.read_commit(table, version))
+
+
+def _commit_info(table: str, version: int) -> dict:
+    return next((action["commitInfo"] for action in _actions(table, version) if "commitInfo" in action), {})
+
+
+def commits(table: str) -> list[TableCommit]:
+    """Every commit still in the table's JSON log, oldest first."""
+    found = []
+    for version in delta_log.versions(table):
+        info, txn = {}, None
+        for action in _actions(table, version):
+            info = action.get("commitInfo", info)
+            txn = action.get("txn", txn)
+        found.append(TableCommit(version, info.get("operation", ""), (txn or {}).get("appId"),
+                                 int(txn["version"]) if txn else None, int(info.get("timestamp") or 0)))
+    return found
+
+
+def effective_commits(table: str) -> list[TableCommit]:
+    """The commits whose data is in the table now: a RESTORE to version v drops those after v."""
+    kept: list[TableCommit] = []
+    for commit in commits(table):
+        if commit.operation == "RESTORE":
+            target = _restore_target(table, commit)
+            kept = [earlier for earlier in kept if earlier.version <= target]
+        kept.append(commit)
+    return kept
+
+
+def _restore_target(table: str, commit: TableCommit) -> int:
+    parameters = _commit_info(table, commit.version).get("operationParameters", {})
+    if parameters.get("version") not in (None, "", "null"):
+        return int(parameters["version"])
+    stamp = parameters.get("timestamp")
+    moment = dt.datetime.fromisoformat(str(stamp).replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp() * 1000
+    earlier = [c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < commit.version]
+    return max(earlier, default=-1)
+
+
+def query_ids(lake: Lake, hop: HopSpec) -> set[str]:
+    """Ids the hop's checkpoint has had: the current one and those rollbacks replaced."""
+    ids = {checkpoint_log.query_id(lake.checkpoint(hop))}
+    for journal in read_rollbacks(lake):
+        for step in journal.get("plan", {}).get("hops", []):
+            if step.get("hop") == hop.name:
+                ids.add(step.get("old_query_id"))
+    return {query for query in ids if query}
+
+
+def batch_versions(table: str, ids: set[str]) -> dict[int, int]:
+    """``{batch id: table version}`` of the batches of this checkpoint still in the table."""
+    return {c.batch_id: c.version for c in effective_commits(table) if c.app_id in ids and c.batch_id is not None}
+
+
+def cut_version(table: str, ids: set[str], after_batch: int) -> int | None:
+    """The version the table returns to when batches after ``after_batch`` are undone: the one
+    before their first commit (None: they wrote nothing there). Later commits by other
+    writers (a backfill) are undone with them; the plan says so."""
+    undone = [c.version for c in effective_commits(table)
+              if c.app_id in ids and c.batch_id is not None and c.batch_id > after_batch]
+    return min(undone) - 1 if undone else None
+
+
+def table_label(table: str) -> str:
+    """``bronze/ad_events`` for ``.../tables/bronze/ad_events``."""
+    return "/".join(table.rstrip("/").rsplit("/", 2)[-2:])
+
+
+def restore_problem(table: str, version: int) -> str | None:
+    """Why ``RESTORE ... TO VERSION AS OF version`` would fail, or None.
+
+    It needs the log from that version on and every data file the version used that later
+    commits removed (VACUUM deletes those after the deleted-file retention).
+    """
+    if version < 0:
+        return None
+    present = delta_log.versions(table)
+    if version not in present:
+        oldest = present[0] if present else None
+        return f"{table_label(table)} log starts at version {oldest}, not {version} (log retention)"
+    fs = filesystem(table)
+    added_later, removed_later = set(), set()
+    for later in present[present.index(version) + 1:]:
+        for action in _actions(table, later):
+            if "add" in action:
+                added_later.add(action["add"]["path"])
+            if "remove" in action:
+                removed_later.add(action["remove"]["path"])
+    for path in sorted(removed_later - added_later):
+        if "://" not in path and not fs.exists(f"{table}/{unquote(path)}"):
+            return f"data file {path} of version {version} is gone (vacuumed: deleted-file retention)"
+    return None
+
+
+@dataclass
+class BatchInfo:
+    """One micro-batch of a hop."""
+
+    batch_id: int
+    committed: bool
+    source_start: dict | None
+    source_end: dict | None
+    files: list[str] = field(default_factory=list)
+    rows: int | None = None
+    watermark_ms: int | None = None
+    committed_at: str | None = None
+    table_version: int | None = None
+    run_id: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _modified(fs, path: str) -> str | None:
+    try:
+        return fs.modified(path).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (FileNotFoundError, NotImplementedError, AttributeError):
+        return None
+
+
+def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
+    """Every batch the hop's checkpoint still lists, oldest first."""
+    checkpoint = lake.checkpoint(hop)
+    fs = filesystem(checkpoint)
+    offsets = checkpoint_log.offset_batch_ids(checkpoint)
+    committed = set(checkpoint_log.commit_batch_ids(checkpoint))
+    versions = batch_versions(lake.table(hop), query_ids(lake, hop))
+    by_batch = _record_rows(lake, hop)
+    entries_by_log: dict[int, list[str]] = {}
+    if hop.kind == "ingest":
+        for entry in checkpoint_log.file_source_entries(checkpoint):
+            entries_by_log.setdefault(int(entry["batchId"]), []).append(checkpoint_log.local_path(entry["path"]))
+    found = []
+    previous: dict | None = None
+    for batch_id in offsets:
+        try:
+            source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0]
+        except (ValueError, IndexError):
+            source = None
+        info = BatchInfo(batch_id, batch_id in committed, previous, source,
+                         table_version=versions.get(batch_id))
+        if hop.kind == "ingest" and source is not None:
+            start = int(previous["logOffset"]) if previous else -1
+            info.files = [path for log in range(start + 1, int(source["logOffset"]) + 1)
+                          for path in entries_by_log.get(log, [])]
+        if info.committed:
+            try:
+                info.watermark_ms = checkpoint_log.read_commit_watermark(checkpoint, batch_id)
+            except ValueError:
+                info.watermark_ms = None
+            info.committed_at = _modified(fs, checkpoint_log.batch_file(checkpoint, "commits", batch_id))
+        info.rows, info.run_id = by_batch.get(batch_id, (None, None))
+        found.append(info)
+        previous = source
+    return found
+
+
+def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
+    """Rows read per batch, from the newest run record of the current query id."""
+    current = checkpoint_log.query_id(lake.checkpoint(hop))
+    rows: dict[int, tuple[int, str]] = {}
+    for record in read_records(lake, hop.name):
+        if record.get("query_id") != current:
+            continue
+        for progress in record.get("progress", []):
+            rows[int(progress["batch_id"])] = (int(progress.get("rows") or 0), record["run_id"])
+    return rows
+
+
+def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
+    """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), CHECKPOINTS.md's rules:
+    ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
+    table must be restorable to the version before the undone batches."""
+    checkpoint = lake.checkpoint(hop)
+    problems = []
+    if batch_id >= 0:
+        offsets = set(checkpoint_log.offset_batch_ids(checkpoint))
+        commits_ = set(checkpoint_log.commit_batch_ids(checkpoint))
+        needed = [("offsets", batch_id), ("commits", batch_id)] + ([("offsets", batch_id - 1)] if batch_id else [])
+        for log, number in needed:
+            if number not in (offsets if log == "offsets" else commits_):
+                problems.append(f"{hop.name} {log}/{number} is gone (minBatchesToRetain keeps the last "
+                                f"{lake.spec.min_batches_to_retain} batches)")
+        for partition, state in checkpoint_log.state_files(checkpoint).items():
+            if not checkpoint_log.state_loadable(state, batch_id + 1):
+                problems.append(f"{hop.name} state version {batch_id + 1} cannot be loaded from "
+                                f"{partition[len(checkpoint) + 1:]} (state files past retention)")
+                break
+    ids = query_ids(lake, hop)
+    for table in lake.tables_of(hop):
+        cut = cut_version(table, ids, batch_id)
+        problem = restore_problem(table, cut) if cut is not None else None
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def horizon(lake: Lake, hop: HopSpec, batches: list[BatchInfo] | None = None) -> int | None:
+    """The oldest batch the hop can still be rolled back to (-1: to before its first batch)."""
+    committed = [info.batch_id for info in (batches if batches is not None else hop_batches(lake, hop)) if info.committed]
+    oldest = None
+    for batch_id in sorted(committed, reverse=True) + [-1]:
+        if reach_problems(lake, hop, batch_id):
+            break
+        oldest = batch_id
+    return oldest

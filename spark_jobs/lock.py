@@ -1,0 +1,88 @@
+"""One writer per pipeline at a time: runs, backfills and rollbacks take the pipeline's lock.
+
+An OS file lock (``flock``) on ``_ops/locks/<pipeline>.lock``: the kernel drops it when the
+holding process dies, so a crashed run never holds it forever. The file also says who holds
+it, for the error message. Local lakes only; on a URI lake there is no shared lock (yet).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from spark_jobs.errors import LakehouseError
+from spark_jobs.lake import Lake
+
+
+class PipelineBusy(LakehouseError):
+    """Another run, backfill or rollback of the pipeline holds its lock."""
+
+
+def lock_path(lake: Lake) -> Path | None:
+    return None if "://" in lake.home else Path(lake.locks) / f"{lake.spec.name}.lock"
+
+
+def holder(lake: Lake) -> dict | None:
+    """Who holds the lock now (None: nobody), without taking it."""
+    path = lock_path(lake)
+    if path is None or not path.exists():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            try:
+                return json.loads(handle.read() or "{}")
+            except ValueError:
+                return {}
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def _describe(info: dict) -> str:
+    since = time.strftime("%H:%M:%S UTC", time.gmtime(info["since"])) if info.get("since") else "?"
+    who = f"pid {info.get('pid', '?')} on {info.get('host', '?')}"
+    return f"{info.get('action', '?')} {info.get('run_id') or ''} ({who}, since {since})"
+
+
+@contextmanager
+def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: float = 0.0):
+    """Hold the pipeline's lock for the block; :class:`PipelineBusy` after ``wait_s`` seconds."""
+    path = lock_path(lake)
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        deadline = time.monotonic() + max(wait_s, 0)
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    try:
+                        info = json.loads(handle.read() or "{}")
+                    except ValueError:
+                        info = {}
+                    raise PipelineBusy(
+                        f"pipeline {lake.spec.name} is busy: {_describe(info)} holds {path}; "
+                        f"wait for it to end (or pass --wait SECONDS)"
+                    ) from None
+                time.sleep(0.5)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"action": action, "run_id": run_id, "pid": os.getpid(),
+                                 "host": socket.gethostname(), "since": time.time()}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing the file releases the lock

@@ -1,0 +1,396 @@
+"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (DESIGN.md s. 5).
+
+``plan`` reads plain files only (checkpoints, Delta logs, run records): which batches each hop
+undoes, the version each table returns to, what will be read again, and what lies beyond
+retention. ``execute`` carries a plan out under the pipeline's lock, as a journal of steps in
+``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated,
+so running the same command again after a crash finishes the job.
+
+Why each step (CHECKPOINTS.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
+batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
+RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
+reading that table moves its source offset past the restore. A hop below is rolled back to
+the last batch that read nothing undone; when its batches straddle the cut, the hop above is
+taken back further to a batch boundary the one below shares (or, failing that, the hop below
+starts over from the restored table's snapshot), so no data is read twice or skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+from spark_jobs import batches, checkpoint_log, delta_log
+from spark_jobs.errors import LakehouseError, UsageError
+from spark_jobs.lake import Lake
+from spark_jobs.records import read_records, read_rollbacks, write_json
+from spark_jobs.spec import HopSpec
+
+Progress = Callable[[str], None]
+
+
+class RollbackRefused(LakehouseError):
+    """The rollback cannot be done safely (retention, an unfinished rollback); nothing changed."""
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str | None, to_time: int | None) -> int:
+    """The batch id the hop rolls back to (the last one kept; -1: none)."""
+    checkpoint = lake.checkpoint(hop)
+    committed = checkpoint_log.commit_batch_ids(checkpoint)
+    if to_batch is not None:
+        if to_batch < -1:
+            raise UsageError(f"--to-batch {to_batch} is not a batch id: use -1 (before the first batch) or more")
+        return to_batch
+    if to_run is not None:
+        records = [record for record in read_records(lake) if record.get("run_id") == to_run]
+        if not records:
+            recent = sorted({record["run_id"] for record in read_records(lake)})[-5:]
+            raise UsageError(f"unknown run id {to_run!r} for pipeline {lake.spec.name}: recent runs are "
+                             f"{', '.join(recent) or 'none'} (see lakehouse status)")
+        mine = [record for record in records if record.get("hop") == hop.name and record.get("batch_ids")]
+        if not mine:
+            return committed[-1] if committed else -1  # the run wrote no batch in this hop
+        record = mine[0]
+        if record.get("query_id") not in batches.query_ids(lake, hop):
+            raise UsageError(f"run {to_run} ran {hop.name} under a checkpoint that no longer exists: it cannot be "
+                             "undone by batch; use --to-time")
+        return min(record["batch_ids"]) - 1
+    fs = checkpoint_log.filesystem(checkpoint)
+    target = -1
+    for batch_id in committed:
+        stamp = fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp() * 1000
+        if stamp <= to_time:
+            target = batch_id
+    return target
+
+
+# -- planning -----------------------------------------------------------------------------------
+
+class _HopView:
+    """What planning needs of one hop, read once."""
+
+    def __init__(self, lake: Lake, hop: HopSpec):
+        self.hop = hop
+        self.checkpoint = lake.checkpoint(hop)
+        self.offsets = checkpoint_log.offset_batch_ids(self.checkpoint)
+        self.committed = checkpoint_log.commit_batch_ids(self.checkpoint)
+        self.ids = batches.query_ids(lake, hop)
+        self.table = lake.table(hop)
+        self._positions: dict[int, tuple[int, bool]] = {}
+
+    def position(self, batch_id: int) -> tuple[int, bool]:
+        """How far this (Delta-fed) hop had read its upstream table after ``batch_id``."""
+        if batch_id < 0:
+            return -1, True
+        if batch_id not in self._positions:
+            source = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources[0]
+            self._positions[batch_id] = checkpoint_log.delta_position(source)
+        return self._positions[batch_id]
+
+    def last_clean_batch(self, cut: int) -> int:
+        """The last committed batch that read nothing of the upstream table past version ``cut``."""
+        kept = -1
+        for batch_id in self.committed:
+            if self.position(batch_id)[0] > cut:
+                break
+            kept = batch_id
+        return kept
+
+    def cut(self, batch_id: int) -> int | None:
+        return batches.cut_version(self.table, self.ids, batch_id)
+
+
+def _targets(views: list[_HopView], requested: int, notes: list[str]) -> dict[str, int]:
+    """Each hop's target batch, consistent along the chain (see the module doc)."""
+    targets = {views[0].hop.name: requested}
+    changed = True
+    while changed:
+        changed = False
+        for up, down in zip(views, views[1:]):
+            if up.hop.name not in targets:
+                targets.pop(down.hop.name, None)
+                continue
+            cut = up.cut(targets[up.hop.name])
+            if cut is None:  # the hop above keeps every version: nothing below is affected
+                targets.pop(down.hop.name, None)
+                continue
+            target = min(down.last_clean_batch(cut), targets.get(down.hop.name, 1 << 62))
+            position = down.position(target)
+            if target == -1 or position == (cut, True):
+                targets[down.hop.name] = target
+                continue
+            # Straddle: `down` read up to `position`, short of `cut`. Take `up` back to the batch
+            # whose cut is exactly that position, if there is one; else `down` starts over.
+            earlier = [b for b in up.committed if b < targets[up.hop.name]] + [-1]
+            match = next((b for b in sorted(earlier, reverse=True)
+                          if position[1] and up.cut(b) is not None and up.cut(b) == position[0]), None)
+            if match is not None:
+                notes.append(f"{up.hop.name}: back to batch {match} instead of {targets[up.hop.name]}, because "
+                             f"{down.hop.name} batch {target + 1} read {up.hop.name}'s table across that point")
+                targets[up.hop.name] = match
+                targets[down.hop.name] = target
+            else:
+                notes.append(f"{down.hop.name}: starts over from {up.hop.name}'s restored table, because its "
+                             f"batches do not end where {up.hop.name}'s do")
+                targets[down.hop.name] = -1
+            changed = True
+            break
+    return targets
+
+
+def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | None = None,
+         to_time: int | None = None, cascade: bool = True, to_time_text: str | None = None) -> dict:
+    """The rollback plan, as a JSON-safe dict; reads files only and changes nothing."""
+    head = lake.spec.hop(hop_name)
+    requested = resolve_target(lake, head, to_batch, to_run, to_time)
+    below = list(lake.spec.downstream_of(head.name))
+    views = {hop.name: _HopView(lake, hop) for hop in [head, *below]}
+    notes: list[str] = []
+    chain = [views[head.name]] + ([views[hop.name] for hop in below] if cascade else [])
+    targets = _targets(chain, requested, notes)
+    refused: list[str] = []
+    if not cascade and below:
+        _check_no_cascade(views[head.name], views[below[0].name], targets, refused)
+    hops = []
+    for name, target in targets.items():
+        upstream = lake.spec.hop(name).upstream
+        upstream_cut = views[upstream].cut(targets[upstream]) if upstream in targets else None
+        hops.append(_hop_step(lake, views[name], target, upstream_cut))
+    hops = [step for step in hops if step["undone"] or step["tables"] or step["skip_upstream_restore"]]
+    for step in hops:
+        refused.extend(batches.reach_problems(lake, lake.spec.hop(step["hop"]), step["target_batch"])
+                       if step["undone"] else [])
+    return {
+        "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
+        "pipeline": lake.spec.name,
+        "request": {"hop": head.name, "to_batch": to_batch, "to_run": to_run, "to_time": to_time,
+                    "to_time_iso": to_time_text, "cascade": cascade},
+        "requested_batch": requested,
+        "hops": hops,
+        "notes": notes,
+        "refused": refused,
+        "nothing_to_do": not hops,
+    }
+
+
+def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
+    cut = up.cut(targets[up.hop.name])
+    if cut is None or not down.committed:
+        return
+    clean = down.last_clean_batch(cut)
+    if clean < down.committed[-1]:
+        refused.append(f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
+                       f"{up.hop.name} data being undone; roll back with cascade")
+    elif down.position(clean) != (cut, True):
+        refused.append(f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
+                       "run it first or roll back with cascade")
+    else:
+        targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
+
+
+def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None) -> dict:
+    hop = view.hop
+    undone = [batch_id for batch_id in view.offsets if batch_id > target]
+    tables = []
+    for table in lake.tables_of(hop):
+        cut = batches.cut_version(table, view.ids, target)
+        if cut is None:
+            continue
+        now = delta_log.table_version(table)
+        others = [c for c in batches.effective_commits(table)
+                  if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"]
+        tables.append({"table": table, "label": batches.table_label(table), "version_now": now, "restore_to": cut,
+                       "action": "restore" if cut >= 0 else "empty",
+                       "other_writers_undone": [f"{c.version} {c.operation}" for c in others]})
+    step = {
+        "hop": hop.name,
+        "kind": hop.kind,
+        "checkpoint": view.checkpoint,
+        "last_batch": view.offsets[-1] if view.offsets else None,
+        "target_batch": target,
+        "undone": undone,
+        "tables": tables,
+        "old_query_id": checkpoint_log.query_id(view.checkpoint),
+        "new_query_id": str(uuid.uuid4()) if undone else checkpoint_log.query_id(view.checkpoint),
+        # The hop keeps batches that read the upstream table up to the version it returns to:
+        # its next batch must start after the restore commit, not re-read the undone ones.
+        "skip_upstream_restore": upstream_cut is not None and target >= 0,
+        "state_version": target + 1 if checkpoint_log.state_files(view.checkpoint) else None,
+        "source_log_cut": None,
+        "reread": "",
+    }
+    if hop.kind == "ingest":
+        cut = int(checkpoint_log.read_offsets(view.checkpoint, target).sources[0]["logOffset"]) if target >= 0 else -1
+        files = sorted({checkpoint_log.local_path(entry["path"]) for entry in checkpoint_log.file_source_entries(view.checkpoint)
+                        if int(entry["batchId"]) > cut})
+        step["source_log_cut"] = cut
+        step["reread_files"] = files
+        step["reread"] = f"{len(files)} landing files"
+    elif undone and upstream_cut is not None:
+        step["reread"] = f"what {hop.upstream} writes after its restore" if target >= 0 else \
+            f"{hop.upstream}'s restored table from its snapshot"
+    elif undone:
+        version, complete = view.position(target)
+        step["reread"] = (f"{lake.spec.hop(hop.upstream).name} table from version {version + 1 if complete else version}"
+                          if target >= 0 else f"{hop.upstream} table from its current snapshot")
+    return step
+
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as a person reads it."""
+    request = plan["request"]
+    how = "cascade" if request["cascade"] else "no cascade"
+    lines = [f"rollback {plan['rollback_id']} of {plan['pipeline']}: {request['hop']} to batch "
+             f"{plan['requested_batch']} ({how})"]
+    if plan["nothing_to_do"]:
+        lines.append("  nothing to undo: no batch after the target")
+    for step in plan["hops"]:
+        undone = step["undone"]
+        span = f"undo batches {undone[0]}..{undone[-1]} ({len(undone)})" if undone else "no batch undone"
+        lines.append(f"  {step['hop']}: {span}, keep up to batch {step['target_batch']}")
+        for table in step["tables"]:
+            to = "emptied" if table["action"] == "empty" else f"RESTORE to version {table['restore_to']}"
+            lines.append(f"    table {table['label']}: version {table['version_now']} -> {to}")
+            if table["other_writers_undone"]:
+                lines.append(f"      also undoes commits by other writers: {', '.join(table['other_writers_undone'])}")
+        if undone:
+            lines.append(f"    checkpoint: drop offsets/commits past {step['target_batch']}"
+                         + (f", state versions past {step['state_version']}" if step["state_version"] is not None else "")
+                         + (f", file source log past {step['source_log_cut']}" if step["source_log_cut"] is not None else "")
+                         + ", new query id")
+            lines.append(f"    next run re-reads {step['reread']}")
+        if step["skip_upstream_restore"]:
+            lines.append("    source offset moves past the restore commit of the table above")
+    lines.extend(f"  note: {note}" for note in plan["notes"])
+    lines.extend(f"  REFUSED: {reason}" for reason in plan["refused"])
+    return "\n".join(lines)
+
+
+# -- execution ----------------------------------------------------------------------------------
+
+def pending(lake: Lake) -> dict | None:
+    """An unfinished rollback journal of the pipeline, if any."""
+    unfinished = [journal for journal in read_rollbacks(lake) if journal.get("status") != "succeeded"]
+    return unfinished[-1] if unfinished else None
+
+
+def refuse_if_pending(lake: Lake) -> None:
+    """Runs call this: a half-done rollback leaves checkpoints and tables out of step."""
+    journal = pending(lake)
+    if journal:
+        request = journal["plan"]["request"]
+        raise RollbackRefused(f"rollback {journal['plan']['rollback_id']} of {lake.spec.name} is unfinished: "
+                              f"finish it with `{command_line(lake.spec.name, request)}`")
+
+
+def command_line(pipeline: str, request: dict) -> str:
+    """The CLI command that makes (or finishes) a rollback with this request."""
+    target = (f"--to-batch {request['to_batch']}" if request.get("to_batch") is not None
+              else f"--to-run {request['to_run']}" if request.get("to_run") else f"--to-time {request.get('to_time_iso')}")
+    return f"lakehouse rollback {pipeline} --hop {request['hop']} {target}" + ("" if request["cascade"] else " --no-cascade")
+
+
+def _steps(plan: dict) -> list[str]:
+    steps = [f"restore {step['hop']} {table['table']}" for step in plan["hops"] for table in step["tables"]]
+    return steps + [f"checkpoint {step['hop']}" for step in plan["hops"]]
+
+
+def _save(lake: Lake, journal: dict) -> None:
+    write_json(lake.rollbacks, f"{journal['plan']['rollback_id']}.json", journal)
+
+
+def _crash_point(done: int) -> None:
+    """Crash tests set LAKEHOUSE_ROLLBACK_CRASH_AFTER=k to die (no clean-up) after doing step k
+    and before recording it, the worst moment: the re-run must redo it harmlessly."""
+    if os.environ.get("LAKEHOUSE_ROLLBACK_CRASH_AFTER") == str(done):
+        os._exit(97)
+
+
+def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | None = None,
+            progress: Progress = print) -> dict:
+    """Carry out ``plan`` (or finish ``journal``'s); the caller holds the pipeline's lock.
+
+    ``spark_factory()`` gives the SparkSession, asked for only when a table must be restored
+    (the checkpoint steps are plain file edits).
+    """
+    if plan["refused"]:
+        raise RollbackRefused("; ".join(plan["refused"]))
+    journal = journal or {"plan": plan, "status": "running", "created_at": time.time(), "done": [], "restored": {}}
+    _save(lake, journal)
+    steps = _steps(journal["plan"])
+    for number, step in enumerate(steps):
+        if step in journal["done"]:
+            continue
+        began = time.time()
+        if step.startswith("restore "):
+            _, hop, table = step.split(" ", 2)
+            journal["restored"][table] = _restore(spark_factory(), journal["plan"], hop, table)
+        else:
+            _rewind_checkpoint(lake, journal, step.split(" ", 1)[1])
+        _crash_point(number)
+        journal["done"].append(step)
+        _save(lake, journal)
+        progress(f"[rollback] {step}: done in {time.time() - began:.1f} s")
+    journal["status"] = "succeeded"
+    journal["finished_at"] = time.time()
+    journal["duration_s"] = round(journal["finished_at"] - journal["created_at"], 3)
+    _save(lake, journal)
+    return journal
+
+
+def _restore(spark, plan: dict, hop: str, table: str) -> int:
+    """RESTORE (or empty) the table; return its version after, whose commit readers must skip."""
+    entry = next(t for step in plan["hops"] if step["hop"] == hop for t in step["tables"] if t["table"] == table)
+    if "`" in table:
+        raise UsageError(f"table path {table} has a backtick; move LAKEHOUSE_HOME to a plain path")
+    if entry["action"] == "restore":
+        spark.sql(f"RESTORE TABLE delta.`{table}` TO VERSION AS OF {int(entry['restore_to'])}")
+    else:
+        spark.sql(f"DELETE FROM delta.`{table}`")
+    return delta_log.table_version(table)
+
+
+def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
+    step = next(step for step in journal["plan"]["hops"] if step["hop"] == hop_name)
+    hop = lake.spec.hop(hop_name)
+    checkpoint, target = step["checkpoint"], step["target_batch"]
+    checkpoint_log.drop_batches_after(checkpoint, target)
+    if step["source_log_cut"] is not None:
+        checkpoint_log.truncate_file_source(checkpoint, step["source_log_cut"], lake.spec.source_log_compact_interval)
+    if step["state_version"] is not None:
+        checkpoint_log.drop_state_after(checkpoint, step["state_version"])
+    if step["skip_upstream_restore"]:
+        restored = journal["restored"].get(lake.upstream_table(hop))
+        if restored is not None:
+            offsets = checkpoint_log.read_offsets(checkpoint, target)
+            moved = [checkpoint_log.delta_offset_after(offsets.sources[0], restored), *offsets.sources[1:]]
+            checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
+                target, offsets.watermark_ms, offsets.timestamp_ms, moved))
+    if step["new_query_id"] != checkpoint_log.query_id(checkpoint):
+        checkpoint_log.set_query_id(checkpoint, step["new_query_id"])
+
+
+def verify(lake: Lake, journal: dict) -> list[str]:
+    """What does not match a finished rollback (empty: all in place); no JVM."""
+    problems = []
+    if journal.get("status") != "succeeded":
+        problems.append(f"rollback {journal['plan']['rollback_id']} is {journal.get('status')}")
+    for step in journal["plan"]["hops"]:
+        checkpoint = step["checkpoint"]
+        offsets = checkpoint_log.offset_batch_ids(checkpoint)
+        finished = journal.get("finished_at") or 0
+        replayed = any((run.get("started_at") or 0) > finished for run in read_records(lake, step["hop"]))
+        if offsets and offsets[-1] > step["target_batch"] and not replayed:
+            problems.append(f"{step['hop']}: offsets reach batch {offsets[-1]}, past the target {step['target_batch']}")
+        if checkpoint_log.query_id(checkpoint) != step["new_query_id"]:
+            problems.append(f"{step['hop']}: query id is not the new one")
+        for table in step["tables"]:
+            restored = journal.get("restored", {}).get(table["table"])
+            if restored is None or restored not in delta_log.versions(table["table"]):
+                problems.append(f"{table['label']}: no restore commit recorded")
+    return problems
