@@ -157,13 +157,18 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         _check_no_cascade(views[head.name], views[below[0].name], targets, refused)
     hops = []
     for name, target in targets.items():
-        upstream = lake.spec.hop(name).upstream
+        view = views[name]
+        undone = [batch_id for batch_id in view.offsets if batch_id > target]
+        problems = batches.reach_problems(lake, view.hop, target) if undone else []
+        if problems:  # beyond retention: say why, plan nothing for the hop
+            refused.extend(problems)
+            hops.append({"hop": name, "target_batch": target, "undone": undone, "tables": [], "refused": problems})
+            continue
+        upstream = view.hop.upstream
         upstream_cut = views[upstream].cut(targets[upstream]) if upstream in targets else None
-        hops.append(_hop_step(lake, views[name], target, upstream_cut))
-    hops = [step for step in hops if step["undone"] or step["tables"] or step["skip_upstream_restore"]]
-    for step in hops:
-        refused.extend(batches.reach_problems(lake, lake.spec.hop(step["hop"]), step["target_batch"])
-                       if step["undone"] else [])
+        step = _hop_step(lake, view, target, upstream_cut)
+        if step["undone"] or step["tables"] or step["skip_upstream_restore"]:
+            hops.append(step)
     return {
         "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
         "pipeline": lake.spec.name,
@@ -250,6 +255,9 @@ def format_plan(plan: dict) -> str:
     if plan["nothing_to_do"]:
         lines.append("  nothing to undo: no batch after the target")
     for step in plan["hops"]:
+        if step.get("refused"):
+            lines.append(f"  {step['hop']}: cannot go back to batch {step['target_batch']}")
+            continue
         undone = step["undone"]
         span = f"undo batches {undone[0]}..{undone[-1]} ({len(undone)})" if undone else "no batch undone"
         lines.append(f"  {step['hop']}: {span}, keep up to batch {step['target_batch']}")
