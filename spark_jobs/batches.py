@@ -141,6 +141,7 @@ class BatchInfo:
     committed_at: str | None = None
     table_version: int | None = None
     run_id: str | None = None
+    read_by: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -175,8 +176,10 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
         info = BatchInfo(batch_id, batch_id in committed, previous, source,
                          table_version=versions.get(batch_id))
         if hop.kind == "ingest" and source is not None:
-            start = int(previous["logOffset"]) if previous else -1
-            info.files = [path for log in range(start + 1, int(source["logOffset"]) + 1)
+            end = int(source["logOffset"])
+            # The offsets of the batch before may be past retention: then count this log entry only.
+            start = int(previous["logOffset"]) if previous else (-1 if batch_id == 0 else end - 1)
+            info.files = [path for log in range(start + 1, end + 1)
                           for path in entries_by_log.get(log, [])]
         if info.committed:
             try:
@@ -188,6 +191,27 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
         found.append(info)
         previous = source
     return found
+
+
+def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:
+    """Fill ``read_by``: for each batch's table version, the batch of each hop below that read it."""
+    for below in lake.spec.hops:
+        if below.upstream != hop.name:
+            continue
+        checkpoint = lake.checkpoint(below)
+        ends = []
+        for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
+            try:
+                source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0]
+                ends.append((batch_id, checkpoint_log.delta_position(source)))
+            except (ValueError, IndexError):
+                continue
+        for info in infos:
+            if info.table_version is None:
+                continue
+            reader = next((batch_id for batch_id, (version, _complete) in ends if version >= info.table_version), None)
+            if reader is not None:
+                info.read_by[below.name] = reader
 
 
 def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:

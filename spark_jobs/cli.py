@@ -188,6 +188,25 @@ def cmd_rollback(args) -> int:
     return 0
 
 
+def cmd_checkpoint_validate(args) -> int:
+    from spark_jobs.validate import format_findings, validate
+
+    lake = _lake(args)
+    if args.hop and args.hop != "all":
+        lake.spec.hop(args.hop)
+    if args.repair:
+        from spark_jobs.lock import pipeline_lock
+
+        with pipeline_lock(lake, "checkpoint repair"):
+            findings = validate(lake, args.hop, do_repair=True)
+    else:
+        findings = validate(lake, args.hop)
+    left = [finding for finding in findings if not finding.repaired]
+    _emit(args, {"pipeline": lake.spec.name, "consistent": not left, "findings": [f.to_dict() for f in findings]},
+          format_findings(findings, lake.spec.name))
+    return 1 if left else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status."
@@ -237,6 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     rollback.add_argument("--no-cascade", action="store_true", help="leave the hops below alone")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
+
+    checkpoint = commands.add_parser("checkpoint", help="inspect and repair streaming checkpoints")
+    actions = checkpoint.add_subparsers(dest="action", required=True)
+    validate = actions.add_parser("validate", help="find damaged or inconsistent checkpoint files and say how to fix them",
+                                  description="Exit 0: consistent; 1: problems left (each with its fix).")
+    validate.add_argument("pipeline")
+    validate.add_argument("--hop")
+    validate.add_argument("--repair", action="store_true", help="make the repairs that cannot lose or double data")
+    validate.add_argument("--json", action="store_true", help="print one JSON document")
+    validate.set_defaults(handler=cmd_checkpoint_validate)
     return parser
 
 

@@ -3,7 +3,9 @@ records read as plain files (no JVM)."""
 
 from __future__ import annotations
 
-from spark_jobs import checkpoint_log, delta_log
+import time
+
+from spark_jobs import batches, checkpoint_log, delta_log
 from spark_jobs.lake import Lake, filesystem
 from spark_jobs.records import read_records
 
@@ -28,7 +30,8 @@ def processed_files(lake: Lake) -> set[str]:
     return {checkpoint_log.local_path(entry["path"]) for entry in entries}
 
 
-def hop_status(lake: Lake, hop_name: str) -> dict:
+def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
+    """One hop's summary; with ``detail``, every batch, the rollback horizon and the lineage below."""
     hop = lake.spec.hop(hop_name)
     checkpoint = lake.checkpoint(hop)
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
@@ -36,7 +39,17 @@ def hop_status(lake: Lake, hop_name: str) -> dict:
     records = read_records(lake, hop.name)
     last = records[-1] if records else None
     tables = {table: delta_log.table_version(table) for table in lake.tables_of(hop)}
-    return {
+    extra = {}
+    if detail:
+        infos = batches.hop_batches(lake, hop)
+        batches.link_downstream(lake, hop, infos)
+        extra = {
+            "batch_log": [info.to_dict() for info in infos],
+            "rollback_horizon": batches.horizon(lake, hop, infos),
+            "min_batches_to_retain": lake.spec.min_batches_to_retain,
+            "feeds": [below.name for below in lake.spec.hops if below.upstream == hop.name],
+        }
+    return extra | {
         "hop": hop.name,
         "kind": hop.kind,
         "checkpoint": checkpoint,
@@ -57,12 +70,13 @@ def hop_status(lake: Lake, hop_name: str) -> dict:
 def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
     landing = landing_files(lake)
     processed = processed_files(lake)
-    hops = [hop] if hop and hop != "all" else list(lake.spec.hop_names)
+    detail = bool(hop and hop != "all")
+    hops = [hop] if detail else list(lake.spec.hop_names)
     return {
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
         "landing": {"files": len(landing), "new_files": len([path for path in landing if path not in processed])},
-        "hops": [hop_status(lake, name) for name in hops],
+        "hops": [hop_status(lake, name, detail) for name in hops],
     }
 
 
@@ -85,7 +99,46 @@ def format_status(status: dict) -> str:
                 f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
                 f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
             )
+        if "batch_log" in hop:
+            lines.extend(_format_batches(hop))
     return "\n".join(lines)
+
+
+def _format_batches(hop: dict) -> list[str]:
+    horizon = hop["rollback_horizon"]
+    lines = [
+        "",
+        f"{hop['hop']} batches (rollback reaches back to batch {'-' if horizon is None else horizon}; "
+        f"the checkpoint keeps {hop['min_batches_to_retain']} batches; feeds {', '.join(hop['feeds']) or 'nothing'})",
+        f"{'batch':>6}  {'state':<10}{'rows':>8}{'files':>7}  {'source range':<28}{'watermark':<21}"
+        f"{'committed at':<21}{'version':>8}  read by",
+    ]
+    for info in hop["batch_log"]:
+        watermark = "-"
+        if info["watermark_ms"]:
+            watermark = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(info["watermark_ms"] / 1000))
+        lines.append(
+            f"{info['batch_id']:>6}  {'committed' if info['committed'] else 'pending':<10}"
+            f"{'-' if info['rows'] is None else info['rows']:>8}{len(info['files']) or '-':>7}  "
+            f"{_source_range(info):<28}{watermark:<21}{info['committed_at'] or '-':<21}"
+            f"{'-' if info['table_version'] is None else info['table_version']:>8}  "
+            + (", ".join(f"{name} {batch}" for name, batch in info["read_by"].items()) or "-")
+        )
+    return lines
+
+
+def _source_range(info: dict) -> str:
+    end = info["source_end"] or {}
+    if "logOffset" in end:
+        start = int((info["source_start"] or {}).get("logOffset", -1))
+        return f"file log {start + 1}..{end['logOffset']}" if int(end["logOffset"]) > start else "no new data"
+    if "reservoirVersion" in end:
+        first = checkpoint_log.delta_position(info["source_start"])
+        last = checkpoint_log.delta_position(end)
+        if first == last:
+            return "no new data"
+        return f"upstream v{first[0] + 1 if first[1] else first[0]}..v{last[0]}"
+    return "-"
 
 
 def pending_work(lake: Lake) -> dict[str, str | None]:

@@ -159,8 +159,18 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
     pipelines(min_batches_to_retain=2)
     for seed in range(4):
         _increment(seed, hop="bronze", run_id=f"r{seed}")
-    before = _tree(lake_home)
     capsys.readouterr()
+    assert main(["status", "ad_events", "--hop", "bronze", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)["hops"][0]
+    bronze = _checkpoint(lake_home, "bronze")
+    offsets, commits = set(checkpoint_log.offset_batch_ids(bronze)), checkpoint_log.commit_batch_ids(bronze)
+    assert 0 not in offsets  # the checkpoint kept only the last batches
+    assert status["rollback_horizon"] == min(n for n in commits if n in offsets and n - 1 in offsets)
+    log = {info["batch_id"]: info for info in status["batch_log"]}
+    assert sorted(log) == sorted(offsets) and all(log[n]["committed"] for n in commits)
+    assert [log[n]["table_version"] for n in sorted(log)] == sorted(log)  # bronze writes one version per batch
+    assert all(log[n]["rows"] == 240 and len(log[n]["files"]) == 2 for n in log)
+    before = _tree(lake_home)
 
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]) == 2
     assert "offsets/0 is gone (minBatchesToRetain" in capsys.readouterr().err

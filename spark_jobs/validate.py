@@ -1,0 +1,214 @@
+"""``lakehouse checkpoint validate``: find what would make a restart fail, skip or redo data.
+
+Each finding names the file, what Spark would do with it (CHECKPOINTS.md) and the fix: a
+rollback target, or a repair ``--repair`` makes because it cannot lose or double data (an
+orphan ``.crc``, a damaged last commit whose batch then reruns idempotently, a damaged
+planned-but-unwritten offset file, a lost ``metadata`` whose id the run records still have).
+Plain files only, no JVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from spark_jobs import batches, checkpoint_log
+from spark_jobs.checkpoint_log import DamagedLog
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.records import read_records
+from spark_jobs.spec import HopSpec
+
+
+@dataclass
+class Finding:
+    hop: str
+    kind: str
+    path: str
+    problem: str
+    fix: str
+    repair: str | None = None  # what --repair does; None: not safe to do automatically
+    repaired: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rollback_fix(lake: Lake, hop: HopSpec, batch_id: int) -> str:
+    return f"lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch {batch_id}"
+
+
+def _parse_all(fs, checkpoint: str, log: str) -> tuple[dict[int, str], dict[int, DamagedLog]]:
+    paths = checkpoint_log._numbered(fs, f"{checkpoint}/{log}")
+    damaged = {}
+    for number, path in paths.items():
+        try:
+            checkpoint_log.parse_log_file(fs, path)
+        except DamagedLog as error:
+            damaged[number] = error
+    return paths, damaged
+
+
+def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
+    checkpoint = lake.checkpoint(hop)
+    fs = filesystem(checkpoint)
+    findings: list[Finding] = []
+    if not fs.exists(checkpoint):
+        return findings
+    offsets, bad_offsets = _parse_all(fs, checkpoint, "offsets")
+    commits, bad_commits = _parse_all(fs, checkpoint, "commits")
+    last_offset = max(offsets, default=-1)
+    last_commit = max(commits, default=-1)
+    last_good = max((n for n in commits if n not in bad_commits and n in offsets and n not in bad_offsets), default=-1)
+
+    # metadata
+    metadata = f"{checkpoint}/metadata"
+    try:
+        query = checkpoint_log.query_id(checkpoint)
+    except (ValueError, KeyError):
+        query = None
+        findings.append(Finding(hop.name, "damaged-metadata", metadata, "metadata is not JSON",
+                                "restore the query id from the run records", "rewrite metadata with the id of the last run"))
+    if query is None and offsets and not findings:
+        findings.append(Finding(hop.name, "missing-metadata", metadata,
+                                "metadata is missing (Spark: STREAMING_CHECKPOINT_MISSING_METADATA_FILE)",
+                                "restore the query id from the run records", "rewrite metadata with the id of the last run"))
+
+    # damaged log files
+    for log, paths, damaged in (("offsets", offsets, bad_offsets), ("commits", commits, bad_commits)):
+        for number, error in sorted(damaged.items()):
+            finding = Finding(hop.name, f"damaged-{log}", paths[number], error.reason,
+                              _rollback_fix(lake, hop, min(number - 1, last_good)))
+            if log == "commits" and number == last_commit and number in offsets and number not in bad_offsets:
+                finding.repair = f"delete commits/{number}: batch {number} reruns with its offsets, idempotently"
+            if log == "offsets" and number == last_offset and number not in commits and not _batch_wrote(lake, hop, number):
+                finding.repair = f"delete offsets/{number}: batch {number} wrote nothing and is planned again"
+            if number < last_offset - 1 and number < last_commit - 1:
+                finding.fix = f"nothing for the next run; a rollback cannot go back to batch {number} or before"
+            findings.append(finding)
+
+    # commits out of step with offsets
+    if last_offset - last_commit > 1:
+        findings.append(Finding(hop.name, "commits-lag", f"{checkpoint}/commits",
+                                f"commits end at {last_commit} but offsets at {last_offset}: Spark reruns only batch "
+                                f"{last_offset} and batches {last_commit + 1}..{last_offset - 1} are lost",
+                                _rollback_fix(lake, hop, last_commit)))
+    for number in sorted(set(commits) - set(offsets)):
+        findings.append(Finding(hop.name, "commit-without-offsets", commits[number],
+                                f"commits/{number} has no offsets/{number} (Spark: CONCURRENT_STREAM_LOG_UPDATE)",
+                                _rollback_fix(lake, hop, min(number - 1, last_good))))
+
+    # orphan checksums
+    for path in fs.find(checkpoint):
+        folder, name = path.rsplit("/", 1)
+        if name.startswith(".") and name.endswith(".crc") and not fs.exists(f"{folder}/{name[1:-4]}"):
+            findings.append(Finding(hop.name, "orphan-crc", path,
+                                    "a checksum without its file (Spark: 'Multiple streaming queries are concurrently "
+                                    "using' the checkpoint)", "delete it", "delete the .crc file"))
+
+    if hop.kind == "ingest":
+        findings.extend(_file_source_findings(lake, hop, checkpoint, last_good))
+    findings.extend(_state_findings(lake, hop, checkpoint, commits))
+    return findings
+
+
+def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
+    ids = batches.query_ids(lake, hop)
+    return any(batch_id in batches.batch_versions(table, ids) for table in lake.tables_of(hop))
+
+
+def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: int) -> list[Finding]:
+    fs = filesystem(checkpoint)
+    log = checkpoint_log.file_source_log(checkpoint)
+    if not log:
+        return []
+    findings = []
+    interval = lake.spec.source_log_compact_interval
+    latest = max(log)
+    compactions = [n for n in range(latest + 1) if (n + 1) % interval == 0]
+    base = compactions[-1] if compactions else -1
+    needed = ([base] if base >= 0 else []) + list(range(base + 1, latest + 1))
+    for number in needed:
+        compact = number == base
+        if number not in log or log[number][1] != compact:
+            name = f"{number}.compact" if compact else str(number)
+            findings.append(Finding(hop.name, "missing-compact" if compact else "missing-source-log",
+                                    f"{checkpoint}/sources/0/{name}",
+                                    f"the file source log lacks {name}: Spark cannot list the files it has read",
+                                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good))))
+    for number, (path, _compact) in sorted(log.items()):
+        try:
+            checkpoint_log.parse_log_file(fs, path, max_version=1)
+        except DamagedLog as error:
+            findings.append(Finding(hop.name, "damaged-source-log", path, error.reason,
+                                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good))))
+    return findings
+
+
+def _batch_before_log(checkpoint: str, log_batch: int, last_good: int) -> int:
+    """The last batch whose file source offset is before ``log_batch``."""
+    kept = -1
+    for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
+        try:
+            source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0] or {}
+        except (ValueError, IndexError):
+            break
+        if int(source.get("logOffset", -1)) >= log_batch or batch_id > last_good:
+            break
+        kept = batch_id
+    return kept
+
+
+def _state_findings(lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int, str]) -> list[Finding]:
+    state = checkpoint_log.state_files(checkpoint)
+    if not state or not commits:
+        return []
+    last = max(commits)
+    findings = []
+    for partition, versions in sorted(state.items()):
+        if checkpoint_log.state_loadable(versions, last + 1):
+            continue
+        loadable = [n for n in sorted(commits, reverse=True) if checkpoint_log.state_loadable(versions, n + 1)]
+        target = loadable[0] if loadable else -1
+        findings.append(Finding(hop.name, "missing-state", partition,
+                                f"state version {last + 1} (written by committed batch {last}) cannot be loaded",
+                                _rollback_fix(lake, hop, target)))
+    return findings
+
+
+def repair(lake: Lake, hop: HopSpec, finding: Finding) -> None:
+    """Make a safe repair (``finding.repair`` is set)."""
+    fs = filesystem(finding.path)
+    checkpoint = lake.checkpoint(hop)
+    if finding.kind == "orphan-crc":
+        fs.rm(finding.path)
+    elif finding.kind in ("damaged-commits", "damaged-offsets"):
+        checkpoint_log.remove(fs, finding.path)
+    elif finding.kind in ("missing-metadata", "damaged-metadata"):
+        ids = [record["query_id"] for record in read_records(lake, hop.name) if record.get("query_id")]
+        if not ids:
+            raise ValueError("no run record names the query id")
+        checkpoint_log.set_query_id(checkpoint, ids[-1])
+    finding.repaired = True
+
+
+def validate(lake: Lake, hop_name: str | None = None, do_repair: bool = False) -> list[Finding]:
+    hops = lake.spec.select_hops(hop_name)
+    findings = []
+    for hop in hops:
+        found = validate_hop(lake, hop)
+        if do_repair:
+            for finding in found:
+                if finding.repair:
+                    repair(lake, hop, finding)
+        findings.extend(found)
+    return findings
+
+
+def format_findings(findings: list[Finding], pipeline: str) -> str:
+    if not findings:
+        return f"{pipeline}: checkpoints are consistent"
+    lines = [f"{pipeline}: {len(findings)} problem(s)"]
+    for finding in findings:
+        state = " [repaired]" if finding.repaired else (" [--repair can fix]" if finding.repair else "")
+        lines.append(f"  {finding.hop}: {finding.kind}{state}: {finding.path}: {finding.problem}")
+        lines.append(f"      fix: {finding.repair if finding.repaired else finding.fix}")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""``lakehouse checkpoint validate`` on real checkpoints, damaged one way at a time (CHECKPOINTS.md)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.cli import main
+from tests.conftest import assert_tables_match_landing
+from tests.test_rollback import _increment, pipelines  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def _last(folder: Path) -> Path:
+    return folder / str(max(int(path.name) for path in folder.iterdir() if path.name.isdigit()))
+
+
+def _drop(path: Path) -> None:
+    path.unlink()
+    crc = path.parent / f".{path.name}.crc"
+    if crc.exists():
+        crc.unlink()
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    crc = path.parent / f".{path.name}.crc"
+    if crc.exists():
+        crc.unlink()
+
+
+DAMAGE = {
+    "empty offsets": (lambda c: _write(_last(c / "silver/offsets"), b""), "damaged-offsets", "empty file"),
+    "version line only": (lambda c: _write(_last(c / "silver/commits"), b"v1\n"), "damaged-commits", "version line only"),
+    "truncated JSON": (lambda c: _write(_last(c / "gold/commits"), b'v1\n{"nextBatchWatermarkMs":17'),
+                       "damaged-commits", "truncated"),
+    "garbage": (lambda c: _write(_last(c / "bronze/offsets"), b"\x00\xff\xfe garbage"), "damaged-offsets", "garbage"),
+    "unknown version": (lambda c: _write(_last(c / "bronze/commits"), b'v9\n{"nextBatchWatermarkMs":0}'),
+                        "damaged-commits", "INVALID_LOG_VERSION"),
+    "commits lag": (lambda c: [_drop(_last(c / "gold/commits")) for _ in range(2)], "commits-lag", "are lost"),
+    "commits ahead": (lambda c: _drop(_last(c / "silver/offsets")), "commit-without-offsets", "CONCURRENT"),
+    "missing compact": (lambda c: _drop(c / "bronze/sources/0/1.compact"), "missing-compact", "1.compact"),
+    "orphan crc": (lambda c: _last(c / "bronze/offsets").unlink(), "orphan-crc", "checksum without its file"),
+    "missing state": (lambda c: [_drop(p) for p in (c / "gold/state/0").glob("*/*.delta")
+                                 if int(p.name.split(".")[0]) == max(int(q.name.split(".")[0])
+                                                                      for q in p.parent.glob("*.delta"))],
+                      "missing-state", "cannot be loaded"),
+    "missing metadata": (lambda c: (c / "silver/metadata").unlink(), "missing-metadata", "MISSING_METADATA"),
+}
+
+
+@pytest.fixture
+def damaged_lake(spark, lake_home, pipelines, tmp_path_factory):  # noqa: F811
+    pipelines(source_log_compact_interval=2)
+    for seed in range(3):
+        _increment(seed)
+    return lake_home
+
+
+def _validate(capsys, *extra: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["checkpoint", "validate", "ad_events", "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_each_kind_of_damage_is_found_with_its_fix(damaged_lake, tmp_path, monkeypatch, capsys):
+    code, clean = _validate(capsys)
+    assert (code, clean["findings"]) == (0, [])
+    for name, (damage, kind, words) in DAMAGE.items():
+        home = tmp_path / name.replace(" ", "-")
+        shutil.copytree(damaged_lake, home, ignore=shutil.ignore_patterns("landing"))
+        damage(home / "checkpoints/ad_events")
+        monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+        code, report = _validate(capsys)
+        found = [finding for finding in report["findings"] if finding["kind"] == kind]
+        assert code == 1 and found, f"{name}: {report['findings']}"
+        assert words in found[0]["problem"] + found[0]["path"], f"{name}: {found[0]}"
+        assert found[0]["fix"], name
+
+
+def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake, capsys):
+    checkpoints = damaged_lake / "checkpoints/ad_events"
+    _write(_last(checkpoints / "silver/commits"), b"v1\n")
+    (checkpoints / "silver/metadata").unlink()
+    code, report = _validate(capsys, "--repair")
+    assert code == 0 and {f["kind"] for f in report["findings"]} == {"damaged-commits", "missing-metadata"}
+    assert all(finding["repaired"] for finding in report["findings"])
+    assert _validate(capsys) == (0, {"pipeline": "ad_events", "consistent": True, "findings": []})
+
+    DAMAGE["missing state"][0](checkpoints)
+    code, report = _validate(capsys, "--repair")
+    (finding,) = report["findings"][:1]
+    assert code == 1 and finding["kind"] == "missing-state" and not finding["repaired"]
+    command = shlex.split(finding["fix"])
+    assert command[:2] == ["lakehouse", "rollback"]
+    assert main(command[1:]) == 0
+    _increment(7)
+    assert_tables_match_landing(spark, damaged_lake)
