@@ -146,10 +146,10 @@ def cmd_rollback(args) -> int:
     lake.spec.hop(args.hop)
     to_time = parse_time(args.to_time, "--to-time") if args.to_time else None
     request = {"hop": args.hop, "to_batch": args.to_batch, "to_run": args.to_run, "to_time": to_time,
-               "cascade": not args.no_cascade}
+               "cascade": args.cascade}
 
     def make_plan() -> dict:
-        return rollback.plan(lake, args.hop, args.to_batch, args.to_run, to_time, not args.no_cascade, args.to_time)
+        return rollback.plan(lake, args.hop, args.to_batch, args.to_run, to_time, args.cascade, args.to_time)
 
     journal = rollback.pending(lake)
     if journal and not _same_request(journal, request):
@@ -253,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--to-batch", type=int, help="the last batch to keep (-1: none)")
     target.add_argument("--to-run", help="undo this run and everything after it")
     target.add_argument("--to-time", help="keep the batches committed by this time (ISO-8601, UTC)")
-    rollback.add_argument("--no-cascade", action="store_true", help="leave the hops below alone")
+    rollback.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=True,
+                          help="also undo the hops below that read the undone data (default); --no-cascade: leave them")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 

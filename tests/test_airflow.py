@@ -76,8 +76,10 @@ def test_dag_shapes(dagbag):
     assert dagbag["shape"]["ad_events__stream"] == {
         "check_new_data": [], "bronze": ["check_new_data"], "silver": ["bronze"], "gold": ["silver"]}
     assert dagbag["shape"]["ad_events__backfill"] == {"bronze": [], "silver": ["bronze"], "gold": ["silver"]}
+    assert dagbag["shape"]["ad_events__rollback"] == {"plan": [], "execute": ["plan"], "verify": ["execute"]}
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
     assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
+    assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "hop", "to_batch", "to_run", "to_time"]
 
 
 def _dags_test(env, *args, timeout=900):
@@ -139,3 +141,29 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
     runs = sorted((r["logical_date"][:10], r["run_after"][:10]) for r in runs if r["run_id"].startswith("backfill__2026-02"))
     # Each run covers one day: [logical_date, run_after).
     assert runs == [("2026-02-01", "2026-02-02"), ("2026-02-02", "2026-02-03"), ("2026-02-03", "2026-02-04")]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_env, lake_home):
+    from spark_jobs import checkpoint_log
+    from tests.conftest import assert_tables_match_landing
+    from tests.test_rollback import _increment, _tree
+
+    for seed in range(2):
+        _increment(seed)
+    before = _tree(lake_home)
+    conf = {"hop": "silver", "to_batch": 0, "cascade": True}
+    code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": True}))
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert "undo batches 1..1" in output  # the plan, in the task log
+    assert _tree(lake_home) == before
+
+    code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": False}))
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert checkpoint_log.offset_batch_ids(str(lake_home / "checkpoints/ad_events/silver"))[-1] == 0
+    journals = list((lake_home / "_ops/rollbacks/ad_events").glob("*.json"))
+    assert len(journals) == 1 and json.loads(journals[0].read_text())["status"] == "succeeded"
+    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert_tables_match_landing(spark, lake_home)

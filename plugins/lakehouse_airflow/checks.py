@@ -17,3 +17,52 @@ def has_new_data(pipeline: str) -> bool:
     for hop, reason in pending.items():
         log.info("%s: %s", hop, reason or "nothing new")
     return any(pending.values())
+
+
+def plan_rollback(pipeline: str, params: dict, ti) -> bool:
+    """The rollback DAG's plan task: log the plan, push it to XCom (key ``plan``) and go on to
+    execute only when something is to be undone and ``dry_run`` is off. A refused plan fails."""
+    from airflow.exceptions import AirflowFailException
+
+    from spark_jobs import rollback
+    from spark_jobs.cli import parse_time
+    from spark_jobs.errors import LakehouseError
+
+    targets = {key: params.get(key) for key in ("to_batch", "to_run", "to_time") if params.get(key) not in (None, "")}
+    if len(targets) != 1:
+        raise AirflowFailException(f"give exactly one of to_batch, to_run, to_time (got {sorted(targets) or 'none'})")
+    lake = Lake.open(get_spec(pipeline))
+    try:
+        to_time = parse_time(targets["to_time"], "to_time") if "to_time" in targets else None
+        plan = rollback.plan(lake, params["hop"], targets.get("to_batch"), targets.get("to_run"), to_time,
+                             bool(params.get("cascade", True)), targets.get("to_time"))
+    except LakehouseError as error:
+        raise AirflowFailException(str(error)) from None
+    log.info("%s", rollback.format_plan(plan))
+    ti.xcom_push(key="plan", value=plan)
+    if plan["refused"]:
+        raise AirflowFailException("rollback refused, nothing changed: " + "; ".join(plan["refused"]))
+    if params.get("dry_run", True):
+        log.info("dry run: nothing changed (trigger again with dry_run off to execute)")
+    return not plan["nothing_to_do"] and not params.get("dry_run", True)
+
+
+def verify_rollback(pipeline: str, dag_run) -> dict:
+    """The rollback DAG's verify task: the journal this run wrote is complete and on disk."""
+    from airflow.exceptions import AirflowFailException
+
+    from spark_jobs import rollback
+    from spark_jobs.records import read_rollbacks
+
+    lake = Lake.open(get_spec(pipeline))
+    started = dag_run.start_date.timestamp() if dag_run.start_date else 0
+    journals = [journal for journal in read_rollbacks(lake) if journal.get("created_at", 0) >= started]
+    if not journals:
+        raise AirflowFailException("no rollback journal was written by this DAG run")
+    problems = rollback.verify(lake, journals[-1])
+    if problems:
+        raise AirflowFailException("; ".join(problems))
+    summary = {"rollback_id": journals[-1]["plan"]["rollback_id"], "duration_s": journals[-1]["duration_s"],
+               "hops": {step["hop"]: step["target_batch"] for step in journals[-1]["plan"]["hops"]}}
+    log.info("rollback verified: %s", summary)
+    return summary

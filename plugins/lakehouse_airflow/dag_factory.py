@@ -9,16 +9,19 @@ from __future__ import annotations
 import datetime as dt
 
 import pendulum
-from airflow.providers.standard.operators.python import ShortCircuitOperator
+from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from lakehouse_airflow.checks import has_new_data
+from lakehouse_airflow.checks import has_new_data, plan_rollback, verify_rollback
 from lakehouse_airflow.operators import LakehouseSparkOperator
 from spark_jobs.spec import PipelineSpec, list_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 RUN_ID_ARG = "{{ run_id }}"
+_RUN_ID = r"^[A-Za-z0-9_.:+-]{1,200}$"
+# Writers of a pipeline take its lock; a task waits this long for another writer to finish.
+WAIT_ARGS = ["--wait", "900"]
 DEFAULT_ARGS = {"owner": "lakehouse", "retries": 1, "retry_delay": dt.timedelta(seconds=30)}
 
 STREAM_DOC = """\
@@ -68,7 +71,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 task_id=hop.name,
                 command="run",
                 pipeline=spec.name,
-                arguments=["--hop", hop.name, "--run-id", RUN_ID_ARG],
+                arguments=["--hop", hop.name, "--run-id", RUN_ID_ARG, *WAIT_ARGS],
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`.",
             )
             previous >> task
@@ -103,7 +106,7 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 task_id=hop.name,
                 command="backfill",
                 pipeline=spec.name,
-                arguments=["--hop", hop.name, "--start", start, "--end", end, "--run-id", RUN_ID_ARG],
+                arguments=["--hop", hop.name, "--start", start, "--end", end, "--run-id", RUN_ID_ARG, *WAIT_ARGS],
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}`.",
             )
             if previous is not None:
@@ -112,10 +115,59 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
     return dag
 
 
+ROLLBACK_DOC = """\
+### {name}: roll back to a chosen batch and replay
+
+Undo a hop's batches after a target (a batch id, a run id, or a time), and by default the
+batches of the hops below that read them, so the next run of `{name}__stream` replays them
+exactly once. `plan` prints what will be undone, which table versions are restored and what
+will be read again (also in XCom `plan`), and starts no JVM. With `dry_run` on (the default)
+nothing changes; turn it off to let `execute` restore the tables and rewind the checkpoints,
+then `verify` checks the result. A rollback waits for a running job of the pipeline.
+"""
+
+
+def build_rollback_dag(spec: PipelineSpec) -> DAG:
+    plan = "ti.xcom_pull(task_ids='plan', key='plan')"
+    with DAG(
+        dag_id=f"{spec.name}__rollback",
+        schedule=None,
+        start_date=_start_date(spec.backfill_start),
+        catchup=False,
+        max_active_runs=1,
+        default_args={**DEFAULT_ARGS, "retries": 0},
+        doc_md=ROLLBACK_DOC.format(name=spec.name),
+        tags=["lakehouse", spec.name, "rollback"],
+        params={
+            "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names), description="Hop to roll back"),
+            "to_batch": Param(None, type=["null", "integer"], minimum=-1,
+                              description="Last batch to keep (-1: none); or use to_run / to_time"),
+            "to_run": Param(None, type=["null", "string"], pattern=_RUN_ID, description="Undo this run and later ones"),
+            "to_time": Param(None, type=["null", "string"], pattern=_ISO,
+                             description="Keep batches committed by this time (UTC, ISO-8601)"),
+            "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
+            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+        },
+    ) as dag:
+        planned = ShortCircuitOperator(task_id="plan", python_callable=plan_rollback,
+                                       op_kwargs={"pipeline": spec.name})
+        execute = LakehouseSparkOperator(
+            task_id="execute",
+            command="rollback",
+            pipeline=spec.name,
+            arguments=["--hop", "{{ params.hop }}", "--to-batch", "{{ %s['requested_batch'] }}" % plan,
+                       "{{ '--cascade' if params.cascade else '--no-cascade' }}", *WAIT_ARGS],
+            doc_md="Restore the tables and rewind the checkpoints as planned (a Spark application).",
+        )
+        verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})
+        planned >> execute >> verify
+    return dag
+
+
 def build_all() -> dict[str, DAG]:
     """Every DAG of every pipeline spec, by DAG id."""
     dags: dict[str, DAG] = {}
     for spec in list_specs():
-        for dag in (build_stream_dag(spec), build_backfill_dag(spec)):
+        for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec)):
             dags[dag.dag_id] = dag
     return dags
