@@ -26,6 +26,10 @@ from spark_jobs.spec import HopSpec
 Progress = Callable[[str], None]
 
 
+class CheckpointDamaged(LakehouseError):
+    """A checkpoint file is damaged or out of step; ``lakehouse checkpoint validate`` says how to fix it."""
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -222,12 +226,26 @@ class HopRun:
         self.progress(f"[{self.hop.name}] nothing to do: upstream table {upstream} does not exist yet")
         return self._close("skipped")
 
+    def refuse_damaged_checkpoint(self) -> None:
+        """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis."""
+        from spark_jobs.validate import validate_hop
+
+        findings = validate_hop(self.lake, self.hop)
+        if findings:
+            first = findings[0]
+            more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+            raise CheckpointDamaged(
+                f"checkpoint of {self.hop.name} is damaged: {first.path}: {first.problem}{more}; fix: {first.fix}; "
+                f"see `lakehouse checkpoint validate {self.spec.name}`"
+            )
+
     def run_once(self, max_files_per_trigger: int | None = None) -> RunRecord:
         """Process everything new since the last run (``availableNow``), then stop."""
         if self._upstream_missing():
             return self._skip_missing_upstream()
         self.progress(f"[{self.hop.name}] run-once from {self.checkpoint}")
         with self._failures_recorded("run"):
+            self.refuse_damaged_checkpoint()
             query = self.start_stream({"availableNow": True}, max_files_per_trigger)
             while not query.awaitTermination(1):
                 self._note_progress(query)
@@ -346,6 +364,7 @@ def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, tr
             for run in runs:
                 if run.hop.name not in queries and not run._upstream_missing():
                     progress(f"[{run.hop.name}] always-on, trigger every {trigger_interval}")
+                    run.refuse_damaged_checkpoint()
                     queries[run.hop.name] = run.start_stream({"processingTime": trigger_interval})
             for run in runs:
                 query = queries.get(run.hop.name)

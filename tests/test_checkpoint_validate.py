@@ -81,6 +81,12 @@ def test_each_kind_of_damage_is_found_with_its_fix(damaged_lake, tmp_path, monke
         assert code == 1 and found, f"{name}: {report['findings']}"
         assert words in found[0]["problem"] + found[0]["path"], f"{name}: {found[0]}"
         assert found[0]["fix"], name
+        if name == "commits lag":  # a run refuses with the diagnosis instead of losing batches
+            gold = home / "tables/gold/campaign_views_10s/_delta_log"
+            logs = sorted(gold.iterdir())
+            assert main(["run", "ad_events", "--hop", "gold"]) == 2
+            assert "checkpoint of gold is damaged" in capsys.readouterr().err
+            assert sorted(gold.iterdir()) == logs
 
 
 def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake, capsys):

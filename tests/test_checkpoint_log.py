@@ -1,0 +1,95 @@
+"""The checkpoint log library on hand-made logs: parsing, rewriting, state versions (no Spark)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_jobs import checkpoint_log as cl
+
+pytestmark = [pytest.mark.unit]
+
+
+def _log_file(path, entries) -> None:
+    path.write_text("v1\n" + "\n".join(json.dumps(entry) for entry in entries))
+    (path.parent / f".{path.name}.crc").write_bytes(b"crc")
+
+
+def _entry(batch: int, number: int) -> dict:
+    return {"path": f"file:///landing/f{batch}-{number}.json", "timestamp": 1, "batchId": batch}
+
+
+def test_truncating_a_compacted_source_log_rebuilds_what_spark_cleaned_up(tmp_path):
+    # Interval 3: compactions at 2, 5. Spark has deleted 0, 1, 2.compact, 3, 4 after 5.compact.
+    source = tmp_path / "ckpt/sources/0"
+    source.mkdir(parents=True)
+    everything = [_entry(batch, n) for batch in range(8) for n in range(2)]
+    _log_file(source / "5.compact", [e for e in everything if e["batchId"] <= 5])
+    for batch in (6, 7):
+        _log_file(source / str(batch), [e for e in everything if e["batchId"] == batch])
+    checkpoint = str(tmp_path / "ckpt")
+
+    for _attempt in range(2):  # a second pass (a re-run after a crash) changes nothing more
+        cl.truncate_file_source(checkpoint, 3, compact_interval=3)
+        names = sorted(path.name for path in source.iterdir() if not path.name.startswith("."))
+        assert names == ["2.compact", "3"]
+        assert cl.file_source_entries(checkpoint) == [e for e in everything if e["batchId"] <= 3]
+    assert not (source / ".5.compact.crc").exists() and not (source / ".7.crc").exists()
+
+    cl.truncate_file_source(checkpoint, -1, compact_interval=3)
+    assert list(source.iterdir()) == [] and cl.file_source_entries(checkpoint) == []
+
+
+def test_drop_batches_after_removes_logs_and_their_checksums(tmp_path):
+    for log in ("offsets", "commits"):
+        (tmp_path / log).mkdir()
+        for batch in range(4):
+            _log_file(tmp_path / log / str(batch), [{}])
+    removed = cl.drop_batches_after(str(tmp_path), 1)
+    assert removed == ["commits/3", "commits/2", "offsets/3", "offsets/2"]
+    assert sorted(p.name for p in (tmp_path / "offsets").iterdir()) == [".0.crc", ".1.crc", "0", "1"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    (None, (-1, True)),
+    ({"reservoirVersion": 5, "index": -1, "isStartingVersion": False}, (4, True)),
+    ({"reservoirVersion": 5, "index": 3, "isStartingVersion": False}, (5, False)),
+    ({"reservoirVersion": 5, "index": 2**62 + 1, "isStartingVersion": False}, (5, True)),
+    ({"reservoirVersion": 5, "index": 3, "isStartingVersion": True}, (5, False)),
+    ({"reservoirVersion": 5, "index": -1, "isStartingVersion": True}, (-1, True)),
+])
+def test_delta_source_positions(source, expected):
+    assert cl.delta_position(source) == expected
+
+
+def test_state_versions_load_from_a_snapshot_or_an_unbroken_chain_of_deltas():
+    deltas = {v: [(f"{v}.delta", "delta")] for v in range(1, 6)}
+    assert cl.state_loadable(deltas, 5)
+    assert not cl.state_loadable({k: v for k, v in deltas.items() if k != 3}, 5)
+    assert cl.state_loadable({**{k: v for k, v in deltas.items() if k != 3}, 4: [("4.snapshot", "snapshot")]}, 5)
+    assert cl.state_loadable({}, 0) and not cl.state_loadable({}, 1)
+    rocks = {7: [("7_ab12.zip", "zip")], 8: [("8_cd34.changelog", "changelog")]}
+    assert cl.state_loadable(rocks, 8) and not cl.state_loadable(rocks, 9)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "empty file"),
+    (b"v1\n", "version line only"),
+    (b'v1\n{"nextBatchWatermarkMs":1', "truncated JSON"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+    (b"hello\n{}", "no version line"),
+    (b"v7\n{}", "unknown log version v7"),
+    (b"v1\n{}\nnot json\n", "a line is not JSON"),
+])
+def test_damaged_log_files_are_named_with_what_spark_would_say(tmp_path, content, reason):
+    path = tmp_path / "3"
+    path.write_bytes(content)
+    with pytest.raises(cl.DamagedLog, match=reason):
+        cl.parse_log_file(cl.filesystem(str(path)), str(path))
+
+
+def test_offset_log_v2_lines_parse(tmp_path):
+    path = tmp_path / "0"
+    path.write_text('v2\n{"batchWatermarkMs":0}\n0:{"logOffset":4}\n1:-')
+    assert cl.parse_log_file(cl.filesystem(str(path)), str(path)) == (2, [{"batchWatermarkMs": 0}, {"logOffset": 4}, "1:-"])
