@@ -37,5 +37,8 @@ test: setup
 test-fast: setup
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
+bench: setup
+	$(PY) -m bench.rollback
+
 clean:
 	rm -rf .airflow .lakehouse .cache/dist

@@ -9,6 +9,7 @@ Plain files only, no JVM.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from spark_jobs import batches, checkpoint_log
@@ -99,7 +100,10 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
     # orphan checksums
     for path in fs.find(checkpoint):
         folder, name = path.rsplit("/", 1)
-        if name.startswith(".") and name.endswith(".crc") and not fs.exists(f"{folder}/{name[1:-4]}"):
+        # Only a log file's checksum matters: Spark refuses to write the file over it. Leftover
+        # checksums of temp files from a crashed write are harmless.
+        orphan = name.startswith(".") and name.endswith(".crc") and not fs.exists(f"{folder}/{name[1:-4]}")
+        if orphan and re.fullmatch(r"\.(\d+(\.\w+)?|metadata|schema)\.crc", name):
             findings.append(Finding(hop.name, "orphan-crc", path,
                                     "a checksum without its file (Spark: 'Multiple streaming queries are concurrently "
                                     "using' the checkpoint)", "delete it", "delete the .crc file"))

@@ -6,6 +6,7 @@ say (conftest computes that in plain Python): no row lost, none twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -78,6 +79,27 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     for step in document["plan"]["hops"]:
         assert checkpoint_log.query_id(step["checkpoint"]) == step["new_query_id"] != step["old_query_id"]
 
+    assert main(["run", "ad_events"]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+    # Again from silver, then gold by time: chained rollbacks map batches to versions through
+    # earlier RESTOREs and query ids.
+    silver = _checkpoint(lake_home, "silver")
+    target = random.Random().randint(0, checkpoint_log.commit_batch_ids(silver)[-1] - 1)
+    print(f"rolling silver back to batch {target}")
+    _rollback(capsys, "--hop", "silver", "--to-batch", str(target))
+    assert checkpoint_log.offset_batch_ids(silver)[-1] == target
+    _increment(8)
+    assert_tables_match_landing(spark, lake_home)
+
+    gold = Path(_checkpoint(lake_home, "gold"))
+    stamps = {n: (gold / "commits" / str(n)).stat().st_mtime for n in checkpoint_log.commit_batch_ids(str(gold))}
+    candidates = [n for n in stamps if n + 1 in stamps and stamps[n + 1] > stamps[n]]
+    target = random.Random().choice(candidates)
+    moment = dt.datetime.fromtimestamp(stamps[target], dt.UTC).replace(tzinfo=None).isoformat()
+    print(f"rolling gold back to {moment} (batch {target})")
+    document = _rollback(capsys, "--hop", "gold", "--to-time", moment)
+    assert document["plan"]["requested_batch"] == target
     assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(spark, lake_home)
 
