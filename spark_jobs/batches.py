@@ -26,6 +26,7 @@ class TableCommit:
     app_id: str | None
     batch_id: int | None
     timestamp_ms: int
+    appends_only: bool = False  # what a stream reading with skipChangeCommits takes as new data
 
 
 @functools.lru_cache(maxsize=4096)
@@ -42,12 +43,15 @@ def commits(table: str) -> list[TableCommit]:
     """Every commit still in the table's JSON log, oldest first."""
     found = []
     for version in delta_log.versions(table):
-        info, txn = {}, None
+        info, txn, adds, removes = {}, None, False, False
         for action in _actions(table, version):
             info = action.get("commitInfo", info)
             txn = action.get("txn", txn)
+            adds = adds or bool(action.get("add", {}).get("dataChange"))
+            removes = removes or bool(action.get("remove", {}).get("dataChange"))
         found.append(TableCommit(version, info.get("operation", ""), (txn or {}).get("appId"),
-                                 int(txn["version"]) if txn else None, int(info.get("timestamp") or 0)))
+                                 int(txn["version"]) if txn else None, int(info.get("timestamp") or 0),
+                                 adds and not removes))
     return found
 
 
@@ -70,6 +74,26 @@ def _restore_target(table: str, commit: TableCommit) -> int:
     moment = dt.datetime.fromisoformat(str(stamp).replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp() * 1000
     earlier = [c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < commit.version]
     return max(earlier, default=-1)
+
+
+def replay_from(table: str, version: int) -> tuple[str, int | None]:
+    """Can a stream that has read ``table`` through ``version`` go on from there?
+
+    ``("ok", None)``: yes. ``("jump", r)``: appends after ``version`` were undone by a RESTORE
+    and nothing still in the table lies between, so it must go on after version ``r``.
+    ``("reset", None)``: undone appends are interleaved with ones still in the table; it has to
+    start over from the table's snapshot.
+    """
+    later = [c for c in commits(table) if c.version > version]
+    kept = {c.version for c in effective_commits(table)}
+    undone = [c.version for c in later if c.appends_only and c.version not in kept]
+    if not undone:
+        return "ok", None
+    restore = min((c.version for c in later if c.operation == "RESTORE" and c.version > max(undone)), default=None)
+    skipped_but_kept = [c for c in later if c.appends_only and c.version in kept and restore is not None and c.version < restore]
+    if restore is None or skipped_but_kept:
+        return "reset", None
+    return "jump", restore
 
 
 def query_ids(lake: Lake, hop: HopSpec) -> set[str]:

@@ -62,7 +62,7 @@ def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str |
     fs = checkpoint_log.filesystem(checkpoint)
     target = -1
     for batch_id in committed:
-        stamp = fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp() * 1000
+        stamp = int(fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp() * 1000)
         if stamp <= to_time:
             target = batch_id
     return target
@@ -152,6 +152,9 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
     notes: list[str] = []
     chain = [views[head.name]] + ([views[hop.name] for hop in below] if cascade else [])
     targets = _targets(chain, requested, notes)
+    skip_to = _history_check(lake, views[head.name], targets, notes)
+    if targets[head.name] == -1 and requested != -1:
+        targets = _targets(chain, -1, notes)
     refused: list[str] = []
     if not cascade and below:
         _check_no_cascade(views[head.name], views[below[0].name], targets, refused)
@@ -167,7 +170,8 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         upstream = view.hop.upstream
         upstream_cut = views[upstream].cut(targets[upstream]) if upstream in targets else None
         step = _hop_step(lake, view, target, upstream_cut)
-        if step["undone"] or step["tables"] or step["skip_upstream_restore"]:
+        step["skip_to_version"] = skip_to if name == head.name and target >= 0 else None
+        if step["undone"] or step["tables"] or step["skip_upstream_restore"] or step["skip_to_version"] is not None:
             hops.append(step)
     return {
         "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
@@ -180,6 +184,25 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         "refused": refused,
         "nothing_to_do": not hops,
     }
+
+
+def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: list[str]) -> int | None:
+    """A Delta-fed hop rolled back to a batch that read its upstream table up to version p must
+    not re-read upstream appends that an earlier RESTORE undid after p: jump past that
+    RESTORE, or start over when kept appends lie in between. Returns the version to jump past."""
+    target = targets[view.hop.name]
+    if view.hop.kind == "ingest" or target < 0:
+        return None
+    version, _complete = view.position(target)
+    verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version)
+    if verdict == "reset":
+        notes.append(f"{view.hop.name}: starts over from {view.hop.upstream}'s table, because appends an earlier "
+                     f"rollback undid there lie between what batch {target} read and the rest")
+        targets[view.hop.name] = -1
+    if verdict == "jump":
+        notes.append(f"{view.hop.name}: goes on after {view.hop.upstream}'s version {restore} (a RESTORE), "
+                     "skipping appends it undid")
+    return restore if verdict == "jump" else None
 
 
 def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
@@ -274,6 +297,9 @@ def format_plan(plan: dict) -> str:
             lines.append(f"    next run re-reads {step['reread']}")
         if step["skip_upstream_restore"]:
             lines.append("    source offset moves past the restore commit of the table above")
+        if step.get("skip_to_version") is not None:
+            lines.append(f"    source offset moves past version {step['skip_to_version']} of the table above "
+                         "(an earlier RESTORE)")
     lines.extend(f"  note: {note}" for note in plan["notes"])
     lines.extend(f"  REFUSED: {reason}" for reason in plan["refused"])
     return "\n".join(lines)
@@ -372,8 +398,8 @@ def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
         checkpoint_log.truncate_file_source(checkpoint, step["source_log_cut"], lake.spec.source_log_compact_interval)
     if step["state_version"] is not None:
         checkpoint_log.drop_state_after(checkpoint, step["state_version"])
-    if step["skip_upstream_restore"]:
-        restored = journal["restored"].get(lake.upstream_table(hop))
+    if step["skip_upstream_restore"] or step.get("skip_to_version") is not None:
+        restored = journal["restored"].get(lake.upstream_table(hop), step.get("skip_to_version"))
         if restored is not None:
             offsets = checkpoint_log.read_offsets(checkpoint, target)
             moved = [checkpoint_log.delta_offset_after(offsets.sources[0], restored), *offsets.sources[1:]]
