@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "plugins"))
 sys.path.insert(0, str(ROOT / "include" / "scripts"))
 
 EVENT_TYPES = {"view", "click", "purchase"}
+STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
 
 
 @pytest.fixture(scope="session")
@@ -55,20 +57,37 @@ def landing_lines(home: Path) -> list[tuple[str, str]]:
     for path in sorted(folder.iterdir()):
         if path.name.startswith((".", "_")):
             continue
-        lines.extend((path.name, line) for line in path.read_text().splitlines())
+        lines.extend((path.name, line) for line in hadoop_lines(path.read_bytes()))
     return lines
+
+
+def hadoop_lines(data: bytes) -> list[str]:
+    """Lines as Spark's text source reads them: split at \\r\\n, \\n or \\r (nothing else),
+    no empty last line after a final newline, bytes decoded as UTF-8 with U+FFFD for bad ones."""
+    if not data:
+        return []
+    lines = re.split(rb"\r\n|\n|\r", data)
+    if lines[-1] == b"":
+        lines.pop()
+    return [line.decode("utf-8", errors="replace") for line in lines]
 
 
 def valid_event(line: str) -> dict | None:
     """The event in a line, or None when the rules of DESIGN/issue make it invalid."""
+    if "\ufffd" in line or len(line.encode("utf-8")) > 1 << 20:
+        return None  # bytes that are not UTF-8 (hadoop_lines made them U+FFFD), or longer than 1 MiB
     try:
         event = json.loads(line)
     except ValueError:
         return None
     if not isinstance(event, dict) or any(event.get(key) is None for key in ("ad_id", "event_type", "event_time")):
         return None
+    if any(event.get(key) is not None and not isinstance(event[key], str) for key in STRING_FIELDS):
+        return None
     number = event["event_time"]
     if isinstance(number, bool) or not isinstance(number, (int, float)) or event["event_type"] not in EVENT_TYPES:
+        return None
+    if not 946_684_800_000 <= number < 4_102_444_800_000:  # [2000-01-01, 2100-01-01)
         return None
     return event
 

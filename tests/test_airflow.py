@@ -167,3 +167,39 @@ def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_env, lake_ho
     code, finished, output = _dags_test(airflow_env, "ad_events__stream")
     assert code == 0 and "state=success" in finished, output[-4000:]
     assert_tables_match_landing(spark, lake_home)
+
+
+PARAMS_PROBE = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import DagSerialization
+bag = DagBag()
+verdicts = []
+for dag_id, conf in json.loads(sys.argv[1]):
+    serialized = DagSerialization.from_dict(DagSerialization.to_dict(bag.dags[dag_id]))  # what the API server holds
+    try:
+        serialized.params.deep_merge(conf).validate()
+        verdicts.append("accepted")
+    except Exception as error:
+        verdicts.append(type(error).__name__)
+print(json.dumps(verdicts))
+"""
+
+HOSTILE_VALUES = ["../../etc", "--conf x=y", "; rm -rf /", "2026-01-01 --conf spark.x=y", "$(reboot)"]
+
+
+def test_dag_params_refuse_hostile_values(airflow_env):
+    """What Airflow runs when a DAG run is created (params merged with conf, then validated):
+    no param can carry a path, a spark-submit flag or a shell fragment."""
+    cases = [("ad_events__backfill", {"start": "2026-03-01", "end": "2026-03-02"}),
+             ("ad_events__rollback", {"hop": "gold", "to_run": "r-1", "dry_run": True})]
+    for value in HOSTILE_VALUES:
+        cases += [("ad_events__backfill", {"start": value}), ("ad_events__backfill", {"end": value}),
+                  ("ad_events__rollback", {"hop": value}), ("ad_events__rollback", {"to_run": value}),
+                  ("ad_events__rollback", {"to_time": value}), ("ad_events__rollback", {"to_batch": value})]
+    done = subprocess.run([sys.executable, "-c", PARAMS_PROBE, json.dumps(cases)], env=airflow_env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdicts[:2] == ["accepted", "accepted"]
+    assert set(verdicts[2:]) == {"ParamValidationError"}, list(zip(cases, verdicts))

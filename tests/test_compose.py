@@ -26,3 +26,26 @@ def test_compose_file_is_sound():
     dockerfile = (ROOT / "include/docker/Dockerfile").read_text()
     for copied in ("requirements.txt", "spark_jobs", "dags", "plugins", "include"):
         assert copied in dockerfile and (ROOT / copied).exists()
+
+
+SECRET_PATTERNS = [
+    r"AKIA[0-9A-Z]{16}",                                             # an AWS access key id
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+    r"(?i)(password|secret|token)[\"']?\s*[:=]\s*[\"'][^\"'${}\s]{4,}[\"']",  # a literal credential
+    r"(?i)://[^/\s:@${}]+:[^/\s@${}]{3,}@",                          # user:password@ in a URL
+]
+
+
+def test_no_secret_is_committed():
+    import re
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    found = []
+    for name in tracked:
+        path = ROOT / name
+        if not path.is_file() or path.stat().st_size > 1_000_000 or name.startswith("tests/"):
+            continue
+        text = path.read_text(errors="ignore")
+        found += [f"{name}: {match.group(0)}" for pattern in SECRET_PATTERNS for match in re.finditer(pattern, text)]
+    assert found == []

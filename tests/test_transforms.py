@@ -46,6 +46,11 @@ def test_parse_events_keeps_valid_events_typed(spark):
         ('{"ad_id":"a","event_type":"view","event_time":"1772323200000"}', "event_time is not a number"),
         ('{"ad_id":"a","event_type":"view","event_time":true}', "event_time is not a number"),
         ('{"ad_id":"a","event_type":"hover","event_time":1}', "event_type is not one of view|click|purchase"),
+        ('{"ad_id":"a","event_type":"view","event_time":-5}', "event_time out of range (2000..2100)"),
+        ('{"ad_id":"a","event_type":"view","event_time":4102444800000}', "event_time out of range (2000..2100)"),
+        ('{"ad_id":{"id":"a"},"event_type":"view","event_time":1772323200000}', "ad_id is not a string"),
+        ('{"ad_id":"a","user_id":[1],"event_type":"view","event_time":1772323200000}', "user_id is not a string"),
+        ('{"ad_id":"a","ip_address":7,"event_type":"view","event_time":1772323200000}', "ip_address is not a string"),
     ],
 )
 def test_parse_events_quarantines_invalid_lines_with_reason(spark, line, reason):
@@ -56,8 +61,13 @@ def test_parse_events_quarantines_invalid_lines_with_reason(spark, line, reason)
 
 
 def test_parse_events_accepts_a_fractional_event_time(spark):
-    parsed = t.parse_events(_lines(spark, ['{"ad_id":"a","event_type":"click","event_time":1.5e3}']))
-    assert [row.event_time for row in t.valid_events(parsed).collect()] == [1500]
+    parsed = t.parse_events(_lines(spark, ['{"ad_id":"a","event_type":"click","event_time":1.7723232000015e12}']))
+    assert [row.event_time for row in t.valid_events(parsed).collect()] == [1772323200001]
+
+
+def test_parse_events_keeps_json_null_optional_fields(spark):
+    parsed = t.parse_events(_lines(spark, ['{"ad_id":"a","user_id":null,"event_type":"view","event_time":1772323200000}']))
+    assert [(row.ad_id, row.user_id) for row in t.valid_events(parsed).collect()] == [("a", None)]
 
 
 def _events(spark, rows):

@@ -136,3 +136,35 @@ def test_delta_log_versions_and_rows_written(tmp_path):
 def test_importing_the_package_starts_no_jvm():
     code = "import spark_jobs.cli, spark_jobs.status, spark_jobs.generator, sys; print('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
+    import signal
+    import time
+
+    from spark_jobs.lake import Lake
+    from spark_jobs.lock import PipelineBusy, holder, pipeline_lock
+    from spark_jobs.spec import get_spec
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
+    lake = Lake.open(get_spec("ad_events"))
+    script = ("from spark_jobs.lake import Lake; from spark_jobs.spec import get_spec; "
+              "from spark_jobs.lock import pipeline_lock; import time\n"
+              "with pipeline_lock(Lake.open(get_spec('ad_events')), 'run', 'r-held'):\n"
+              "    print('held', flush=True); time.sleep(600)")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "LAKEHOUSE_HOME": str(tmp_path)})
+    try:
+        assert process.stdout.readline().strip() == "held"
+        assert holder(lake)["run_id"] == "r-held"
+        with pytest.raises(PipelineBusy, match="busy: run r-held"):
+            with pipeline_lock(lake, "run", wait_s=0.5):
+                pass
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    started = time.monotonic()
+    with pipeline_lock(lake, "run", "r-next"):  # taken at once: the kernel dropped the dead holder's lock
+        assert time.monotonic() - started < 1
+        assert holder(lake)["run_id"] == "r-next"
+    assert holder(lake) is None

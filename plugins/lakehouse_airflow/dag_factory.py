@@ -71,7 +71,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 task_id=hop.name,
                 command="run",
                 pipeline=spec.name,
-                arguments=["--hop", hop.name, "--run-id", RUN_ID_ARG, *WAIT_ARGS],
+                arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", *WAIT_ARGS],
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`.",
             )
             previous >> task
@@ -106,7 +106,8 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 task_id=hop.name,
                 command="backfill",
                 pipeline=spec.name,
-                arguments=["--hop", hop.name, "--start", start, "--end", end, "--run-id", RUN_ID_ARG, *WAIT_ARGS],
+                # `--flag=value`: a value can never be taken for another flag.
+                arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={RUN_ID_ARG}", *WAIT_ARGS],
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}`.",
             )
             if previous is not None:

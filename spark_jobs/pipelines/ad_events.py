@@ -21,7 +21,22 @@ def static_inputs(spark, lake: Lake, hop: HopSpec) -> dict:
             "(`lakehouse generate ad_events` writes a sample)"
         )
     campaigns = spark.read.option("header", True).schema(CAMPAIGNS_SCHEMA).csv(lake.campaigns)
+    _check_campaigns(campaigns, lake.campaigns)
     return {"campaigns": campaigns}
+
+
+def _check_campaigns(campaigns, where: str) -> None:
+    """No silent wrong join: an empty table would leave every view without a campaign, and a
+    duplicated ``ad_id`` would count its views twice."""
+    from pyspark.sql import functions as F
+
+    rows, ads, distinct = campaigns.agg(F.count(F.lit(1)), F.count("ad_id"), F.countDistinct("ad_id")).first()
+    if rows == 0:
+        raise UsageError(f"the campaigns CSV in {where} has no rows: add rows ad_id,campaign_id")
+    if ads != distinct:
+        twice = [row.ad_id for row in campaigns.groupBy("ad_id").count().where("count > 1").limit(3).collect()]
+        raise UsageError(f"the campaigns CSV in {where} lists ad_id {', '.join(twice)} more than once: "
+                         "keep one campaign per ad")
 
 
 def transform(hop: HopSpec, frame, spec: PipelineSpec, inputs: dict):

@@ -12,6 +12,8 @@ from pyspark.sql import functions as F
 EVENT_TYPES = ("view", "click", "purchase")
 REQUIRED_FIELDS = ("ad_id", "event_type", "event_time")
 STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
+MAX_LINE_BYTES = 1 << 20  # an event is a few hundred bytes; longer lines go to quarantine
+EVENT_TIME_RANGE = (946_684_800_000, 4_102_444_800_000)  # epoch ms of 2000-01-01 and 2100-01-01
 _NUMERIC_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT")
 
 BRONZE_COLUMNS = (
@@ -31,15 +33,31 @@ def _is_number(value: Column) -> Column:
     return kind.isin(*_NUMERIC_TYPES) | kind.startswith("DECIMAL")
 
 
-def _invalid_reason(parsed: Column) -> Column:
-    """Why a parsed line is not an event, or null when it is one (first failed rule wins)."""
-    reason = F.when(parsed.isNull() | ~F.schema_of_variant(parsed).startswith("OBJECT"), F.lit("not a JSON object"))
+def _invalid_reason(line: Column, parsed: Column) -> Column:
+    """Why a parsed line is not an event, or null when it is one (first failed rule wins).
+
+    A line with bytes that are not UTF-8 is quarantined (its ``raw_line`` shows them as
+    U+FFFD; the source file keeps the bytes) rather than stored with them changed. Fields
+    that must be strings and hold an object, array or number are quarantined too; unknown extra
+    fields are ignored. ``event_time`` must lie in [2000-01-01, 2100-01-01).
+    """
+    reason = F.when(F.octet_length(line) > MAX_LINE_BYTES, F.lit(f"line longer than {MAX_LINE_BYTES} bytes"))
+    reason = reason.when(~F.is_valid_utf8(line), F.lit("not valid UTF-8"))
+    reason = reason.when(parsed.isNull() | ~F.schema_of_variant(parsed).startswith("OBJECT"), F.lit("not a JSON object"))
     for name in REQUIRED_FIELDS:
         reason = reason.when(F.try_variant_get(parsed, f"$.{name}", "string").isNull(), F.lit(f"missing {name}"))
+    for name in STRING_FIELDS:
+        value = F.variant_get(parsed, f"$.{name}", "variant")
+        kind = F.schema_of_variant(value)
+        reason = reason.when(value.isNotNull() & (kind != "VOID") & (kind != "STRING"), F.lit(f"{name} is not a string"))
     event_type = F.try_variant_get(parsed, "$.event_type", "string")
-    return reason.when(
-        ~_is_number(F.variant_get(parsed, "$.event_time", "variant")), F.lit("event_time is not a number")
-    ).when(~event_type.isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
+    event_time = F.try_variant_get(parsed, "$.event_time", "double")
+    return (
+        reason.when(~_is_number(F.variant_get(parsed, "$.event_time", "variant")), F.lit("event_time is not a number"))
+        .when(~event_type.isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
+        .when((event_time < EVENT_TIME_RANGE[0]) | (event_time >= EVENT_TIME_RANGE[1]),
+              F.lit("event_time out of range (2000..2100)"))
+    )
 
 
 def parse_events(lines: DataFrame) -> DataFrame:
@@ -53,9 +71,9 @@ def parse_events(lines: DataFrame) -> DataFrame:
     typed = lines.select(
         *[F.try_variant_get(parsed, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
         event_time.alias("event_time"),
-        F.col("value").alias("raw_line"),
+        F.make_valid_utf8(F.col("value")).alias("raw_line"),
         F.col("_source_file"),
-        _invalid_reason(parsed).alias("reason"),
+        _invalid_reason(F.col("value"), parsed).alias("reason"),
     )
     event_ts = F.timestamp_millis(F.col("event_time"))
     return typed.withColumn("event_ts", event_ts).withColumn("event_date", F.to_date(event_ts))
