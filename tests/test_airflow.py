@@ -203,3 +203,32 @@ def test_dag_params_refuse_hostile_values(airflow_env):
     verdicts = json.loads(done.stdout.strip().splitlines()[-1])
     assert verdicts[:2] == ["accepted", "accepted"]
     assert set(verdicts[2:]) == {"ParamValidationError"}, list(zip(cases, verdicts))
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_rerunning_task_instances_leaves_the_same_tables(spark, airflow_env, lake_home):
+    """Clearing a task and running it again (here: `airflow tasks test`, which runs one task
+    instance for real) changes no row: run-once tasks find nothing new, a backfill task
+    rewrites its range with the same rows."""
+    from spark_jobs import delta_log
+    from tests.conftest import assert_tables_match_landing, table_rows
+
+    lakehouse("generate", "ad_events", "--events", "900", "--files", "2", "--seed", "12",
+              "--start", "2026-03-03T08:00:00", "--bad-fraction", "0.02", env=airflow_env)
+    code, finished, output = _dags_test(airflow_env, "ad_events__stream", "2026-03-04")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
+    tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
+    versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
+
+    airflow = str(VENV_BIN / "airflow")
+    for dag_id, task in (("ad_events__stream", "gold"), ("ad_events__stream", "bronze"), ("ad_events__backfill", "silver")):
+        done = subprocess.run([airflow, "tasks", "test", dag_id, task, "2026-03-04"], env=airflow_env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (dag_id, task, (done.stdout + done.stderr)[-3000:])
+        assert {hop: table_rows(spark, lake_home, hop) for hop in rows} == rows, (dag_id, task)
+        if dag_id == "ad_events__stream":  # nothing new: not even a commit
+            assert [delta_log.table_version(str(lake_home / table)) for table in tables] == versions
+    assert delta_log.table_version(str(lake_home / tables[1])) > versions[1]  # the backfill did rewrite silver's day
+    assert_tables_match_landing(spark, lake_home)
