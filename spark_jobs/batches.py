@@ -9,7 +9,6 @@ versions its batches read. ``status`` shows this; rollback plans from it.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
@@ -29,22 +28,12 @@ class TableCommit:
     appends_only: bool = False  # what a stream reading with skipChangeCommits takes as new data
 
 
-@functools.lru_cache(maxsize=4096)
-def _actions(table: str, version: int) -> tuple[dict, ...]:
-    """A commit's actions; commits never change once written, so they are read once."""
-    return tuple(delta_log.read_commit(table, version))
-
-
-def _commit_info(table: str, version: int) -> dict:
-    return next((action["commitInfo"] for action in _actions(table, version) if "commitInfo" in action), {})
-
-
 def commits(table: str) -> list[TableCommit]:
     """Every commit still in the table's JSON log, oldest first."""
     found = []
     for version in delta_log.versions(table):
         info, txn, adds, removes = {}, None, False, False
-        for action in _actions(table, version):
+        for action in delta_log.read_commit(table, version):
             info = action.get("commitInfo", info)
             txn = action.get("txn", txn)
             adds = adds or bool(action.get("add", {}).get("dataChange"))
@@ -67,7 +56,7 @@ def effective_commits(table: str) -> list[TableCommit]:
 
 
 def _restore_target(table: str, commit: TableCommit) -> int:
-    parameters = _commit_info(table, commit.version).get("operationParameters", {})
+    parameters = delta_log.commit_info(table, commit.version).get("operationParameters", {})
     if parameters.get("version") not in (None, "", "null"):
         return int(parameters["version"])
     stamp = parameters.get("timestamp")
@@ -140,7 +129,7 @@ def restore_problem(table: str, version: int) -> str | None:
     fs = filesystem(table)
     added_later, removed_later = set(), set()
     for later in present[present.index(version) + 1:]:
-        for action in _actions(table, later):
+        for action in delta_log.read_commit(table, later):
             if "add" in action:
                 added_later.add(action["add"]["path"])
             if "remove" in action:

@@ -98,16 +98,21 @@ def remove(fs, path: str) -> None:
             fs.rm(target)
 
 
-def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:
-    """Write a log file atomically (temp file, then rename) and drop its stale ``.crc``."""
+def _write_atomically(fs, path: str, text: str) -> None:
+    """Write a checkpoint file (temp file, then rename) and drop its stale ``.crc``."""
     folder, name = path.rsplit("/", 1)
     fs.makedirs(folder, exist_ok=True)
     staging = f"{folder}/.{name}.lakehouse-tmp"
     with fs.open(staging, "w") as handle:
-        handle.write("\n".join([version_line, *lines]))
+        handle.write(text)
     if fs.exists(crc_path(path)):
         fs.rm(crc_path(path))
     fs.mv(staging, path)
+
+
+def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:
+    """Write a log file: its version line, then one line per entry."""
+    _write_atomically(fs, path, "\n".join([version_line, *lines]))
 
 
 def _numbered(fs, folder: str, suffix: str = "") -> dict[int, str]:
@@ -156,23 +161,20 @@ def set_query_id(checkpoint: str, new_id: str) -> None:
     Writers key their Delta transactions on the id, so batches replayed after a rollback are
     not taken for ones the table has already seen.
     """
-    fs = filesystem(checkpoint)
-    fs.makedirs(checkpoint, exist_ok=True)
-    path = f"{checkpoint}/metadata"
-    staging = f"{checkpoint}/.metadata.lakehouse-tmp"
-    with fs.open(staging, "w") as handle:
-        handle.write(json.dumps({"id": new_id}) + "\n")
-    if fs.exists(crc_path(path)):
-        fs.rm(crc_path(path))
-    fs.mv(staging, path)
+    _write_atomically(filesystem(checkpoint), f"{checkpoint}/metadata", json.dumps({"id": new_id}) + "\n")
+
+
+def log_files(checkpoint: str, log: str) -> dict[int, str]:
+    """``{batch id: path}`` of ``offsets/`` or ``commits/``."""
+    return _numbered(filesystem(checkpoint), f"{checkpoint}/{log}")
 
 
 def offset_batch_ids(checkpoint: str) -> list[int]:
-    return sorted(_numbered(filesystem(checkpoint), f"{checkpoint}/offsets"))
+    return sorted(log_files(checkpoint, "offsets"))
 
 
 def commit_batch_ids(checkpoint: str) -> list[int]:
-    return sorted(_numbered(filesystem(checkpoint), f"{checkpoint}/commits"))
+    return sorted(log_files(checkpoint, "commits"))
 
 
 def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
@@ -229,7 +231,7 @@ def drop_batches_after(checkpoint: str, batch_id: int) -> list[str]:
     fs = filesystem(checkpoint)
     removed = []
     for log in ("commits", "offsets"):
-        for number, path in sorted(_numbered(fs, f"{checkpoint}/{log}").items(), reverse=True):
+        for number, path in sorted(log_files(checkpoint, log).items(), reverse=True):
             if number > batch_id:
                 remove(fs, path)
                 removed.append(f"{log}/{number}")

@@ -5,6 +5,7 @@ No JVM: ``status``, the run records and Airflow's light tasks use this.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -37,11 +38,12 @@ def table_version(table: str) -> int | None:
     return found[-1] if found else None
 
 
-def read_commit(table: str, version: int) -> list[dict]:
-    """The actions of one commit, in order."""
+@functools.lru_cache(maxsize=4096)
+def read_commit(table: str, version: int) -> tuple[dict, ...]:
+    """The actions of one commit, in order; a commit never changes once written, so each is read once."""
     fs = filesystem(table)
     with fs.open(f"{_log_dir(table)}/{version:020d}.json", "r") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        return tuple(json.loads(line) for line in handle if line.strip())
 
 
 def commit_info(table: str, version: int) -> dict:

@@ -36,13 +36,18 @@ def holder(lake: Lake) -> dict | None:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            try:
-                return json.loads(handle.read() or "{}")
-            except ValueError:
-                return {}
+            return _read_info(handle)
         fcntl.flock(handle, fcntl.LOCK_UN)
     return None
+
+
+def _read_info(handle) -> dict:
+    """What the holder wrote into the lock file (empty if unreadable)."""
+    handle.seek(0)
+    try:
+        return json.loads(handle.read() or "{}")
+    except ValueError:
+        return {}
 
 
 def _describe(info: dict) -> str:
@@ -68,11 +73,7 @@ def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: fl
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    handle.seek(0)
-                    try:
-                        info = json.loads(handle.read() or "{}")
-                    except ValueError:
-                        info = {}
+                    info = _read_info(handle)
                     raise PipelineBusy(
                         f"pipeline {lake.spec.name} is busy: {_describe(info)} holds {path}; "
                         f"wait for it to end (or pass --wait SECONDS)"

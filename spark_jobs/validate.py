@@ -38,7 +38,7 @@ def _rollback_fix(lake: Lake, hop: HopSpec, batch_id: int) -> str:
 
 
 def _parse_all(fs, checkpoint: str, log: str) -> tuple[dict[int, str], dict[int, DamagedLog]]:
-    paths = checkpoint_log._numbered(fs, f"{checkpoint}/{log}")
+    paths = checkpoint_log.log_files(checkpoint, log)
     damaged = {}
     for number, path in paths.items():
         try:

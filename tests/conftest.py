@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -188,3 +189,35 @@ def assert_tables_match_landing(spark, home: Path) -> None:
     assert _rows(spark, home, "tables/quarantine/ad_events", "raw_line") == sorted(quarantine, key=repr)
     assert _rows(spark, home, "tables/silver/ad_views", "ad_id", "event_time", "campaign_id") == sorted(silver, key=repr)
     assert gold_counter(spark, home) == expected_gold(home)
+
+
+# -- shared lake set-ups -------------------------------------------------------------------------
+
+@pytest.fixture
+def pipelines(tmp_path, monkeypatch):
+    """Point LAKEHOUSE_PIPELINES at a copy of the ad_events spec with some knobs changed."""
+    from spark_jobs.spec import repo_root
+
+    def write(**changes) -> Path:
+        spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
+        spec.update(changes)
+        folder = tmp_path / "pipelines"
+        folder.mkdir(exist_ok=True)
+        (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
+        monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
+        return folder
+    return write
+
+
+def increment(seed: int, hop: str = "all", run_id: str | None = None, events: int = 240) -> None:
+    from spark_jobs.cli import main
+
+    start = f"2026-04-01T00:{seed:02d}:00"
+    assert main(["generate", "ad_events", "--events", str(events), "--files", "2", "--seed", str(seed),
+                 "--start", start, "--bad-fraction", "0.03"]) == 0
+    assert main(["run", "ad_events", "--hop", hop] + (["--run-id", run_id] if run_id else [])) == 0
+
+
+def file_tree(home: Path) -> dict[str, tuple[int, int]]:
+    return {str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in sorted(home.rglob("*")) if path.is_file() and "_ops/locks" not in str(path)}

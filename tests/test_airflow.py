@@ -147,17 +147,16 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
 @pytest.mark.spark
 def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_env, lake_home):
     from spark_jobs import checkpoint_log
-    from tests.conftest import assert_tables_match_landing
-    from tests.test_rollback import _increment, _tree
+    from tests.conftest import assert_tables_match_landing, file_tree, increment
 
     for seed in range(2):
-        _increment(seed)
-    before = _tree(lake_home)
+        increment(seed)
+    before = file_tree(lake_home)
     conf = {"hop": "silver", "to_batch": 0, "cascade": True}
     code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": True}))
     assert code == 0 and "state=success" in finished, output[-4000:]
     assert "undo batches 1..1" in output  # the plan, in the task log
-    assert _tree(lake_home) == before
+    assert file_tree(lake_home) == before
 
     code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": False}))
     assert code == 0 and "state=success" in finished, output[-4000:]

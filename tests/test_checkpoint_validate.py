@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import assert_tables_match_landing
-from tests.test_rollback import _increment, pipelines  # noqa: F401  (fixture)
+from tests.conftest import assert_tables_match_landing, increment
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -55,10 +54,10 @@ DAMAGE = {
 
 
 @pytest.fixture
-def damaged_lake(spark, lake_home, pipelines, tmp_path_factory):  # noqa: F811
+def damaged_lake(spark, lake_home, pipelines):
     pipelines(source_log_compact_interval=2)
     for seed in range(3):
-        _increment(seed)
+        increment(seed)
     return lake_home
 
 
@@ -105,5 +104,5 @@ def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake
     command = shlex.split(finding["fix"])
     assert command[:2] == ["lakehouse", "rollback"]
     assert main(command[1:]) == 0
-    _increment(7)
+    increment(7)
     assert_tables_match_landing(spark, damaged_lake)

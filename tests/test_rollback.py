@@ -14,35 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from spark_jobs import checkpoint_log
 from spark_jobs.cli import main
-from spark_jobs.spec import repo_root
-from tests.conftest import VENV_BIN, assert_tables_match_landing
+from tests.conftest import VENV_BIN, assert_tables_match_landing, file_tree, increment
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture
-def pipelines(tmp_path, monkeypatch):
-    """Point LAKEHOUSE_PIPELINES at a copy of the ad_events spec with some knobs changed."""
-    def write(**changes) -> Path:
-        spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
-        spec.update(changes)
-        folder = tmp_path / "pipelines"
-        folder.mkdir(exist_ok=True)
-        (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
-        monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
-        return folder
-    return write
-
-
-def _increment(seed: int, hop: str = "all", run_id: str | None = None, events: int = 240) -> None:
-    start = f"2026-04-01T00:{seed:02d}:00"
-    assert main(["generate", "ad_events", "--events", str(events), "--files", "2", "--seed", str(seed),
-                 "--start", start, "--bad-fraction", "0.03"]) == 0
-    assert main(["run", "ad_events", "--hop", hop] + (["--run-id", run_id] if run_id else [])) == 0
 
 
 def _rollback(capsys, *args: str) -> dict:
@@ -62,7 +39,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     spark.conf.set("spark.sql.streaming.fileSource.log.cleanupDelay", "0")
     try:
         for seed in range(4):
-            _increment(seed)
+            increment(seed)
     finally:
         spark.conf.unset("spark.sql.streaming.fileSource.log.cleanupDelay")
     bronze = _checkpoint(lake_home, "bronze")
@@ -93,7 +70,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     # go on past it without skipping kept appends: silver then starts over (the plan says so).
     assert kept == target or (kept == -1 and any("starts over" in note for note in document["plan"]["notes"]))
     assert checkpoint_log.offset_batch_ids(silver)[-1:] == ([kept] if kept >= 0 else [])
-    _increment(8)
+    increment(8)
     assert_tables_match_landing(spark, lake_home)
 
     gold = Path(_checkpoint(lake_home, "gold"))
@@ -109,9 +86,9 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
 
 
 def test_straddling_batches_take_the_upper_hop_back_to_a_shared_boundary(spark, lake_home, capsys):
-    _increment(0)                       # bronze 0, silver 0 (reads bronze v0), gold
+    increment(0)                       # bronze 0, silver 0 (reads bronze v0), gold
     for seed in (1, 2, 3):
-        _increment(seed, hop="bronze")  # bronze 1..3
+        increment(seed, hop="bronze")  # bronze 1..3
     assert main(["run", "ad_events"]) == 0  # silver 1 reads bronze v1..v3 at once
 
     document = _rollback(capsys, "--hop", "bronze", "--to-batch", "2")
@@ -124,7 +101,7 @@ def test_straddling_batches_take_the_upper_hop_back_to_a_shared_boundary(spark, 
 
 def test_gold_alone_by_run_id_without_cascade(spark, lake_home, capsys):
     for seed in range(3):
-        _increment(seed, run_id=f"r{seed}")
+        increment(seed, run_id=f"r{seed}")
     gold_record = json.loads((lake_home / "_ops/runs/ad_events/r1.gold.json").read_text())
     document = _rollback(capsys, "--hop", "gold", "--to-run", "r1", "--no-cascade")
     assert [step["hop"] for step in document["plan"]["hops"]] == ["gold"]
@@ -139,7 +116,7 @@ def test_replay_under_the_old_query_id_is_skipped_by_delta_which_the_new_id_prev
     query id is silently skipped. Putting the old id back shows the loss; the rollback's new id
     is what prevents it."""
     for seed in range(2):
-        _increment(seed, hop="bronze")
+        increment(seed, hop="bronze")
     silver = _checkpoint(lake_home, "silver")
     assert main(["run", "ad_events", "--hop", "silver", "--max-files-per-trigger", "1"]) == 0
     assert len(checkpoint_log.commit_batch_ids(silver)) >= 2
@@ -154,7 +131,7 @@ def test_replay_under_the_old_query_id_is_skipped_by_delta_which_the_new_id_prev
 @pytest.mark.slow
 def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark, lake_home, capsys):
     for seed in range(3):
-        _increment(seed)
+        increment(seed)
     command = [str(VENV_BIN / "lakehouse"), "rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]
     plan = _rollback(capsys, "--hop", "bronze", "--to-batch", "0", "--dry-run")["plan"]
     steps = sum(len(step["tables"]) + 1 for step in plan["hops"])
@@ -172,11 +149,6 @@ def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark,
     assert_tables_match_landing(spark, lake_home)
 
 
-def _tree(home: Path) -> dict[str, tuple[int, int]]:
-    return {str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
-            for path in sorted(home.rglob("*")) if path.is_file() and "_ops/locks" not in str(path)}
-
-
 def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
     from spark_jobs.lake import Lake
     from spark_jobs.lock import pipeline_lock
@@ -184,7 +156,7 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
 
     pipelines(min_batches_to_retain=2)
     for seed in range(4):
-        _increment(seed, hop="bronze", run_id=f"r{seed}")
+        increment(seed, hop="bronze", run_id=f"r{seed}")
     capsys.readouterr()
     assert main(["status", "ad_events", "--hop", "bronze", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)["hops"][0]
@@ -196,7 +168,7 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
     assert sorted(log) == sorted(offsets) and all(log[n]["committed"] for n in commits)
     assert [log[n]["table_version"] for n in sorted(log)] == sorted(log)  # bronze writes one version per batch
     assert all(log[n]["rows"] == 240 and len(log[n]["files"]) == 2 for n in log)
-    before = _tree(lake_home)
+    before = file_tree(lake_home)
 
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]) == 2
     assert "offsets/0 is gone (minBatchesToRetain" in capsys.readouterr().err
@@ -206,4 +178,4 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
         assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "2"]) == 2
         assert "is busy: run r-test" in capsys.readouterr().err
         assert main(["run", "ad_events"]) == 2
-    assert _tree(lake_home) == before
+    assert file_tree(lake_home) == before
