@@ -48,12 +48,13 @@ def _lake(args) -> Lake:
 
 
 @contextmanager
-def _writer(lake: Lake, action: str, run_id: str, wait_s: float):
+def _writer(lake: Lake, action: str, run_id: str, wait_s: float, ready=None):
     """Hold the pipeline's lock, refusing while a rollback is unfinished."""
     from spark_jobs.lock import pipeline_lock
     from spark_jobs.rollback import refuse_if_pending
 
-    with pipeline_lock(lake, action, run_id, wait_s):
+    progress = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    with pipeline_lock(lake, action, run_id, wait_s, ready, progress):
         refuse_if_pending(lake)
         yield
 
@@ -115,7 +116,17 @@ def cmd_backfill(args) -> int:
     if start >= end:
         raise UsageError(f"--start {args.start} is not before --end {args.end}: the range is [start, end)")
     run_id = _run_id(args)
-    with _writer(lake, "backfill", run_id, args.wait):
+
+    def streams_caught_up() -> str | None:
+        from spark_jobs.status import stream_lag
+
+        lagging = {hop.name: lag for hop in hops if (lag := stream_lag(lake, hop))}
+        if not lagging:
+            return None
+        runs = "; ".join(f"`lakehouse run {lake.spec.name} --hop {name}`" for name in lagging)
+        return "; ".join(lagging.values()) + f" (the stream's next run reads them: {runs})"
+
+    with _writer(lake, "backfill", run_id, args.wait, streams_caught_up):
         spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
         records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
     _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -57,20 +58,38 @@ def _describe(info: dict) -> str:
 
 
 @contextmanager
-def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: float = 0.0):
-    """Hold the pipeline's lock for the block; :class:`PipelineBusy` after ``wait_s`` seconds."""
+def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: float = 0.0,
+                  ready: Callable[[], str | None] | None = None, progress: Callable[[str], None] | None = None):
+    """Hold the pipeline's lock for the block; :class:`PipelineBusy` after ``wait_s`` seconds.
+
+    ``ready``, when given, is asked while holding the lock; a reason (not None) means "not
+    yet": the lock is let go so others can make progress, and asked again until ``wait_s``.
+    """
     path = lock_path(lake)
+    deadline = time.monotonic() + max(wait_s, 0)
     if path is None:
+        if ready is not None and (reason := ready()):
+            raise PipelineBusy(f"{action} of {lake.spec.name} cannot start: {reason}")
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")
+    told = None
     try:
-        deadline = time.monotonic() + max(wait_s, 0)
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                reason = ready() if ready is not None else None
+                if reason is None:
+                    break
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                if time.monotonic() >= deadline:
+                    raise PipelineBusy(f"{action} of {lake.spec.name} cannot start yet: {reason} "
+                                       "(pass --wait SECONDS to wait for it)")
+                if progress is not None and reason != told:
+                    progress(f"{action} waits: {reason}")
+                    told = reason
+                time.sleep(2)
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     info = _read_info(handle)

@@ -140,6 +140,10 @@ class HopRun:
             if max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
             source = reader.load(self.lake.upstream_table(self.hop))
+            if self.spec.hop(self.hop.upstream).kind == "ingest":
+                from spark_jobs.transforms.lineage import streamed_rows
+
+                source = streamed_rows(source)
         frame = self.code.transform(self.hop, source, self.spec, inputs)
         writer = {"ingest": self._ingest_writer, "append": self._append_writer, "aggregate": self._merge_writer}[
             self.hop.kind
@@ -154,12 +158,15 @@ class HopRun:
 
         table, quarantine = self.lake.table(self.hop), self.lake.quarantine(self.hop)
         partition_by = list(self.hop.partition_by)
+        backfilled = _has_backfill_writes(table) or _has_backfill_writes(quarantine)
 
         def write_batch(batch, batch_id: int) -> None:
             batch.persist()
             try:
                 ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
                 valid, invalid = self.code.split_ingested(batch)
+                if backfilled:
+                    valid, invalid = self._not_backfilled(batch, valid, invalid)
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
                     *partition_by
@@ -171,6 +178,38 @@ class HopRun:
                 batch.unpersist()
 
         return parsed.writeStream.foreachBatch(write_batch)
+
+    def _not_backfilled(self, batch, valid, invalid):
+        """Leave out the lines a backfill already wrote from this batch's files.
+
+        A backfill reads every landing file, including ones the stream has not reached yet;
+        when the stream reaches them, their lines in the backfilled range are in the tables
+        already (with batch id -1). Only those files' backfilled rows are compared, and only
+        within the batch's event-time span (Delta skips the other files by their statistics).
+        """
+        from pyspark.sql import functions as F
+
+        from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, not_yet_written
+
+        time_column = self.hop.time_column
+        files = [row[0] for row in batch.select("_source_file").distinct().collect()]
+        low, high = valid.agg(F.min(time_column), F.max(time_column)).first()
+        if not files:
+            return valid, invalid
+
+        def written(table: str):
+            rows = self.spark.read.format("delta").load(table) if _table_exists(table) else None
+            if rows is None:
+                return None
+            return rows.where((F.col(BATCH_ID) == BACKFILL_BATCH) & F.col("_source_file").isin(files))
+
+        bronze = written(self.lake.table(self.hop))
+        if bronze is not None and low is not None:
+            valid = not_yet_written(valid, bronze.where(F.col(time_column).between(low, high)))
+        quarantined = written(self.lake.quarantine(self.hop))
+        if quarantined is not None:
+            invalid = not_yet_written(invalid, quarantined)
+        return valid, invalid
 
     def _append_writer(self, frame, query_id: str):
         return (
@@ -301,7 +340,7 @@ class HopRun:
 
         Invalid lines have no trustworthy event time, so they are keyed by source file.
         """
-        from spark_jobs.transforms.lineage import add_lineage
+        from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
 
         lines = _landing_lines(self.spark, self.lake, streaming=False)
         source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
@@ -309,16 +348,29 @@ class HopRun:
         try:
             valid, invalid = self.code.split_ingested(parsed)
             in_range = _range_predicate(valid, self.hop.time_column, start_ms, end_ms)
-            add_lineage(valid.where(in_range), -1).write.format("delta").mode("overwrite").partitionBy(
+            add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *self.hop.partition_by
             ).option("replaceWhere", in_range).save(self.lake.table(self.hop))
             if source_files:
                 quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
-                add_lineage(invalid, -1).write.format("delta").mode("overwrite").option(
+                add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                     "replaceWhere", f"_source_file IN ({quoted})"
                 ).save(self.lake.quarantine(self.hop))
         finally:
             parsed.unpersist()
+
+
+def _has_backfill_writes(table: str) -> bool:
+    """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``.
+
+    When the log's early JSON commits were cleaned up, assume so.
+    """
+    from spark_jobs.batches import commits
+
+    found = commits(table)
+    if found and found[0].version > 0:
+        return True
+    return any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
 
 
 def _first_line(error: BaseException | object) -> str:

@@ -164,17 +164,54 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
     return pending
 
 
+def _first_unread_version(checkpoint: str, offsets: list[int]) -> int:
+    """The first upstream version a Delta-fed hop has not (wholly) read: 0 when it never ran."""
+    if not offsets:
+        return 0
+    source = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0] or {}
+    next_version = int(source.get("reservoirVersion", -1))
+    # (v, index -1): everything before v was read; (v, index >= 0): part of v was read.
+    if int(source.get("index", -1)) >= 0 and not source.get("isStartingVersion", False):
+        next_version += 1
+    return next_version
+
+
 def _upstream_news(upstream: str, checkpoint: str, offsets: list[int]) -> str | None:
     version = delta_log.table_version(upstream)
     if version is None:
         return None
     if not offsets:
         return f"upstream table at version {version}, never read"
-    source = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0] or {}
-    next_version = int(source.get("reservoirVersion", -1))
-    # (v, index -1): everything before v was read; (v, index >= 0): part of v was read.
-    if int(source.get("index", -1)) >= 0 and not source.get("isStartingVersion", False):
-        next_version += 1
+    next_version = _first_unread_version(checkpoint, offsets)
     if version >= next_version:
         return f"upstream table at version {version}, read up to version {next_version - 1}"
     return None
+
+
+def stream_lag(lake: Lake, hop) -> str | None:
+    """Why a backfill of Delta-fed ``hop`` must wait for the hop's stream, or None.
+
+    Rows a stream wrote upstream reach the hop's stream later; if a backfill rewrote the
+    hop's range first, the stream would then add those rows a second time. So a backfill
+    waits until the hop's stream has read every streamed upstream commit (a backfill's or a
+    RESTORE's commits do not count: the stream does not take their rows).
+    """
+    upstream = lake.upstream_table(hop)
+    if upstream is None:
+        return None
+    checkpoint = lake.checkpoint(hop)
+    offsets = checkpoint_log.offset_batch_ids(checkpoint)
+    commits = checkpoint_log.commit_batch_ids(checkpoint)
+    if offsets and (not commits or offsets[-1] > commits[-1]):
+        return f"{hop.name}'s stream has batch {offsets[-1]} planned but not committed"
+    first_unread = _first_unread_version(checkpoint, offsets)
+    unread = [commit.version for commit in batches.effective_commits(upstream)
+              if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
+    if not unread:
+        return None
+    return (f"{hop.name}'s stream has not read {hop.upstream} version{'s' if len(unread) > 1 else ''} "
+            f"{_ranges(unread)} yet")
+
+
+def _ranges(versions: list[int]) -> str:
+    return f"{versions[0]}..{versions[-1]}" if len(versions) > 1 else str(versions[0])

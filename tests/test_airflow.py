@@ -235,3 +235,43 @@ def test_rerunning_task_instances_leaves_the_same_tables(spark, airflow_env, lak
               env=airflow_env)
     lakehouse("run", "ad_events", env=airflow_env)
     assert_tables_match_landing(spark, lake_home)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_stream_and_backfill_dags_at_once_over_the_same_day(spark, airflow_env, airflow_home, lake_home, tmp_path):
+    """The stream DAG and the backfill DAG of the day its files cover, started together:
+    their tasks take the pipeline lock in turn, a backfill of a hop waits for that hop's
+    stream, and the tables end exactly as the landing files say.
+
+    Each `airflow dags test` gets its own copy of the migrated metadata DB (two processes
+    writing one SQLite file is not a deployment anyone runs); the lake is shared, which is
+    where the two DAGs meet.
+    """
+    import shutil
+
+    from tests.conftest import assert_tables_match_landing
+    from tests.test_concurrency import MIDNIGHT_DATA
+
+    lakehouse(*MIDNIGHT_DATA, env=airflow_env)
+    second_home = tmp_path / "airflow-2"
+    second_home.mkdir()
+    shutil.copy(airflow_home / "airflow.db", second_home / "airflow.db")
+    second_env = {**airflow_env, "AIRFLOW_HOME": str(second_home),
+                  "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{second_home}/airflow.db"}
+    airflow = str(VENV_BIN / "airflow")
+    started = [subprocess.Popen([airflow, "dags", "test", dag_id, "2026-03-04"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+               for dag_id, env in (("ad_events__stream", airflow_env), ("ad_events__backfill", second_env))]
+    try:
+        outputs = [process.communicate(timeout=1200)[0] for process in started]
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+    for process, output in zip(started, outputs):
+        finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+        assert process.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
+    assert_tables_match_landing(spark, lake_home)
+    lakehouse("run", "ad_events", env=airflow_env)  # and the stream goes on from there
+    assert_tables_match_landing(spark, lake_home)

@@ -5,9 +5,28 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+BATCH_ID = "_batch_id"
+BACKFILL_BATCH = -1  # the batch id of rows a backfill wrote
+
 
 def add_lineage(frame: DataFrame, batch_id: int, ingest_time: Column | None = None) -> DataFrame:
-    """Stamp rows with the micro-batch (or -1 for a backfill) and the ingest time."""
-    return frame.withColumn("_batch_id", F.lit(batch_id).cast("long")).withColumn(
+    """Stamp rows with the micro-batch (or :data:`BACKFILL_BATCH`) and the ingest time."""
+    return frame.withColumn(BATCH_ID, F.lit(batch_id).cast("long")).withColumn(
         "_ingest_time", ingest_time if ingest_time is not None else F.current_timestamp()
     )
+
+
+def streamed_rows(frame: DataFrame) -> DataFrame:
+    """The rows a stream wrote: a backfill's rows reach the hops below by their own backfill."""
+    return frame.where(F.col(BATCH_ID) != BACKFILL_BATCH)
+
+
+def not_yet_written(new: DataFrame, written: DataFrame) -> DataFrame:
+    """Rows of ``new`` with no equal row (nulls equal) among ``written``'s same columns."""
+    columns = new.columns
+    written = written.select(*columns)
+    condition = None
+    for name in columns:
+        same = new[name].eqNullSafe(written[name])
+        condition = same if condition is None else condition & same
+    return new.join(written, condition, "left_anti")
