@@ -39,6 +39,7 @@ test-fast: setup
 
 bench: setup
 	$(PY) -m bench.rollback
+	$(PY) -m bench.quality
 
 clean:
 	rm -rf .airflow .lakehouse .cache/dist

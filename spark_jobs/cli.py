@@ -13,7 +13,7 @@ import re
 import sys
 from contextlib import contextmanager
 
-from spark_jobs.errors import LakehouseError, UsageError
+from spark_jobs.errors import LakehouseError, RunFailed, UsageError
 from spark_jobs.lake import Lake
 from spark_jobs.records import new_run_id
 from spark_jobs.spec import get_spec
@@ -85,6 +85,37 @@ def _runs_document(run_id: str, records) -> dict:
     return {"run_id": run_id, "hops": [record.to_dict() for record in records]}
 
 
+class QualityGateFailed(RunFailed):
+    """A ``fail`` rule of a hop's quality suite failed on the run's increment."""
+
+
+def _gate(spark, lake: Lake, hop, record, mode: str) -> dict | None:
+    """Check the hop's suite on what the run wrote (unless ``--quality off``) and record it."""
+    if mode == "off" or record.status not in ("succeeded", "skipped"):
+        return None
+    from spark_jobs import quality
+    from spark_jobs.records import write_record
+
+    summary = quality.check(spark, lake, hop, record.to_dict())
+    if summary is None:
+        return None
+    record.quality = {key: summary.get(key) for key in ("gate", "failed", "warned", "rows", "seconds", "data_docs")}
+    write_record(lake, record)
+    print(quality.format_summary(summary), file=sys.stderr, flush=True)
+    return summary
+
+
+def _refuse_failed_gate(lake: Lake, hop, run_id: str, summary: dict) -> None:
+    from spark_jobs.quality import suite_path
+
+    below = [other.name for other in lake.spec.hops if other.upstream == hop.name]
+    raise QualityGateFailed(
+        f"quality gate of {hop.name} failed ({', '.join(summary['failed'])})"
+        + (f"; {', '.join(below)} did not run. " if below else ". ") +
+        f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run {run_id}`, then fix the "
+        f"transform or the rule's policy in {suite_path(lake.spec, hop)}")
+
+
 def cmd_run(args) -> int:
     from spark_jobs.runner import HopRun, run_continuous
     from spark_jobs.session import build_session
@@ -99,10 +130,16 @@ def cmd_run(args) -> int:
         if args.continuous:
             records = run_continuous(spark, lake, hops, run_id, args.trigger_interval)
         else:
-            records = []
+            records, failed_gate = [], None
             for hop in hops:
                 records.append(HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
+                summary = _gate(spark, lake, hop, records[-1], args.quality)
+                if summary and summary["gate"] == "failed" and args.quality == "gate":
+                    failed_gate = (hop, summary)
+                    break
     _emit(args, _runs_document(run_id, records), f"run {run_id}\n" + "\n".join(map(_summary_line, records)))
+    if not args.continuous and failed_gate:
+        _refuse_failed_gate(lake, failed_gate[0], run_id, failed_gate[1])
     return 0
 
 
@@ -128,8 +165,16 @@ def cmd_backfill(args) -> int:
 
     with _writer(lake, "backfill", run_id, args.wait, streams_caught_up):
         spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
-        records = [HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end) for hop in hops]
+        records, failed_gate = [], None
+        for hop in hops:
+            records.append(HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end))
+            summary = _gate(spark, lake, hop, records[-1], args.quality)
+            if summary and summary["gate"] == "failed" and args.quality == "gate":
+                failed_gate = (hop, summary)
+                break
     _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))
+    if failed_gate:
+        _refuse_failed_gate(lake, failed_gate[0], run_id, failed_gate[1])
     return 0
 
 
@@ -199,6 +244,28 @@ def cmd_rollback(args) -> int:
     return 0
 
 
+def cmd_quality(args) -> int:
+    from spark_jobs import quality
+    from spark_jobs.records import read_records
+    from spark_jobs.session import build_session
+
+    lake = _lake(args)
+    hop = lake.spec.hop(args.hop)
+    if quality.load_suite(lake.spec, hop) is None:
+        raise UsageError(f"hop {hop.name} has no quality suite: add {quality.suite_path(lake.spec, hop)}")
+    runs = [r for r in read_records(lake, hop.name) if r.get("status") == "succeeded" and r.get("mode") != "continuous"]
+    if args.run:
+        runs = [r for r in runs if r["run_id"] == args.run]
+        if not runs:
+            raise UsageError(f"no succeeded run {args.run!r} of {hop.name}: see `lakehouse status {lake.spec.name}`")
+    elif not runs:
+        raise UsageError(f"{hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first")
+    spark = build_session(f"lakehouse-{lake.spec.name}-quality", lake.spec.shuffle_partitions)
+    summary = quality.check(spark, lake, hop, runs[-1])
+    _emit(args, summary, quality.format_summary(summary))
+    return 1 if summary["gate"] == "failed" else 0
+
+
 def cmd_checkpoint_validate(args) -> int:
     from spark_jobs.validate import format_findings, validate
 
@@ -216,6 +283,11 @@ def cmd_checkpoint_validate(args) -> int:
     _emit(args, {"pipeline": lake.spec.name, "consistent": not left, "findings": [f.to_dict() for f in findings]},
           format_findings(findings, lake.spec.name))
     return 1 if left else 0
+
+
+QUALITY_MODES = ("gate", "report", "off")
+QUALITY_HELP = ("after each hop, check its quality suite on the rows the run wrote: gate (default) stops at a "
+                "failed gate and exits 1; report records the result and goes on; off skips the check")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -246,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trigger-interval", default="10 seconds")
     run.add_argument("--run-id", help="id for the run records (default: generated)")
     run.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
+    run.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
     backfill = command("backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill)
     backfill.add_argument("--start", required=True)
@@ -253,6 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--hop", default="all")
     backfill.add_argument("--run-id")
     backfill.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
+    backfill.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
+
+    checked = command("quality", "check a hop's quality suite on the rows one run wrote", cmd_quality)
+    checked.add_argument("--hop", required=True)
+    checked.add_argument("--run", help="run id (default: the hop's last succeeded run)")
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
     status.add_argument("--hop")

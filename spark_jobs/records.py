@@ -49,6 +49,7 @@ class RunRecord:
     range_end: str | None = None
     progress: list[dict] = field(default_factory=list)
     error: str | None = None
+    quality: dict | None = None  # the gate's summary (spark_jobs.quality), once checked
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status

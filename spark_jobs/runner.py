@@ -69,6 +69,7 @@ class HopRun:
             table: TableChange(delta_log.table_version(table), None) for table in lake.tables_of(hop)
         }
         self._seen_batches: set[int] = set()
+        self.drop_rules = _drop_rules(lake, hop)
 
     # -- the record -------------------------------------------------------------------------
 
@@ -167,6 +168,7 @@ class HopRun:
                 valid, invalid = self.code.split_ingested(batch)
                 if backfilled:
                     valid, invalid = self._not_backfilled(batch, valid, invalid)
+                valid, invalid = self._drop_failing(valid, invalid, ("_source_file",))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
                     *partition_by
@@ -211,13 +213,42 @@ class HopRun:
             invalid = not_yet_written(invalid, quarantined)
         return valid, invalid
 
+    def _drop_failing(self, kept, quarantined, keep: tuple[str, ...]):
+        """Apply the suite's ``drop`` rules: failing rows join the quarantine rows, with the rule."""
+        from spark_jobs import quality
+
+        if not self.drop_rules:
+            return kept, quarantined
+        kept, dropped = quality.split_by_rules(kept, self.drop_rules)
+        dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
+        return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
+
     def _append_writer(self, frame, query_id: str):
-        return (
-            frame.writeStream.format("delta")
-            .outputMode("append")
-            .partitionBy(*self.hop.partition_by)
-            .option("path", self.lake.table(self.hop))
-        )
+        if self.lake.quarantine(self.hop) is None:
+            return (
+                frame.writeStream.format("delta")
+                .outputMode("append")
+                .partitionBy(*self.hop.partition_by)
+                .option("path", self.lake.table(self.hop))
+            )
+        from spark_jobs.transforms.lineage import add_lineage
+
+        table, quarantine = self.lake.table(self.hop), self.lake.quarantine(self.hop)
+
+        def write_batch(batch, batch_id: int) -> None:
+            batch.persist()
+            try:
+                kept, dropped = self._drop_failing(batch, None, (self.hop.time_column,))
+                idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                kept.write.format("delta").mode("append").partitionBy(*self.hop.partition_by).options(
+                    **idempotent).save(table)
+                if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
+                    dropped = quality_quarantine_frame(batch, self.hop.time_column)
+                add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
+            finally:
+                batch.unpersist()
+
+        return frame.writeStream.foreachBatch(write_batch)
 
     def _merge_writer(self, frame, query_id: str):
         from delta.tables import DeltaTable
@@ -320,12 +351,19 @@ class HopRun:
                 upstream_time = self.spec.hop(self.hop.upstream).time_column
                 upstream = upstream.where(_range_predicate(upstream, upstream_time, start_ms, end_ms))
                 frame = self.code.transform(self.hop, upstream, self.spec, inputs)
-                writer = frame.write.format("delta").mode("overwrite").option(
-                    "replaceWhere", _range_predicate(frame, self.hop.time_column, start_ms, end_ms)
-                )
+                in_range = _range_predicate(frame, self.hop.time_column, start_ms, end_ms)
+                frame, dropped = self._drop_failing(frame, None, (self.hop.time_column,))
+                writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
                 if self.hop.partition_by:
                     writer = writer.partitionBy(*self.hop.partition_by)
                 writer.save(self.lake.table(self.hop))
+                if self.lake.quarantine(self.hop):
+                    from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
+
+                    if dropped is None:
+                        dropped = quality_quarantine_frame(frame, self.hop.time_column)
+                    add_lineage(dropped, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+                        "replaceWhere", in_range).save(self.lake.quarantine(self.hop))
         self._close("succeeded")
         elapsed = max(time.time() - began, 1e-6)
         self.progress(
@@ -347,6 +385,8 @@ class HopRun:
         parsed = self.code.transform(self.hop, lines, self.spec, {}).persist()
         try:
             valid, invalid = self.code.split_ingested(parsed)
+            # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
+            valid, invalid = self._drop_failing(valid, invalid, ("_source_file",))
             in_range = _range_predicate(valid, self.hop.time_column, start_ms, end_ms)
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *self.hop.partition_by
@@ -358,6 +398,27 @@ class HopRun:
                 ).save(self.lake.quarantine(self.hop))
         finally:
             parsed.unpersist()
+
+
+def _drop_rules(lake: Lake, hop: HopSpec) -> list[dict]:
+    """The hop's ``drop`` quality rules; a hop that drops rows needs a quarantine table."""
+    from spark_jobs import quality
+
+    rules = quality.drop_rules(quality.load_suite(lake.spec, hop))
+    if rules and (lake.quarantine(hop) is None or hop.kind == "aggregate"):
+        raise LakehouseError(
+            f"quality suite {quality.suite_path(lake.spec, hop)} drops rows of {hop.name}, which has no quarantine "
+            f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
+            "or use warn/fail")
+    return rules
+
+
+def quality_quarantine_frame(frame, time_column: str):
+    """An empty frame in the shape of quality-dropped rows (raw_line, reason, the time column)."""
+    from pyspark.sql import functions as F
+
+    return frame.limit(0).select(F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("reason"),
+                                 F.col(time_column))
 
 
 def _has_backfill_writes(table: str) -> bool:

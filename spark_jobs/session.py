@@ -36,6 +36,8 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
             "spark.databricks.delta.schema.autoMerge.enabled": "false",
+            # New tables record their changes: a quality gate reads exactly the rows a run wrote.
+            "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
             # Log replay runs as a Spark job; its default of 50 partitions is pure overhead on
             # tables whose logs are small (ours are: Delta checkpoints every 10 commits).
             "spark.databricks.delta.snapshotPartitions": os.environ.get("LAKEHOUSE_SNAPSHOT_PARTITIONS", "2"),

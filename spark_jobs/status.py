@@ -63,7 +63,8 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "last_run": None
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
-                                             "rows_quarantined", "rows_dropped_late", "duration_s", "error")},
+                                             "rows_quarantined", "rows_dropped_late", "duration_s", "error",
+                                             "quality")},
     }
 
 
@@ -99,6 +100,12 @@ def format_status(status: dict) -> str:
                 f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
                 f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
             )
+            gate = run.get("quality")
+            if gate:
+                rules = gate.get("failed") or gate.get("warned") or []
+                lines.append(f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
+                             + (f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})" if rules else "")
+                             + (f"; data docs {gate['data_docs']}" if gate.get("data_docs") else ""))
         if "batch_log" in hop:
             lines.extend(_format_batches(hop))
     return "\n".join(lines)

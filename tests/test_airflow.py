@@ -74,7 +74,10 @@ def test_parsing_imports_no_spark_and_starts_no_jvm(dagbag):
 
 def test_dag_shapes(dagbag):
     assert dagbag["shape"]["ad_events__stream"] == {
-        "check_new_data": [], "bronze": ["check_new_data"], "silver": ["bronze"], "gold": ["silver"]}
+        "check_new_data": [], "bronze": ["check_new_data"], "gate_bronze": ["bronze"], "silver": ["gate_bronze"],
+        "gate_silver": ["silver"], "gold": ["gate_silver"], "gate_gold": ["gold"],
+        "plan_undo": ["gate_bronze", "gate_gold", "gate_silver"], "undo": ["plan_undo"],
+        "all_gates_passed": ["gate_gold"]}
     assert dagbag["shape"]["ad_events__backfill"] == {"bronze": [], "silver": ["bronze"], "gold": ["silver"]}
     assert dagbag["shape"]["ad_events__rollback"] == {"plan": [], "execute": ["plan"], "verify": ["execute"]}
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
@@ -93,22 +96,6 @@ def _dags_test(env, *args, timeout=900):
 def _records(home):
     folder = home / "_ops" / "runs" / "ad_events"
     return sorted(path.name for path in folder.glob("*.json")) if folder.exists() else []
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_stream_dag_end_to_end_then_skips_when_nothing_is_new(spark, airflow_env, lake_home):
-    lakehouse("generate", "ad_events", "--events", "1500", "--files", "3", "--seed", "4",
-              "--start", "2026-03-03T08:00:00", "--bad-fraction", "0.02", env=airflow_env)
-    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
-    assert code == 0 and "state=success" in finished, output[-4000:]
-    assert gold_counter(spark, lake_home) == expected_gold(lake_home)
-    records = _records(lake_home)
-    assert len(records) == 3
-
-    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
-    assert code == 0 and "state=success" in finished, output[-4000:]
-    assert _records(lake_home) == records  # no Spark job ran: the check skipped them
 
 
 @pytest.mark.slow
@@ -206,43 +193,13 @@ def test_dag_params_refuse_hostile_values(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_rerunning_task_instances_leaves_the_same_tables(spark, airflow_env, lake_home):
-    """Clearing a task and running it again (here: `airflow tasks test`, which runs one task
-    instance for real) changes no row: run-once tasks find nothing new, a backfill task
-    rewrites its range with the same rows."""
-    from spark_jobs import delta_log
-    from tests.conftest import assert_tables_match_landing, table_rows
-
-    lakehouse("generate", "ad_events", "--events", "900", "--files", "2", "--seed", "12",
-              "--start", "2026-03-03T08:00:00", "--bad-fraction", "0.02", env=airflow_env)
-    code, finished, output = _dags_test(airflow_env, "ad_events__stream", "2026-03-04")
-    assert code == 0 and "state=success" in finished, output[-4000:]
-    rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
-    tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
-    versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
-
-    airflow = str(VENV_BIN / "airflow")
-    for dag_id, task in (("ad_events__stream", "gold"), ("ad_events__stream", "bronze"), ("ad_events__backfill", "silver")):
-        done = subprocess.run([airflow, "tasks", "test", dag_id, task, "2026-03-04"], env=airflow_env,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, (dag_id, task, (done.stdout + done.stderr)[-3000:])
-        assert {hop: table_rows(spark, lake_home, hop) for hop in rows} == rows, (dag_id, task)
-        if dag_id == "ad_events__stream":  # nothing new: not even a commit
-            assert [delta_log.table_version(str(lake_home / table)) for table in tables] == versions
-    assert delta_log.table_version(str(lake_home / tables[1])) > versions[1]  # the backfill did rewrite silver's day
-    # The stream goes on past the backfill's rewrite commit (it skips it) with new data.
-    lakehouse("generate", "ad_events", "--events", "300", "--seed", "13", "--start", "2026-03-03T09:00:00",
-              env=airflow_env)
-    lakehouse("run", "ad_events", env=airflow_env)
-    assert_tables_match_landing(spark, lake_home)
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_stream_and_backfill_dags_at_once_over_the_same_day(spark, airflow_env, airflow_home, lake_home, tmp_path):
+def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark, airflow_env, airflow_home,
+                                                                           lake_home, tmp_path):
     """The stream DAG and the backfill DAG of the day its files cover, started together:
     their tasks take the pipeline lock in turn, a backfill of a hop waits for that hop's
-    stream, and the tables end exactly as the landing files say.
+    stream, and the tables end exactly as the landing files say. Then clearing and re-running
+    task instances (`airflow tasks test` runs one for real) changes no row: run-once tasks
+    find nothing new, a backfill task rewrites its range with the same rows.
 
     Each `airflow dags test` gets its own copy of the migrated metadata DB (two processes
     writing one SQLite file is not a deployment anyone runs); the lake is shared, which is
@@ -273,5 +230,80 @@ def test_stream_and_backfill_dags_at_once_over_the_same_day(spark, airflow_env, 
         finished = [line for line in output.splitlines() if "DagRun Finished" in line]
         assert process.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
     assert_tables_match_landing(spark, lake_home)
-    lakehouse("run", "ad_events", env=airflow_env)  # and the stream goes on from there
+
+    from spark_jobs import delta_log
+    from tests.conftest import table_rows
+
+    rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
+    tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
+    versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
+    for dag_id, task in (("ad_events__stream", "gold"), ("ad_events__stream", "bronze"), ("ad_events__backfill", "silver")):
+        done = subprocess.run([airflow, "tasks", "test", dag_id, task, "2026-03-04"], env=airflow_env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (dag_id, task, (done.stdout + done.stderr)[-3000:])
+        assert {hop: table_rows(spark, lake_home, hop) for hop in rows} == rows, (dag_id, task)
+        if dag_id == "ad_events__stream":  # nothing new: not even a commit
+            assert [delta_log.table_version(str(lake_home / table)) for table in tables] == versions
+    assert delta_log.table_version(str(lake_home / tables[1])) > versions[1]  # the backfill did rewrite silver's day
+    # The stream goes on past the backfill's rewrite commit (it skips it) with new data.
+    lakehouse("generate", "ad_events", "--events", "300", "--seed", "13", "--start", "2026-03-03T09:00:00",
+              env=airflow_env)
+    lakehouse("run", "ad_events", env=airflow_env)
     assert_tables_match_landing(spark, lake_home)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.quality
+def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spark, airflow_env, lake_home, tmp_path):
+    """A landing file with views of an ad no campaign has breaks silver's `fail` rule
+    (campaign_id not null): the DAG run ends failed, silver and gold are as before the run
+    (bronze keeps the raw data); with the rule's policy set to `drop`, the next run succeeds
+    and the orphan views are in silver's quarantine."""
+    import shutil
+
+    from spark_jobs import checkpoint_log
+    from spark_jobs.cli import main
+    from tests.conftest import table_rows, valid_event
+
+    assert main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
+                 "--start", "2026-03-05T08:00:00"]) == 0
+    assert main(["run", "ad_events", "--quality=off"]) == 0  # the state before the DAG run, in this JVM
+    before = {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")}
+    checkpoints = {hop: checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}"))
+                   for hop in ("silver", "gold")}
+    lakehouse("generate", "ad_events", "--events", "300", "--seed", "32", "--start", "2026-03-05T09:00:00",
+              env=airflow_env)
+    orphans = [json.dumps({"user_id": f"u{n}", "page_id": "p", "ad_id": "ad-without-campaign", "ad_type": "mail",
+                           "event_type": "view", "event_time": 1_772_701_200_000 + n, "ip_address": "1.2.3.4"})
+               for n in range(4)]
+    (lake_home / "landing/ad_events/orphans.json").write_text("".join(line + "\n" for line in orphans))
+
+    code, finished, output = _dags_test(airflow_env, "ad_events__stream", "2026-03-06")
+    assert "state=failed" in finished, output[-4000:]
+    assert "quality gate of silver failed: expect_column_values_to_not_be_null(campaign_id)" in output
+    assert {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")} == before
+    for hop in ("silver", "gold"):
+        assert checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}")) == checkpoints[hop]
+    bronze_lines = sorted(line for _name, line in landing_lines(lake_home) if valid_event(line))
+    assert len(table_rows(spark, lake_home, "bronze")) == len(bronze_lines)  # bronze kept the raw data
+
+    suites = tmp_path / "quality"
+    shutil.copytree(ROOT / "include" / "quality", suites)
+    silver_suite = suites / "ad_events" / "silver.json"
+    suite = json.loads(silver_suite.read_text())
+    for expectation in suite["expectations"]:
+        if expectation["type"] == "expect_column_values_to_not_be_null" and expectation["kwargs"]["column"] == "campaign_id":
+            expectation["meta"]["policy"] = "drop"
+    silver_suite.write_text(json.dumps(suite))
+    env = {**airflow_env, "LAKEHOUSE_QUALITY": str(suites)}
+    code, finished, output = _dags_test(env, "ad_events__stream", "2026-03-06T00:05:00")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_views")).collect()
+    assert sorted(json.loads(row.raw_line)["user_id"] for row in quarantine) == [f"u{n}" for n in range(4)]
+    assert gold_counter(spark, lake_home) == expected_gold(lake_home)
+    records = _records(lake_home)
+
+    code, finished, output = _dags_test(env, "ad_events__stream", "2026-03-06T00:10:00")
+    assert code == 0 and "state=success" in finished, output[-4000:]
+    assert _records(lake_home) == records  # nothing new: check_new_data skipped every Spark job

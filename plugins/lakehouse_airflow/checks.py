@@ -66,3 +66,53 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
                "hops": {step["hop"]: step["target_batch"] for step in journals[-1]["plan"]["hops"]}}
     log.info("rollback verified: %s", summary)
     return summary
+
+
+def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
+    """A hop's gate: read the quality result its run wrote (no JVM), push it to XCom (key
+    ``quality``, and ``data_docs``: the page's address) and fail when a ``fail`` rule failed."""
+    from airflow.exceptions import AirflowFailException
+
+    from spark_jobs import quality
+
+    lake = Lake.open(get_spec(pipeline))
+    hop_spec = lake.spec.hop(hop)
+    if quality.load_suite(lake.spec, hop_spec) is None:
+        log.info("%s has no quality suite (%s): nothing to check", hop, quality.suite_path(lake.spec, hop_spec))
+        return {"hop": hop, "gate": "no suite"}
+    summary = quality.read_summary(lake, run_id, hop)
+    if summary is None:
+        raise AirflowFailException(f"no quality result for run {run_id} of {hop}: the hop's task did not check it "
+                                   f"(run `lakehouse quality {pipeline} --hop {hop} --run {run_id}`)")
+    log.info("%s", quality.format_summary(summary))
+    ti.xcom_push(key="quality", value=summary)
+    if summary.get("data_docs"):
+        ti.xcom_push(key="data_docs", value=_address(summary["data_docs"]))
+    if summary["gate"] == "failed":
+        raise AirflowFailException(f"quality gate of {hop} failed: {', '.join(summary['failed'])}")
+    return {key: summary.get(key) for key in ("hop", "gate", "rows", "warned")}
+
+
+def _address(path: str) -> str:
+    from pathlib import Path
+
+    return path if "://" in path else Path(path).as_uri()
+
+
+def plan_undo(pipeline: str, run_id: str) -> str:
+    """The stream DAG's undo planner (trigger rule ``one_failed`` on the gates): the first hop
+    whose gate failed in this run; the undo task rolls that hop (and the hops below that read
+    from it) back to before the run. A hop that failed by itself needs no undo: its next run
+    replays the batch."""
+    from airflow.exceptions import AirflowSkipException
+
+    from spark_jobs import quality
+
+    lake = Lake.open(get_spec(pipeline))
+    for hop in lake.spec.hops:
+        summary = quality.read_summary(lake, run_id, hop.name)
+        if summary and summary["gate"] == "failed":
+            log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),
+                     run_id, hop.name)
+            return hop.name
+    raise AirflowSkipException("no gate failed in this run: nothing to undo")

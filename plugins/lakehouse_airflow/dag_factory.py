@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime as dt
 
 import pendulum
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from lakehouse_airflow.checks import has_new_data, plan_rollback, verify_rollback
-from lakehouse_airflow.operators import LakehouseSparkOperator
+from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
+from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from spark_jobs.spec import PipelineSpec, list_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
@@ -32,6 +33,12 @@ Every `{schedule}`, each hop ({hops}) runs as a Structured Streaming query with
 checkpoint and Delta table, and stops, so no cluster sits idle between runs.
 `check_new_data` reads the checkpoint and landing listings as plain files (no JVM) and skips
 the Spark jobs when nothing is new.
+
+Each hop checks its Great Expectations suite on the rows it wrote, and its `gate_<hop>` task
+fails when a rule with policy `fail` failed (the Data Docs page is the task's extra link).
+A failed gate stops the hops below; `plan_undo` and `undo` then roll this run's batches of
+that hop (and of the hops below that read them) back, and the run ends failed
+(`all_gates_passed` is not reached).
 
 {description}
 """
@@ -66,16 +73,37 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         previous = ShortCircuitOperator(
             task_id="check_new_data", python_callable=has_new_data, op_kwargs={"pipeline": spec.name}, retries=0
         )
+        gates = []
         for hop in spec.hops:
             task = LakehouseSparkOperator(
                 task_id=hop.name,
                 command="run",
                 pipeline=spec.name,
-                arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", *WAIT_ARGS],
-                doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`.",
+                arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
+                doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
             )
-            previous >> task
-            previous = task
+            gate = QualityGateOperator(
+                task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
+                doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote.",
+            )
+            previous >> task >> gate
+            previous = gate
+            gates.append(gate)
+        undo_hop = "ti.xcom_pull(task_ids='plan_undo')"
+        planned = PythonOperator(task_id="plan_undo", python_callable=plan_undo, trigger_rule="one_failed", retries=0,
+                                 op_kwargs={"pipeline": spec.name, "run_id": RUN_ID_ARG})
+        undo = LakehouseSparkOperator(
+            task_id="undo",
+            command="rollback",
+            pipeline=spec.name,
+            arguments=["--hop", "{{ %s }}" % undo_hop, f"--to-run={RUN_ID_ARG}", "--cascade", *WAIT_ARGS],
+            retries=0,
+            doc_md="Roll back this run's batches of the hop whose gate failed, and of the hops below.",
+        )
+        gates >> planned >> undo
+        # The chain's leaf: when a hop or gate failed it is upstream_failed, so the DAG run ends
+        # failed even after `undo` succeeded.
+        previous >> EmptyOperator(task_id="all_gates_passed")
     return dag
 
 

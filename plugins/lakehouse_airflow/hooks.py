@@ -74,6 +74,7 @@ class LakehouseSparkHook:
     def env_vars(self) -> dict[str, str]:
         """Environment the driver needs: where the lake is, and loopback for Spark."""
         from spark_jobs.lake import lakehouse_home
+        from spark_jobs.quality import quality_dir
         from spark_jobs.spec import pipelines_dir
 
         return {
@@ -81,6 +82,7 @@ class LakehouseSparkHook:
             # The driver imports spark_jobs from the shipped zip, so it cannot find the specs
             # relative to the package: name the folder.
             "LAKEHOUSE_PIPELINES": str(pipelines_dir()),
+            "LAKEHOUSE_QUALITY": str(quality_dir()),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
         }

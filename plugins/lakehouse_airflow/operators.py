@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import BaseOperatorLink
 
 from lakehouse_airflow.hooks import LakehouseSparkHook
 
@@ -39,3 +41,26 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.env_vars = {**hook.env_vars(), **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
         return super().execute(context)
+
+
+class DataDocsLink(BaseOperatorLink):
+    """The gate's Great Expectations Data Docs page (the address its task pushed to XCom)."""
+
+    name = "Data Docs"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        from airflow.sdk.bases.xcom import BaseXCom as XCom
+
+        return XCom.get_value(ti_key=ti_key, key="data_docs") or ""
+
+
+class QualityGateOperator(PythonOperator):
+    """A hop's quality gate (:func:`lakehouse_airflow.checks.quality_gate`), linking its Data Docs page."""
+
+    operator_extra_links = (DataDocsLink(),)
+
+    def __init__(self, *, pipeline: str, hop: str, run_id: str, **kwargs: Any):
+        from lakehouse_airflow.checks import quality_gate
+
+        super().__init__(python_callable=quality_gate, op_kwargs={"pipeline": pipeline, "hop": hop, "run_id": run_id},
+                         **kwargs)

@@ -50,6 +50,15 @@ def transform(hop: HopSpec, frame, spec: PipelineSpec, inputs: dict):
     raise UsageError(f"ad_events has no transform for hop {hop.name!r}")
 
 
+def quality_frame(hop: HopSpec, frame):
+    """What the hop's quality suite checks: the rows, plus gold's ``window_seconds``."""
+    from pyspark.sql import functions as F
+
+    if hop.name == "gold":
+        return frame.withColumn("window_seconds", F.unix_timestamp("window_end") - F.unix_timestamp("window_start"))
+    return frame
+
+
 def split_ingested(parsed):
     """Bronze rows and quarantine rows of a parsed increment."""
     return transforms.valid_events(parsed), transforms.invalid_lines(parsed)

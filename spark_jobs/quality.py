@@ -1,0 +1,270 @@
+"""Data-quality gates (DESIGN.md section 6): a Great Expectations suite per hop, checked on
+the rows one run wrote, with a policy per expectation.
+
+- ``warn``: the result is recorded; the gate passes.
+- ``drop``: rows failing the rule never reach the table: the hop's write sends them to the
+  hop's quarantine table with the rule's name as the reason (written + quarantined = read).
+  Only row-level rules can drop (:data:`ROW_RULES`).
+- ``fail``: the gate fails; the stream DAG rolls the run back.
+
+Suites are GX 1.x suite JSON files, ``include/quality/<pipeline>/<hop>.json`` (or under
+``$LAKEHOUSE_QUALITY``), with ``meta.policy`` on each expectation. Loading a suite and
+reading results are plain Python; validating needs Spark and GX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from spark_jobs.errors import UsageError
+from spark_jobs.lake import Lake, filesystem
+from spark_jobs.records import write_json
+from spark_jobs.spec import HopSpec, PipelineSpec, repo_root
+
+POLICIES = ("warn", "drop", "fail")
+ROW_RULES = (
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_match_regex",
+)
+EXAMPLES = 5  # failing values shown per rule
+
+
+def quality_dir() -> Path:
+    """Where suites live: ``$LAKEHOUSE_QUALITY`` or ``include/quality``."""
+    return Path(os.environ.get("LAKEHOUSE_QUALITY") or repo_root() / "include" / "quality")
+
+
+def suite_path(spec: PipelineSpec, hop: HopSpec) -> Path:
+    return quality_dir() / spec.name / f"{hop.name}.json"
+
+
+def rule_name(expectation: dict) -> str:
+    """A short readable name: ``expect_column_values_to_not_be_null(campaign_id)``."""
+    kwargs = expectation.get("kwargs", {})
+    target = kwargs.get("column") or ",".join(kwargs.get("column_list", [])) or ""
+    return f"{expectation['type']}({target})"
+
+
+def load_suite(spec: PipelineSpec, hop: HopSpec) -> dict | None:
+    """The hop's suite as a dict (None when the hop has none), its policies checked."""
+    path = suite_path(spec, hop)
+    if not path.exists():
+        return None
+    try:
+        suite = json.loads(path.read_text())
+    except ValueError as error:
+        raise UsageError(f"quality suite {path} is not valid JSON ({error}): fix the file") from None
+    for expectation in suite.get("expectations", []):
+        policy = expectation.get("meta", {}).get("policy", "fail")
+        if policy not in POLICIES:
+            raise UsageError(f"quality suite {path}: {rule_name(expectation)} has policy {policy!r}; "
+                             f"use one of {', '.join(POLICIES)}")
+        if policy == "drop" and expectation["type"] not in ROW_RULES:
+            raise UsageError(f"quality suite {path}: {rule_name(expectation)} cannot drop rows (it is not a "
+                             f"per-row rule); use warn or fail, or one of {', '.join(ROW_RULES)}")
+    return suite
+
+
+def policy(expectation: dict) -> str:
+    return expectation.get("meta", {}).get("policy", "fail")
+
+
+def drop_rules(suite: dict | None) -> list[dict]:
+    return [e for e in (suite or {}).get("expectations", []) if policy(e) == "drop"]
+
+
+# -- drop: inside the hop's write ----------------------------------------------------------------
+
+def _passes(expectation: dict):
+    """A Spark condition true for rows that meet a row-level rule (nulls pass all but not-null, as in GX)."""
+    from pyspark.sql import functions as F
+
+    kwargs = expectation["kwargs"]
+    column = F.col(kwargs["column"])
+    kind = expectation["type"]
+    if kind == "expect_column_values_to_not_be_null":
+        return column.isNotNull()
+    if kind == "expect_column_values_to_be_in_set":
+        condition = column.isin(*kwargs["value_set"])
+    elif kind == "expect_column_values_to_be_between":
+        condition = F.lit(True)
+        if kwargs.get("min_value") is not None:
+            condition = condition & (column > kwargs["min_value"] if kwargs.get("strict_min") else column >= kwargs["min_value"])
+        if kwargs.get("max_value") is not None:
+            condition = condition & (column < kwargs["max_value"] if kwargs.get("strict_max") else column <= kwargs["max_value"])
+    else:  # expect_column_values_to_match_regex
+        condition = column.rlike(kwargs["regex"])
+    return column.isNull() | condition
+
+
+def split_by_rules(frame, rules: list[dict]):
+    """``(kept, dropped)``: ``dropped`` holds the failing rows with ``reason`` (the first rule they fail)."""
+    from pyspark.sql import functions as F
+
+    if not rules:
+        return frame, None
+    reason = None
+    for rule in rules:
+        label = F.lit(f"quality: {rule_name(rule)}")
+        reason = F.when(~_passes(rule), label) if reason is None else reason.when(~_passes(rule), label)
+    marked = frame.withColumn("_quality_reason", reason)
+    kept = marked.where(F.col("_quality_reason").isNull()).drop("_quality_reason")
+    dropped = marked.where(F.col("_quality_reason").isNotNull())
+    return kept, dropped
+
+
+def as_quarantine_rows(dropped, columns: list[str], keep: tuple[str, ...] = ()):
+    """Dropped rows in the quarantine's shape: the row as JSON, the reason, and ``keep`` columns."""
+    from pyspark.sql import functions as F
+
+    return dropped.select(F.to_json(F.struct(*columns)).alias("raw_line"), F.col("_quality_reason").alias("reason"),
+                          *keep)
+
+
+# -- validation of a run's increment -------------------------------------------------------------
+
+def results_dir(lake: Lake) -> str:
+    return lake.path(f"_ops/quality/{lake.spec.name}")
+
+
+def increment(spark, table: str, version_before: int | None, version_after: int | None, keys: tuple[str, ...] = ()):
+    """The rows the commits in ``(version_before, version_after]`` inserted or updated (change data feed).
+
+    With ``keys`` (a table kept current by MERGE), each key's last change only: a window that
+    several batches of the run updated is one row, as it is in the table.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if version_after is None or version_after == version_before:
+        frame = spark.read.format("delta").load(table) if version_after is not None else None
+        return frame.limit(0) if frame is not None else None
+    changes = (spark.read.format("delta").option("readChangeFeed", "true")
+               .option("startingVersion", (version_before if version_before is not None else -1) + 1)
+               .option("endingVersion", version_after).load(table))
+    inserted = changes.where(F.col("_change_type").isin("insert", "update_postimage"))
+    if keys:
+        latest = Window.partitionBy(*keys).orderBy(F.col("_commit_version").desc())
+        inserted = inserted.withColumn("_change_rank", F.row_number().over(latest)).where("_change_rank = 1").drop(
+            "_change_rank")
+    return inserted.drop("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def validate_frame(frame, suite: dict) -> dict:
+    """Run the suite on ``frame`` with GX: the GX validation result, and it as a JSON-safe dict."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # no usage statistics sent anywhere
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # progress is ours to print
+    asset = context.data_sources.add_spark(name="lakehouse").add_dataframe_asset(name="increment")
+    batch = asset.add_batch_definition_whole_dataframe("run").get_batch(batch_parameters={"dataframe": frame})
+    gx_suite = context.suites.add(gx.ExpectationSuite(**{key: suite[key] for key in ("name", "expectations", "meta")
+                                                         if key in suite}))
+    result = batch.validate(gx_suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES})
+    return result, result.to_json_dict()
+
+
+def summarize(suite: dict, result: dict) -> list[dict]:
+    """One line per rule: policy, passed, observed value, failing count, examples."""
+    rules = []
+    for expectation, outcome in zip(suite.get("expectations", []), result["results"]):
+        detail = outcome.get("result") or {}
+        rules.append({
+            "rule": rule_name(expectation),
+            "policy": policy(expectation),
+            "passed": bool(outcome.get("success")),
+            "observed": detail.get("observed_value"),
+            "failing": detail.get("unexpected_count"),
+            "examples": (detail.get("partial_unexpected_list") or [])[:EXAMPLES],
+            "error": _exception_message(outcome.get("exception_info")),
+        })
+    return rules
+
+
+def _exception_message(info) -> str | None:
+    """GX's ``exception_info``: one flat dict, or one per metric; the first message raised."""
+    if not isinstance(info, dict):
+        return None
+    found = [info] if "raised_exception" in info else [value for value in info.values() if isinstance(value, dict)]
+    return next((entry.get("exception_message") for entry in found if entry.get("raised_exception")), None)
+
+
+def _html(gx_result) -> str:
+    """The GX Data Docs page of one validation result."""
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+    from great_expectations.render.view import DefaultJinjaPageView
+
+    return DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(gx_result))
+
+
+def check(spark, lake: Lake, hop: HopSpec, record: dict) -> dict | None:
+    """Validate the rows ``record``'s run wrote to the hop's table; write the GX result JSON
+    and Data Docs HTML to ``_ops/quality/``; return the summary (None: the hop has no suite)."""
+    suite = load_suite(lake.spec, hop)
+    if suite is None:
+        return None
+    began = time.time()
+    table = lake.table(hop)
+    change = record["tables"].get(table) or {}
+    frame = increment(spark, table, change.get("version_before"), change.get("version_after"), tuple(hop.keys))
+    name = f"{record['run_id']}.{hop.name}"
+    summary = {"suite": suite.get("name"), "run_id": record["run_id"], "hop": hop.name,
+               "versions": [change.get("version_before"), change.get("version_after")], "rows": 0}
+    if frame is None:
+        summary.update(gate="passed", rules=[], note="no table yet: nothing to check")
+    else:
+        from spark_jobs.pipelines import pipeline_code
+
+        frame = pipeline_code(lake.spec.name).quality_frame(hop, frame).persist()
+        try:
+            summary["rows"] = frame.count()
+            gx_result, result = validate_frame(frame, suite)
+        finally:
+            frame.unpersist()
+        rules = summarize(suite, result)
+        failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
+        summary.update(gate="failed" if failed else "passed", failed=failed,
+                       warned=[rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] != "fail"],
+                       rules=rules)
+        folder = results_dir(lake)
+        summary["result"] = write_json(folder, f"{name}.result.json", result)
+        docs = f"{folder}/{name}.html"
+        with filesystem(folder).open(docs, "w") as handle:
+            handle.write(_html(gx_result))
+        summary["data_docs"] = docs
+    summary["seconds"] = round(time.time() - began, 3)
+    write_json(results_dir(lake), f"{name}.json", summary)
+    return summary
+
+
+def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
+    """The gate summary ``check`` wrote for a run and hop (None: not checked)."""
+    path = f"{results_dir(lake)}/{run_id}.{hop}.json"
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as handle:
+        return json.load(handle)
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"{summary['hop']} quality gate {summary['gate'].upper()} for run {summary['run_id']}: "
+             f"suite {summary['suite']}, {summary['rows']:,} rows (table versions "
+             f"{summary['versions'][0]}..{summary['versions'][1]}), {summary['seconds']} s"]
+    for rule in summary.get("rules", []):
+        verdict = "ok" if rule["passed"] else ("FAILED" if rule["policy"] == "fail" else "failed")
+        observed = f" observed {rule['observed']}" if rule["observed"] is not None else ""
+        failing = f" failing {rule['failing']:,}" if rule["failing"] else ""
+        examples = f" e.g. {rule['examples']}" if rule["examples"] and not rule["passed"] else ""
+        error = f" error: {rule['error']}" if rule.get("error") else ""
+        lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")
+    if summary.get("data_docs"):
+        lines.append(f"  data docs: {summary['data_docs']}")
+    return "\n".join(lines)
