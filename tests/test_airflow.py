@@ -44,7 +44,8 @@ shape = {dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in dag.topologica
 meta = {dag_id: {"max_active_runs": dag.max_active_runs, "schedule": str(dag.schedule),
                  "params": sorted(dag.params.keys())} for dag_id, dag in bag.dags.items()}
 heavy = sorted(m for m in ("pyspark", "delta", "great_expectations", "py4j") if m in sys.modules)
-print(json.dumps({"errors": bag.import_errors, "shape": shape, "meta": meta, "heavy": heavy,
+links = {t.task_id: sorted(link.name for link in t.operator_extra_links) for t in bag.dags["ad_events__stream"].tasks}
+print(json.dumps({"errors": bag.import_errors, "shape": shape, "meta": meta, "heavy": heavy, "links": links,
                   "seconds": time.perf_counter() - started}))
 """
 
@@ -78,6 +79,8 @@ def test_dag_shapes(dagbag):
         "gate_silver": ["silver"], "gold": ["gate_silver"], "gate_gold": ["gold"],
         "plan_undo": ["gate_bronze", "gate_gold", "gate_silver"], "undo": ["plan_undo"],
         "all_gates_passed": ["gate_gold"]}
+    assert {task: links for task, links in dagbag["links"].items() if links} == {
+        f"gate_{hop}": ["Data Docs"] for hop in ("bronze", "silver", "gold")}
     assert dagbag["shape"]["ad_events__backfill"] == {"bronze": [], "silver": ["bronze"], "gold": ["silver"]}
     assert dagbag["shape"]["ad_events__rollback"] == {"plan": [], "execute": ["plan"], "verify": ["execute"]}
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1

@@ -139,6 +139,15 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     assert printed["failed"] == [CAMPAIGN_RULE] and _rule(printed, CAMPAIGN_RULE)["failing"] == 3
     _assert_data_docs_render(Path(printed["data_docs"]), "ad_events.silver", CAMPAIGN_RULE)
 
+    # A backfill checks its range: every view of the day (the rule is `fail` now, so nothing is
+    # dropped and every orphan of the day fails it).
+    assert main(["backfill", "ad_events", "--hop", "silver", "--start", "2026-04-02", "--end", "2026-04-03", "--run-id", "b1",
+                 "--quality=report"]) == 0
+    summary = _summary(lake_home, "b1", "silver")
+    all_orphans = [view for view in _views_in_landing(lake_home) if view[0] == "ad-without-campaign"]
+    assert summary["rows"] == len(_views_in_landing(lake_home)) and summary["gate"] == "failed"
+    assert _rule(summary, CAMPAIGN_RULE)["failing"] == len(all_orphans) == 7 + 5 + 3
+
 
 def _assert_data_docs_render(page: Path, suite_name: str, rule: str) -> None:
     """Open the page in headless Chromium (Debian's; `.ci/run` installs it) and read the DOM."""
