@@ -138,6 +138,12 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["failed"] == [CAMPAIGN_RULE] and _rule(printed, CAMPAIGN_RULE)["failing"] == 3
     _assert_data_docs_render(Path(printed["data_docs"]), "ad_events.silver", CAMPAIGN_RULE)
+    results = lake_home / "_ops" / "quality" / "ad_events"
+    summaries = [path for path in results.glob("*.json") if not path.name.endswith(".result.json")]
+    assert len(summaries) == 3 * 4 - 1  # every hop of r1..r4 but r4's gold
+    for path in summaries:  # each validated run has its GX result and its Data Docs page
+        summary = json.loads(path.read_text())
+        assert Path(summary["data_docs"]).stat().st_size > 1000 and Path(summary["result"]).exists()
 
     # A backfill checks its range: every view of the day (the rule is `fail` now, so nothing is
     # dropped and every orphan of the day fails it).
