@@ -116,6 +116,18 @@ def _refuse_failed_gate(lake: Lake, hop, run_id: str, summary: dict) -> None:
         f"transform or the rule's policy in {suite_path(lake.spec, hop)}")
 
 
+def _hops_gated(spark, lake: Lake, hops, mode: str, run_hop) -> tuple[list, tuple | None]:
+    """Run each hop (``run_hop(hop)`` gives its record) then its gate; stop below a failed gate
+    in ``gate`` mode. Returns the records and the (hop, summary) of the failed gate, if any."""
+    records = []
+    for hop in hops:
+        records.append(run_hop(hop))
+        summary = _gate(spark, lake, hop, records[-1], mode)
+        if summary and summary["gate"] == "failed" and mode == "gate":
+            return records, (hop, summary)
+    return records, None
+
+
 def cmd_run(args) -> int:
     from spark_jobs.runner import HopRun, run_continuous
     from spark_jobs.session import build_session
@@ -127,18 +139,15 @@ def cmd_run(args) -> int:
         raise UsageError("--max-files-per-trigger must be >= 1")
     with _writer(lake, "run", run_id, args.wait):
         spark = build_session(f"lakehouse-{lake.spec.name}-run", lake.spec.shuffle_partitions)
+        failed_gate = None
         if args.continuous:
             records = run_continuous(spark, lake, hops, run_id, args.trigger_interval)
         else:
-            records, failed_gate = [], None
-            for hop in hops:
-                records.append(HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
-                summary = _gate(spark, lake, hop, records[-1], args.quality)
-                if summary and summary["gate"] == "failed" and args.quality == "gate":
-                    failed_gate = (hop, summary)
-                    break
+            records, failed_gate = _hops_gated(
+                spark, lake, hops, args.quality,
+                lambda hop: HopRun(spark, lake, hop, run_id, "run-once").run_once(args.max_files_per_trigger))
     _emit(args, _runs_document(run_id, records), f"run {run_id}\n" + "\n".join(map(_summary_line, records)))
-    if not args.continuous and failed_gate:
+    if failed_gate:
         _refuse_failed_gate(lake, failed_gate[0], run_id, failed_gate[1])
     return 0
 
@@ -165,13 +174,8 @@ def cmd_backfill(args) -> int:
 
     with _writer(lake, "backfill", run_id, args.wait, streams_caught_up):
         spark = build_session(f"lakehouse-{lake.spec.name}-backfill", lake.spec.shuffle_partitions)
-        records, failed_gate = [], None
-        for hop in hops:
-            records.append(HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end))
-            summary = _gate(spark, lake, hop, records[-1], args.quality)
-            if summary and summary["gate"] == "failed" and args.quality == "gate":
-                failed_gate = (hop, summary)
-                break
+        records, failed_gate = _hops_gated(
+            spark, lake, hops, args.quality, lambda hop: HopRun(spark, lake, hop, run_id, "backfill").backfill(start, end))
     _emit(args, _runs_document(run_id, records), f"backfill {run_id}\n" + "\n".join(map(_summary_line, records)))
     if failed_gate:
         _refuse_failed_gate(lake, failed_gate[0], run_id, failed_gate[1])

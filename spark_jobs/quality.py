@@ -126,6 +126,14 @@ def as_quarantine_rows(dropped, columns: list[str], keep: tuple[str, ...] = ()):
                           *keep)
 
 
+def no_quarantine_rows(frame, keep: tuple[str, ...] = ()):
+    """No rows, in :func:`as_quarantine_rows`' shape: a batch without drops still commits once."""
+    from pyspark.sql import functions as F
+
+    return frame.limit(0).select(F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("reason"),
+                                 *keep)
+
+
 # -- validation of a run's increment -------------------------------------------------------------
 
 def results_dir(lake: Lake) -> str:

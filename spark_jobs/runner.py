@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from spark_jobs import checkpoint_log, delta_log
+from spark_jobs import checkpoint_log, delta_log, quality
 from spark_jobs.errors import LakehouseError, RunFailed
 from spark_jobs.lake import Lake, filesystem
 from spark_jobs.pipelines import pipeline_code
@@ -195,9 +195,9 @@ class HopRun:
 
         time_column = self.hop.time_column
         files = [row[0] for row in batch.select("_source_file").distinct().collect()]
-        low, high = valid.agg(F.min(time_column), F.max(time_column)).first()
         if not files:
             return valid, invalid
+        low, high = valid.agg(F.min(time_column), F.max(time_column)).first()
 
         def written(table: str):
             rows = self.spark.read.format("delta").load(table) if _table_exists(table) else None
@@ -215,8 +215,6 @@ class HopRun:
 
     def _drop_failing(self, kept, quarantined, keep: tuple[str, ...]):
         """Apply the suite's ``drop`` rules: failing rows join the quarantine rows, with the rule."""
-        from spark_jobs import quality
-
         if not self.drop_rules:
             return kept, quarantined
         kept, dropped = quality.split_by_rules(kept, self.drop_rules)
@@ -243,7 +241,7 @@ class HopRun:
                 kept.write.format("delta").mode("append").partitionBy(*self.hop.partition_by).options(
                     **idempotent).save(table)
                 if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
-                    dropped = quality_quarantine_frame(batch, self.hop.time_column)
+                    dropped = quality.no_quarantine_rows(batch, (self.hop.time_column,))
                 add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
             finally:
                 batch.unpersist()
@@ -361,7 +359,7 @@ class HopRun:
                     from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
 
                     if dropped is None:
-                        dropped = quality_quarantine_frame(frame, self.hop.time_column)
+                        dropped = quality.no_quarantine_rows(frame, (self.hop.time_column,))
                     add_lineage(dropped, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                         "replaceWhere", in_range).save(self.lake.quarantine(self.hop))
         self._close("succeeded")
@@ -402,8 +400,6 @@ class HopRun:
 
 def _drop_rules(lake: Lake, hop: HopSpec) -> list[dict]:
     """The hop's ``drop`` quality rules; a hop that drops rows needs a quarantine table."""
-    from spark_jobs import quality
-
     rules = quality.drop_rules(quality.load_suite(lake.spec, hop))
     if rules and (lake.quarantine(hop) is None or hop.kind == "aggregate"):
         raise LakehouseError(
@@ -411,14 +407,6 @@ def _drop_rules(lake: Lake, hop: HopSpec) -> list[dict]:
             f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
             "or use warn/fail")
     return rules
-
-
-def quality_quarantine_frame(frame, time_column: str):
-    """An empty frame in the shape of quality-dropped rows (raw_line, reason, the time column)."""
-    from pyspark.sql import functions as F
-
-    return frame.limit(0).select(F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("reason"),
-                                 F.col(time_column))
 
 
 def _has_backfill_writes(table: str) -> bool:
