@@ -234,7 +234,8 @@ class HopRun:
         table, quarantine = self.lake.table(self.hop), self.lake.quarantine(self.hop)
 
         def write_batch(batch, batch_id: int) -> None:
-            batch.persist()
+            if self.drop_rules:  # two writes read the batch: compute it once
+                batch.persist()
             try:
                 kept, dropped = self._drop_failing(batch, None, (self.hop.time_column,))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
