@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: setup run test test-fast bench clean check-tools
+.PHONY: setup run test test-fast bench bench-smoke clean check-tools
 
 setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated
 
@@ -37,9 +38,13 @@ test: setup
 test-fast: setup
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
+# The benchmark suite (about 40 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
 bench: setup
-	$(PY) -m bench.rollback
-	$(PY) -m bench.quality
+	$(PY) -m bench $(BENCH_ARGS)
+
+# The same suite at tiny sizes (CI runs it after the tests).
+bench-smoke: setup
+	$(PY) -m bench --smoke $(BENCH_ARGS)
 
 clean:
 	rm -rf .airflow .lakehouse .cache/dist

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -40,8 +41,11 @@ def run(events: int, repeats: int) -> dict:
     home = root / "lake"
     os.environ["LAKEHOUSE_HOME"] = str(home)
     os.environ.pop("LAKEHOUSE_QUALITY", None)  # the shipped suites
-    _increment(home, 0, max(events // 20, 1000))  # warm-up: JVM start, GX import, table creation
-    samples = [_increment(home, index, events) for index in range(1, repeats + 1)]
+    try:
+        _increment(home, 0, max(events // 20, 1000))  # warm-up: JVM start, GX import, table creation
+        samples = [_increment(home, index, events) for index in range(1, repeats + 1)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     table = {}
     for hop in HOPS:
         shares = [check / (run_s + check) for run_s, check, _rows in (sample[hop] for sample in samples)]

@@ -35,7 +35,7 @@ def _lake(root: Path, events: int) -> Path:
         assert main(["generate", "ad_events", "--events", str(per_file), "--files", "1", "--seed", str(index),
                      "--start", start, "--bad-fraction", "0.01"]) == 0
     began = time.perf_counter()
-    assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
+    assert main(["run", "ad_events", "--max-files-per-trigger", "1", "--quality=off"]) == 0
     print(f"built {home.name}: {per_file * BATCHES:,} events in {time.perf_counter() - began:.0f} s", flush=True)
     return home
 

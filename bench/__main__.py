@@ -1,0 +1,118 @@
+"""The benchmark suite: ``python -m bench`` (``make bench``; ``make bench-smoke`` in CI).
+
+Runs, in order: throughput (run vs plain PySpark vs backfill), the quality gates' share, rollback
+at two table sizes (in this process, one warm JVM), then Airflow's parse time, task
+overhead and nothing-new task, and last the cost of always-on against run-once (subprocesses
+under :mod:`bench.meter`). Writes ``bench/results/latest.json``, ``latest.md`` and PNG charts,
+and prints the Markdown. Every size is a flag; ``--smoke`` makes all of them tiny.
+
+    python -m bench [--only throughput,cost,...] [--smoke] [--events 2000000] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+
+from bench import airflow_overhead, charts, cost, quality, rollback, throughput
+from bench.common import RESULTS, machine, write_json
+
+PARTS = ("throughput", "quality", "rollback", "airflow", "cost")
+SMOKE = {"events": 20_000, "repeats": 1, "quality_events": 10_000, "rollback_events": 2_000, "airflow_events": 2_000,
+         "rate": 20, "duration": 60.0, "interval": 30.0}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the suite runs end to end (CI)")
+    parser.add_argument("--events", type=int, default=2_000_000, help="throughput: events in the landing files")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median, min, max)")
+    parser.add_argument("--quality-events", type=int, default=200_000, help="quality: events per increment")
+    parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
+    parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
+    parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
+    parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
+    parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+    args.only = [part.strip() for part in args.only.split(",") if part.strip()]
+    unknown = sorted(set(args.only) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown part {', '.join(unknown)}: choose from {', '.join(PARTS)}")
+    if min(args.events, args.repeats, args.rate, args.quality_events, args.rollback_events, args.airflow_events) < 1 \
+            or args.duration <= 0 or args.interval <= 0:
+        parser.error("sizes, repeats, rate, duration and interval must be positive")
+    return args
+
+
+def _step(name: str) -> None:
+    print(f"== {name} ({dt.datetime.now().strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> dict:
+    began = time.time()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result: dict = {"machine": machine(), "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "smoke": args.smoke, "parameters": {key: value for key, value in vars(args).items() if key != "only"}}
+    if "throughput" in args.only:
+        _step(f"throughput: {args.events:,} events x 3 ways x {args.repeats}")
+        result["throughput"] = throughput.run(args.events, args.repeats)
+    if "quality" in args.only:
+        _step(f"quality share: {args.quality_events:,} events x {args.repeats}")
+        result["quality"] = quality.run(args.quality_events, args.repeats)
+    if "rollback" in args.only:
+        _step(f"rollback: {args.rollback_events:,} and 10x events x {args.repeats}")
+        result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()  # the subprocess benchmarks below get the machine to themselves
+    if "airflow" in args.only:
+        _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
+        result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
+    if "cost" in args.only:
+        _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
+        result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)
+    result["duration_s"] = round(time.time() - began, 1)
+    return result
+
+
+def markdown(result: dict) -> str:
+    m = result["machine"]
+    parts = [f"# Benchmarks{' (smoke sizes)' if result['smoke'] else ''}", "",
+             f"{result['started']}, {m['cpus']} cores ({m['cpu']}), Spark master {m['spark_master']}, "
+             f"Python {m['python']}; the suite took {result['duration_s'] / 60:.1f} min."]
+    sections = (("throughput", "Throughput: the same work three ways", throughput.markdown),
+                ("cost", "Cost: always-on against run-once", cost.markdown),
+                ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
+                ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
+                ("quality", "Quality gates' share of hop time", quality.markdown))
+    for key, title, render in sections:
+        if key in result:
+            parts += ["", f"## {title}", "", render(result[key])]
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = run(args)
+    write_json("latest.json", result)
+    text = markdown(result)
+    (RESULTS / "latest.md").write_text(text)
+    written = charts.draw(result, RESULTS)
+    print(text)
+    print(f"wrote {RESULTS / 'latest.json'}, {RESULTS / 'latest.md'} and {', '.join(path.name for path in written)}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR")
+    raise SystemExit(main())

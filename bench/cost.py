@@ -1,0 +1,262 @@
+"""Benchmark: the cost of discontinuous run-once streaming against an always-on stream.
+
+One arrival trickle (``rate`` events/s written as a file every ``file_every`` seconds, each
+event stamped with its arrival time) lands in two lakes at once (hard links). Lake A is
+processed by ``lakehouse run --continuous --trigger-interval '10 seconds'`` for the whole
+trickle; lake B by ``lakehouse run`` every ``interval`` seconds, as the stream DAG would.
+Every job runs under :mod:`bench.meter`, which counts the CPU-seconds of the Python
+process, its JVM and every other descendant. Held core-seconds are a job's wall time times
+the cores it holds (``local[2]``: 2). Staleness is sampled every 2 s from gold's Delta log
+(no JVM): the age of the newest window end visible in gold.
+
+The per-day projection for hourly runs uses the measured figures: an always-on job's
+cost per hour, and a run-once job's fixed cost (a run with nothing new, measured last) plus
+its cost per event (from the runs with data).
+
+Both ways run side by side on the same 2 cores, so each slows the other a little; the
+held core-seconds of the always-on job do not depend on that (it holds its cores anyway).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.common import CORES, lakehouse_command, metered
+
+GOLD = "tables/gold/campaign_views_10s"
+DAY_S = 86_400
+GRACE_S = 60  # the always-on job runs this long after the trickle ends, to show its last files
+
+
+def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, span_ms: int, rng) -> None:
+    from spark_jobs.generator import ad_ids
+
+    ads = ad_ids()
+    lines = []
+    for position in range(events):
+        event_time = now_ms - span_ms + (position + 1) * span_ms // events
+        lines.append(json.dumps({"user_id": f"u{rng.randrange(10_000)}", "page_id": f"p{rng.randrange(1000)}",
+                                 "ad_id": rng.choice(ads)[0], "ad_type": "banner",
+                                 "event_type": rng.choice(("view", "click", "purchase")),
+                                 "event_time": event_time, "ip_address": "10.0.0.1"}, separators=(",", ":")))
+    text = "".join(line + "\n" for line in lines)
+    first = landing_dirs[0] / f"trickle-{index:05d}.json"
+    staging = landing_dirs[0] / f".trickle-{index:05d}.json.tmp"
+    staging.write_text(text)
+    for other in landing_dirs[1:]:
+        os.link(staging, other / first.name)  # hard link under the final name: appears whole
+    staging.rename(first)
+
+
+def _campaigns(home: Path) -> None:
+    from spark_jobs.generator import ad_ids
+
+    folder = home / "landing/campaigns"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "campaigns.csv").write_text("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ad_ids()))
+
+
+class GoldWatermark:
+    """The newest ``window_end`` in gold, from the add actions' statistics in its Delta log."""
+
+    def __init__(self, home: Path) -> None:
+        self.log = home / GOLD / "_delta_log"
+        self.read: set[str] = set()
+        self.newest_ms: float | None = None
+
+    def poll(self) -> float | None:
+        if self.log.is_dir():
+            for path in sorted(self.log.glob("*.json")):
+                if path.name in self.read:
+                    continue
+                try:
+                    actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                except (OSError, json.JSONDecodeError):
+                    continue  # being written: read it at the next poll
+                self.read.add(path.name)
+                for action in actions:
+                    stats = (action.get("add") or {}).get("stats")
+                    end = stats and json.loads(stats).get("maxValues", {}).get("window_end")
+                    if end:
+                        end_ms = dt.datetime.fromisoformat(end.replace("Z", "+00:00")).timestamp() * 1000
+                        self.newest_ms = max(self.newest_ms or 0.0, end_ms)
+        return self.newest_ms
+
+
+def _staleness(watchers: dict[str, GoldWatermark], arrivals: list[float], stop: threading.Event, samples: dict) -> None:
+    """Every 2 s: how long the oldest landed file that gold does not show yet has waited (0: none).
+
+    A file's newest event is stamped with its arrival, so gold shows it once its newest
+    ``window_end`` reaches that time (10-s windows: up to 10 s early).
+    """
+    while not stop.wait(2):
+        now = time.time()
+        for name, watcher in watchers.items():
+            newest_s = (watcher.poll() or 0.0) / 1000
+            waiting = [arrived for arrived in list(arrivals) if arrived > newest_s]
+            samples[name].append(round(now - waiting[0], 1) if waiting else 0.0)
+
+
+def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5.0, log_dir: Path | None = None) -> dict:
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-cost-"))
+    log_dir = log_dir or root
+    homes = {"always_on": root / "always-on", "run_once": root / "run-once"}
+    for home in homes.values():
+        (home / "landing/ad_events").mkdir(parents=True)
+        _campaigns(home)
+    envs = {name: {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_QUALITY": str(root / "no-suites")}
+            for name, home in homes.items()}
+    (root / "no-suites").mkdir()
+    watchers = {name: GoldWatermark(home) for name, home in homes.items()}
+    samples: dict[str, list[float]] = {name: [] for name in homes}
+    results: dict[str, list[dict]] = {"always_on": [], "run_once": []}
+    stop = threading.Event()
+    try:
+        began = time.time()
+        always_on = threading.Thread(target=lambda: results["always_on"].append(metered(
+            lakehouse_command("run", "ad_events", "--continuous", "--trigger-interval", "10 seconds", "--quality=off",
+                              "--run-id", "always-on"),
+            envs["always_on"], stop_after=duration_s + GRACE_S, log=log_dir / "always-on.log")))
+        always_on.start()
+        arrivals: list[float] = []
+        sampler = threading.Thread(target=_staleness, args=(watchers, arrivals, stop, samples), daemon=True)
+        sampler.start()
+        rng = random.Random(7)
+        landing = [home / "landing/ad_events" for home in homes.values()]
+        files = 0
+        next_run = began + interval_s
+        events_per_file = max(int(rate * file_every_s), 1)
+        runs_events: list[int] = []
+        events_landed = 0
+        while time.time() - began < duration_s or files == 0:
+            arrived = time.time()
+            _write_file(landing, files, events_per_file, int(arrived * 1000), int(file_every_s * 1000), rng)
+            arrivals.append(arrived)
+            files += 1
+            events_landed += events_per_file
+            wake = min(began + files * file_every_s, next_run)
+            time.sleep(max(wake - time.time(), 0))
+            if time.time() >= next_run:
+                results["run_once"].append(_run_once(envs["run_once"], len(results["run_once"]), log_dir))
+                runs_events.append(events_landed - sum(runs_events))
+                next_run += interval_s
+                print(f"  cost: run-once {len(runs_events)} at {time.time() - began:.0f} s: "
+                      f"{results['run_once'][-1]['wall_s']:.0f} s", flush=True)
+        # The trickle ended: the last run picks up what is left, while the always-on job has
+        # GRACE_S more seconds to show its last files before it is stopped.
+        results["run_once"].append(_run_once(envs["run_once"], len(results["run_once"]), log_dir))
+        runs_events.append(events_landed - sum(runs_events))
+        always_on.join()
+        stop.set()
+        empty = _run_once(envs["run_once"], len(results["run_once"]), log_dir)  # nothing new: the fixed cost
+        equal = _gold_views(homes["always_on"]) == _gold_views(homes["run_once"]) == _expected_views(homes["run_once"])
+        if not equal:
+            raise RuntimeError("the two ways ended with different gold counts: the comparison would not be fair")
+    finally:
+        stop.set()
+        shutil.rmtree(root, ignore_errors=True)
+    return _summary(rate, duration_s, interval_s, events_landed, results, runs_events, empty, samples)
+
+
+def _run_once(env: dict, index: int, log_dir: Path) -> dict:
+    return metered(lakehouse_command("run", "ad_events", "--quality=off", "--run-id", f"run-once-{index}"), env,
+                   log=log_dir / "run-once.log")
+
+
+def _gold_views(home: Path) -> int:
+    """Views in gold, read with pyarrow from the files Delta's log says are current (no JVM)."""
+    import pyarrow.parquet as pq
+
+    current: set[str] = set()
+    for path in sorted((home / GOLD / "_delta_log").glob("*.json")):
+        for line in path.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "deletionVector" in json.dumps(action.get("add") or {}):
+                raise RuntimeError("gold has deletion vectors: count its views with Spark instead")
+            if "add" in action:
+                current.add(action["add"]["path"])
+            if "remove" in action:
+                current.discard(action["remove"]["path"])
+    from urllib.parse import unquote
+
+    return sum(sum(pq.read_table(home / GOLD / unquote(name), columns=["views"]).column("views").to_pylist())
+               for name in current)
+
+
+def _expected_views(home: Path) -> int:
+    """Views with a campaign, counted from the landing files in plain Python."""
+    total = 0
+    for path in (home / "landing/ad_events").glob("trickle-*.json"):
+        total += sum(1 for line in path.read_text().splitlines() if '"event_type":"view"' in line)
+    return total
+
+
+def _summary(rate, duration_s, interval_s, events, results, runs_events, empty, samples) -> dict:
+    on = results["always_on"][0]
+    runs = results["run_once"]
+    measured = {
+        "always_on": {"jobs": 1, "cpu_s": on["cpu_s"], "held_core_s": round(on["wall_s"] * CORES, 1),
+                      "wall_s": on["wall_s"], "worst_staleness_s": max(samples["always_on"], default=None)},
+        "run_once": {"jobs": len(runs), "cpu_s": round(sum(r["cpu_s"] for r in runs), 1),
+                     "held_core_s": round(sum(r["wall_s"] for r in runs) * CORES, 1),
+                     "wall_s": round(sum(r["wall_s"] for r in runs), 1),
+                     "worst_staleness_s": max(samples["run_once"], default=None)},
+    }
+    # Per day at hourly runs: the always-on job's cost per hour x 24 against 24 run-once jobs,
+    # each the fixed cost (nothing new) plus the measured cost per event x an hour of events.
+    # The first run also creates the tables, so it is left out when there are others.
+    with_data = [(r, n) for r, n in zip(runs, runs_events) if n][1:] or list(zip(runs, runs_events))
+    per_event = {key: statistics.median(max(r[key] - empty[key], 0.0) / max(n, 1) for r, n in with_data)
+                 for key in ("cpu_s", "wall_s")}
+    hourly_events = rate * 3600
+    projected = {
+        "always_on": {"cpu_s": round(on["cpu_s"] / on["wall_s"] * DAY_S), "held_core_s": CORES * DAY_S},
+        "run_once_hourly": {
+            "cpu_s": round(24 * (empty["cpu_s"] + per_event["cpu_s"] * hourly_events)),
+            "held_core_s": round(24 * CORES * (empty["wall_s"] + per_event["wall_s"] * hourly_events)),
+        },
+    }
+    return {
+        "rate_events_per_s": rate, "duration_s": duration_s, "run_once_every_s": interval_s, "events": events,
+        "trigger_interval": "10 seconds", "cores_held": CORES,
+        "measured": measured,
+        "measured_ratios": {key: round(measured["always_on"][key] / measured["run_once"][key], 1)
+                            for key in ("cpu_s", "held_core_s")},
+        "fixed_cost_per_run": {"cpu_s": empty["cpu_s"], "held_core_s": round(empty["wall_s"] * CORES, 1),
+                               "jvm_started": "java" in empty["processes"]},
+        "cost_per_1k_events": {key: round(value * 1000, 3) for key, value in per_event.items()},
+        "per_day_hourly": projected,
+        "per_day_ratios": {key: round(projected["always_on"][key] / projected["run_once_hourly"][key], 1)
+                           for key in ("cpu_s", "held_core_s")},
+        "staleness_samples": samples,
+    }
+
+
+def markdown(result: dict) -> str:
+    m, p, fixed = result["measured"], result["per_day_hourly"], result["fixed_cost_per_run"]
+    minutes = result["duration_s"] / 60
+    lines = [f"Always-on (10 s trigger) vs run-once every {result['run_once_every_s'] / 60:g} min, "
+             f"{result['rate_events_per_s']} events/s for {minutes:g} min ({result['events']:,} events), side by side",
+             "", "| | jobs | CPU-s | held core-s | worst staleness s |", "|---|---:|---:|---:|---:|",
+             f"| always-on | 1 | {m['always_on']['cpu_s']:,.0f} | {m['always_on']['held_core_s']:,.0f} "
+             f"| {m['always_on']['worst_staleness_s']} |",
+             f"| run-once | {m['run_once']['jobs']} | {m['run_once']['cpu_s']:,.0f} | {m['run_once']['held_core_s']:,.0f} "
+             f"| {m['run_once']['worst_staleness_s']} |",
+             f"| **ratio** | | **{result['measured_ratios']['cpu_s']}x** | **{result['measured_ratios']['held_core_s']}x** | |",
+             "", f"Per day at hourly runs (fixed cost per run {fixed['held_core_s']} held core-s, {fixed['cpu_s']} CPU-s; "
+             f"per 1,000 events {result['cost_per_1k_events']['wall_s'] * CORES:.3f} held core-s):", "",
+             "| | CPU-s/day | held core-s/day |", "|---|---:|---:|",
+             f"| always-on | {p['always_on']['cpu_s']:,} | {p['always_on']['held_core_s']:,} |",
+             f"| run-once hourly | {p['run_once_hourly']['cpu_s']:,} | {p['run_once_hourly']['held_core_s']:,} |",
+             f"| **ratio** | **{result['per_day_ratios']['cpu_s']}x** | **{result['per_day_ratios']['held_core_s']}x** "
+             "(target >= 10x) |"]
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""Benchmark: the same work three ways on the same YSB landing files.
+
+(a) ``lakehouse run ad_events`` (run-once, all hops), (b) a plain PySpark batch script
+written here without the package's runner (same parse, quarantine split, view filter,
+campaign join and 10-second window count, with Delta writes), (c) ``lakehouse backfill``
+over the same range. All three run in one process with one warm JVM, interleaved, each on
+a fresh lake whose landing files are hard links to one generated set; quality gates are
+off (their share is :mod:`bench.quality`'s figure). Each attempt checks that the three
+wrote the same row counts, so the ratios compare the same work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import CORES, link_landing, spread, stats
+
+WAYS = ("run", "plain", "backfill")
+RANGE = ("2026-03-01T00:00:00", "2026-03-02T00:00:00")  # holds every generated event
+
+
+def plain_batch(spark, home: Path) -> dict[str, Path]:
+    """The YSB pipeline as a data engineer would write it as one PySpark batch script."""
+    from pyspark.sql import functions as F
+
+    lines = spark.read.text(str(home / "landing/ad_events")).select(
+        "value", F.col("_metadata.file_path").alias("_source_file"))
+    doc = F.try_parse_json("value")
+
+    def field(name: str, kind: str = "string"):
+        return F.try_variant_get(doc, f"$.{name}", kind)
+
+    names = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
+    parsed = lines.select(*[field(name).alias(name) for name in names],
+                          field("event_time", "double").cast("long").alias("event_time"), "value", "_source_file")
+    is_event = F.coalesce(
+        F.col("ad_id").isNotNull() & F.col("event_type").isin("view", "click", "purchase")
+        & F.col("event_time").between(946_684_800_000, 4_102_444_800_000 - 1), F.lit(False))
+    parsed = parsed.withColumn("is_event", is_event).persist()
+    events = (parsed.where("is_event").drop("value", "is_event")
+              .withColumn("event_ts", F.timestamp_millis("event_time"))
+              .withColumn("event_date", F.to_date("event_ts")))
+    out = home / "plain"
+    events.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "bronze"))
+    parsed.where(~F.col("is_event")).select(F.col("value").alias("raw_line"), "_source_file").write.format(
+        "delta").mode("overwrite").save(str(out / "quarantine"))
+    campaigns = spark.read.option("header", True).schema("ad_id string, campaign_id string").csv(
+        str(home / "landing/campaigns"))
+    views = events.where(F.col("event_type") == "view").join(campaigns, "ad_id", "left")
+    views.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "silver"))
+    counts = (views.where(F.col("campaign_id").isNotNull())
+              .groupBy(F.window("event_ts", "10 seconds").alias("window"), "campaign_id")
+              .agg(F.count(F.lit(1)).alias("views"))
+              .select("campaign_id", F.col("window.start").alias("window_start"),
+                      F.col("window.end").alias("window_end"), "views"))
+    counts.write.format("delta").mode("overwrite").save(str(out / "gold"))
+    parsed.unpersist()
+    return {name: out / name for name in ("bronze", "quarantine", "silver", "gold")}
+
+
+def _counts(spark, tables: dict[str, Path]) -> dict[str, int]:
+    """Rows of each table, and the views gold counts (equal outputs prove equal work)."""
+    found = {name: spark.read.format("delta").load(str(path)).count() for name, path in tables.items()}
+    found["gold_views"] = spark.read.format("delta").load(str(tables["gold"])).groupBy().sum("views").first()[0]
+    return found
+
+
+def _lakehouse_counts(spark, home: Path) -> dict[str, int]:
+    return _counts(spark, {"bronze": home / "tables/bronze/ad_events", "quarantine": home / "tables/quarantine/ad_events",
+                           "silver": home / "tables/silver/ad_views", "gold": home / "tables/gold/campaign_views_10s"})
+
+
+def _one(way: str, spark, source: Path, home: Path) -> tuple[float, dict[str, int]]:
+    from spark_jobs.cli import main
+
+    link_landing(source, home)
+    os.environ["LAKEHOUSE_HOME"] = str(home)
+    began = time.perf_counter()
+    if way == "plain":
+        tables = plain_batch(spark, home)
+        return time.perf_counter() - began, _counts(spark, tables)
+    if way == "run":
+        code = main(["run", "ad_events", "--quality=off", "--run-id", "bench"])
+    else:
+        code = main(["backfill", "ad_events", "--start", RANGE[0], "--end", RANGE[1], "--quality=off", "--run-id", "bench"])
+    elapsed = time.perf_counter() - began
+    if code != 0:
+        raise RuntimeError(f"lakehouse {way} exited {code}")
+    return elapsed, _lakehouse_counts(spark, home)
+
+
+def hop_times(home: Path) -> dict[str, float]:
+    """Each hop's time from its run record: where a lakehouse run spends it."""
+    return {hop: json.loads((home / f"_ops/runs/ad_events/bench.{hop}.json").read_text())["duration_s"]
+            for hop in ("bronze", "silver", "gold")}
+
+
+def run(events: int, repeats: int, files: int = 20) -> dict:
+    from spark_jobs.cli import main
+    from spark_jobs.session import build_session
+
+    spark = build_session("lakehouse-bench")
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-throughput-"))
+    try:
+        source = root / "source"
+        os.environ["LAKEHOUSE_HOME"] = str(source)
+        main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", "5",
+              "--start", f"{RANGE[0]}", "--bad-fraction", "0.01"])
+        _one("run", spark, source, root / "warm-up-run")  # JVM, code paths, Delta: warm before measuring
+        _one("plain", spark, source, root / "warm-up-plain")
+        seconds: dict[str, list[float]] = {way: [] for way in WAYS}
+        hops: dict[str, list[dict]] = {"run": [], "backfill": []}
+        for attempt in range(repeats):
+            counts = {}
+            for way in WAYS:
+                home = root / f"{way}-{attempt}"
+                elapsed, counts[way] = _one(way, spark, source, home)
+                seconds[way].append(elapsed)
+                if way in hops:
+                    hops[way].append(hop_times(home))
+                shutil.rmtree(home)
+                print(f"  throughput {attempt + 1}/{repeats} {way}: {seconds[way][-1]:.1f} s", flush=True)
+            if len({json.dumps(value, sort_keys=True) for value in counts.values()}) != 1:
+                raise RuntimeError(f"the three ways wrote different rows, so they did not do the same work: {counts}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result = {"events": events, "files": files, "cores": CORES, "rows": counts["run"], "ways": {}}
+    for way in WAYS:
+        rates = [events / value for value in seconds[way]]
+        result["ways"][way] = {"seconds": stats(seconds[way]), "records_per_s": stats(rates, 0),
+                               "records_per_s_per_core": stats([rate / CORES for rate in rates], 0)}
+    for way, samples in hops.items():
+        result["ways"][way]["hop_seconds"] = {hop: stats([sample[hop] for sample in samples]) for hop in samples[0]}
+    plain = result["ways"]["plain"]["seconds"]["median"]
+    result["ratios"] = {"run_over_plain": round(plain / result["ways"]["run"]["seconds"]["median"], 2),
+                        "backfill_over_plain": round(plain / result["ways"]["backfill"]["seconds"]["median"], 2)}
+    return result
+
+
+def markdown(result: dict) -> str:
+    lines = [f"Throughput, {result['events']:,} events in {result['files']} files, {result['cores']} cores, "
+             f"median of {result['ways']['run']['seconds']['n']} (min-max)", "",
+             "| way | seconds | records/s | records/s per core | per hop s |", "|---|---:|---:|---:|---|"]
+    labels = {"run": "(a) lakehouse run", "plain": "(b) plain PySpark batch", "backfill": "(c) lakehouse backfill"}
+    for way, row in result["ways"].items():
+        per_hop = ", ".join(f"{hop} {value['median']:.1f}" for hop, value in row.get("hop_seconds", {}).items())
+        lines.append(f"| {labels[way]} | {spread(row['seconds'])} | {spread(row['records_per_s'], '{:,.0f}')} "
+                     f"| {row['records_per_s_per_core']['median']:,.0f} | {per_hop or '-'} |")
+    ratios = result["ratios"]
+    lines.append(f"\na/b = {ratios['run_over_plain']}, c/b = {ratios['backfill_over_plain']} "
+                 "(records/s over the plain script's; target >= 0.8)")
+    return "\n".join(lines)
