@@ -1,0 +1,55 @@
+"""The benchmark suite's own instruments (the suite itself runs in CI as `make bench-smoke`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.cost import GoldWatermark
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.unit]
+
+# A parent that starts a child burning about 1 s of CPU and exits at once, without waiting:
+# the child is an orphan, like pyspark's JVM when the Python that launched it ends.
+ORPHAN = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c",
+    "import time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: pass"])
+"""
+
+
+def test_the_meter_counts_the_cpu_of_orphaned_descendants():
+    done = subprocess.run([sys.executable, "-m", "bench.meter", "--", sys.executable, "-c", ORPHAN], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["exit_code"] == 0
+    assert found["cpu_s"] >= 0.9  # the orphan's second is counted, not lost with it
+    assert found["wall_s"] < found["cpu_s"] + 30
+    assert "python" in " ".join(found["processes"]) or any(name.startswith("python") for name in found["processes"])
+
+
+def test_the_meter_stops_an_always_on_command_and_reports_its_exit():
+    done = subprocess.run([sys.executable, "-m", "bench.meter", "--stop-after", "1", "--", "sleep", "30"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["exit_code"] == -15 and 0.9 <= found["wall_s"] < 10
+
+
+def test_gold_watermark_reads_window_ends_from_the_delta_log_stats(tmp_path):
+    log = tmp_path / "tables/gold/campaign_views_10s/_delta_log"
+    log.mkdir(parents=True)
+
+    def add(end: str) -> str:
+        stats = json.dumps({"numRecords": 1, "maxValues": {"window_end": end}})
+        return json.dumps({"add": {"path": "part.parquet", "stats": stats}})
+
+    watcher = GoldWatermark(tmp_path)
+    assert watcher.poll() is None
+    (log / "00000000000000000000.json").write_text(json.dumps({"commitInfo": {}}) + "\n" + add("2026-11-22T10:00:10.000Z"))
+    assert watcher.poll() == 1_795_341_610_000
+    (log / "00000000000000000001.json").write_text(add("2026-11-22T10:00:00.000Z"))  # an older window updated
+    assert watcher.poll() == 1_795_341_610_000
