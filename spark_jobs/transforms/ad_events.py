@@ -6,6 +6,9 @@ asks whether its input is streaming, so run-once streams and batch backfills sha
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -14,7 +17,7 @@ REQUIRED_FIELDS = ("ad_id", "event_type", "event_time")
 STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
 MAX_LINE_BYTES = 1 << 20  # an event is a few hundred bytes; longer lines go to quarantine
 EVENT_TIME_RANGE = (946_684_800_000, 4_102_444_800_000)  # epoch ms of 2000-01-01 and 2100-01-01
-_NUMERIC_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT")
+_NUMBER_KIND = "^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL\\(.*)$"  # schema_of_variant of a JSON number
 
 BRONZE_COLUMNS = (
     "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "event_ts", "ip_address",
@@ -27,13 +30,32 @@ SILVER_COLUMNS = (
 GOLD_COLUMNS = ("campaign_id", "window_start", "window_end", "views")
 
 
-def _is_number(value: Column) -> Column:
-    """True when a variant holds a JSON number (not a string that looks like one)."""
-    kind = F.schema_of_variant(value)
-    return kind.isin(*_NUMERIC_TYPES) | kind.startswith("DECIMAL")
+def _kind(parsed: Column, name: str) -> Column:
+    """The JSON type of a top-level field (``STRING``, ``BIGINT``, ``OBJECT<...>``), null when absent."""
+    return F.schema_of_variant(F.variant_get(parsed, f"$.{name}", "variant"))
 
 
-def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time: Column) -> Column:
+def _is_text(kind: Column) -> Column:
+    """True when a field's :func:`_kind` is a JSON string or null."""
+    return kind.isin("STRING", "VOID")
+
+
+def _is_number(kind: Column) -> Column:
+    """True when a field's :func:`_kind` is a JSON number (not a string that looks like one)."""
+    return kind.rlike(_NUMBER_KIND)
+
+
+def _typed(parsed: Column) -> Column:
+    """True when every known field present has its type: strings are strings, the time a number.
+
+    Computed once per line, before the rules: a valid line then skips the per-field type rules,
+    which name the first field that fails (each reading the field again) only for lines that fail.
+    """
+    checks = [_is_text(_kind(parsed, name)) for name in STRING_FIELDS] + [_is_number(_kind(parsed, "event_time"))]
+    return functools.reduce(operator.and_, [F.coalesce(check, F.lit(True)) for check in checks])
+
+
+def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time: Column, typed: Column) -> Column:
     """Why a parsed line is not an event, or null when it is one (first failed rule wins).
 
     A line with bytes that are not UTF-8 is quarantined (its ``raw_line`` shows them as
@@ -41,24 +63,26 @@ def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time
     that must be strings and hold an object, array or number are quarantined too; unknown extra
     fields are ignored. ``event_time`` must lie in [2000-01-01, 2100-01-01).
 
-    ``parsed``, ``event_type`` and ``event_time`` are columns computed once per line. Whether
-    the document is an object is asked only when a required field is missing (a document that
-    is not an object has none), since the check types the whole document.
+    ``parsed``, ``event_type``, ``event_time`` and ``typed`` (:func:`_typed`) are columns
+    computed once per line. Whether the document is an object is asked only when a required
+    field is missing (a document that is not an object has none), and which field has the
+    wrong type only when ``typed`` is false, since those checks read the document again.
     """
     required = [F.try_variant_get(parsed, f"$.{name}", "string") for name in REQUIRED_FIELDS]
     missing = F.when(~F.schema_of_variant(parsed).startswith("OBJECT"), F.lit("not a JSON object"))
     for name, value in zip(REQUIRED_FIELDS, required):
         missing = missing.when(value.isNull(), F.lit(f"missing {name}"))
-    reason = F.when(F.octet_length(line) > MAX_LINE_BYTES, F.lit(f"line longer than {MAX_LINE_BYTES} bytes"))
-    reason = reason.when(~F.is_valid_utf8(line), F.lit("not valid UTF-8"))
-    reason = reason.when(parsed.isNull(), F.lit("not a JSON object"))
-    reason = reason.when(F.greatest(*[value.isNull() for value in required]), missing)
-    for name in STRING_FIELDS:
-        value = F.variant_get(parsed, f"$.{name}", "variant")
-        kind = F.schema_of_variant(value)
-        reason = reason.when(value.isNotNull() & (kind != "VOID") & (kind != "STRING"), F.lit(f"{name} is not a string"))
+    first, *rest = STRING_FIELDS
+    mistyped = F.when(~_is_text(_kind(parsed, first)), F.lit(f"{first} is not a string"))
+    for name in rest:
+        mistyped = mistyped.when(~_is_text(_kind(parsed, name)), F.lit(f"{name} is not a string"))
+    mistyped = mistyped.when(~_is_number(_kind(parsed, "event_time")), F.lit("event_time is not a number"))
     return (
-        reason.when(~_is_number(F.variant_get(parsed, "$.event_time", "variant")), F.lit("event_time is not a number"))
+        F.when(F.octet_length(line) > MAX_LINE_BYTES, F.lit(f"line longer than {MAX_LINE_BYTES} bytes"))
+        .when(~F.is_valid_utf8(line), F.lit("not valid UTF-8"))
+        .when(parsed.isNull(), F.lit("not a JSON object"))
+        .when(F.greatest(*[value.isNull() for value in required]), missing)
+        .when(~typed, mistyped)
         .when(~event_type.isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
         .when((event_time < EVENT_TIME_RANGE[0]) | (event_time >= EVENT_TIME_RANGE[1]),
               F.lit("event_time out of range (2000..2100)"))
@@ -81,13 +105,14 @@ def parse_events(lines: DataFrame) -> DataFrame:
         "value", "_source_file", "_doc",
         *[F.try_variant_get(doc, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
         F.try_variant_get(doc, "$.event_time", "double").alias("_event_time"),
+        _typed(doc).alias("_typed"),
     )
     typed = fields.select(
         *STRING_FIELDS,
         F.col("_event_time").cast("long").alias("event_time"),
         "value",
         F.col("_source_file"),
-        _invalid_reason(F.col("value"), doc, F.col("event_type"), F.col("_event_time")).alias("reason"),
+        _invalid_reason(F.col("value"), doc, F.col("event_type"), F.col("_event_time"), F.col("_typed")).alias("reason"),
     ).select(
         *STRING_FIELDS, "event_time",
         # Only a quarantined line keeps its text: valid events are their fields, and a batch
