@@ -264,8 +264,16 @@ class HopRun:
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             try:
-                target = DeltaTable.forPath(session, table).alias("t")
-                target.merge(batch.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+                target = DeltaTable.forPath(session, table)
+                if target.detail().first()["numFiles"] == 0:
+                    # An empty table (a first load, or one rolled back to its start) has no row to
+                    # match, and a batch has each key once: an append writes what MERGE would,
+                    # without MERGE's join against the target.
+                    batch.write.format("delta").mode("append").options(
+                        txnAppId=query_id, txnVersion=str(batch_id)).save(table)
+                    return
+                target.alias("t").merge(batch.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
+                ).execute()
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
                 session.conf.unset("spark.databricks.delta.write.txnVersion")
