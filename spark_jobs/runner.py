@@ -255,8 +255,10 @@ class HopRun:
         table = self.lake.table(self.hop)
         DeltaTable.createIfNotExists(self.spark).location(table).addColumns(frame.schema).execute()
         condition = " AND ".join(f"t.{key} = s.{key}" for key in self.hop.keys)
+        has_rows = False  # once the table has files, MERGE is right for every later batch of this query
 
         def merge_batch(batch, batch_id: int) -> None:
+            nonlocal has_rows
             if batch.isEmpty():  # a no-data batch that only moved the watermark
                 return
             session = batch.sparkSession
@@ -265,12 +267,14 @@ class HopRun:
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             try:
                 target = DeltaTable.forPath(session, table)
-                if target.detail().first()["numFiles"] == 0:
+                has_rows = has_rows or target.detail().first()["numFiles"] > 0
+                if not has_rows:
                     # An empty table (a first load, or one rolled back to its start) has no row to
                     # match, and a batch has each key once: an append writes what MERGE would,
                     # without MERGE's join against the target.
                     batch.write.format("delta").mode("append").options(
                         txnAppId=query_id, txnVersion=str(batch_id)).save(table)
+                    has_rows = True
                     return
                 target.alias("t").merge(batch.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
                 ).execute()
