@@ -38,7 +38,7 @@ test: setup
 test-fast: setup
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
-# The benchmark suite (about 40 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
+# The benchmark suite (about 44 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 

@@ -48,7 +48,7 @@ def draw(result: dict, folder: Path) -> list[Path]:
         left.bar([p + 0.2 for p in positions], [day["run_once_hourly"][k] for k in keys], 0.4, label="run-once hourly")
         left.set_xticks(list(positions), labels)
         left.set_yscale("log")
-        left.set_title("Projected per day")
+        left.set_title("Per day at hourly runs")
         left.legend(fontsize=8)
         step = 2.0
         for name, label in (("always_on", "always-on"), ("run_once", f"run-once every {data['run_once_every_s'] / 60:g} min")):
