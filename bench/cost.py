@@ -112,13 +112,10 @@ def _staleness(watchers: dict[str, GoldWatermark], arrivals: list[float], stop: 
 def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5.0, log_dir: Path | None = None) -> dict:
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-cost-"))
     log_dir = log_dir or root
-    homes = {"always_on": root / "always-on", "run_once": root / "run-once"}
-    for home in homes.values():
-        (home / "landing/ad_events").mkdir(parents=True)
-        _campaigns(home)
-    envs = {name: {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_QUALITY": str(root / "no-suites")}
-            for name, home in homes.items()}
     (root / "no-suites").mkdir()
+    homes, envs = {}, {}
+    for name in ("always_on", "run_once"):
+        homes[name], envs[name] = _lake(root, name.replace("_", "-"))
     watchers = {name: GoldWatermark(home) for name, home in homes.items()}
     samples: dict[str, list[float]] = {name: [] for name in homes}
     results: dict[str, list[dict]] = {"always_on": [], "run_once": []}
@@ -172,6 +169,15 @@ def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5
     return _summary(rate, duration_s, interval_s, events_landed, results, runs_events, empty, hourly, samples)
 
 
+def _lake(root: Path, name: str) -> tuple[Path, dict]:
+    """A lake under ``root`` with an empty landing folder and the campaigns, and the environment
+    that points a job at it (quality off: ``root/no-suites`` holds no suite)."""
+    home = root / name
+    (home / "landing/ad_events").mkdir(parents=True)
+    _campaigns(home)
+    return home, {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_QUALITY": str(root / "no-suites")}
+
+
 def _run_once(env: dict, index: int | str, log_dir: Path) -> dict:
     return metered(lakehouse_command("run", "ad_events", "--quality=off", "--run-id", f"run-once-{index}"), env,
                    log=log_dir / "run-once.log")
@@ -179,11 +185,8 @@ def _run_once(env: dict, index: int | str, log_dir: Path) -> dict:
 
 def _hourly_run(root: Path, rate: int, file_every_s: float, log_dir: Path) -> dict:
     """One metered run-once job over an hour of arrivals, on tables a first small run made."""
-    home = root / "hourly"
+    home, env = _lake(root, "hourly")
     landing = home / "landing/ad_events"
-    landing.mkdir(parents=True)
-    _campaigns(home)
-    env = {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_QUALITY": str(root / "no-suites")}
     rng = random.Random(11)
     per_file = max(int(rate * file_every_s), 1)
     span_ms = int(file_every_s * 1000)
