@@ -65,13 +65,19 @@ def _restore_target(table: str, commit: TableCommit) -> int:
     return max(earlier, default=-1)
 
 
-def replay_from(table: str, version: int) -> tuple[str, int | None]:
-    """Can a stream that has read ``table`` through ``version`` go on from there?
+def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, int | None]:
+    """Can a stream that has read ``table`` up to ``version`` go on from there?
 
-    ``("ok", None)``: yes. ``("jump", r)``: appends after ``version`` were undone by a RESTORE
-    and nothing still in the table lies between, so it must go on after version ``r``.
-    ``("reset", None)``: undone appends are interleaved with ones still in the table; it has to
-    start over from the table's snapshot.
+    ``complete`` says whether it read all of ``version`` (:func:`checkpoint_log.delta_position`):
+    a stream that started on the table's snapshot with ``maxFilesPerTrigger`` reads that
+    snapshot over several batches, so a batch can end part-way through a version.
+
+    ``("ok", None)``: yes, nothing after ``version`` was undone. ``("jump", r)``: appends after
+    ``version`` were undone by a RESTORE and the stream had read everything the table still
+    holds up to it, so it goes on after version ``r``. ``("reset", None)``: it has to start over
+    from the table's snapshot, because a jump would skip rows the table still holds: the rest of
+    a part-read version, or appends kept between ``version`` and the RESTORE (those before the
+    RESTORE's own target), while going on in order would read the undone appends again.
     """
     later = [c for c in commits(table) if c.version > version]
     kept = {c.version for c in effective_commits(table)}
@@ -80,7 +86,7 @@ def replay_from(table: str, version: int) -> tuple[str, int | None]:
         return "ok", None
     restore = min((c.version for c in later if c.operation == "RESTORE" and c.version > max(undone)), default=None)
     skipped_but_kept = [c for c in later if c.appends_only and c.version in kept and restore is not None and c.version < restore]
-    if restore is None or skipped_but_kept:
+    if restore is None or skipped_but_kept or not complete:
         return "reset", None
     return "jump", restore
 

@@ -188,16 +188,19 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
 
 def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: list[str]) -> int | None:
     """A Delta-fed hop rolled back to a batch that read its upstream table up to version p must
-    not re-read upstream appends that an earlier RESTORE undid after p: jump past that
-    RESTORE, or start over when kept appends lie in between. Returns the version to jump past."""
+    not re-read upstream appends that an earlier RESTORE undid after p, nor skip rows the table
+    still holds: jump past that RESTORE only when the batch read all of p and no kept append
+    lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump past."""
     target = targets[view.hop.name]
     if view.hop.kind == "ingest" or target < 0:
         return None
-    version, _complete = view.position(target)
-    verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version)
+    version, complete = view.position(target)
+    verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version, complete)
     if verdict == "reset":
-        notes.append(f"{view.hop.name}: starts over from {view.hop.upstream}'s table, because appends an earlier "
-                     f"rollback undid there lie between what batch {target} read and the rest")
+        why = ("batch {0} read only part of version {1}" if not complete else
+               "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
+        notes.append(f"{view.hop.name}: starts over from {view.hop.upstream}'s table: an earlier rollback undid appends "
+                     f"there, and {why}")
         targets[view.hop.name] = -1
     if verdict == "jump":
         notes.append(f"{view.hop.name}: goes on after {view.hop.upstream}'s version {restore} (a RESTORE), "

@@ -259,9 +259,12 @@ class HopRun:
 
         def merge_batch(batch, batch_id: int) -> None:
             nonlocal has_rows
+            batch.persist()  # read three times: empty?, its range, its keys
             if batch.isEmpty():  # a no-data batch that only moved the watermark
+                batch.unpersist()
                 return
             session = batch.sparkSession
+            changed = self._recomputed(batch)
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -272,17 +275,40 @@ class HopRun:
                     # An empty table (a first load, or one rolled back to its start) has no row to
                     # match, and a batch has each key once: an append writes what MERGE would,
                     # without MERGE's join against the target.
-                    batch.write.format("delta").mode("append").options(
+                    changed.write.format("delta").mode("append").options(
                         txnAppId=query_id, txnVersion=str(batch_id)).save(table)
                     has_rows = True
                     return
-                target.alias("t").merge(batch.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
+                target.alias("t").merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
                 ).execute()
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
                 session.conf.unset("spark.databricks.delta.write.txnVersion")
+                batch.unpersist()
 
         return frame.writeStream.outputMode("update").foreachBatch(merge_batch)
+
+    def _recomputed(self, batch):
+        """The keys the stream's batch changed, each aggregated again from the whole upstream table.
+
+        The stream's state holds only what the stream read: rows a backfill wrote upstream, and a
+        key a backfill wrote here, are not in it, so its count for such a key would be short.
+        Reading the upstream rows of the batch's windows (the range a backfill of them would read)
+        makes every key the stream touches equal the aggregate of its upstream, whatever wrote it.
+        """
+        from pyspark.sql import functions as F
+
+        start_ms = F.unix_millis(F.col(self.hop.time_column))
+        low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
+        fresh = self._upstream_range(low, high + _window_ms(self.spec.window), {})
+        return fresh.join(batch.select(*self.hop.keys), on=list(self.hop.keys), how="left_semi")
+
+    def _upstream_range(self, start_ms: int, end_ms: int, inputs: dict):
+        """The hop's transform over its upstream table's rows in ``[start_ms, end_ms)`` (batch mode)."""
+        upstream = self.spark.read.format("delta").load(self.lake.upstream_table(self.hop))
+        upstream_time = self.spec.hop(self.hop.upstream).time_column
+        upstream = upstream.where(_range_predicate(upstream, upstream_time, start_ms, end_ms))
+        return self.code.transform(self.hop, upstream, self.spec, inputs)
 
     def _upstream_missing(self) -> bool:
         upstream = self.lake.upstream_table(self.hop)
@@ -355,13 +381,10 @@ class HopRun:
             if self.hop.kind == "ingest":
                 self._backfill_ingest(start_ms, end_ms)
             else:
-                upstream = self.spark.read.format("delta").load(self.lake.upstream_table(self.hop))
                 if self.hop.kind == "aggregate":
                     start_ms, end_ms = _widen_to_windows(start_ms, end_ms, self.spec.window)
                     record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
-                upstream_time = self.spec.hop(self.hop.upstream).time_column
-                upstream = upstream.where(_range_predicate(upstream, upstream_time, start_ms, end_ms))
-                frame = self.code.transform(self.hop, upstream, self.spec, inputs)
+                frame = self._upstream_range(start_ms, end_ms, inputs)
                 in_range = _range_predicate(frame, self.hop.time_column, start_ms, end_ms)
                 frame, dropped = self._drop_failing(frame, None, (self.hop.time_column,))
                 writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)

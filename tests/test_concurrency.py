@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import VENV_BIN, assert_tables_match_landing, lakehouse
+from tests.conftest import VENV_BIN, assert_tables_match_landing, gold_counter, lakehouse
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -79,4 +80,39 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
     assert "backfill waits: silver's stream has not read bronze" in err
     assert_tables_match_landing(spark, lake_home)
     assert main(["run", "ad_events"]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+
+def _silver_aggregate(spark, home) -> Counter:
+    """Views per (campaign, 10-s window) counted in plain Python from silver's rows."""
+    counts: Counter = Counter()
+    for campaign, event_time in spark.read.format("delta").load(str(home / "tables/silver/ad_views")).select(
+            "campaign_id", "event_time").collect():
+        if campaign is not None:
+            counts[(campaign, event_time - event_time % 10_000)] += 1
+    return counts
+
+
+def test_late_events_into_windows_only_a_backfill_wrote_count_in_full(spark, lake_home):
+    """Gold's stream state never saw what a backfill wrote. Late events (within the allowed
+    lateness) into such windows must add to the backfilled counts, not replace them."""
+    def generate(seed: int, start: str, events: int, files: int = 1) -> None:
+        assert main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", str(seed),
+                     "--start", start]) == 0
+
+    def gold_is_silver_aggregated() -> None:
+        assert gold_counter(spark, lake_home) == _silver_aggregate(spark, lake_home)
+
+    generate(31, "2026-05-01T00:00:00", 400)                    # streamed: in gold's state, 0-4 s
+    assert main(["run", "ad_events"]) == 0
+    generate(32, "2026-05-01T00:00:05", 300, files=2)           # the same windows, backfilled first
+    window = ["--start", "2026-05-01T00:00:00", "--end", "2026-05-01T00:01:00"]
+    assert main(["backfill", "ad_events", *window]) == 0        # rewrites what the stream wrote there
+    gold_is_silver_aggregated()
+    generate(33, "2026-05-01T00:00:09", 50)                     # late (within a minute), same windows
+    assert main(["run", "ad_events"]) == 0
+    gold_is_silver_aggregated()
+    assert_tables_match_landing(spark, lake_home)
+    assert main(["backfill", "ad_events", *window]) == 0
+    gold_is_silver_aggregated()
     assert_tables_match_landing(spark, lake_home)

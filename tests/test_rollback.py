@@ -179,3 +179,26 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
         assert "is busy: run r-test" in capsys.readouterr().err
         assert main(["run", "ad_events"]) == 2
     assert file_tree(lake_home) == before
+
+
+def test_gold_alone_back_into_a_snapshot_it_read_part_by_part_after_a_cascade(spark, lake_home, capsys):
+    """Issue 14's sequence. Gold's first run started on silver's snapshot and read it one file per
+    batch, so its batch 1 ended part-way through a silver version. A cascade from bronze then
+    RESTOREd silver to that version; rolling gold alone back to batch 1 must not jump past the
+    RESTORE (the rest of the snapshot would never be read) but start gold over."""
+    for seed in range(2):
+        assert main(["generate", "ad_events", "--events", "300", "--files", "3", "--seed", str(seed),
+                     "--start", f"2026-04-01T0{seed}:00:00", "--bad-fraction", "0.02"]) == 0
+        assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
+    gold = _checkpoint(lake_home, "gold")
+    first = checkpoint_log.read_offsets(gold, 1).sources[0]
+    assert first["isStartingVersion"] and checkpoint_log.delta_position(first)[1] is False  # part of a snapshot
+
+    _rollback(capsys, "--hop", "bronze", "--to-batch", "2")
+    assert main(["run", "ad_events"]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+    document = _rollback(capsys, "--hop", "gold", "--to-batch", "1", "--no-cascade")
+    assert document["plan"]["hops"][0]["target_batch"] == -1, document["plan"]["notes"]
+    assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    assert_tables_match_landing(spark, lake_home)
