@@ -17,12 +17,12 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, charts, cost, quality, rollback, throughput
+from bench import airflow_overhead, charts, cost, quality, rollback, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "quality", "rollback", "airflow", "cost")
+PARTS = ("throughput", "quality", "rollback", "soak", "airflow", "cost")
 SMOKE = {"events": 20_000, "repeats": 1, "quality_events": 10_000, "rollback_events": 2_000, "airflow_events": 2_000,
-         "rate": 20, "duration": 60.0, "interval": 30.0}
+         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,6 +34,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quality-events", type=int, default=200_000, help="quality: events per increment")
     parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
+    parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
+    parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
+    parser.add_argument("--soak-seed", type=int, default=1000, help="soak: the first sequence's seed")
     parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
     parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
     parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
@@ -69,6 +72,9 @@ def run(args: argparse.Namespace) -> dict:
     if "rollback" in args.only:
         _step(f"rollback: {args.rollback_events:,} and 10x events x {args.repeats}")
         result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json")
+    if "soak" in args.only:
+        _step(f"soak: {args.soak_steps} random model steps")
+        result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -84,6 +90,12 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
+def _failed(result: dict) -> list[str]:
+    """What makes the suite exit 1 after writing its results: a soak sequence that broke the model."""
+    return [f"soak seed {failure['seed']}: {failure['error'].splitlines()[0]}"
+            for failure in result.get("soak", {}).get("failures", [])]
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     parts = [f"# Benchmarks{' (smoke sizes)' if result['smoke'] else ''}", "",
@@ -93,7 +105,8 @@ def markdown(result: dict) -> str:
                 ("cost", "Cost: always-on against run-once", cost.markdown),
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
                 ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
-                ("quality", "Quality gates' share of hop time", quality.markdown))
+                ("quality", "Quality gates' share of hop time", quality.markdown),
+                ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
     for key, title, render in sections:
         if key in result:
             parts += ["", f"## {title}", "", render(result[key])]
@@ -110,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"wrote {RESULTS / 'latest.json'}, {RESULTS / 'latest.md'} and {', '.join(path.name for path in written)}",
           file=sys.stderr)
-    return 0
+    for problem in _failed(result):
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if _failed(result) else 0
 
 
 if __name__ == "__main__":

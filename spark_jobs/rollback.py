@@ -55,10 +55,11 @@ def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str |
         if not mine:
             return committed[-1] if committed else -1  # the run wrote no batch in this hop
         record = mine[0]
-        if record.get("query_id") not in batches.query_ids(lake, hop):
-            raise UsageError(f"run {to_run} ran {hop.name} under a checkpoint that no longer exists: it cannot be "
-                             "undone by batch; use --to-time")
-        return min(record["batch_ids"]) - 1
+        if record.get("query_id") == checkpoint_log.query_id(checkpoint):
+            return min(record["batch_ids"]) - 1
+        # A rollback since then gave the checkpoint a new query id, and batch ids were used again
+        # by the replay: "this run and everything after it" is every batch committed since it began.
+        to_time = int(record["started_at"] * 1000) - 1
     fs = checkpoint_log.filesystem(checkpoint)
     target = -1
     for batch_id in committed:

@@ -60,6 +60,9 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "pending_batch": offsets[-1] if offsets and (not commits or offsets[-1] > commits[-1]) else None,
         "table_versions": tables,
         "runs": len(records),
+        # Events later than the allowed lateness are dropped by the watermark; which ones depends on
+        # batch boundaries, so a replay after a rollback can drop others (README, "Rollback").
+        "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
         "last_run": None
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
@@ -100,6 +103,9 @@ def format_status(status: dict) -> str:
                 f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
                 f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
             )
+            if hop.get("rows_dropped_late"):
+                lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
+                             f"all runs (which ones depends on batch boundaries; a replay may drop others)")
             gate = run.get("quality")
             if gate:
                 rules = gate.get("failed") or gate.get("warned") or []

@@ -103,7 +103,7 @@ def test_gold_alone_by_run_id_without_cascade(spark, lake_home, capsys):
     for seed in range(3):
         increment(seed, run_id=f"r{seed}")
     gold_record = json.loads((lake_home / "_ops/runs/ad_events/r1.gold.json").read_text())
-    document = _rollback(capsys, "--hop", "gold", "--to-run", "r1", "--no-cascade")
+    document = _rollback(capsys, "--hop", "gold", "--to-run", "r2", "--no-cascade")
     assert [step["hop"] for step in document["plan"]["hops"]] == ["gold"]
     assert document["plan"]["hops"][0]["target_batch"] == min(gold_record["batch_ids"]) - 1
     assert document["plan"]["hops"][0]["state_version"] == min(gold_record["batch_ids"])
@@ -201,4 +201,20 @@ def test_gold_alone_back_into_a_snapshot_it_read_part_by_part_after_a_cascade(sp
     document = _rollback(capsys, "--hop", "gold", "--to-batch", "1", "--no-cascade")
     assert document["plan"]["hops"][0]["target_batch"] == -1, document["plan"]["notes"]
     assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+
+def test_to_run_of_a_run_whose_batch_ids_a_replay_used_again(spark, lake_home, capsys):
+    """Found by the model test (seed 2): run r2's gold batch was undone by a rollback, and the
+    replay (run r3) used the same batch id again under a new query id. ``--to-run r2`` means r2
+    and everything after it, r3's batch included: decided by commit time, not by r2's batch ids."""
+    for seed in range(3):
+        increment(seed, run_id=f"r{seed}")
+    _rollback(capsys, "--hop", "gold", "--to-batch", "0", "--no-cascade")
+    increment(3, run_id="r3")           # replays gold's batches 1.. under the new query id
+    gold = _checkpoint(lake_home, "gold")
+    replayed = checkpoint_log.commit_batch_ids(gold)
+    document = _rollback(capsys, "--hop", "gold", "--to-run", "r2", "--no-cascade")
+    assert document["plan"]["hops"][0]["target_batch"] == 0 and replayed[-1] > 0
+    assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(spark, lake_home)

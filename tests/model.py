@@ -1,0 +1,454 @@
+"""A randomized model check of the whole pipeline (issue 14): random sequences of landings, runs,
+rollbacks, backfills and SIGKILLs against a plain-Python model of the landing files.
+
+After every step each table must be a part of what the landing files say: no row that no line
+justifies, none twice, every gold count at most its views in silver and in the files. At settle
+points (at random, and at the end) the pipeline is brought up to date the way a user would
+(``run``, then the backfills the model says are owed) and every table must equal the landing
+files exactly. An operation the platform must refuse (a target beyond retention, a backfill
+whose stream lags, ``--no-cascade`` over read data) exits 2 and must change no table and no
+checkpoint.
+
+The model owes a backfill where a stream cannot bring rows by design (README, "backfill and
+stream over the same days"): a range backfilled at a hop is owed by the hops below it, and a
+hop below bronze that starts over from bronze's snapshot owes every range bronze was backfilled
+over (its stream reads only streamed bronze rows).
+
+Event times all lie within one allowed lateness (the test spec sets an hour), in random order, so
+no event is ever dropped as too late whatever the batch boundaries: late lines are within the
+lateness. Beyond it, which events are dropped depends on batch boundaries (README).
+
+``python -m tests.model --seed S --steps N`` runs one sequence; the benchmark suite's soak and
+``tests/test_model.py`` call :func:`run_sequence`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import VENV_BIN, hadoop_lines, valid_event
+
+T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
+SPAN_MS = 40 * 60 * 1000  # every event time lies in [T0, T0 + SPAN_MS), within the allowed lateness
+HOPS = ("bronze", "silver", "gold")
+ADS = [(f"ad-{n:02d}", f"campaign-{n % 5}") for n in range(20)]
+NO_CAMPAIGN_AD = "ad-orphan"
+BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
+             '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
+SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3}
+
+
+class ModelMismatch(AssertionError):
+    """A table differs from the model; the message names the table and the difference."""
+
+
+@dataclass
+class Step:
+    number: int
+    operation: str
+    argv: list[str]
+    outcome: str = ""
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self.number:3d} {self.operation:<9} {' '.join(self.argv)} -> {self.outcome} ({self.seconds:.1f} s)"
+
+
+@dataclass
+class Sequence:
+    seed: int
+    steps: list[Step] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+    refusals: Counter = field(default_factory=Counter)
+    settles: int = 0
+
+    def transcript(self) -> str:
+        return f"model sequence seed={self.seed}\n" + "\n".join(map(str, self.steps))
+
+
+def write_spec(folder: Path) -> Path:
+    """The test's copy of the ad_events spec (see :data:`SPEC_CHANGES`)."""
+    from spark_jobs.spec import repo_root
+
+    spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
+    spec.update(SPEC_CHANGES)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
+    return folder
+
+
+class Lake:
+    """The landing files the test wrote, and what every table must hold because of them."""
+
+    def __init__(self, home: Path, rng: random.Random):
+        self.home = home
+        self.rng = rng
+        self.files = 0
+        self.landing = home / "landing" / "ad_events"
+        self.landing.mkdir(parents=True, exist_ok=True)
+        campaigns = home / "landing" / "campaigns"
+        campaigns.mkdir(parents=True, exist_ok=True)
+        (campaigns / "campaigns.csv").write_text("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ADS))
+
+    def land(self) -> str:
+        """One new landing file of 10-60 lines: events at random times (so many are late), some invalid."""
+        lines = []
+        for _ in range(self.rng.randint(10, 60)):
+            if self.rng.random() < 0.06:
+                lines.append(self.rng.choice(BAD_LINES))
+                continue
+            ad = NO_CAMPAIGN_AD if self.rng.random() < 0.05 else self.rng.choice(ADS)[0]
+            lines.append(json.dumps({"user_id": f"u{self.rng.randrange(10**6)}", "page_id": "p", "ad_id": ad,
+                                     "ad_type": "banner", "event_type": self.rng.choice(("view", "view", "click")),
+                                     "event_time": T0 + self.rng.randrange(SPAN_MS), "ip_address": "1.2.3.4"}))
+        name = f"events-{self.files:05d}.json"
+        self.files += 1
+        staging = self.landing / f".{name}.tmp"
+        staging.write_text("".join(line + "\n" for line in lines))
+        staging.rename(self.landing / name)
+        return name
+
+    # -- what the tables must hold --------------------------------------------------------------
+
+    def expected(self) -> dict[str, Counter]:
+        campaigns = dict(ADS)
+        bronze, quarantine, silver, gold = Counter(), Counter(), Counter(), Counter()
+        for path in sorted(self.landing.iterdir()):
+            if path.name.startswith((".", "_")):
+                continue
+            for line in hadoop_lines(path.read_bytes()):
+                event = valid_event(line)
+                if event is None:
+                    quarantine[(line,)] += 1
+                    continue
+                time_ms = int(event["event_time"])
+                bronze[(path.name, event["ad_id"], event["event_type"], time_ms, event["user_id"])] += 1
+                if event["event_type"] == "view":
+                    campaign = campaigns.get(event["ad_id"])
+                    silver[(event["ad_id"], time_ms, event["user_id"], campaign)] += 1
+                    if campaign is not None:
+                        gold[(campaign, time_ms - time_ms % 10_000)] += 1
+        return {"bronze": bronze, "quarantine": quarantine, "silver": silver, "gold": gold}
+
+
+def stored(spark, home: Path) -> dict[str, Counter]:
+    """Every table's rows as a multiset (gold: its counts per key, a duplicate key is an error)."""
+    def rows(relative: str, *columns: str) -> list[tuple]:
+        path = home / relative
+        if not (path / "_delta_log").exists():
+            return []
+        return [tuple(row) for row in spark.read.format("delta").load(str(path)).select(*columns).collect()]
+
+    bronze = Counter((source.rsplit("/", 1)[-1], *rest) for source, *rest in rows(
+        "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time", "user_id"))
+    gold: Counter = Counter()
+    for campaign, start, views in rows("tables/gold/campaign_views_10s", "campaign_id", "window_start", "views"):
+        key = (campaign, int(start.replace(tzinfo=dt.UTC).timestamp() * 1000))
+        if key in gold:
+            raise ModelMismatch(f"gold has key {key} twice")
+        gold[key] = views
+    return {"bronze": bronze, "quarantine": Counter(rows("tables/quarantine/ad_events", "raw_line")),
+            "silver": Counter(rows("tables/silver/ad_views", "ad_id", "event_time", "user_id", "campaign_id")),
+            "gold": gold}
+
+
+def _sample(counter: Counter) -> str:
+    return ", ".join(f"{key}: {count}" for key, count in list(counter.items())[:3])
+
+
+def check_part_of(actual: dict[str, Counter], expected: dict[str, Counter]) -> None:
+    """Safety, after every step: nothing a line does not justify, nothing twice."""
+    for table in ("bronze", "quarantine", "silver"):
+        extra = actual[table] - expected[table]
+        if extra:
+            raise ModelMismatch(f"{table} has {sum(extra.values())} rows the landing files do not justify or "
+                                f"holds them twice: {_sample(extra)}")
+    silver_views: Counter = Counter()
+    for (_ad, time_ms, _user, campaign), count in actual["silver"].items():
+        if campaign is not None:
+            silver_views[(campaign, time_ms - time_ms % 10_000)] += count
+    over = {key: (count, silver_views[key], expected["gold"][key]) for key, count in actual["gold"].items()
+            if count > min(silver_views[key], expected["gold"][key]) or count <= 0}
+    if over:
+        raise ModelMismatch(f"gold counts above silver's views or the files' (gold, silver, files): {list(over.items())[:3]}")
+
+
+def check_equal(actual: dict[str, Counter], expected: dict[str, Counter]) -> None:
+    """At a settle point: every table equals the landing files."""
+    for table in ("bronze", "quarantine", "silver", "gold"):
+        if actual[table] != expected[table]:
+            missing, extra = expected[table] - actual[table], actual[table] - expected[table]
+            raise ModelMismatch(f"{table} differs from the landing files: {sum(missing.values())} missing "
+                                f"({_sample(missing)}), {sum(extra.values())} extra ({_sample(extra)})")
+
+
+def _tree(home: Path) -> dict[str, tuple[int, int]]:
+    """Tables and checkpoints, to show a refusal changed nothing."""
+    found = {}
+    for top in ("tables", "checkpoints"):
+        for path in sorted((home / top).rglob("*")) if (home / top).exists() else []:
+            if path.is_file():
+                found[str(path.relative_to(home))] = (path.stat().st_size, path.stat().st_mtime_ns)
+    return found
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
+
+
+class Runner:
+    """Applies random operations to a lake and checks it against the model after each."""
+
+    def __init__(self, spark, home: Path, seed: int, kill_weight: float = 0.05, log=print):
+        self.spark = spark
+        self.home = home
+        self.rng = random.Random(seed)
+        self.lake = Lake(home, self.rng)
+        self.sequence = Sequence(seed)
+        self.kill_weight = kill_weight
+        self.log = log
+        self.owed: dict[str, list[tuple[int, int]]] = {hop: [] for hop in HOPS}
+        self.bronze_backfills: list[tuple[int, int]] = []
+
+    # -- running the CLI ------------------------------------------------------------------------
+
+    def cli(self, argv: list[str]) -> tuple[int, str]:
+        """``lakehouse ARGV`` in-process; returns the exit code and what it printed on stdout."""
+        from spark_jobs.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        if code not in (0, 2):
+            raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}")
+        self._last_error = err.getvalue().strip().splitlines()[-1:] if code else []
+        return code, out.getvalue()
+
+    def _refusable(self, step: Step, argv: list[str]) -> tuple[int, str]:
+        """Run an operation that may be refused; a refusal must change nothing."""
+        before = _tree(self.home)
+        code, out = self.cli(argv)
+        if code == 2:
+            after = _tree(self.home)
+            if after != before:
+                changed = sorted(set(after.items()) ^ set(before.items()))[:3]
+                raise ModelMismatch(f"a refused {argv[0]} changed files: {changed}")
+            step.outcome = "refused: " + (self._last_error[0][:160] if self._last_error else "")
+            self.sequence.refusals[argv[0]] += 1
+        return code, out
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def op_land(self, step: Step) -> None:
+        names = [self.lake.land() for _ in range(self.rng.randint(1, 3))]
+        step.argv = names
+        step.outcome = f"{len(names)} files"
+
+    def _run_argv(self, hop: str) -> list[str]:
+        argv = ["run", "ad_events", "--hop", hop]
+        if self.rng.random() < 0.5:
+            argv += ["--max-files-per-trigger", str(self.rng.choice((1, 2)))]
+        return argv
+
+    def op_run(self, step: Step) -> None:
+        step.argv = self._run_argv(self.rng.choice(("all", "all") + HOPS))
+        self.cli(step.argv)
+        step.outcome = "ok"
+
+    def _batches(self, hop: str) -> list[int]:
+        from spark_jobs import checkpoint_log
+
+        return checkpoint_log.commit_batch_ids(str(self.home / "checkpoints/ad_events" / hop))
+
+    def _rollback_target(self, hop: str) -> list[str] | None:
+        committed = self._batches(hop)
+        if not committed:
+            return None
+        kind = self.rng.choice(("batch", "batch", "run", "time"))
+        if kind == "run":
+            records = sorted((self.home / "_ops/runs/ad_events").glob(f"*.{hop}.json"))
+            runs = [json.loads(path.read_text()) for path in records]
+            runs = [run for run in runs if run.get("batch_ids") and run.get("mode") == "run-once"]
+            if runs:
+                return ["--to-run", self.rng.choice(runs)["run_id"]]
+        if kind == "time":
+            checkpoint = self.home / "checkpoints/ad_events" / hop / "commits"
+            stamps = [int((checkpoint / str(n)).stat().st_mtime * 1000) for n in committed]
+            moment = self.rng.randint(min(stamps) - 1000, max(stamps))
+            return ["--to-time", _iso(moment)]
+        return ["--to-batch", str(self.rng.choice([-1] + committed[:-1] or [-1]))]
+
+    def op_rollback(self, step: Step) -> None:
+        hop = self.rng.choice(HOPS)
+        target = self._rollback_target(hop)
+        if target is None:
+            step.argv, step.outcome = [hop], "no batch yet"
+            return
+        step.argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
+        if self.rng.random() < 0.3:
+            step.argv.append("--no-cascade")
+        code, out = self._refusable(step, step.argv)
+        if code == 0:
+            self._note_resets(json.loads(out)["plan"])
+            step.outcome = "ok"
+
+    def _note_resets(self, plan: dict) -> None:
+        """A hop below bronze that starts over reads only streamed bronze rows: it owes bronze's backfills."""
+        for hop_step in plan["hops"]:
+            if hop_step["hop"] != "bronze" and hop_step["target_batch"] == -1 and hop_step["undone"]:
+                below = HOPS[HOPS.index(hop_step["hop"]):]
+                for hop in below:
+                    self.owed[hop].extend(self.bronze_backfills)
+
+    def _backfill_argv(self, hop: str) -> list[str]:
+        start = T0 - 60_000 + self.rng.randrange(SPAN_MS + 60_000)
+        end = start + self.rng.choice((1, 10, 60, 600, 3600)) * 1000 + self.rng.randrange(5000)
+        return ["backfill", "ad_events", "--hop", hop, "--start", _iso(start), "--end", _iso(end)]
+
+    def op_backfill(self, step: Step) -> None:
+        hop = self.rng.choice(("all", "all") + HOPS)
+        step.argv = self._backfill_argv(hop)
+        code, _out = self._refusable(step, step.argv)
+        if code == 0:
+            self._note_backfill(step.argv)
+            step.outcome = "ok"
+
+    def _note_backfill(self, argv: list[str]) -> None:
+        hop = argv[argv.index("--hop") + 1]
+        span = (argv[argv.index("--start") + 1], argv[argv.index("--end") + 1])
+        start, end = (int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000) for t in span)
+        done = HOPS if hop == "all" else (hop,)
+        if "bronze" in done:
+            self.bronze_backfills.append((start, end))
+        for name in done:  # this hop's own debt over the range is paid
+            self.owed[name] = [r for r in self.owed[name] if not (start <= r[0] and r[1] <= end)]
+        if hop != "all":
+            for name in HOPS[HOPS.index(hop) + 1:]:
+                self.owed[name].append((start, end))
+
+    def op_kill(self, step: Step) -> None:
+        """SIGKILL a job at a random moment, then run the same command again to completion."""
+        kind = self.rng.choice(("run", "run", "backfill", "rollback"))
+        if kind == "run":
+            argv = self._run_argv("all")
+        elif kind == "backfill":
+            argv = self._backfill_argv(self.rng.choice(("all",) + HOPS))
+        else:
+            hop = self.rng.choice(HOPS)
+            target = self._rollback_target(hop)
+            if target is None:
+                step.argv, step.outcome = ["rollback", hop], "no batch yet"
+                return
+            argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
+        step.argv = argv
+        delay = self.rng.uniform(3, 25)
+        job = subprocess.Popen([str(VENV_BIN / "lakehouse"), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+        try:
+            job.wait(timeout=delay)
+            killed = False
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)  # the job and its JVM, by their process group
+            job.wait()
+            killed = True
+        out = job.stdout.read().decode()
+        job.stdout.close()
+        job.stderr.close()
+        if not killed and job.returncode not in (0, 2):
+            raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {job.returncode} before the kill")
+        code, out2 = self.cli(argv)  # again, to completion: finishes a crashed rollback, replays a run
+        if code == 0 and kind == "backfill":
+            self._note_backfill(argv)
+        if code == 0 and kind == "rollback":
+            self._note_resets(json.loads(out2)["plan"])
+            if not killed and job.returncode == 0:
+                self._note_resets(json.loads(out)["plan"])
+        step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
+
+    def op_settle(self, step: Step) -> None:
+        """Bring every hop up to date as a user would, then every table must equal the files."""
+        commands = [["run", "ad_events"]]
+        for hop in HOPS[1:]:
+            for start, end in sorted(set(self.owed[hop])):
+                commands.append(["backfill", "ad_events", "--hop", hop, "--start", _iso(start), "--end", _iso(end)])
+        for argv in commands:
+            code, _out = self.cli(argv)
+            if code:
+                raise ModelMismatch(f"settling: lakehouse {' '.join(argv)} was refused: {self._last_error}")
+        self.owed = {hop: [] for hop in HOPS}
+        step.argv = [f"{len(commands)} commands"]
+        check_equal(stored(self.spark, self.home), self.lake.expected())
+        self.sequence.settles += 1
+        step.outcome = "equal to the landing files"
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def step(self, number: int, operation: str | None = None) -> None:
+        weights = {"land": 0.22, "run": 0.25, "rollback": 0.2, "backfill": 0.13, "kill": self.kill_weight, "settle": 0.1}
+        operation = operation or self.rng.choices(list(weights), list(weights.values()))[0]
+        step = Step(number, operation, [])
+        self.sequence.steps.append(step)
+        began = time.time()
+        getattr(self, f"op_{operation}")(step)
+        if operation != "settle":
+            check_part_of(stored(self.spark, self.home), self.lake.expected())
+        step.seconds = time.time() - began
+        self.sequence.counts[operation] += 1
+        self.log(str(step))
+
+
+def run_sequence(spark, home: Path, seed: int, steps: int, kill_weight: float = 0.05, log=print) -> Sequence:
+    """Land a first file, then ``steps`` random operations, then settle; raise with the transcript on a mismatch.
+
+    The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder.
+    """
+    runner = Runner(spark, home, seed, kill_weight, log)
+    number = 0
+    try:
+        runner.step(number, "land")
+        for number in range(1, steps + 1):
+            runner.step(number)
+        runner.step(steps + 1, "settle")
+    except Exception as error:
+        raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m tests.model --seed {seed} "
+                            f"--steps {steps}") from error
+    return runner.sequence
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="Run one random model sequence against a fresh lake.")
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--kill-weight", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    from spark_jobs.session import build_session
+
+    work = Path(tempfile.mkdtemp(prefix="model-"))
+    os.environ["LAKEHOUSE_HOME"] = str(work / "lake")
+    os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
+    os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
+    spark = build_session("lakehouse-model", 4)
+    sequence = run_sequence(spark, work / "lake", args.seed, args.steps, args.kill_weight)
+    print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
