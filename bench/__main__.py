@@ -17,12 +17,12 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, charts, cost, quality, rollback, soak, throughput
+from bench import airflow_overhead, charts, cost, gold_merge, quality, rollback, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "quality", "rollback", "soak", "airflow", "cost")
+PARTS = ("throughput", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
 SMOKE = {"events": 20_000, "repeats": 1, "quality_events": 10_000, "rollback_events": 2_000, "airflow_events": 2_000,
-         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12}
+         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12, "gold_events": 5_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,6 +34,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quality-events", type=int, default=200_000, help="quality: events per increment")
     parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
+    parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
     parser.add_argument("--soak-seed", type=int, default=1000, help="soak: the first sequence's seed")
@@ -72,6 +73,9 @@ def run(args: argparse.Namespace) -> dict:
     if "rollback" in args.only:
         _step(f"rollback: {args.rollback_events:,} and 10x events x {args.repeats}")
         result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json")
+    if "gold_merge" in args.only:
+        _step(f"gold merge: recount against state count, {args.gold_events:,} events x {args.repeats}")
+        result["gold_merge"] = gold_merge.run(args.gold_events, 2, args.repeats)
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps")
         result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed)
@@ -106,6 +110,7 @@ def markdown(result: dict) -> str:
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
                 ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
                 ("quality", "Quality gates' share of hop time", quality.markdown),
+                ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
                 ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
     for key, title, render in sections:
         if key in result:

@@ -103,7 +103,7 @@ def test_gold_alone_by_run_id_without_cascade(spark, lake_home, capsys):
     for seed in range(3):
         increment(seed, run_id=f"r{seed}")
     gold_record = json.loads((lake_home / "_ops/runs/ad_events/r1.gold.json").read_text())
-    document = _rollback(capsys, "--hop", "gold", "--to-run", "r2", "--no-cascade")
+    document = _rollback(capsys, "--hop", "gold", "--to-run", "r1", "--no-cascade")
     assert [step["hop"] for step in document["plan"]["hops"]] == ["gold"]
     assert document["plan"]["hops"][0]["target_batch"] == min(gold_record["batch_ids"]) - 1
     assert document["plan"]["hops"][0]["state_version"] == min(gold_record["batch_ids"])
