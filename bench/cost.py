@@ -41,7 +41,7 @@ GRACE_S = 60  # the always-on job runs this long after the trickle ends, to show
 
 
 def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, span_ms: int, rng) -> None:
-    from spark_jobs.generator import ad_ids
+    from spark_jobs.control.generator import ad_ids
 
     ads = ad_ids()
     lines = []
@@ -61,7 +61,7 @@ def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, 
 
 
 def _campaigns(home: Path) -> None:
-    from spark_jobs.generator import ad_ids
+    from spark_jobs.control.generator import ad_ids
 
     folder = home / "landing/campaigns"
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from bench.common import spread, stats
 
 def _gold_once(home: Path, max_files: int, recount: bool) -> float:
     from spark_jobs.cli import main
-    from spark_jobs.runner import HopRun
+    from spark_jobs.engine.runner import HopRun
 
     shutil.rmtree(home / "tables/gold", ignore_errors=True)
     shutil.rmtree(home / "checkpoints/ad_events/gold", ignore_errors=True)
@@ -41,7 +41,7 @@ def _gold_once(home: Path, max_files: int, recount: bool) -> float:
 
 def run(events: int, max_files: int, repeats: int) -> dict:
     from spark_jobs.cli import main
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
 
     home = Path(tempfile.mkdtemp(prefix="bench-gold-")) / "lake"
     os.environ["LAKEHOUSE_HOME"] = str(home)

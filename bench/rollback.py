@@ -43,10 +43,10 @@ def _lake(root: Path, events: int) -> Path:
 def _rollback_once(home: Path, copy: Path) -> dict:
     shutil.copytree(home, copy)
     os.environ["LAKEHOUSE_HOME"] = str(copy)
-    from spark_jobs import rollback
-    from spark_jobs.lake import Lake
-    from spark_jobs.session import build_session
-    from spark_jobs.spec import get_spec
+    from spark_jobs.control import rollback
+    from spark_jobs.engine.session import build_session
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
 
     lake = Lake.open(get_spec("ad_events"))
     began = time.perf_counter()
@@ -64,7 +64,7 @@ def _stats(values: list[float]) -> dict:
 
 
 def run(events: int, scale: int, repeats: int, out: Path) -> dict:
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
 
     build_session("lakehouse-bench")  # one warm JVM for every measurement
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-rollback-"))

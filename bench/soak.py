@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
     from tests.model import ModelMismatch, run_sequence, write_spec
 
     spark = build_session("lakehouse-bench")  # the warm JVM of the in-process parts

@@ -138,7 +138,7 @@ def hop_times(home: Path) -> dict[str, float]:
 
 def run(events: int, repeats: int, files: int = 20) -> dict:
     from spark_jobs.cli import main
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
 
     spark = build_session("lakehouse-bench")
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-throughput-"))

@@ -1,7 +1,7 @@
 """The lakehouse's Spark side: pipeline specs, pure transforms, the runner and the CLI.
 
-Importing this package (or :mod:`spark_jobs.spec`, :mod:`spark_jobs.lake`,
-:mod:`spark_jobs.checkpoint_log`, :mod:`spark_jobs.delta_log`) starts no JVM and imports no
+Importing this package (or :mod:`spark_jobs.model.spec`, :mod:`spark_jobs.model.lake`,
+:mod:`spark_jobs.logs.checkpoint_log`, :mod:`spark_jobs.logs.delta_log`) starts no JVM and imports no
 ``pyspark``; Airflow's DAG files and light tasks rely on that.
 """
 

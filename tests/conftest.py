@@ -26,7 +26,7 @@ STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_add
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
 
     session = build_session("lakehouse-tests", shuffle_partitions=4)
     yield session
@@ -208,7 +208,7 @@ def assert_tables_match_landing(spark, home: Path) -> None:
 @pytest.fixture
 def pipelines(tmp_path, monkeypatch):
     """Point LAKEHOUSE_PIPELINES at a copy of the ad_events spec with some knobs changed."""
-    from spark_jobs.spec import repo_root
+    from spark_jobs.model.spec import repo_root
 
     def write(**changes) -> Path:
         spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())

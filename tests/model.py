@@ -82,7 +82,7 @@ class Sequence:
 
 def write_spec(folder: Path) -> Path:
     """The test's copy of the ad_events spec (see :data:`SPEC_CHANGES`)."""
-    from spark_jobs.spec import repo_root
+    from spark_jobs.model.spec import repo_root
 
     spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
     spec.update(SPEC_CHANGES)
@@ -270,7 +270,7 @@ class Runner:
         step.outcome = "ok"
 
     def _batches(self, hop: str) -> list[int]:
-        from spark_jobs import checkpoint_log
+        from spark_jobs.logs import checkpoint_log
 
         return checkpoint_log.commit_batch_ids(str(self.home / "checkpoints/ad_events" / hop))
 
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--kill-weight", type=float, default=0.05)
     args = parser.parse_args(argv)
-    from spark_jobs.session import build_session
+    from spark_jobs.engine.session import build_session
 
     work = Path(tempfile.mkdtemp(prefix="model-"))
     os.environ["LAKEHOUSE_HOME"] = str(work / "lake")

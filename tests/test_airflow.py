@@ -136,7 +136,7 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_env, lake_home):
-    from spark_jobs import checkpoint_log
+    from spark_jobs.logs import checkpoint_log
     from tests.conftest import assert_tables_match_landing, file_tree, increment
 
     for seed in range(2):
@@ -234,7 +234,7 @@ def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark,
         assert process.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
     assert_tables_match_landing(spark, lake_home)
 
-    from spark_jobs import delta_log
+    from spark_jobs.logs import delta_log
     from tests.conftest import table_rows
 
     rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
@@ -265,8 +265,8 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     and the orphan views are in silver's quarantine."""
     import shutil
 
-    from spark_jobs import checkpoint_log
     from spark_jobs.cli import main
+    from spark_jobs.logs import checkpoint_log
     from tests.conftest import table_rows, valid_event
 
     assert main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_jobs import checkpoint_log as cl
+from spark_jobs.logs import checkpoint_log as cl
 
 pytestmark = [pytest.mark.unit]
 

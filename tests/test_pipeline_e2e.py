@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from spark_jobs import delta_log
 from spark_jobs.cli import main
+from spark_jobs.logs import delta_log
 from tests.conftest import expected_gold, gold_counter, landing_lines, table_rows, valid_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -77,9 +77,9 @@ def test_run_records_and_status(spark, lake_home, capsys):
 
 
 def test_new_data_check_follows_each_hop(spark, lake_home, capsys):
-    from spark_jobs.lake import Lake
-    from spark_jobs.spec import get_spec
-    from spark_jobs.status import pending_work
+    from spark_jobs.control.status import pending_work
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
 
     lake = lambda: Lake.open(get_spec("ad_events"))
     assert pending_work(lake()) == {"bronze": None, "silver": None, "gold": None}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import checkpoint_log
 from spark_jobs.cli import main
+from spark_jobs.logs import checkpoint_log
 from tests.conftest import VENV_BIN, assert_tables_match_landing, file_tree, increment
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -150,9 +150,9 @@ def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark,
 
 
 def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
-    from spark_jobs.lake import Lake
-    from spark_jobs.lock import pipeline_lock
-    from spark_jobs.spec import get_spec
+    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
 
     pipelines(min_batches_to_retain=2)
     for seed in range(4):

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from spark_jobs import checkpoint_log, delta_log
-from spark_jobs.cli import main, parse_time
-from spark_jobs.errors import UsageError
-from spark_jobs.spec import get_spec
+from spark_jobs.cli import main
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.spec import get_spec
+from spark_jobs.model.times import parse_time
 from tests.conftest import VENV_BIN
 
 pytestmark = [pytest.mark.unit]
@@ -78,8 +79,8 @@ def test_missing_delta_jars_is_a_clear_error(tmp_path):
 
 
 def test_unresolvable_jars_is_a_clear_error(tmp_path, monkeypatch):
-    from spark_jobs import jars
-    from spark_jobs.errors import SetupError
+    from spark_jobs.engine import jars
+    from spark_jobs.model.errors import SetupError
 
     bad = tmp_path / "pom.xml"
     bad.write_text(jars.manifest().read_text().replace("<version>4.4.0</version>", "<version>0.0.0-none</version>"))
@@ -134,7 +135,7 @@ def test_delta_log_versions_and_rows_written(tmp_path):
 
 
 def test_importing_the_package_starts_no_jvm():
-    code = "import spark_jobs.cli, spark_jobs.status, spark_jobs.generator, sys; print('pyspark' in sys.modules)"
+    code = "import spark_jobs.cli, spark_jobs.control.status, spark_jobs.control.generator, sys; print('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -142,14 +143,15 @@ def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
     import signal
     import time
 
-    from spark_jobs.lake import Lake
-    from spark_jobs.lock import PipelineBusy, holder, pipeline_lock
-    from spark_jobs.spec import get_spec
+    from spark_jobs.control.lock import holder, pipeline_lock
+    from spark_jobs.model.errors import PipelineBusy
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
     lake = Lake.open(get_spec("ad_events"))
-    script = ("from spark_jobs.lake import Lake; from spark_jobs.spec import get_spec; "
-              "from spark_jobs.lock import pipeline_lock; import time\n"
+    script = ("from spark_jobs.model.lake import Lake; from spark_jobs.model.spec import get_spec; "
+              "from spark_jobs.control.lock import pipeline_lock; import time\n"
               "with pipeline_lock(Lake.open(get_spec('ad_events')), 'run', 'r-held'):\n"
               "    print('held', flush=True); time.sleep(600)")
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from spark_jobs.lake import Lake
-from spark_jobs.spec import get_spec
-from spark_jobs.status import pending_work
+from spark_jobs.control.status import pending_work
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import get_spec
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +24,9 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     execute only when something is to be undone and ``dry_run`` is off. A refused plan fails."""
     from airflow.exceptions import AirflowFailException
 
-    from spark_jobs import rollback
-    from spark_jobs.cli import parse_time
-    from spark_jobs.errors import LakehouseError
+    from spark_jobs.control import rollback
+    from spark_jobs.model.errors import LakehouseError
+    from spark_jobs.model.times import parse_time
 
     targets = {key: params.get(key) for key in ("to_batch", "to_run", "to_time") if params.get(key) not in (None, "")}
     if len(targets) != 1:
@@ -51,8 +51,8 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
     """The rollback DAG's verify task: the journal this run wrote is complete and on disk."""
     from airflow.exceptions import AirflowFailException
 
-    from spark_jobs import rollback
-    from spark_jobs.records import read_rollbacks
+    from spark_jobs.control import rollback
+    from spark_jobs.logs.ops import read_rollbacks
 
     lake = Lake.open(get_spec(pipeline))
     started = dag_run.start_date.timestamp() if dag_run.start_date else 0
@@ -73,18 +73,18 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
     ``quality``, and ``data_docs``: the page's address) and fail when a ``fail`` rule failed."""
     from airflow.exceptions import AirflowFailException
 
-    from spark_jobs import quality
+    from spark_jobs.control import suites
 
     lake = Lake.open(get_spec(pipeline))
     hop_spec = lake.spec.hop(hop)
-    if quality.load_suite(lake.spec, hop_spec) is None:
-        log.info("%s has no quality suite (%s): nothing to check", hop, quality.suite_path(lake.spec, hop_spec))
+    if suites.load_suite(lake.spec, hop_spec) is None:
+        log.info("%s has no quality suite (%s): nothing to check", hop, suites.suite_path(lake.spec, hop_spec))
         return {"hop": hop, "gate": "no suite"}
-    summary = quality.read_summary(lake, run_id, hop)
+    summary = suites.read_summary(lake, run_id, hop)
     if summary is None:
         raise AirflowFailException(f"no quality result for run {run_id} of {hop}: the hop's task did not check it "
                                    f"(run `lakehouse quality {pipeline} --hop {hop} --run {run_id}`)")
-    log.info("%s", quality.format_summary(summary))
+    log.info("%s", suites.format_summary(summary))
     ti.xcom_push(key="quality", value=summary)
     if summary.get("data_docs"):
         ti.xcom_push(key="data_docs", value=_address(summary["data_docs"]))
@@ -106,11 +106,11 @@ def plan_undo(pipeline: str, run_id: str) -> str:
     replays the batch."""
     from airflow.exceptions import AirflowSkipException
 
-    from spark_jobs import quality
+    from spark_jobs.control import suites
 
     lake = Lake.open(get_spec(pipeline))
     for hop in lake.spec.hops:
-        summary = quality.read_summary(lake, run_id, hop.name)
+        summary = suites.read_summary(lake, run_id, hop.name)
         if summary and summary["gate"] == "failed":
             log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),
                      run_id, hop.name)

@@ -16,7 +16,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
-from spark_jobs.spec import PipelineSpec, list_specs
+from spark_jobs.model.spec import PipelineSpec, list_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 RUN_ID_ARG = "{{ run_id }}"

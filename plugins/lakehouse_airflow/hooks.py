@@ -13,8 +13,7 @@ import zipfile
 from pathlib import Path
 
 import spark_jobs
-from spark_jobs.jars import cached_jars
-from spark_jobs.spec import repo_root
+from spark_jobs.model.spec import repo_root
 
 
 class LakehouseSparkHook:
@@ -56,11 +55,13 @@ class LakehouseSparkHook:
 
     def jars(self) -> str:
         """The cached Delta jars as spark-submit's comma-separated ``--jars``."""
+        from spark_jobs.engine.jars import cached_jars
+
         return ",".join(str(jar) for jar in cached_jars())
 
     def conf(self) -> dict[str, str]:
         """Spark confs every lakehouse job is submitted with."""
-        from spark_jobs.session import DELTA_CONFS
+        from spark_jobs.engine.session import DELTA_CONFS
 
         return {
             **DELTA_CONFS,
@@ -73,9 +74,9 @@ class LakehouseSparkHook:
 
     def env_vars(self) -> dict[str, str]:
         """Environment the driver needs: where the lake is, and loopback for Spark."""
-        from spark_jobs.lake import lakehouse_home
-        from spark_jobs.quality import quality_dir
-        from spark_jobs.spec import pipelines_dir
+        from spark_jobs.control.suites import quality_dir
+        from spark_jobs.model.lake import lakehouse_home
+        from spark_jobs.model.spec import pipelines_dir
 
         return {
             "LAKEHOUSE_HOME": lakehouse_home(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from spark_jobs.errors import UsageError
+from spark_jobs.model.errors import UsageError
 
 
 def pipeline_code(name: str) -> ModuleType:

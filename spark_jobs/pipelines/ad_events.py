@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from spark_jobs.errors import UsageError
-from spark_jobs.lake import Lake, filesystem
-from spark_jobs.spec import HopSpec, PipelineSpec
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec, PipelineSpec
 from spark_jobs.transforms import ad_events as transforms
 
 CAMPAIGNS_SCHEMA = "ad_id string, campaign_id string"

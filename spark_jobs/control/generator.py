@@ -12,7 +12,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from spark_jobs.lake import Lake, filesystem
+from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.model.lake import Lake
 
 CAMPAIGNS = 100
 ADS_PER_CAMPAIGN = 10
@@ -53,15 +54,6 @@ def ad_ids() -> list[tuple[str, str]]:
     return pairs
 
 
-def _write_atomically(path: str, text: str) -> None:
-    fs = filesystem(path)
-    folder, name = path.rsplit("/", 1)
-    staging = f"{folder}/.{name}.tmp"
-    with fs.open(staging, "w") as handle:
-        handle.write(text)
-    fs.mv(staging, path)
-
-
 def write_campaigns(lake: Lake) -> str | None:
     """Write the campaigns CSV when the campaigns folder has none; return its path if written."""
     fs = filesystem(lake.campaigns)
@@ -69,7 +61,7 @@ def write_campaigns(lake: Lake) -> str | None:
     if any(path.endswith(".csv") for path in fs.ls(lake.campaigns, detail=False)):
         return None
     path = f"{lake.campaigns}/campaigns.csv"
-    _write_atomically(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
+    write_text(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
     return path
 
 
@@ -126,7 +118,7 @@ def generate(
             times.append(event_time)
             lines.append(json.dumps(_event(rng, ads, event_time), separators=(",", ":")))
         path = f"{lake.landing}/events-{stamp}-{tag}-{index:04d}.json"
-        _write_atomically(path, "".join(line + "\n" for line in lines))
+        write_text(path, "".join(line + "\n" for line in lines))
         written.append(path)
     return GenerateResult(
         files=written,

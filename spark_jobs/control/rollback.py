@@ -22,17 +22,14 @@ import time
 import uuid
 from collections.abc import Callable
 
-from spark_jobs import batches, checkpoint_log, delta_log
-from spark_jobs.errors import LakehouseError, UsageError
-from spark_jobs.lake import Lake
-from spark_jobs.records import read_records, read_rollbacks, write_json
-from spark_jobs.spec import HopSpec
+from spark_jobs.control import batches
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
+from spark_jobs.model.errors import RollbackRefused, UsageError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
 
 Progress = Callable[[str], None]
-
-
-class RollbackRefused(LakehouseError):
-    """The rollback cannot be done safely (retention, an unfinished rollback); nothing changed."""
 
 
 # -- targets ------------------------------------------------------------------------------------
@@ -339,7 +336,7 @@ def _steps(plan: dict) -> list[str]:
 
 
 def _save(lake: Lake, journal: dict) -> None:
-    write_json(lake.rollbacks, f"{journal['plan']['rollback_id']}.json", journal)
+    write_journal(lake, journal)
 
 
 def _crash_point(done: int) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import yaml
 
-from spark_jobs.errors import UsageError
+from spark_jobs.model.errors import UsageError
 
 HOP_KINDS = ("ingest", "append", "aggregate")
 
 
 def repo_root() -> Path:
     """The project's root: the folder holding ``spark_jobs/`` and ``include/``."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def pipelines_dir() -> Path:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from spark_jobs import batches, checkpoint_log
-from spark_jobs.checkpoint_log import DamagedLog
-from spark_jobs.lake import Lake, filesystem
-from spark_jobs.records import read_records
-from spark_jobs.spec import HopSpec
+from spark_jobs.control import batches
+from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.ops import read_records
+from spark_jobs.model.errors import DamagedLog
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
 
 
 @dataclass
@@ -49,31 +51,42 @@ def _parse_all(fs, checkpoint: str, log: str) -> tuple[dict[int, str], dict[int,
 
 
 def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
+    """Every problem in the hop's checkpoint Spark would fail on, skip data over or redo data over."""
     checkpoint = lake.checkpoint(hop)
     fs = filesystem(checkpoint)
-    findings: list[Finding] = []
     if not fs.exists(checkpoint):
-        return findings
+        return []
     offsets, bad_offsets = _parse_all(fs, checkpoint, "offsets")
     commits, bad_commits = _parse_all(fs, checkpoint, "commits")
-    last_offset = max(offsets, default=-1)
-    last_commit = max(commits, default=-1)
     last_good = max((n for n in commits if n not in bad_commits and n in offsets and n not in bad_offsets), default=-1)
+    findings = _metadata_findings(hop, checkpoint, bool(offsets))
+    findings += _damaged_findings(lake, hop, offsets, bad_offsets, commits, bad_commits, last_good)
+    findings += _out_of_step_findings(lake, hop, checkpoint, offsets, commits, last_good)
+    findings += _orphan_checksums(fs, hop, checkpoint)
+    if hop.kind == "ingest":
+        findings.extend(_file_source_findings(lake, hop, checkpoint, last_good))
+    findings.extend(_state_findings(lake, hop, checkpoint, commits))
+    return findings
 
-    # metadata
+
+def _metadata_findings(hop: HopSpec, checkpoint: str, has_offsets: bool) -> list[Finding]:
     metadata = f"{checkpoint}/metadata"
+    fix, repair = "restore the query id from the run records", "rewrite metadata with the id of the last run"
     try:
         query = checkpoint_log.query_id(checkpoint)
     except (ValueError, KeyError):
-        query = None
-        findings.append(Finding(hop.name, "damaged-metadata", metadata, "metadata is not JSON",
-                                "restore the query id from the run records", "rewrite metadata with the id of the last run"))
-    if query is None and offsets and not findings:
-        findings.append(Finding(hop.name, "missing-metadata", metadata,
-                                "metadata is missing (Spark: STREAMING_CHECKPOINT_MISSING_METADATA_FILE)",
-                                "restore the query id from the run records", "rewrite metadata with the id of the last run"))
+        return [Finding(hop.name, "damaged-metadata", metadata, "metadata is not JSON", fix, repair)]
+    if query is None and has_offsets:
+        return [Finding(hop.name, "missing-metadata", metadata,
+                        "metadata is missing (Spark: STREAMING_CHECKPOINT_MISSING_METADATA_FILE)", fix, repair)]
+    return []
 
-    # damaged log files
+
+def _damaged_findings(lake: Lake, hop: HopSpec, offsets: dict, bad_offsets: dict, commits: dict, bad_commits: dict,
+                      last_good: int) -> list[Finding]:
+    """Damaged log files; the last commit or last planned batch can be deleted and redone safely."""
+    last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
+    findings = []
     for log, paths, damaged in (("offsets", offsets, bad_offsets), ("commits", commits, bad_commits)):
         for number, error in sorted(damaged.items()):
             finding = Finding(hop.name, f"damaged-{log}", paths[number], error.reason,
@@ -85,8 +98,14 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
             if number < last_offset - 1 and number < last_commit - 1:
                 finding.fix = f"nothing for the next run; a rollback cannot go back to batch {number} or before"
             findings.append(finding)
+    return findings
 
-    # commits out of step with offsets
+
+def _out_of_step_findings(lake: Lake, hop: HopSpec, checkpoint: str, offsets: dict, commits: dict,
+                          last_good: int) -> list[Finding]:
+    """Commits out of step with offsets: lagging by more than one batch, or without their offsets."""
+    last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
+    findings = []
     if last_offset - last_commit > 1:
         findings.append(Finding(hop.name, "commits-lag", f"{checkpoint}/commits",
                                 f"commits end at {last_commit} but offsets at {last_offset}: Spark reruns only batch "
@@ -96,21 +115,20 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
         findings.append(Finding(hop.name, "commit-without-offsets", commits[number],
                                 f"commits/{number} has no offsets/{number} (Spark: CONCURRENT_STREAM_LOG_UPDATE)",
                                 _rollback_fix(lake, hop, min(number - 1, last_good))))
+    return findings
 
-    # orphan checksums
+
+def _orphan_checksums(fs, hop: HopSpec, checkpoint: str) -> list[Finding]:
+    """A log file's checksum without the file: Spark refuses to write the file over it. Leftover
+    checksums of temp files from a crashed write are harmless."""
+    findings = []
     for path in fs.find(checkpoint):
         folder, name = path.rsplit("/", 1)
-        # Only a log file's checksum matters: Spark refuses to write the file over it. Leftover
-        # checksums of temp files from a crashed write are harmless.
         orphan = name.startswith(".") and name.endswith(".crc") and not fs.exists(f"{folder}/{name[1:-4]}")
         if orphan and re.fullmatch(r"\.(\d+(\.\w+)?|metadata|schema)\.crc", name):
             findings.append(Finding(hop.name, "orphan-crc", path,
                                     "a checksum without its file (Spark: 'Multiple streaming queries are concurrently "
                                     "using' the checkpoint)", "delete it", "delete the .crc file"))
-
-    if hop.kind == "ingest":
-        findings.extend(_file_source_findings(lake, hop, checkpoint, last_good))
-    findings.extend(_state_findings(lake, hop, checkpoint, commits))
     return findings
 
 

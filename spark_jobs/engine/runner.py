@@ -16,26 +16,23 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from spark_jobs import checkpoint_log, delta_log, quality
-from spark_jobs.errors import LakehouseError, RunFailed
-from spark_jobs.lake import Lake, filesystem
+from spark_jobs.control import suites
+from spark_jobs.engine import quality
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.ops import write_record
+from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.records import RunRecord, TableChange
+from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.times import duration_ms, iso
 from spark_jobs.pipelines import pipeline_code
-from spark_jobs.records import RunRecord, TableChange, write_record
-from spark_jobs.spec import HopSpec
 
 Progress = Callable[[str], None]
 
 
-class CheckpointDamaged(LakehouseError):
-    """A checkpoint file is damaged or out of step; ``lakehouse checkpoint validate`` says how to fix it."""
-
-
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
 
 
 def _table_exists(table: str) -> bool:
@@ -300,7 +297,7 @@ class HopRun:
 
         start_ms = F.unix_millis(F.col(self.hop.time_column))
         low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
-        fresh = self._upstream_range(low, high + _window_ms(self.spec.window), {})
+        fresh = self._upstream_range(low, high + duration_ms(self.spec.window), {})
         return fresh.join(batch.select(*self.hop.keys), on=list(self.hop.keys), how="left_semi")
 
     def _upstream_range(self, start_ms: int, end_ms: int, inputs: dict):
@@ -335,7 +332,7 @@ class HopRun:
 
     def refuse_damaged_checkpoint(self) -> None:
         """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis."""
-        from spark_jobs.validate import validate_hop
+        from spark_jobs.control.validate import validate_hop
 
         findings = validate_hop(self.lake, self.hop)
         if findings:
@@ -372,7 +369,7 @@ class HopRun:
         the streaming checkpoint is never read or written.
         """
         record = self.record
-        record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
+        record.range_start, record.range_end = iso(start_ms), iso(end_ms)
         if self._upstream_missing():
             return self._skip_missing_upstream()
         began = time.time()
@@ -383,7 +380,7 @@ class HopRun:
             else:
                 if self.hop.kind == "aggregate":
                     start_ms, end_ms = _widen_to_windows(start_ms, end_ms, self.spec.window)
-                    record.range_start, record.range_end = _iso(start_ms), _iso(end_ms)
+                    record.range_start, record.range_end = iso(start_ms), iso(end_ms)
                 frame = self._upstream_range(start_ms, end_ms, inputs)
                 in_range = _range_predicate(frame, self.hop.time_column, start_ms, end_ms)
                 frame, dropped = self._drop_failing(frame, None, (self.hop.time_column,))
@@ -436,10 +433,10 @@ class HopRun:
 
 def _drop_rules(lake: Lake, hop: HopSpec) -> list[dict]:
     """The hop's ``drop`` quality rules; a hop that drops rows needs a quarantine table."""
-    rules = quality.drop_rules(quality.load_suite(lake.spec, hop))
+    rules = suites.drop_rules(suites.load_suite(lake.spec, hop))
     if rules and (lake.quarantine(hop) is None or hop.kind == "aggregate"):
         raise LakehouseError(
-            f"quality suite {quality.suite_path(lake.spec, hop)} drops rows of {hop.name}, which has no quarantine "
+            f"quality suite {suites.suite_path(lake.spec, hop)} drops rows of {hop.name}, which has no quarantine "
             f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
             "or use warn/fail")
     return rules
@@ -450,7 +447,7 @@ def _has_backfill_writes(table: str) -> bool:
 
     When the log's early JSON commits were cleaned up, assume so.
     """
-    from spark_jobs.batches import commits
+    from spark_jobs.control.batches import commits
 
     found = commits(table)
     if found and found[0].version > 0:
@@ -463,15 +460,9 @@ def _first_line(error: BaseException | object) -> str:
     return text.splitlines()[0][:500] if text else type(error).__name__
 
 
-def _window_ms(window: str) -> int:
-    amount, unit = window.split()
-    factor = {"second": 1000, "minute": 60_000, "hour": 3_600_000}[unit.rstrip("s")]
-    return int(amount) * factor
-
-
 def _widen_to_windows(start_ms: int, end_ms: int, window: str) -> tuple[int, int]:
     """Grow a range to whole windows so a backfill never writes half a window's count."""
-    size = _window_ms(window)
+    size = duration_ms(window)
     return start_ms - start_ms % size, end_ms + (-end_ms) % size
 
 
@@ -480,7 +471,7 @@ def _range_predicate(frame, column: str, start_ms: int, end_ms: int) -> str:
     time columns (epoch milliseconds) with numbers, as ``frame``'s schema says."""
     if frame.schema[column].dataType.typeName() != "timestamp":
         return f"{column} >= {start_ms} AND {column} < {end_ms}"
-    return f"{column} >= timestamp'{_iso(start_ms)}' AND {column} < timestamp'{_iso(end_ms)}'"
+    return f"{column} >= timestamp'{iso(start_ms)}' AND {column} < timestamp'{iso(end_ms)}'"
 
 
 def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,

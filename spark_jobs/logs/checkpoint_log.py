@@ -16,7 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from spark_jobs.lake import filesystem
+from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.model.errors import DamagedLog
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,6 @@ class BatchOffsets:
     watermark_ms: int
     timestamp_ms: int
     sources: list[dict | None] = field(default_factory=list)
-
-
-class DamagedLog(ValueError):
-    """A checkpoint file Spark could not read: empty, truncated, garbage or of an unknown version."""
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 def _read_log_file(fs, path: str) -> tuple[str, list[str]]:
@@ -99,15 +91,10 @@ def remove(fs, path: str) -> None:
 
 
 def _write_atomically(fs, path: str, text: str) -> None:
-    """Write a checkpoint file (temp file, then rename) and drop its stale ``.crc``."""
-    folder, name = path.rsplit("/", 1)
-    fs.makedirs(folder, exist_ok=True)
-    staging = f"{folder}/.{name}.lakehouse-tmp"
-    with fs.open(staging, "w") as handle:
-        handle.write(text)
+    """Write a checkpoint file atomically and drop its stale ``.crc`` (a stale one misleads Spark)."""
     if fs.exists(crc_path(path)):
         fs.rm(crc_path(path))
-    fs.mv(staging, path)
+    write_text(path, text)
 
 
 def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:

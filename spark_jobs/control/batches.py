@@ -12,10 +12,11 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
-from spark_jobs import checkpoint_log, delta_log
-from spark_jobs.lake import Lake, filesystem
-from spark_jobs.records import read_records, read_rollbacks
-from spark_jobs.spec import HopSpec
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.ops import read_records, read_rollbacks
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Where things live under ``LAKEHOUSE_HOME`` (DESIGN.md section 3), as plain strings.
 
-``LAKEHOUSE_HOME`` is a local path or a URI; file reads outside Spark go through fsspec so
-the same code serves both.
+``LAKEHOUSE_HOME`` is a local path or a URI; file reads outside Spark go through
+:mod:`spark_jobs.logs.fs` so the same code serves both.
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import fsspec
-
-from spark_jobs.spec import HopSpec, PipelineSpec
+from spark_jobs.model.spec import HopSpec, PipelineSpec
 
 DEFAULT_HOME = "./.lakehouse"
 
@@ -25,11 +23,6 @@ def lakehouse_home(create: bool = True) -> str:
         if create:
             Path(home).mkdir(parents=True, exist_ok=True)
     return home.rstrip("/")
-
-
-def filesystem(path: str) -> fsspec.AbstractFileSystem:
-    """The fsspec filesystem serving ``path``."""
-    return fsspec.core.url_to_fs(path)[0]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import functools
 import json
 import re
 
-from spark_jobs.lake import filesystem
+from spark_jobs.logs.fs import filesystem
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from spark_jobs.errors import SetupError
-from spark_jobs.jars import cached_jars
+from spark_jobs.engine.jars import cached_jars
+from spark_jobs.model.errors import SetupError
 
 DELTA_CONFS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs import batches, checkpoint_log, delta_log
-from spark_jobs.lake import Lake, filesystem
-from spark_jobs.records import read_records
+from spark_jobs.control import batches
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.ops import read_records
+from spark_jobs.model.lake import Lake
 
 
 def landing_files(lake: Lake) -> list[str]:

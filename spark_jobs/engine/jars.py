@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spark_jobs.errors import SetupError
-from spark_jobs.spec import repo_root
+from spark_jobs.model.errors import SetupError
+from spark_jobs.model.spec import repo_root
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 

@@ -16,12 +16,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from spark_jobs.errors import LakehouseError
-from spark_jobs.lake import Lake
-
-
-class PipelineBusy(LakehouseError):
-    """Another run, backfill or rollback of the pipeline holds its lock."""
+from spark_jobs.model.errors import PipelineBusy
+from spark_jobs.model.lake import Lake
 
 
 def lock_path(lake: Lake) -> Path | None:

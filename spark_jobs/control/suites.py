@@ -1,0 +1,108 @@
+"""Data-quality gates (DESIGN.md section 6): a Great Expectations suite per hop, checked on
+the rows one run wrote, with a policy per expectation.
+
+- ``warn``: the result is recorded; the gate passes.
+- ``drop``: rows failing the rule never reach the table: the hop's write sends them to the
+  hop's quarantine table with the rule's name as the reason (written + quarantined = read).
+  Only row-level rules can drop (:data:`ROW_RULES`).
+- ``fail``: the gate fails; the stream DAG rolls the run back.
+
+Suites are GX 1.x suite JSON files, ``include/quality/<pipeline>/<hop>.json`` (or under
+``$LAKEHOUSE_QUALITY``), with ``meta.policy`` on each expectation. This module is the plain
+part (loading a suite, reading and printing results); :mod:`spark_jobs.engine.quality` checks a
+run's rows with Spark and GX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec, PipelineSpec, repo_root
+
+POLICIES = ("warn", "drop", "fail")
+ROW_RULES = (
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_match_regex",
+)
+EXAMPLES = 5  # failing values shown per rule
+
+
+def quality_dir() -> Path:
+    """Where suites live: ``$LAKEHOUSE_QUALITY`` or ``include/quality``."""
+    return Path(os.environ.get("LAKEHOUSE_QUALITY") or repo_root() / "include" / "quality")
+
+
+def suite_path(spec: PipelineSpec, hop: HopSpec) -> Path:
+    return quality_dir() / spec.name / f"{hop.name}.json"
+
+
+def rule_name(expectation: dict) -> str:
+    """A short readable name: ``expect_column_values_to_not_be_null(campaign_id)``."""
+    kwargs = expectation.get("kwargs", {})
+    target = kwargs.get("column") or ",".join(kwargs.get("column_list", [])) or ""
+    return f"{expectation['type']}({target})"
+
+
+def load_suite(spec: PipelineSpec, hop: HopSpec) -> dict | None:
+    """The hop's suite as a dict (None when the hop has none), its policies checked."""
+    path = suite_path(spec, hop)
+    if not path.exists():
+        return None
+    try:
+        suite = json.loads(path.read_text())
+    except ValueError as error:
+        raise UsageError(f"quality suite {path} is not valid JSON ({error}): fix the file") from None
+    for expectation in suite.get("expectations", []):
+        policy = expectation.get("meta", {}).get("policy", "fail")
+        if policy not in POLICIES:
+            raise UsageError(f"quality suite {path}: {rule_name(expectation)} has policy {policy!r}; "
+                             f"use one of {', '.join(POLICIES)}")
+        if policy == "drop" and expectation["type"] not in ROW_RULES:
+            raise UsageError(f"quality suite {path}: {rule_name(expectation)} cannot drop rows (it is not a "
+                             f"per-row rule); use warn or fail, or one of {', '.join(ROW_RULES)}")
+    return suite
+
+
+def policy(expectation: dict) -> str:
+    return expectation.get("meta", {}).get("policy", "fail")
+
+
+def drop_rules(suite: dict | None) -> list[dict]:
+    return [e for e in (suite or {}).get("expectations", []) if policy(e) == "drop"]
+
+
+def results_dir(lake: Lake) -> str:
+    return lake.path(f"_ops/quality/{lake.spec.name}")
+
+
+def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
+    """The gate summary ``check`` wrote for a run and hop (None: not checked)."""
+    path = f"{results_dir(lake)}/{run_id}.{hop}.json"
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as handle:
+        return json.load(handle)
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"{summary['hop']} quality gate {summary['gate'].upper()} for run {summary['run_id']}: "
+             f"suite {summary['suite']}, {summary['rows']:,} rows (table versions "
+             f"{summary['versions'][0]}..{summary['versions'][1]}), {summary['seconds']} s"]
+    for rule in summary.get("rules", []):
+        verdict = "ok" if rule["passed"] else ("FAILED" if rule["policy"] == "fail" else "failed")
+        observed = f" observed {rule['observed']}" if rule["observed"] is not None else ""
+        failing = f" failing {rule['failing']:,}" if rule["failing"] else ""
+        examples = f" e.g. {rule['examples']}" if rule["examples"] and not rule["passed"] else ""
+        error = f" error: {rule['error']}" if rule.get("error") else ""
+        lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")
+    if summary.get("data_docs"):
+        lines.append(f"  data docs: {summary['data_docs']}")
+    return "\n".join(lines)

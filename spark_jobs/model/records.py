@@ -1,0 +1,56 @@
+"""Run records: what one hop did in one run, kept as one small JSON file per hop and run in
+``_ops/runs/<pipeline>/`` (written and read by :mod:`spark_jobs.logs.ops`)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC time plus a short random suffix."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class TableChange:
+    """A table's version before and after a run (None: no table yet)."""
+
+    version_before: int | None
+    version_after: int | None
+
+
+@dataclass
+class RunRecord:
+    """What one hop did in one run."""
+
+    pipeline: str
+    hop: str
+    run_id: str
+    mode: str
+    status: str = "running"
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    duration_s: float | None = None
+    query_id: str | None = None
+    batch_ids: list[int] = field(default_factory=list)
+    tables: dict[str, TableChange] = field(default_factory=dict)
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_quarantined: int = 0
+    rows_dropped_late: int = 0
+    range_start: str | None = None
+    range_end: str | None = None
+    progress: list[dict] = field(default_factory=list)
+    error: str | None = None
+    quality: dict | None = None  # the gate's summary (spark_jobs.engine.quality), once checked
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self.status = status
+        self.error = error
+        self.ended_at = time.time()
+        self.duration_s = round(self.ended_at - self.started_at, 3)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,32 @@
+"""Times as the CLI, the specs and the logs give them: ISO-8601 in UTC, epoch milliseconds and
+window lengths such as ``10 seconds``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from spark_jobs.model.errors import UsageError
+
+_UNIT_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+
+
+def parse_time(text: str, flag: str) -> int:
+    """ISO-8601 date or datetime (UTC when it has no offset) as epoch milliseconds."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not an ISO-8601 date or time: use e.g. 2026-01-31 or 2026-01-31T12:00:00")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC without an offset, to the millisecond."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+
+
+def duration_ms(text: str) -> int:
+    """``10 seconds``, ``1 minute``, ``2 hours`` as milliseconds."""
+    amount, unit = text.split()
+    return int(amount) * _UNIT_MS[unit.rstrip("s")]

@@ -1,0 +1,331 @@
+"""The service API: what the ``lakehouse`` CLI, Airflow's task callables, the tests and the
+benchmarks call. Each function takes plain values, checks them (a :class:`UsageError` naming the
+fix), holds the pipeline's lock where it writes, and returns a dataclass; nothing here parses argv
+or prints results (progress goes to ``progress``, stderr by default).
+
+Spark is started only by the functions that need it (``run``, ``backfill``, ``quality``, and
+``rollback`` when a table must be restored), inside the call.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from spark_jobs.model.errors import QualityGateFailed, RollbackRefused, UsageError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.records import RunRecord, new_run_id
+from spark_jobs.model.spec import HopSpec, get_spec
+from spark_jobs.model.times import iso
+
+Progress = Callable[[str], None]
+QUALITY_MODES = ("gate", "report", "off")
+
+
+def stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def open_lake(pipeline: str) -> Lake:
+    """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
+    return Lake.open(get_spec(pipeline))
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+@dataclass
+class GateFailure:
+    """The hop whose quality gate failed (``gate`` mode stops below it) and the gate's summary."""
+
+    hop: str
+    summary: dict
+
+
+@dataclass
+class RunResult:
+    """What a run or backfill did: one record per hop that ran, and the gate that stopped it, if any."""
+
+    run_id: str
+    action: str
+    records: list[RunRecord]
+    failed_gate: GateFailure | None = None
+    pipeline: str = ""
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "hops": [record.to_dict() for record in self.records]}
+
+    def raise_for_gate(self) -> None:
+        """A :class:`QualityGateFailed` saying how to undo the run, when a gate failed in ``gate`` mode."""
+        if self.failed_gate is None:
+            return
+        from spark_jobs.control.suites import suite_path
+
+        lake = open_lake(self.pipeline)
+        hop = lake.spec.hop(self.failed_gate.hop)
+        below = [other.name for other in lake.spec.downstream_of(hop.name)]
+        raise QualityGateFailed(
+            f"quality gate of {hop.name} failed ({', '.join(self.failed_gate.summary['failed'])})"
+            + (f"; {', '.join(below)} did not run. " if below else ". ") +
+            f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run {self.run_id}`, then fix "
+            f"the transform or the rule's policy in {suite_path(lake.spec, hop)}")
+
+
+@dataclass
+class RollbackResult:
+    """A rollback's plan, whether it was executed, and the journal (the audit record) when it was."""
+
+    plan: dict
+    executed: bool
+    journal: dict | None = None
+    resumed: bool = False
+
+    def to_dict(self) -> dict:
+        document = {"plan": self.plan, "executed": self.executed}
+        if self.journal is not None:
+            document["journal"] = self.journal
+        return document
+
+
+@dataclass
+class ValidateResult:
+    """Findings of ``checkpoint validate`` (repaired ones marked); consistent when none is left."""
+
+    pipeline: str
+    findings: list = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not [finding for finding in self.findings if not finding.repaired]
+
+    def to_dict(self) -> dict:
+        return {"pipeline": self.pipeline, "consistent": self.consistent,
+                "findings": [finding.to_dict() for finding in self.findings]}
+
+
+# -- checks shared by the writers ------------------------------------------------------------------
+
+def checked_run_id(run_id: str | None) -> str:
+    """``run_id`` when it is safe in file names, a new one when None."""
+    if run_id is None:
+        return new_run_id()
+    if not re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", run_id) or run_id.startswith("."):
+        raise UsageError(f"--run-id {run_id!r} has characters other than letters, digits and _.:+-")
+    return run_id
+
+
+def _check_quality_mode(mode: str) -> None:
+    if mode not in QUALITY_MODES:
+        raise UsageError(f"quality mode {mode!r} is not one of {', '.join(QUALITY_MODES)}")
+
+
+@contextmanager
+def _writer(lake: Lake, action: str, run_id: str, wait_s: float, progress: Progress, ready=None):
+    """Hold the pipeline's lock, refusing while a rollback is unfinished."""
+    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.rollback import refuse_if_pending
+
+    with pipeline_lock(lake, action, run_id, wait_s, ready, progress):
+        refuse_if_pending(lake)
+        yield
+
+
+def _session(lake: Lake, action: str):
+    from spark_jobs.engine.session import build_session
+
+    return build_session(f"lakehouse-{lake.spec.name}-{action}", lake.spec.shuffle_partitions)
+
+
+def _gate(spark, lake: Lake, hop: HopSpec, record: RunRecord, mode: str, progress: Progress) -> dict | None:
+    """Check the hop's suite on what the run wrote (unless mode ``off``) and keep it in the record."""
+    if mode == "off" or record.status not in ("succeeded", "skipped"):
+        return None
+    from spark_jobs.control.suites import format_summary
+    from spark_jobs.engine import quality
+    from spark_jobs.logs.ops import write_record
+
+    summary = quality.check(spark, lake, hop, record.to_dict())
+    if summary is None:
+        return None
+    record.quality = {key: summary.get(key) for key in ("gate", "failed", "warned", "rows", "seconds", "data_docs")}
+    write_record(lake, record)
+    progress(format_summary(summary))
+    return summary
+
+
+def _hops_gated(spark, lake: Lake, hops, mode: str, progress: Progress, run_hop) -> tuple[list, GateFailure | None]:
+    """Run each hop (``run_hop(hop)`` gives its record) then its gate; stop below a failed gate in
+    ``gate`` mode."""
+    records = []
+    for hop in hops:
+        records.append(run_hop(hop))
+        summary = _gate(spark, lake, hop, records[-1], mode, progress)
+        if summary and summary["gate"] == "failed" and mode == "gate":
+            return records, GateFailure(hop.name, summary)
+    return records, None
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None, start_ms: int | None = None,
+             bad_fraction: float = 0.0, late_fraction: float = 0.0):
+    """Write sample events to the pipeline's landing folder (:class:`~spark_jobs.control.generator.GenerateResult`)."""
+    from spark_jobs.control.generator import generate as write_events
+
+    if events < 0 or files < 1:
+        raise UsageError("--events must be >= 0 and --files >= 1")
+    for flag, value in (("--bad-fraction", bad_fraction), ("--late-fraction", late_fraction)):
+        if not 0 <= value <= 1:
+            raise UsageError(f"{flag} {value} is outside 0..1")
+    return write_events(open_lake(pipeline), events, files, seed, start_ms, bad_fraction, late_fraction)
+
+
+def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files_per_trigger: int | None = None,
+        quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
+        progress: Progress = stderr) -> RunResult:
+    """Process what is new: each hop run-once (``availableNow``) then its gate, or always-on with
+    ``continuous`` until SIGINT/SIGTERM."""
+    from spark_jobs.engine.runner import HopRun, run_continuous
+
+    lake = open_lake(pipeline)
+    hops = lake.spec.select_hops(hop)
+    run_id = checked_run_id(run_id)
+    _check_quality_mode(quality)
+    if max_files_per_trigger is not None and max_files_per_trigger < 1:
+        raise UsageError("--max-files-per-trigger must be >= 1")
+    with _writer(lake, "run", run_id, wait_s, progress):
+        spark = _session(lake, "run")
+        if continuous:
+            return RunResult(run_id, "run", run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress),
+                             pipeline=pipeline)
+        records, failed = _hops_gated(
+            spark, lake, hops, quality, progress,
+            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress).run_once(max_files_per_trigger))
+    return RunResult(run_id, "run", records, failed, pipeline)
+
+
+def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run_id: str | None = None,
+             quality: str = "gate", wait_s: float = 0.0, progress: Progress = stderr) -> RunResult:
+    """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms; waits (up to
+    ``wait_s``) while a hop's stream has not read what is upstream of it."""
+    from spark_jobs.control.status import stream_lag
+    from spark_jobs.engine.runner import HopRun
+
+    lake = open_lake(pipeline)
+    hops = lake.spec.select_hops(hop)
+    if start_ms >= end_ms:
+        raise UsageError(f"--start {iso(start_ms)} is not before --end {iso(end_ms)}: the range is [start, end)")
+    run_id = checked_run_id(run_id)
+    _check_quality_mode(quality)
+
+    def streams_caught_up() -> str | None:
+        lagging = {each.name: lag for each in hops if (lag := stream_lag(lake, each))}
+        if not lagging:
+            return None
+        runs = "; ".join(f"`lakehouse run {lake.spec.name} --hop {name}`" for name in lagging)
+        return "; ".join(lagging.values()) + f" (the stream's next run reads them: {runs})"
+
+    with _writer(lake, "backfill", run_id, wait_s, progress, streams_caught_up):
+        spark = _session(lake, "backfill")
+        records, failed = _hops_gated(
+            spark, lake, hops, quality, progress,
+            lambda each: HopRun(spark, lake, each, run_id, "backfill", progress).backfill(start_ms, end_ms))
+    return RunResult(run_id, "backfill", records, failed, pipeline)
+
+
+def status(pipeline: str, hop: str | None = None) -> dict:
+    """Batches, runs and table versions of every hop (or one), read from the logs without a JVM."""
+    from spark_jobs.control.status import pipeline_status
+
+    lake = open_lake(pipeline)
+    if hop and hop != "all":
+        lake.spec.hop(hop)
+    return pipeline_status(lake, hop)
+
+
+def _same_request(journal: dict, request: dict) -> bool:
+    keys = ("hop", "to_batch", "to_run", "to_time", "cascade")
+    return all(journal["plan"]["request"].get(key) == request.get(key) for key in keys)
+
+
+def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: str | None = None,
+             to_time_ms: int | None = None, to_time_text: str | None = None, cascade: bool = True,
+             dry_run: bool = False, wait_s: float = 0.0, progress: Progress = stderr) -> RollbackResult:
+    """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
+    the next run replays from the batch after each target. An unfinished rollback of the same
+    request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
+    from spark_jobs.control import rollback as rollbacks
+    from spark_jobs.control.lock import pipeline_lock
+
+    lake = open_lake(pipeline)
+    lake.spec.hop(hop)
+    if sum(target is not None for target in (to_batch, to_run, to_time_ms)) != 1:
+        raise UsageError("give exactly one of --to-batch, --to-run, --to-time")
+    request = {"hop": hop, "to_batch": to_batch, "to_run": to_run, "to_time": to_time_ms, "cascade": cascade}
+
+    def make_plan() -> dict:
+        return rollbacks.plan(lake, hop, to_batch, to_run, to_time_ms, cascade, to_time_text)
+
+    journal = rollbacks.pending(lake)
+    if journal and not _same_request(journal, request):
+        rollbacks.refuse_if_pending(lake)
+    if dry_run:
+        return RollbackResult(journal["plan"] if journal else make_plan(), executed=False)
+    with pipeline_lock(lake, "rollback", wait_s=wait_s):
+        journal = rollbacks.pending(lake)
+        resumed = bool(journal and _same_request(journal, request))
+        if resumed:
+            plan = journal["plan"]
+            progress(f"[rollback] finishing {plan['rollback_id']} ({len(journal['done'])} steps were done)")
+        else:
+            journal, plan = None, make_plan()
+        if plan["refused"]:
+            raise RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan['refused'])}", plan)
+        if plan["nothing_to_do"]:
+            return RollbackResult(plan, executed=False)
+        progress(rollbacks.format_plan(plan))
+        done = rollbacks.execute(lambda: _session(lake, "rollback"), lake, plan, journal, progress)
+    return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
+
+
+def rollback_plan(pipeline: str, hop: str, **target) -> dict:
+    """The plan a rollback would carry out (or the unfinished one of the same request): a dry run."""
+    return rollback(pipeline, hop, dry_run=True, **target).plan
+
+
+def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
+    """Check the hop's suite on the rows one succeeded run wrote (default: its last); the summary."""
+    from spark_jobs.control.suites import load_suite, suite_path
+    from spark_jobs.engine import quality as gates
+    from spark_jobs.logs.ops import read_records
+
+    lake = open_lake(pipeline)
+    spec_hop = lake.spec.hop(hop)
+    if load_suite(lake.spec, spec_hop) is None:
+        raise UsageError(f"hop {spec_hop.name} has no quality suite: add {suite_path(lake.spec, spec_hop)}")
+    runs = [r for r in read_records(lake, spec_hop.name) if r.get("status") == "succeeded" and r.get("mode") != "continuous"]
+    if run:
+        runs = [r for r in runs if r["run_id"] == run]
+        if not runs:
+            raise UsageError(f"no succeeded run {run!r} of {spec_hop.name}: see `lakehouse status {lake.spec.name}`")
+    elif not runs:
+        raise UsageError(f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first")
+    return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1])
+
+
+def validate(pipeline: str, hop: str | None = None, repair: bool = False) -> ValidateResult:
+    """Find damaged or inconsistent checkpoint files (and with ``repair``, make the repairs that
+    cannot lose or double data, under the pipeline's lock)."""
+    from spark_jobs.control.validate import validate as find
+
+    lake = open_lake(pipeline)
+    if hop and hop != "all":
+        lake.spec.hop(hop)
+    if not repair:
+        return ValidateResult(lake.spec.name, find(lake, hop))
+    from spark_jobs.control.lock import pipeline_lock
+
+    with pipeline_lock(lake, "checkpoint repair"):
+        return ValidateResult(lake.spec.name, find(lake, hop, do_repair=True))
