@@ -38,35 +38,63 @@ DAGBAG_PROBE = """
 import json, sys, time
 started = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
-bag = DagBag()
+bag = DagBag(dag_folder=sys.argv[1])
 shape = {dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in dag.topological_sort()}
          for dag_id, dag in bag.dags.items()}
 meta = {dag_id: {"max_active_runs": dag.max_active_runs, "schedule": str(dag.schedule),
                  "params": sorted(dag.params.keys())} for dag_id, dag in bag.dags.items()}
 heavy = sorted(m for m in ("pyspark", "delta", "great_expectations", "py4j") if m in sys.modules)
-links = {t.task_id: sorted(link.name for link in t.operator_extra_links) for t in bag.dags["ad_events__stream"].tasks}
+stream = bag.dags.get("ad_events__stream")
+links = {t.task_id: sorted(link.name for link in t.operator_extra_links) for t in stream.tasks} if stream else {}
 print(json.dumps({"errors": bag.import_errors, "shape": shape, "meta": meta, "heavy": heavy, "links": links,
                   "seconds": time.perf_counter() - started}))
 """
 
 
-@pytest.fixture(scope="module")
-def dagbag(tmp_path_factory):
+def _probe_dagbag(home, dag_path, **env_changes) -> dict:
+    """A DagBag of ``dag_path`` (the dags folder or one file), parsed in a fresh interpreter."""
     import os
 
     from lakehouse_platform import platform_env
 
-    home = tmp_path_factory.mktemp("dagbag")
-    env = platform_env({**os.environ, "AIRFLOW_HOME": str(home), "LAKEHOUSE_HOME": str(home / "lake")})
-    done = subprocess.run([sys.executable, "-c", DAGBAG_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    env = platform_env({**os.environ, "AIRFLOW_HOME": str(home), "LAKEHOUSE_HOME": str(home / "lake"), **env_changes})
+    done = subprocess.run([sys.executable, "-c", DAGBAG_PROBE, str(dag_path)], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("dag_file", ["lakehouse_pipelines.py"], ids=str)
-def test_dag_files_import_without_errors(dagbag, dag_file):
-    assert dagbag["errors"] == {}
-    assert (ROOT / "dags" / dag_file).exists()
+@pytest.fixture(scope="module")
+def dagbag(tmp_path_factory):
+    return _probe_dagbag(tmp_path_factory.mktemp("dagbag"), ROOT / "dags")
+
+
+@pytest.mark.parametrize("dag_file, dag_ids", [
+    ("lakehouse_pipelines.py", {"ad_events__stream", "ad_events__backfill", "ad_events__rollback"}),
+    ("lakehouse_spec_errors.py", set()),
+], ids=str)
+def test_each_dag_file_imports_without_errors(tmp_path, dag_file, dag_ids):
+    bag = _probe_dagbag(tmp_path, ROOT / "dags" / dag_file)
+    assert bag["errors"] == {} and set(bag["shape"]) == dag_ids
+
+
+def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_path):
+    import shutil
+
+    specs = tmp_path / "pipelines"
+    specs.mkdir()
+    shutil.copy(ROOT / "include/pipelines/ad_events.yaml", specs)
+    (specs / "shop.yaml").write_text("name: shop\nlanding: landing/shop\nhops:\n"
+                                     "  - {name: bronze, kind: ingest-ish, table: tables/bronze/orders, time_column: t}\n")
+    (specs / "late.yaml").write_text("name: late\nlanding: landing/late\nschedule: every morning\nhops:\n"
+                                     "  - {name: bronze, kind: ingest, table: tables/bronze/late, time_column: t}\n")
+    bag = _probe_dagbag(tmp_path, ROOT / "dags", LAKEHOUSE_PIPELINES=str(specs))
+    assert set(bag["shape"]) == {"ad_events__stream", "ad_events__backfill", "ad_events__rollback"}
+    errors_file = str(ROOT / "dags" / "lakehouse_spec_errors.py")
+    assert list(bag["errors"]) == [errors_file]
+    error = bag["errors"][errors_file]
+    assert f"{specs / 'shop.yaml'}: hop bronze has kind 'ingest-ish': use one of ingest, append, aggregate" in error
+    assert f"{specs / 'late.yaml'}: " in error and "every morning" in error
 
 
 def test_parsing_imports_no_spark_and_starts_no_jvm(dagbag):

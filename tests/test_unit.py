@@ -51,6 +51,33 @@ def test_bad_usage_is_one_line_and_exit_2(argv, message, lake_home, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
 
 
+def test_a_broken_spec_fails_alone(pipelines, lake_home, capsys):
+    """A second spec that does not load leaves ad_events working; naming it gives its problem."""
+    folder = pipelines()
+    (folder / "shop.yaml").write_text("name: shop\nlanding: landing/shop\nhops: [{name: bronze, kind: ingest}]\n")
+    (folder / "notes.yaml").write_text("name: [unclosed\n")
+    assert main(["status", "ad_events"]) == 0
+    capsys.readouterr()
+    assert main(["status", "shop"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {folder / 'shop.yaml'}: hop bronze lacks table, time_column: add it to the spec"
+    assert main(["status", "notes"]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["status", "nope"]) == 2
+    assert "specs that do not load: notes.yaml, shop.yaml" in capsys.readouterr().err
+
+
+def test_a_spec_without_inputs_loads_and_names_a_missing_input(pipelines):
+    from spark_jobs.model.spec import get_spec
+
+    folder = pipelines()
+    (folder / "plain.yaml").write_text("name: plain\nlanding: landing/plain\nhops:\n"
+                                       "  - {name: bronze, kind: ingest, table: tables/bronze/plain, time_column: t}\n")
+    spec = get_spec("plain")
+    assert spec.inputs == {} and get_spec("ad_events").input("campaigns") == "landing/campaigns"
+    with pytest.raises(UsageError, match="needs the input 'campaigns'"):
+        spec.input("campaigns")
+
+
 def test_missing_lakehouse_home_is_created(tmp_path, monkeypatch, capsys):
     home = tmp_path / "not" / "yet"
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))

@@ -16,7 +16,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
-from spark_jobs.model.spec import PipelineSpec, list_specs
+from spark_jobs.model.spec import PipelineSpec, scan_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 RUN_ID_ARG = "{{ run_id }}"
@@ -193,10 +193,51 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
     return dag
 
 
+def _check_buildable(spec: PipelineSpec) -> None:
+    """What Airflow would refuse when building the spec's DAGs: its schedule and backfill start."""
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    checks = [("backfill_start", spec.backfill_start, lambda: _start_date(spec.backfill_start))]
+    if spec.schedule not in (None, "@once", "@continuous"):
+        checks.append(("schedule", spec.schedule, lambda: CronTriggerTimetable(spec.schedule, timezone="UTC").validate()))
+    for key, value, check in checks:
+        try:
+            check()
+        except Exception as error:  # Airflow's and pendulum's own errors for a bad cron or date
+            raise ValueError(f"{key} {value!r} is refused ({type(error).__name__}: {error}): fix it in the spec") from None
+
+
+def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:
+    """The specs whose DAGs can be built, and the problem of every other spec file (by path)."""
+    specs, problems = scan_specs()
+    usable = []
+    for spec in specs:
+        try:
+            _check_buildable(spec)
+        except ValueError as error:
+            problems[str(spec.source)] = f"{spec.source}: {error}"
+        else:
+            usable.append(spec)
+    return usable, problems
+
+
 def build_all() -> dict[str, DAG]:
-    """Every DAG of every pipeline spec, by DAG id."""
+    """Every DAG of every usable pipeline spec, by DAG id. A spec that cannot be built is left out
+    here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file."""
     dags: dict[str, DAG] = {}
-    for spec in list_specs():
+    for spec in usable_specs()[0]:
         for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec)):
             dags[dag.dag_id] = dag
     return dags
+
+
+class PipelineSpecError(Exception):
+    """Pipeline specs that cannot become DAGs; Airflow shows this as the import error of
+    ``dags/lakehouse_spec_errors.py``, one line per spec file with the reason."""
+
+
+def raise_spec_problems() -> None:
+    """Raise :class:`PipelineSpecError` when some spec cannot become DAGs (the other pipelines' DAGs stay)."""
+    problems = usable_specs()[1]
+    if problems:
+        raise PipelineSpecError("pipeline specs left out of Airflow:\n" + "\n".join(problems.values()))

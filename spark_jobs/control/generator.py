@@ -56,11 +56,12 @@ def ad_ids() -> list[tuple[str, str]]:
 
 def write_campaigns(lake: Lake) -> str | None:
     """Write the campaigns CSV when the campaigns folder has none; return its path if written."""
-    fs = filesystem(lake.campaigns)
-    fs.makedirs(lake.campaigns, exist_ok=True)
-    if any(path.endswith(".csv") for path in fs.ls(lake.campaigns, detail=False)):
+    folder = lake.input("campaigns")
+    fs = filesystem(folder)
+    fs.makedirs(folder, exist_ok=True)
+    if any(path.endswith(".csv") for path in fs.ls(folder, detail=False)):
         return None
-    path = f"{lake.campaigns}/campaigns.csv"
+    path = f"{folder}/campaigns.csv"
     write_text(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
     return path
 

@@ -43,9 +43,9 @@ class Lake:
     def landing(self) -> str:
         return self.path(self.spec.landing)
 
-    @property
-    def campaigns(self) -> str:
-        return self.path(self.spec.campaigns)
+    def input(self, name: str) -> str:
+        """Where the pipeline's static input ``name`` lives (``inputs:`` in its spec)."""
+        return self.path(self.spec.input(name))
 
     def table(self, hop: HopSpec) -> str:
         return self.path(hop.table)

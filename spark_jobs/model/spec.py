@@ -46,8 +46,10 @@ class PipelineSpec:
 
     name: str
     landing: str
-    campaigns: str
     hops: tuple[HopSpec, ...]
+    # The pipeline's own static inputs by name (paths relative to LAKEHOUSE_HOME), read by its
+    # pipeline module: ad_events' campaigns table, for example.
+    inputs: dict[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
     schedule: str = "*/5 * * * *"
     backfill_start: str = "2026-01-01"
@@ -79,6 +81,13 @@ class PipelineSpec:
             return self.hops
         return (self.hop(name),)
 
+    def input(self, name: str) -> str:
+        """The path (relative to the lake's home) of the static input ``name``."""
+        if name not in self.inputs:
+            raise UsageError(f"{self.source or self.name}: pipeline {self.name} needs the input {name!r}: add "
+                             f"`inputs: {{{name}: <path under LAKEHOUSE_HOME>}}` to its spec")
+        return self.inputs[name]
+
     def downstream_of(self, name: str) -> tuple[HopSpec, ...]:
         """Hops that read ``name``'s table, directly or through others, in order."""
         below: list[HopSpec] = []
@@ -108,34 +117,66 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     )
 
 
+_KNOBS = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
+          "min_batches_to_retain", "source_log_compact_interval"}
+
+
 def load_spec(path: Path) -> PipelineSpec:
-    """Read one spec file."""
-    raw = yaml.safe_load(path.read_text())
-    if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
-        raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
+    """Read one spec file; a :class:`UsageError` naming the file and the fix when it is not one."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise UsageError(f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file") from None
+    if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops") or "landing" not in raw:
+        raise UsageError(f"{path}: not a pipeline spec (needs name, landing and hops)")
+    if not isinstance(raw["hops"], list) or not all(isinstance(hop, dict) for hop in raw["hops"]):
+        raise UsageError(f"{path}: hops must be a list of mappings (name, kind, table, time_column)")
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
-    known = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
-             "min_batches_to_retain", "source_log_compact_interval"}
-    return PipelineSpec(
-        name=raw["name"],
-        landing=raw["landing"],
-        campaigns=raw["campaigns"],
-        hops=hops,
-        source=path,
-        **{key: raw[key] for key in known if key in raw},
-    )
+    names = [hop.name for hop in hops]
+    for hop in hops:
+        if hop.upstream is not None and hop.upstream not in names[:names.index(hop.name)]:
+            raise UsageError(f"{path}: hop {hop.name} reads {hop.upstream!r}, which is not a hop above it")
+    inputs = dict(raw.get("inputs") or {})
+    if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
+        inputs.setdefault("campaigns", raw["campaigns"])
+    return PipelineSpec(name=raw["name"], landing=raw["landing"], hops=hops, inputs=inputs, source=path,
+                        **{key: raw[key] for key in _KNOBS if key in raw})
+
+
+def scan_specs(directory: Path | None = None) -> tuple[list[PipelineSpec], dict[str, str]]:
+    """Every spec in the pipelines folder that loads, sorted by name, and the problem of each
+    file that does not (by path): one broken spec never hides the others."""
+    folder = directory or pipelines_dir()
+    specs: dict[str, PipelineSpec] = {}
+    broken: dict[str, str] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            spec = load_spec(path)
+        except UsageError as error:
+            broken[str(path)] = str(error)
+            continue
+        if spec.name in specs:
+            broken[str(path)] = f"{path}: pipeline {spec.name!r} is also defined in {specs[spec.name].source}: rename one"
+            continue
+        specs[spec.name] = spec
+    return sorted(specs.values(), key=lambda spec: spec.name), broken
 
 
 def list_specs(directory: Path | None = None) -> list[PipelineSpec]:
-    """Every spec in the pipelines folder, sorted by name."""
-    folder = directory or pipelines_dir()
-    return sorted((load_spec(path) for path in folder.glob("*.yaml")), key=lambda spec: spec.name)
+    """Every spec in the pipelines folder that loads, sorted by name (see :func:`scan_specs`)."""
+    return scan_specs(directory)[0]
 
 
 def get_spec(name: str, directory: Path | None = None) -> PipelineSpec:
-    """The spec called ``name``; a :class:`UsageError` listing the known ones otherwise."""
-    specs = {spec.name: spec for spec in list_specs(directory)}
-    if name not in specs:
-        known = ", ".join(specs) or "none"
-        raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {directory or pipelines_dir()})")
-    return specs[name]
+    """The spec called ``name``; a :class:`UsageError` with its file's problem, or listing the known ones."""
+    specs, broken = scan_specs(directory)
+    for spec in specs:
+        if spec.name == name:
+            return spec
+    for path, problem in broken.items():
+        if Path(path).stem == name:
+            raise UsageError(problem)
+    known = ", ".join(spec.name for spec in specs) or "none"
+    unreadable = f"; specs that do not load: {', '.join(Path(path).name for path in broken)}" if broken else ""
+    raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {directory or pipelines_dir()})"
+                     + unreadable)

@@ -15,14 +15,15 @@ def static_inputs(spark, lake: Lake, hop: HopSpec) -> dict:
     """The campaigns table for silver, re-read on every run (a stream-static join)."""
     if hop.name != "silver":
         return {}
-    fs = filesystem(lake.campaigns)
-    if not fs.exists(lake.campaigns) or not any(p.endswith(".csv") for p in fs.ls(lake.campaigns, detail=False)):
+    folder = lake.input("campaigns")
+    fs = filesystem(folder)
+    if not fs.exists(folder) or not any(p.endswith(".csv") for p in fs.ls(folder, detail=False)):
         raise UsageError(
-            f"no campaigns CSV in {lake.campaigns}: add one with header ad_id,campaign_id "
+            f"no campaigns CSV in {folder}: add one with header ad_id,campaign_id "
             "(`lakehouse generate ad_events` writes a sample)"
         )
-    campaigns = spark.read.option("header", True).schema(CAMPAIGNS_SCHEMA).csv(lake.campaigns)
-    _check_campaigns(campaigns, lake.campaigns)
+    campaigns = spark.read.option("header", True).schema(CAMPAIGNS_SCHEMA).csv(folder)
+    _check_campaigns(campaigns, folder)
     return {"campaigns": campaigns}
 
 
