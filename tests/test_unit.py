@@ -59,7 +59,8 @@ def test_a_broken_spec_fails_alone(pipelines, lake_home, capsys):
     assert main(["status", "ad_events"]) == 0
     capsys.readouterr()
     assert main(["status", "shop"]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {folder / 'shop.yaml'}: hop bronze lacks table, time_column: add it to the spec"
+    problem = f"{folder / 'shop.yaml'}: hop bronze lacks table, time_column: add it to the spec"
+    assert capsys.readouterr().err.strip() == f"error: {problem}"
     assert main(["status", "notes"]) == 2
     assert "not valid YAML" in capsys.readouterr().err
     assert main(["status", "nope"]) == 2
