@@ -1,7 +1,7 @@
 """The benchmark suite: ``python -m bench`` (``make bench``; ``make bench-smoke`` in CI).
 
-Runs, in order: throughput (run vs plain PySpark vs backfill), the quality gates' share, rollback
-at two table sizes (in this process, one warm JVM), then Airflow's parse time, task
+Runs, in order: throughput (run vs plain PySpark vs backfill), one file of half a million
+lines, the quality gates' share, rollback at two table sizes (in this process, one warm JVM), then Airflow's parse time, task
 overhead and nothing-new task, and last the cost of always-on against run-once (subprocesses
 under :mod:`bench.meter`). Writes ``bench/results/latest.json``, ``latest.md`` and PNG charts,
 and prints the Markdown. Every size is a flag; ``--smoke`` makes all of them tiny.
@@ -17,12 +17,13 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, charts, cost, gold_merge, quality, rollback, soak, throughput
+from bench import airflow_overhead, big_file, charts, cost, gold_merge, quality, rollback, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
+PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
 SMOKE = {"events": 20_000, "repeats": 1, "quality_events": 10_000, "rollback_events": 2_000, "airflow_events": 2_000,
-         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12, "gold_events": 5_000}
+         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12, "gold_events": 5_000,
+         "big_file_lines": 50_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -35,6 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
     parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
+    parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
     parser.add_argument("--soak-seed", type=int, default=1000, help="soak: the first sequence's seed")
@@ -67,6 +69,9 @@ def run(args: argparse.Namespace) -> dict:
     if "throughput" in args.only:
         _step(f"throughput: {args.events:,} events x 3 ways x {args.repeats}")
         result["throughput"] = throughput.run(args.events, args.repeats)
+    if "big_file" in args.only:
+        _step(f"big file: {args.big_file_lines:,} lines in one file")
+        result["big_file"] = big_file.run(args.big_file_lines)
     if "quality" in args.only:
         _step(f"quality share: {args.quality_events:,} events x {args.repeats}")
         result["quality"] = quality.run(args.quality_events, args.repeats)
@@ -110,6 +115,7 @@ def markdown(result: dict) -> str:
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
                 ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
                 ("quality", "Quality gates' share of hop time", quality.markdown),
+                ("big_file", "One file of many lines", big_file.markdown),
                 ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
                 ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
     for key, title, render in sections:

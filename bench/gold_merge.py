@@ -22,21 +22,20 @@ from bench.common import spread, stats
 
 
 def _gold_once(home: Path, max_files: int, recount: bool) -> float:
-    from spark_jobs.cli import main
-    from spark_jobs.engine.runner import HopRun
+    from spark_jobs import service
+    from spark_jobs.engine.hops import MergeSink
 
     shutil.rmtree(home / "tables/gold", ignore_errors=True)
     shutil.rmtree(home / "checkpoints/ad_events/gold", ignore_errors=True)
-    original = HopRun._recomputed
+    original = MergeSink.recomputed
     if not recount:
-        HopRun._recomputed = lambda self, batch: batch
+        MergeSink.recomputed = lambda self, batch: batch
     try:
         began = time.perf_counter()
-        assert main(["run", "ad_events", "--hop", "gold", "--quality=off",
-                     "--max-files-per-trigger", str(max_files)]) == 0
+        service.run("ad_events", "gold", quality="off", max_files_per_trigger=max_files, progress=lambda line: None)
         return time.perf_counter() - began
     finally:
-        HopRun._recomputed = original
+        MergeSink.recomputed = original
 
 
 def run(events: int, max_files: int, repeats: int) -> dict:

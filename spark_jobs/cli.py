@@ -1,4 +1,4 @@
-"""The ``lakehouse`` command (DESIGN.md section 4): argv -> :mod:`spark_jobs.service` -> print.
+"""The ``lakehouse`` command (README: "The CLI"): argv -> :mod:`spark_jobs.service` -> print.
 
 Errors a user can fix print one line and exit 2 (1 for a failed run); ``--json`` prints one
 JSON document on stdout, progress goes to stderr.

@@ -107,18 +107,3 @@ def test_a_bad_campaigns_file_stops_silver_with_a_clear_error(spark, lake_home, 
     assert main(["run", "ad_events"]) == 2
     assert message in capsys.readouterr().err
     assert not (lake_home / "tables/silver/ad_views").exists()
-
-
-@pytest.mark.slow
-def test_a_file_of_half_a_million_lines(spark, lake_home, capsys):
-    landing = lake_home / "landing/ad_events"
-    landing.mkdir(parents=True)
-    lines = [f'{{"ad_id":"ad-{n % 97}","event_type":"view","event_time":{T0 + n}}}' for n in range(500_000)]
-    lines[123_456] = '{"ad_id":"ad-1","event_type":"view","event_time":'  # one truncated line
-    (landing / "big.json").write_text("\n".join(lines) + "\n")
-    capsys.readouterr()
-    assert main(["run", "ad_events", "--hop", "bronze", "--json"]) == 0
-    record = json.loads(capsys.readouterr().out)["hops"][0]
-    assert (record["rows_in"], record["rows_out"], record["rows_quarantined"]) == (500_000, 499_999, 1)
-    bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
-    assert bronze.count() == 499_999 and bronze.select("event_time").distinct().count() == 499_999

@@ -24,17 +24,23 @@ def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_pa
     reference = tmp_path / "reference"
     shutil.copytree(lake_home / "landing", reference / "landing")
 
-    # The interrupted lake: a separate process (the driver and its JVM in one process group).
-    delay = random.Random().uniform(8, 30)
+    # The interrupted lake: a separate process (the driver and its JVM in one process group),
+    # killed at a seeded random moment after its first committed batch and before it ends.
+    seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
+    extra = random.Random(seed).uniform(0, 4)
     process = subprocess.Popen([str(VENV_BIN / "lakehouse"), "run", "ad_events", "--max-files-per-trigger", "2"],
                                env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
-    try:
-        process.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    print(f"killed after {delay:.1f} s (exit {process.returncode})")
+    bronze_commits = lake_home / "checkpoints/ad_events/bronze/commits"
+    deadline = time.time() + 300
+    while process.poll() is None and not (bronze_commits / "0").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(extra)
+    alive = process.poll() is None
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze's first commit (exit {process.returncode})")
+    assert alive and process.returncode == -signal.SIGKILL, "the run ended before the kill: not a mid-run kill"
     time.sleep(1)
     assert main(["run", "ad_events", "--max-files-per-trigger", "2"]) == 0
 

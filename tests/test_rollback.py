@@ -1,4 +1,4 @@
-"""Rollback on the checkpoint logs, against real Spark and Delta (DESIGN.md s. 5).
+"""Rollback on the checkpoint logs, against real Spark and Delta (README: "Rollback").
 
 The defining check: roll back, run again, and every table holds exactly what the landing files
 say (conftest computes that in plain Python): no row lost, none twice.
@@ -46,8 +46,10 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     assert checkpoint_log.commit_batch_ids(bronze) == [0, 1, 2, 3]
     assert any(compact for _path, compact in checkpoint_log.file_source_log(bronze).values())
 
-    target = int(os.environ.get("ROLLBACK_TARGET", random.Random().randint(0, 2)))
-    print(f"rolling bronze back to batch {target}")
+    seed = int(os.environ.get("ROLLBACK_SEED", random.randrange(10**6)))
+    rng = random.Random(seed)
+    target = rng.randint(0, 2)
+    print(f"ROLLBACK_SEED={seed}: rolling bronze back to batch {target}")
     document = _rollback(capsys, "--hop", "bronze", "--to-batch", str(target))
     assert document["executed"] and [step["hop"] for step in document["plan"]["hops"]] == ["bronze", "silver", "gold"]
     assert document["plan"]["hops"][0]["undone"] == list(range(target + 1, 4))
@@ -62,7 +64,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     # Again from silver, then gold by time: chained rollbacks map batches to versions through
     # earlier RESTOREs and query ids.
     silver = _checkpoint(lake_home, "silver")
-    target = random.Random().randint(0, checkpoint_log.commit_batch_ids(silver)[-1] - 1)
+    target = rng.randint(0, checkpoint_log.commit_batch_ids(silver)[-1] - 1)
     print(f"rolling silver back to batch {target}")
     document = _rollback(capsys, "--hop", "silver", "--to-batch", str(target))
     kept = document["plan"]["hops"][0]["target_batch"]
@@ -76,7 +78,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     gold = Path(_checkpoint(lake_home, "gold"))
     stamps = {n: (gold / "commits" / str(n)).stat().st_mtime for n in checkpoint_log.commit_batch_ids(str(gold))}
     candidates = [n for n in stamps if n + 1 in stamps and int(stamps[n + 1] * 1000) > int(stamps[n] * 1000)]
-    target = random.Random().choice(candidates)
+    target = rng.choice(candidates)
     moment = dt.datetime.fromtimestamp(stamps[target], dt.UTC).replace(tzinfo=None).isoformat()
     print(f"rolling gold back to {moment} (batch {target})")
     document = _rollback(capsys, "--hop", "gold", "--to-time", moment)

@@ -114,9 +114,15 @@ def test_unresolvable_jars_is_a_clear_error(tmp_path, monkeypatch):
     bad.write_text(jars.manifest().read_text().replace("<version>4.4.0</version>", "<version>0.0.0-none</version>"))
     monkeypatch.setattr(jars, "manifest", lambda: bad)
     monkeypatch.setenv("LAKEHOUSE_JARS_DIR", str(tmp_path / "jars"))
-    monkeypatch.setenv("MAVEN_OPTS", "-Dmaven.repo.local=" + str(tmp_path / "m2"))
+    # Maven offline with an empty local repository (its settings under a user.home of our own):
+    # nothing resolves whether or not this machine reaches a repository.
+    settings = tmp_path / "home" / ".m2" / "settings.xml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(f"<settings><offline>true</offline><localRepository>{tmp_path / 'm2'}</localRepository></settings>")
+    monkeypatch.setenv("MAVEN_OPTS", f"-Duser.home={tmp_path / 'home'}")
     with pytest.raises(SetupError, match="not resolvable"):
         jars.resolve_jars()
+    assert not list((tmp_path / "m2").rglob("*.jar")), "Maven downloaded something offline"
 
 
 def _write_log(path, lines):

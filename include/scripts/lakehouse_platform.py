@@ -5,7 +5,7 @@
     python include/scripts/lakehouse_platform.py run [--duration S] [--port P]
 
 ``run`` starts Airflow's api-server, scheduler, dag-processor and triggerer bound to
-127.0.0.1 (DESIGN.md section 8), unpauses the stream DAGs, feeds a trickle of sample events,
+127.0.0.1 (README: "Two commands"), unpauses the stream DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by PID) on Ctrl-C, SIGTERM
 or after ``--duration`` seconds.
 """

@@ -1,7 +1,9 @@
-"""Build each pipeline's DAGs from its spec (DESIGN.md section 7).
+"""Build each pipeline's DAGs from its spec (README: "Airflow").
 
 Only wiring happens here: the spec is plain YAML, operators resolve jars and paths when
-they execute. DAG ids: ``<pipeline>__stream`` and ``<pipeline>__backfill``.
+they execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill`` and
+``<pipeline>__rollback``. A spec that cannot become DAGs is left out (:func:`usable_specs`)
+and reported by ``dags/lakehouse_spec_errors.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Each hop's micro-batches joined to the Delta versions they wrote and read (DESIGN.md s. 5).
+"""Each hop's micro-batches joined to the Delta versions they wrote and read (README: "Rollback").
 
 Plain files only (no JVM): the checkpoint's logs say what each batch read, the tables'
 ``_delta_log`` says which commit each batch made (its ``txn``: appId = the checkpoint's query
@@ -183,7 +183,7 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     versions = batch_versions(lake.table(hop), query_ids(lake, hop))
     by_batch = _record_rows(lake, hop)
     entries_by_log: dict[int, list[str]] = {}
-    if hop.kind == "ingest":
+    if hop.reads_landing:
         for entry in checkpoint_log.file_source_entries(checkpoint):
             entries_by_log.setdefault(int(entry["batchId"]), []).append(checkpoint_log.local_path(entry["path"]))
     found = []
@@ -195,7 +195,7 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
             source = None
         info = BatchInfo(batch_id, batch_id in committed, previous, source,
                          table_version=versions.get(batch_id))
-        if hop.kind == "ingest" and source is not None:
+        if hop.reads_landing and source is not None:
             end = int(source["logOffset"])
             # The offsets of the batch before may be past retention: then count this log entry only.
             start = int(previous["logOffset"]) if previous else (-1 if batch_id == 0 else end - 1)

@@ -1,4 +1,4 @@
-"""Sample YSB ad events for the landing folder (DESIGN.md section 3).
+"""Sample YSB ad events for the landing folder (README: "The example pipeline").
 
 Files are written under a dot-prefixed name and renamed when complete, so a running stream
 never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``).

@@ -1,4 +1,4 @@
-"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (DESIGN.md s. 5).
+"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (README: "Rollback").
 
 ``plan`` reads plain files only (checkpoints, Delta logs, run records): which batches each hop
 undoes, the version each table returns to, what will be read again, and what lies beyond
@@ -190,7 +190,7 @@ def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: l
     still holds: jump past that RESTORE only when the batch read all of p and no kept append
     lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump past."""
     target = targets[view.hop.name]
-    if view.hop.kind == "ingest" or target < 0:
+    if view.hop.reads_landing or target < 0:
         return None
     version, complete = view.position(target)
     verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version, complete)
@@ -252,7 +252,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None)
         "source_log_cut": None,
         "reread": "",
     }
-    if hop.kind == "ingest":
+    if hop.reads_landing:
         cut = int(checkpoint_log.read_offsets(view.checkpoint, target).sources[0]["logOffset"]) if target >= 0 else -1
         files = sorted({checkpoint_log.local_path(entry["path"]) for entry in checkpoint_log.file_source_entries(view.checkpoint)
                         if int(entry["batchId"]) > cut})

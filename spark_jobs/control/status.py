@@ -59,7 +59,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "batches": len(commits),
         "last_batch": offsets[-1] if offsets else None,
         "last_committed_batch": commits[-1] if commits else None,
-        "pending_batch": offsets[-1] if offsets and (not commits or offsets[-1] > commits[-1]) else None,
+        "pending_batch": checkpoint_log.planned_batch(checkpoint),
         "table_versions": tables,
         "runs": len(records),
         # Events later than the allowed lateness are dropped by the watermark; which ones depends on
@@ -166,38 +166,25 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
     pending: dict[str, str | None] = {}
     for hop in lake.spec.hops:
         checkpoint = lake.checkpoint(hop)
-        offsets = checkpoint_log.offset_batch_ids(checkpoint)
-        commits = checkpoint_log.commit_batch_ids(checkpoint)
-        if offsets and (not commits or offsets[-1] > commits[-1]):
-            pending[hop.name] = f"batch {offsets[-1]} was planned but not committed"
-        elif hop.kind == "ingest":
+        planned = checkpoint_log.planned_batch(checkpoint)
+        if planned is not None:
+            pending[hop.name] = f"batch {planned} was planned but not committed"
+        elif hop.reads_landing:
             processed = processed_files(lake)
             new = [path for path in landing_files(lake) if path not in processed]
             pending[hop.name] = f"{len(new)} new landing files" if new else None
         else:
-            pending[hop.name] = _upstream_news(lake.upstream_table(hop), checkpoint, offsets)
+            pending[hop.name] = _upstream_news(lake.upstream_table(hop), checkpoint)
     return pending
 
 
-def _first_unread_version(checkpoint: str, offsets: list[int]) -> int:
-    """The first upstream version a Delta-fed hop has not (wholly) read: 0 when it never ran."""
-    if not offsets:
-        return 0
-    source = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0] or {}
-    next_version = int(source.get("reservoirVersion", -1))
-    # (v, index -1): everything before v was read; (v, index >= 0): part of v was read.
-    if int(source.get("index", -1)) >= 0 and not source.get("isStartingVersion", False):
-        next_version += 1
-    return next_version
-
-
-def _upstream_news(upstream: str, checkpoint: str, offsets: list[int]) -> str | None:
+def _upstream_news(upstream: str, checkpoint: str) -> str | None:
     version = delta_log.table_version(upstream)
     if version is None:
         return None
-    if not offsets:
+    if not checkpoint_log.offset_batch_ids(checkpoint):
         return f"upstream table at version {version}, never read"
-    next_version = _first_unread_version(checkpoint, offsets)
+    next_version = checkpoint_log.first_unread_version(checkpoint)
     if version >= next_version:
         return f"upstream table at version {version}, read up to version {next_version - 1}"
     return None
@@ -215,11 +202,10 @@ def stream_lag(lake: Lake, hop) -> str | None:
     if upstream is None:
         return None
     checkpoint = lake.checkpoint(hop)
-    offsets = checkpoint_log.offset_batch_ids(checkpoint)
-    commits = checkpoint_log.commit_batch_ids(checkpoint)
-    if offsets and (not commits or offsets[-1] > commits[-1]):
-        return f"{hop.name}'s stream has batch {offsets[-1]} planned but not committed"
-    first_unread = _first_unread_version(checkpoint, offsets)
+    planned = checkpoint_log.planned_batch(checkpoint)
+    if planned is not None:
+        return f"{hop.name}'s stream has batch {planned} planned but not committed"
+    first_unread = checkpoint_log.first_unread_version(checkpoint)
     unread = [commit.version for commit in batches.effective_commits(upstream)
               if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
     if not unread:

@@ -1,4 +1,4 @@
-"""Data-quality gates (DESIGN.md section 6): a Great Expectations suite per hop, checked on
+"""Data-quality gates (README: "Quality gates"): a Great Expectations suite per hop, checked on
 the rows one run wrote, with a policy per expectation.
 
 - ``warn``: the result is recorded; the gate passes.

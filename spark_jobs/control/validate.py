@@ -63,7 +63,7 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
     findings += _damaged_findings(lake, hop, offsets, bad_offsets, commits, bad_commits, last_good)
     findings += _out_of_step_findings(lake, hop, checkpoint, offsets, commits, last_good)
     findings += _orphan_checksums(fs, hop, checkpoint)
-    if hop.kind == "ingest":
+    if hop.reads_landing:
         findings.extend(_file_source_findings(lake, hop, checkpoint, last_good))
     findings.extend(_state_findings(lake, hop, checkpoint, commits))
     return findings

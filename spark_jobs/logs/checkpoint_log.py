@@ -164,6 +164,13 @@ def commit_batch_ids(checkpoint: str) -> list[int]:
     return sorted(log_files(checkpoint, "commits"))
 
 
+def planned_batch(checkpoint: str) -> int | None:
+    """The batch the checkpoint planned (``offsets/N``) but never committed, if any: the next
+    start runs it again with the same offsets."""
+    offsets, commits = offset_batch_ids(checkpoint), commit_batch_ids(checkpoint)
+    return offsets[-1] if offsets and (not commits or offsets[-1] > commits[-1]) else None
+
+
 def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
     """Parse ``offsets/<batch_id>`` (formats v1 and v2, see CHECKPOINTS.md)."""
     fs = filesystem(checkpoint)
@@ -369,6 +376,15 @@ def delta_position(source: dict | None) -> tuple[int, bool]:
     if index < 0:
         return version - 1, True
     return version, False
+
+
+def first_unread_version(checkpoint: str) -> int:
+    """The first version of its upstream table a Delta-fed hop has not wholly read (0: never ran)."""
+    offsets = offset_batch_ids(checkpoint)
+    if not offsets:
+        return 0
+    version, complete = delta_position(read_offsets(checkpoint, offsets[-1]).sources[0])
+    return version + 1 if complete else version
 
 
 def delta_offset_after(source: dict, version: int) -> dict:

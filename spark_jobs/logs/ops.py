@@ -1,6 +1,6 @@
 """The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``) and rollback
 journals (``_ops/rollbacks/<pipeline>/``). ``status``, the quality gates, rollback and the UI
-read these and the checkpoints, never a JVM (DESIGN.md s. 7)."""
+read these and the checkpoints, never a JVM (README: "Airflow")."""
 
 from __future__ import annotations
 

@@ -13,7 +13,10 @@ import yaml
 
 from spark_jobs.model.errors import UsageError
 
-HOP_KINDS = ("ingest", "append", "aggregate")
+# Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log)
+# or the Delta table of the hop above. The engine pairs each kind with a Source and a Sink
+# (spark_jobs/engine/hops.py); the control layer asks only :attr:`HopSpec.reads_landing`.
+HOP_KINDS = {"ingest": "landing", "append": "table", "aggregate": "table"}
 
 
 def repo_root() -> Path:
@@ -39,6 +42,11 @@ class HopSpec:
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
 
+    @property
+    def reads_landing(self) -> bool:
+        """True when the hop reads landing files (rows stamped with lineage), not an upstream table."""
+        return HOP_KINDS[self.kind] == "landing"
+
 
 @dataclass(frozen=True)
 class PipelineSpec:
@@ -57,7 +65,7 @@ class PipelineSpec:
     window: str = "10 seconds"
     allowed_lateness: str = "1 minute"
     # How far back the checkpoint logs reach (Spark's minBatchesToRetain), and how often the
-    # file source log is compacted: both bound what a rollback can undo (DESIGN.md s. 5).
+    # file source log is compacted: both bound what a rollback can undo (README: "Rollback").
     min_batches_to_retain: int = 100
     source_log_compact_interval: int = 10
     source: Path | None = field(default=None, compare=False)

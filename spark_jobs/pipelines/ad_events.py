@@ -5,16 +5,13 @@ from __future__ import annotations
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec, PipelineSpec
 from spark_jobs.transforms import ad_events as transforms
 
 CAMPAIGNS_SCHEMA = "ad_id string, campaign_id string"
 
 
-def static_inputs(spark, lake: Lake, hop: HopSpec) -> dict:
+def read_campaigns(spark, lake: Lake) -> dict:
     """The campaigns table for silver, re-read on every run (a stream-static join)."""
-    if hop.name != "silver":
-        return {}
     folder = lake.input("campaigns")
     fs = filesystem(folder)
     if not fs.exists(folder) or not any(p.endswith(".csv") for p in fs.ls(folder, detail=False)):
@@ -41,24 +38,20 @@ def _check_campaigns(campaigns, where: str) -> None:
                          "keep one campaign per ad")
 
 
-def transform(hop: HopSpec, frame, spec: PipelineSpec, inputs: dict):
-    """Apply the hop's transform; the same call serves streams and backfills."""
-    if hop.name == "bronze":
-        return transforms.parse_events(frame)
-    if hop.name == "silver":
-        return transforms.enrich_views(frame, inputs["campaigns"])
-    if hop.name == "gold":
-        return transforms.count_views(frame, spec.window, spec.allowed_lateness)
-    raise UsageError(f"ad_events has no transform for hop {hop.name!r}")
-
-
-def quality_frame(hop: HopSpec, frame):
-    """What the hop's quality suite checks: the rows, plus gold's ``window_seconds``."""
+def with_window_seconds(frame):
+    """Gold's rows plus ``window_seconds``, which its suite checks."""
     from pyspark.sql import functions as F
 
-    if hop.name == "gold":
-        return frame.withColumn("window_seconds", F.unix_timestamp("window_end") - F.unix_timestamp("window_start"))
-    return frame
+    return frame.withColumn("window_seconds", F.unix_timestamp("window_end") - F.unix_timestamp("window_start"))
+
+
+TRANSFORMS = {
+    "bronze": lambda frame, spec, inputs: transforms.parse_events(frame),
+    "silver": lambda frame, spec, inputs: transforms.enrich_views(frame, inputs["campaigns"]),
+    "gold": lambda frame, spec, inputs: transforms.count_views(frame, spec.window, spec.allowed_lateness),
+}
+STATIC_INPUTS = {"silver": read_campaigns}
+QUALITY_FRAMES = {"gold": with_window_seconds}
 
 
 def split_ingested(parsed):

@@ -1,0 +1,331 @@
+"""Hop kinds as registered pairs of a Source and a Sink.
+
+A **Source** is where a hop's rows come from: ``stream()`` for the run-once and always-on query,
+``read(start_ms, end_ms)`` for a backfill. A **Sink** is how a hop writes: ``stream_writer()``, the
+streaming batch write (idempotent per batch id), and ``backfill()``, the overwrite of a range.
+:data:`HOP_KINDS` names the pair of each hop kind of the spec (``ingest``, ``append``,
+``aggregate``); a new kind is one more Source or Sink class and one more entry there (and its
+name in :data:`spark_jobs.model.spec.HOP_KINDS`).
+
+Both get the :class:`~spark_jobs.engine.runner.HopRun` they serve (``run``): its session, lake,
+hop, pipeline code and drop rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from spark_jobs.control.batches import commits
+from spark_jobs.engine import quality
+from spark_jobs.logs import delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.times import duration_ms, iso
+from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, add_lineage, not_yet_written, streamed_rows
+
+
+def range_predicate(frame, column: str, start_ms: int, end_ms: int) -> str:
+    """SQL for ``start <= column < end``: timestamps compare with timestamp literals, other time
+    columns (epoch milliseconds) with numbers, as ``frame``'s schema says."""
+    if frame.schema[column].dataType.typeName() != "timestamp":
+        return f"{column} >= {start_ms} AND {column} < {end_ms}"
+    return f"{column} >= timestamp'{iso(start_ms)}' AND {column} < timestamp'{iso(end_ms)}'"
+
+
+def table_exists(table: str) -> bool:
+    return delta_log.table_version(table) is not None
+
+
+def has_backfill_writes(table: str) -> bool:
+    """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``.
+
+    When the log's early JSON commits were cleaned up, assume so.
+    """
+    found = commits(table)
+    if found and found[0].version > 0:
+        return True
+    return any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
+
+
+# -- sources -----------------------------------------------------------------------------------------
+
+class LandingFiles:
+    """The pipeline's landing folder, line by line, with each line's source file."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def _lines(self, streaming: bool, max_files_per_trigger: int | None = None):
+        from pyspark.sql import functions as F
+
+        landing = self.run.lake.landing
+        filesystem(landing).makedirs(landing, exist_ok=True)
+        reader = self.run.spark.readStream if streaming else self.run.spark.read
+        if streaming and max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+        lines = reader.format("text").load(landing)
+        return lines.select("value", F.col("_metadata.file_path").alias("_source_file"))
+
+    def stream(self, max_files_per_trigger: int | None = None):
+        return self._lines(True, max_files_per_trigger)
+
+    def read(self, start_ms: int, end_ms: int):
+        """Every line of every file: lines carry no trustworthy time until parsed, so the ingest
+        sink applies the range to the parsed rows."""
+        return self._lines(False)
+
+    def missing(self) -> str | None:
+        return None
+
+
+class UpstreamTable:
+    """The Delta table of the hop above: its appends as a stream, a time range as a batch read."""
+
+    def __init__(self, run):
+        self.run = run
+        self.table = run.lake.upstream_table(run.hop)
+        self.upstream = run.spec.hop(run.hop.upstream)
+
+    def stream(self, max_files_per_trigger: int | None = None):
+        # Streams read appends only: commits that rewrite files (a backfill's replaceWhere, a
+        # rollback's RESTORE) are skipped, since those change the tables below by other means.
+        reader = self.run.spark.readStream.format("delta").option("skipChangeCommits", "true")
+        if max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+        frame = reader.load(self.table)
+        if self.upstream.reads_landing:
+            frame = streamed_rows(frame)
+        return frame
+
+    def read(self, start_ms: int, end_ms: int):
+        frame = self.run.spark.read.format("delta").load(self.table)
+        return frame.where(range_predicate(frame, self.upstream.time_column, start_ms, end_ms))
+
+    def missing(self) -> str | None:
+        """The upstream table's path while it does not exist yet (nothing to read)."""
+        return None if table_exists(self.table) else self.table
+
+
+# -- sinks -------------------------------------------------------------------------------------------
+
+class IngestSink:
+    """Valid rows to the hop's table (with lineage), every other line to its quarantine."""
+
+    def __init__(self, run):
+        self.run = run
+        self.table, self.quarantine = run.lake.table(run.hop), run.lake.quarantine(run.hop)
+
+    def stream_writer(self, parsed, query_id: str):
+        run, table, quarantine = self.run, self.table, self.quarantine
+        partition_by = list(run.hop.partition_by)
+        backfilled = has_backfill_writes(table) or has_backfill_writes(quarantine)
+
+        def write_batch(batch, batch_id: int) -> None:
+            from pyspark.sql import functions as F
+
+            batch.persist()
+            try:
+                ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
+                valid, invalid = run.code.split_ingested(batch)
+                if backfilled:
+                    valid, invalid = self._not_backfilled(batch, valid, invalid)
+                valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
+                idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
+                    *partition_by).options(**idempotent).save(table)
+                add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
+                    **idempotent).save(quarantine)
+            finally:
+                batch.unpersist()
+
+        return parsed.writeStream.foreachBatch(write_batch)
+
+    def _not_backfilled(self, batch, valid, invalid):
+        """Leave out the lines a backfill already wrote from this batch's files.
+
+        A backfill reads every landing file, including ones the stream has not reached yet;
+        when the stream reaches them, their lines in the backfilled range are in the tables
+        already (with batch id -1). Only those files' backfilled rows are compared, and only
+        within the batch's event-time span (Delta skips the other files by their statistics).
+        """
+        from pyspark.sql import functions as F
+
+        time_column = self.run.hop.time_column
+        files = [row[0] for row in batch.select("_source_file").distinct().collect()]
+        if not files:
+            return valid, invalid
+        low, high = valid.agg(F.min(time_column), F.max(time_column)).first()
+
+        def written(table: str):
+            if not table_exists(table):
+                return None
+            rows = self.run.spark.read.format("delta").load(table)
+            return rows.where((F.col(BATCH_ID) == BACKFILL_BATCH) & F.col("_source_file").isin(files))
+
+        bronze = written(self.table)
+        if bronze is not None and low is not None:
+            valid = not_yet_written(valid, bronze.where(F.col(time_column).between(low, high)))
+        quarantined = written(self.quarantine)
+        if quarantined is not None:
+            invalid = not_yet_written(invalid, quarantined)
+        return valid, invalid
+
+    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
+        return start_ms, end_ms
+
+    def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
+        """Bronze over the range; the quarantine of every landing file read is rebuilt whole.
+
+        Invalid lines have no trustworthy event time, so they are keyed by source file.
+        """
+        run = self.run
+        lines = run.source.read(start_ms, end_ms)
+        source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
+        parsed = run.code.transform(run.hop, lines, run.spec, inputs).persist()
+        try:
+            valid, invalid = run.code.split_ingested(parsed)
+            # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
+            valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
+            in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)
+            add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
+                *run.hop.partition_by).option("replaceWhere", in_range).save(self.table)
+            if source_files:
+                quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
+                add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+                    "replaceWhere", f"_source_file IN ({quoted})").save(self.quarantine)
+        finally:
+            parsed.unpersist()
+
+
+class AppendSink:
+    """Appends the transformed rows; rows a ``drop`` rule fails go to the hop's quarantine, if it has one."""
+
+    def __init__(self, run):
+        self.run = run
+        self.table, self.quarantine = run.lake.table(run.hop), run.lake.quarantine(run.hop)
+
+    def stream_writer(self, frame, query_id: str):
+        run, hop = self.run, self.run.hop
+        if self.quarantine is None:
+            return frame.writeStream.format("delta").outputMode("append").partitionBy(*hop.partition_by).option(
+                "path", self.table)
+        table, quarantine = self.table, self.quarantine
+
+        def write_batch(batch, batch_id: int) -> None:
+            if run.drop_rules:  # two writes read the batch: compute it once
+                batch.persist()
+            try:
+                kept, dropped = run.drop_failing(batch, None, (hop.time_column,))
+                idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                kept.write.format("delta").mode("append").partitionBy(*hop.partition_by).options(
+                    **idempotent).save(table)
+                if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
+                    dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
+                add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
+            finally:
+                batch.unpersist()
+
+        return frame.writeStream.foreachBatch(write_batch)
+
+    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
+        return start_ms, end_ms
+
+    def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
+        """Overwrite exactly the range (``replaceWhere``), in the table and in the quarantine."""
+        run, hop = self.run, self.run.hop
+        frame = run.transformed_range(start_ms, end_ms, inputs)
+        in_range = range_predicate(frame, hop.time_column, start_ms, end_ms)
+        frame, dropped = run.drop_failing(frame, None, (hop.time_column,))
+        writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
+        if hop.partition_by:
+            writer = writer.partitionBy(*hop.partition_by)
+        writer.save(self.table)
+        if self.quarantine:
+            if dropped is None:
+                dropped = quality.no_quarantine_rows(frame, (hop.time_column,))
+            add_lineage(dropped, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+                "replaceWhere", in_range).save(self.quarantine)
+
+
+class MergeSink:
+    """An aggregate kept current by MERGE on the hop's keys, each changed key recounted from upstream."""
+
+    def __init__(self, run):
+        self.run = run
+        self.table = run.lake.table(run.hop)
+
+    def stream_writer(self, frame, query_id: str):
+        from delta.tables import DeltaTable
+
+        run, table = self.run, self.table
+        DeltaTable.createIfNotExists(run.spark).location(table).addColumns(frame.schema).execute()
+        condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
+        has_rows = False  # once the table has files, MERGE is right for every later batch of this query
+
+        def merge_batch(batch, batch_id: int) -> None:
+            nonlocal has_rows
+            batch.persist()  # read three times: empty?, its range, its keys
+            if batch.isEmpty():  # a no-data batch that only moved the watermark
+                batch.unpersist()
+                return
+            session = batch.sparkSession
+            changed = self.recomputed(batch)
+            # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
+            session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
+            session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+            try:
+                target = DeltaTable.forPath(session, table)
+                has_rows = has_rows or target.detail().first()["numFiles"] > 0
+                if not has_rows:
+                    # An empty table (a first load, or one rolled back to its start) has no row to
+                    # match, and a batch has each key once: an append writes what MERGE would,
+                    # without MERGE's join against the target.
+                    changed.write.format("delta").mode("append").options(
+                        txnAppId=query_id, txnVersion=str(batch_id)).save(table)
+                    has_rows = True
+                    return
+                target.alias("t").merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
+                ).execute()
+            finally:
+                session.conf.unset("spark.databricks.delta.write.txnAppId")
+                session.conf.unset("spark.databricks.delta.write.txnVersion")
+                batch.unpersist()
+
+        return frame.writeStream.outputMode("update").foreachBatch(merge_batch)
+
+    def recomputed(self, batch):
+        """The keys the stream's batch changed, each aggregated again from the whole upstream table.
+
+        The stream's state holds only what the stream read: rows a backfill wrote upstream, and a
+        key a backfill wrote here, are not in it, so its count for such a key would be short.
+        Reading the upstream rows of the batch's windows (the range a backfill of them would read)
+        makes every key the stream touches equal the aggregate of its upstream, whatever wrote it.
+        """
+        from pyspark.sql import functions as F
+
+        run = self.run
+        start_ms = F.unix_millis(F.col(run.hop.time_column))
+        low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
+        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), {})
+        return fresh.join(batch.select(*run.hop.keys), on=list(run.hop.keys), how="left_semi")
+
+    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
+        """The range grown to whole windows, so a backfill never writes half a window's count."""
+        size = duration_ms(self.run.spec.window)
+        return start_ms - start_ms % size, end_ms + (-end_ms) % size
+
+    def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
+        """Overwrite the windows of the range with the aggregate of the upstream rows in them."""
+        run = self.run
+        frame = run.transformed_range(start_ms, end_ms, inputs)
+        in_range = range_predicate(frame, run.hop.time_column, start_ms, end_ms)
+        writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
+        if run.hop.partition_by:
+            writer = writer.partitionBy(*run.hop.partition_by)
+        writer.save(self.table)
+
+
+HOP_KINDS = {
+    "ingest": (LandingFiles, IngestSink),
+    "append": (UpstreamTable, AppendSink),
+    "aggregate": (UpstreamTable, MergeSink),
+}
