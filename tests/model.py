@@ -10,9 +10,10 @@ whose stream lags, ``--no-cascade`` over read data) exits 2 and must change no t
 checkpoint.
 
 The model owes a backfill where a stream cannot bring rows by design (README, "backfill and
-stream over the same days"): a range backfilled at a hop is owed by the hops below it, and a
-hop below bronze that starts over from bronze's snapshot owes every range bronze was backfilled
-over (its stream reads only streamed bronze rows).
+stream over the same days"): a range backfilled at a hop is owed by the hops below it; after a
+rollback, the ranges its plan says to backfill again (``rebackfill``: a hop's own backfills its
+RESTORE undid, and bronze's backfills for a hop that starts over from bronze's snapshot) are
+owed by that hop and the hops below.
 
 Event times all lie within one allowed lateness (the test spec sets an hour), in random order, so
 no event is ever dropped as too late whatever the batch boundaries: late lines are within the
@@ -222,7 +223,6 @@ class Runner:
         self.kill_weight = kill_weight
         self.log = log
         self.owed: dict[str, list[tuple[int, int]]] = {hop: [] for hop in HOPS}
-        self.bronze_backfills: list[tuple[int, int]] = []
 
     # -- running the CLI ------------------------------------------------------------------------
 
@@ -307,12 +307,16 @@ class Runner:
             step.outcome = "ok"
 
     def _note_resets(self, plan: dict) -> None:
-        """A hop below bronze that starts over reads only streamed bronze rows: it owes bronze's backfills."""
+        """Do what the plan tells a user to do after the next run: backfill again, at a hop and the
+        hops below it, each range whose backfilled rows the rollback undid and the stream will not
+        write again (a hop's own backfills its RESTORE undoes; bronze's backfills, for a hop that
+        starts over from bronze's snapshot). The tables at the next settle say whether that was enough."""
         for hop_step in plan["hops"]:
-            if hop_step["hop"] != "bronze" and hop_step["target_batch"] == -1 and hop_step["undone"]:
-                below = HOPS[HOPS.index(hop_step["hop"]):]
-                for hop in below:
-                    self.owed[hop].extend(self.bronze_backfills)
+            for start, end in hop_step.get("rebackfill", []):
+                span = tuple(int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000)
+                             for t in (start, end))
+                for hop in HOPS[HOPS.index(hop_step["hop"]):]:
+                    self.owed[hop].append(span)
 
     def _backfill_argv(self, hop: str) -> list[str]:
         start = T0 - 60_000 + self.rng.randrange(SPAN_MS + 60_000)
@@ -332,8 +336,6 @@ class Runner:
         span = (argv[argv.index("--start") + 1], argv[argv.index("--end") + 1])
         start, end = (int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000) for t in span)
         done = HOPS if hop == "all" else (hop,)
-        if "bronze" in done:
-            self.bronze_backfills.append((start, end))
         for name in done:  # this hop's own debt over the range is paid
             self.owed[name] = [r for r in self.owed[name] if not (start <= r[0] and r[1] <= end)]
         if hop != "all":

@@ -169,6 +169,12 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         upstream_cut = views[upstream].cut(targets[upstream]) if upstream in targets else None
         step = _hop_step(lake, view, target, upstream_cut)
         step["skip_to_version"] = skip_to if name == head.name and target >= 0 else None
+        step["rebackfill"] = _rebackfill(lake, view.hop, step)
+        if step["rebackfill"]:
+            commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {name} --start {start} --end {end}`"
+                                 for start, end in step["rebackfill"])
+            notes.append(f"{name}: after the next run, backfill again what this rollback undoes and the stream will "
+                         f"not bring back (and the same ranges for the hops below {name}): {commands}")
         if step["undone"] or step["tables"] or step["skip_upstream_restore"] or step["skip_to_version"] is not None:
             hops.append(step)
     return {
@@ -204,6 +210,33 @@ def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: l
         notes.append(f"{view.hop.name}: goes on after {view.hop.upstream}'s version {restore} (a RESTORE), "
                      "skipping appends it undid")
     return restore if verdict == "jump" else None
+
+
+def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
+    """The ranges to backfill again at ``hop`` after the replay: rows that a backfill wrote and
+    that the hop's stream will not write again.
+
+    - The hop's RESTORE undoes its own backfill commits after the version it returns to: its
+      stream only replays batches (a hop fed by landing files re-reads every file, so only
+      Delta-fed hops lose them).
+    - A hop that starts over from an ingest hop's snapshot skips that table's backfilled rows
+      (its stream reads streamed rows only), so it owes every backfill of the ingest hop.
+    """
+    if hop.reads_landing:
+        return []
+    ranges = set()
+    main = lake.table(hop)
+    undone = {int(commit.split()[0]) for table in step["tables"] if table["table"] == main
+              for commit in table["other_writers_undone"]}
+    for record in read_records(lake, hop.name):
+        after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
+        if record.get("mode") == "backfill" and record.get("status") == "succeeded" and after in undone:
+            ranges.add((record["range_start"], record["range_end"]))
+    upstream = lake.spec.hop(hop.upstream)
+    if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
+        ranges.update((record["range_start"], record["range_end"]) for record in read_records(lake, upstream.name)
+                      if record.get("mode") == "backfill" and record.get("status") == "succeeded")
+    return [list(pair) for pair in sorted(ranges)]
 
 
 def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
