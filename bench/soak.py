@@ -4,6 +4,7 @@ rollbacks, backfills and SIGKILLs, each checked against the plain-Python model i
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m tests.model --seed S --steps N``).
+The long sequences that ever failed (``tests/test_model.SOAK_REGRESSIONS``) run first.
 """
 
 from __future__ import annotations
@@ -18,16 +19,22 @@ from pathlib import Path
 def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
     from spark_jobs.engine.session import build_session
     from tests.model import ModelMismatch, run_sequence, write_spec
+    from tests.test_model import SOAK_REGRESSIONS
 
     spark = build_session("lakehouse-bench")  # the warm JVM of the in-process parts
     began = time.time()
     operations, refusals = Counter(), Counter()
     done, settles, seeds, failures = 0, 0, [], []
-    seed = first_seed
     saved = {key: os.environ.get(key) for key in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")}
+    planned = list(SOAK_REGRESSIONS)  # every long sequence that ever failed first, then fresh seeds
+    next_seed = first_seed
     try:
         while done < steps:
-            length = min(sequence_steps, steps - done)
+            if planned:
+                seed, length = planned.pop(0)
+            else:
+                seed, length, next_seed = next_seed, sequence_steps, next_seed + 1
+            length = min(length, steps - done)
             work = Path(tempfile.mkdtemp(prefix=f"soak-{seed}-"))
             os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
                               LAKEHOUSE_QUALITY=str(work / "no-suites"))
@@ -42,7 +49,6 @@ def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
                   f"{time.time() - began:.0f} s", flush=True)
             seeds.append(seed)
             done += length
-            seed += 1
     finally:
         for key, value in saved.items():
             if value is None:
@@ -57,8 +63,8 @@ def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
 def markdown(result: dict) -> str:
     operations = ", ".join(f"{name} {count}" for name, count in sorted(result["operations"].items()))
     refusals = ", ".join(f"{name} {count}" for name, count in sorted(result["refusals"].items())) or "none"
-    lines = [f"{result['steps']} random steps in {result['sequences']} sequences (seeds {result['seeds'][0]}.."
-             f"{result['seeds'][-1]}), {result['seconds'] / 60:.1f} min: {operations}.",
+    lines = [f"{result['steps']} random steps in {result['sequences']} sequences (seeds "
+             f"{', '.join(map(str, result['seeds']))}), {result['seconds'] / 60:.1f} min: {operations}.",
              f"Refused as expected (tables and checkpoints unchanged): {refusals}. "
              f"Settle points where every table equalled the landing files: {result['settles']}.",
              f"**Failures: {len(result['failures'])}**"]

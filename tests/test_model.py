@@ -23,6 +23,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 SEQUENCES = [
     (2, 24),  # rollback --to-run of a run under an earlier query id read batch files a later rollback removed
 ]
+# Failed sequences too long for make test's budget: the benchmark suite's soak runs them first
+# (each also has a short test of its own, named here).
+SOAK_REGRESSIONS = [
+    (1003, 50),  # gold rolled back past backfills it had received lost them (test_rollback: ..._undoes_backfills_...)
+]
 
 
 @pytest.mark.parametrize("seed,steps", SEQUENCES, ids=[f"seed{seed}" for seed, _ in SEQUENCES])

@@ -17,7 +17,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log
-from tests.conftest import VENV_BIN, assert_tables_match_landing, file_tree, increment
+from tests.conftest import VENV_BIN, assert_tables_match_landing, expected_gold, file_tree, gold_counter, increment
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -219,4 +219,34 @@ def test_to_run_of_a_run_whose_batch_ids_a_replay_used_again(spark, lake_home, c
     document = _rollback(capsys, "--hop", "gold", "--to-run", "r2", "--no-cascade")
     assert document["plan"]["hops"][0]["target_batch"] == 0 and replayed[-1] > 0
     assert main(["run", "ad_events"]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+
+def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_home, capsys):
+    """Found by the soak (seed 1003): gold rolled back to a batch before a backfill it received.
+    The RESTORE goes back to before the first undone batch, so it undoes the backfill's commit,
+    and gold's replay cannot bring those windows back: silver's rows there came from silver's own
+    backfill, which also rewrote rows the stream had written, so it is a change commit gold's
+    stream skips. The plan lists the range to backfill again; after the run gold is short, after
+    that backfill equal."""
+    increment(1)                                                  # gold batch 0
+    increment(3)                                                  # gold batch 1
+    assert main(["generate", "ad_events", "--events", "240", "--files", "2", "--seed", "5",
+                 "--start", "2026-04-01T00:05:00"]) == 0
+    # Over streamed rows (00:01, 00:03) and the new files (00:05), which no stream has read.
+    assert main(["backfill", "ad_events", "--start", "2026-04-01T00:00:00", "--end", "2026-04-01T00:07:00"]) == 0
+    increment(8)                                                  # the stream goes on past the backfill
+    assert_tables_match_landing(spark, lake_home)
+    gold = _checkpoint(lake_home, "gold")
+    assert checkpoint_log.commit_batch_ids(gold)[-1] >= 2
+
+    document = _rollback(capsys, "--hop", "gold", "--to-batch", "0")
+    step = document["plan"]["hops"][0]
+    assert step["rebackfill"] == [["2026-04-01T00:00:00.000", "2026-04-01T00:07:00.000"]]
+    assert any("backfill again" in note and "--hop gold --start 2026-04-01T00:00:00.000" in note
+               for note in document["plan"]["notes"])
+    assert main(["run", "ad_events"]) == 0
+    assert gold_counter(spark, lake_home) != expected_gold(lake_home)  # what the plan warns about
+    for start, end in step["rebackfill"]:
+        assert main(["backfill", "ad_events", "--hop", "gold", "--start", start, "--end", end]) == 0
     assert_tables_match_landing(spark, lake_home)
