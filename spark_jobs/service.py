@@ -290,11 +290,6 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 
-def rollback_plan(pipeline: str, hop: str, **target) -> dict:
-    """The plan a rollback would carry out (or the unfinished one of the same request): a dry run."""
-    return rollback(pipeline, hop, dry_run=True, **target).plan
-
-
 def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
     """Check the hop's suite on the rows one succeeded run wrote (default: its last); the summary."""
     from spark_jobs.control.suites import load_suite, suite_path

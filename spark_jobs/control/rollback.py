@@ -368,10 +368,6 @@ def _steps(plan: dict) -> list[str]:
     return steps + [f"checkpoint {step['hop']}" for step in plan["hops"]]
 
 
-def _save(lake: Lake, journal: dict) -> None:
-    write_journal(lake, journal)
-
-
 def _crash_point(done: int) -> None:
     """Crash tests set LAKEHOUSE_ROLLBACK_CRASH_AFTER=k to die (no clean-up) after doing step k
     and before recording it, the worst moment: the re-run must redo it harmlessly."""
@@ -389,7 +385,7 @@ def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | Non
     if plan["refused"]:
         raise RollbackRefused("; ".join(plan["refused"]))
     journal = journal or {"plan": plan, "status": "running", "created_at": time.time(), "done": [], "restored": {}}
-    _save(lake, journal)
+    write_journal(lake, journal)
     steps = _steps(journal["plan"])
     for number, step in enumerate(steps):
         if step in journal["done"]:
@@ -402,12 +398,12 @@ def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | Non
             _rewind_checkpoint(lake, journal, step.split(" ", 1)[1])
         _crash_point(number)
         journal["done"].append(step)
-        _save(lake, journal)
+        write_journal(lake, journal)
         progress(f"[rollback] {step}: done in {time.time() - began:.1f} s")
     journal["status"] = "succeeded"
     journal["finished_at"] = time.time()
     journal["duration_s"] = round(journal["finished_at"] - journal["created_at"], 3)
-    _save(lake, journal)
+    write_journal(lake, journal)
     return journal
 
 
