@@ -11,6 +11,7 @@ import json
 import os
 import random
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -249,4 +250,30 @@ def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_ho
     assert gold_counter(spark, lake_home) != expected_gold(lake_home)  # what the plan warns about
     for start, end in step["rebackfill"]:
         assert main(["backfill", "ad_events", "--hop", "gold", "--start", start, "--end", end]) == 0
+    assert_tables_match_landing(spark, lake_home)
+
+
+def test_gold_kept_by_a_cascade_counts_only_what_silver_keeps(spark, lake_home, capsys):
+    """Found by the soak (seed 1005): gold's batches recount each window they touch from silver.
+    Gold ran behind silver (silver three versions ahead), and its first batch recounted from
+    silver as it was then, not as of the version the batch had read. A cascade that kept that
+    batch and restored silver to that version left gold counting rows silver no longer held."""
+    for seed in range(3):  # three increments over the same minute, so their windows overlap
+        assert main(["generate", "ad_events", "--events", "240", "--files", "2", "--seed", str(seed),
+                     "--start", "2026-04-01T00:00:00", "--bad-fraction", "0.02"]) == 0
+        for hop in ("bronze", "silver") + (("gold",) if seed == 0 else ()):
+            assert main(["run", "ad_events", "--hop", hop]) == 0
+    assert main(["run", "ad_events", "--hop", "gold", "--max-files-per-trigger", "2"]) == 0
+    document = _rollback(capsys, "--hop", "silver", "--to-batch", "1")
+    targets = {step["hop"]: step["target_batch"] for step in document["plan"]["hops"]}
+    # Gold keeps a batch it ran after batch 0, which read silver up to version 1 while silver was at 2.
+    assert targets["silver"] == 1 and targets["gold"] >= 1, targets
+    silver_views: Counter = Counter()
+    rows = spark.read.format("delta").load(str(lake_home / "tables/silver/ad_views"))
+    for campaign, time in rows.where("campaign_id IS NOT NULL").select("campaign_id", "event_time").collect():
+        millis = int(time.replace(tzinfo=dt.UTC).timestamp() * 1000) if isinstance(time, dt.datetime) else int(time)
+        silver_views[(campaign, millis - millis % 10_000)] += 1
+    assert gold_counter(spark, lake_home) == silver_views  # gold is silver's aggregate, nothing more
+
+    assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(spark, lake_home)

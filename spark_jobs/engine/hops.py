@@ -17,7 +17,7 @@ import datetime as dt
 
 from spark_jobs.control.batches import commits
 from spark_jobs.engine import quality
-from spark_jobs.logs import delta_log
+from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.times import duration_ms, iso
 from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, add_lineage, not_yet_written, streamed_rows
@@ -68,9 +68,9 @@ class LandingFiles:
     def stream(self, max_files_per_trigger: int | None = None):
         return self._lines(True, max_files_per_trigger)
 
-    def read(self, start_ms: int, end_ms: int):
+    def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """Every line of every file: lines carry no trustworthy time until parsed, so the ingest
-        sink applies the range to the parsed rows."""
+        sink applies the range to the parsed rows. (Landing files have no versions.)"""
         return self._lines(False)
 
     def missing(self) -> str | None:
@@ -96,8 +96,12 @@ class UpstreamTable:
             frame = streamed_rows(frame)
         return frame
 
-    def read(self, start_ms: int, end_ms: int):
-        frame = self.run.spark.read.format("delta").load(self.table)
+    def read(self, start_ms: int, end_ms: int, version: int | None = None):
+        """The rows of ``[start_ms, end_ms)``, of the table now or as of ``version``."""
+        reader = self.run.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", int(version))
+        frame = reader.load(self.table)
         return frame.where(range_predicate(frame, self.upstream.time_column, start_ms, end_ms))
 
     def missing(self) -> str | None:
@@ -268,7 +272,7 @@ class MergeSink:
                 batch.unpersist()
                 return
             session = batch.sparkSession
-            changed = self.recomputed(batch)
+            changed = self.recomputed(batch, batch_id)
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -292,20 +296,27 @@ class MergeSink:
 
         return frame.writeStream.outputMode("update").foreachBatch(merge_batch)
 
-    def recomputed(self, batch):
-        """The keys the stream's batch changed, each aggregated again from the whole upstream table.
+    def recomputed(self, batch, batch_id: int):
+        """The keys the stream's batch changed, each aggregated again from the upstream table.
 
         The stream's state holds only what the stream read: rows a backfill wrote upstream, and a
         key a backfill wrote here, are not in it, so its count for such a key would be short.
         Reading the upstream rows of the batch's windows (the range a backfill of them would read)
         makes every key the stream touches equal the aggregate of its upstream, whatever wrote it.
+
+        It reads the upstream table as of the last version the batch read (its end offset), not
+        as it is now: the hop above may have gone further, and a rollback that keeps this batch
+        keeps that version above (soak seed 1005: reading the latest counted rows that a cascade
+        then undid, so gold counted more than silver held).
         """
         from pyspark.sql import functions as F
 
         run = self.run
+        end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
+        version, _complete = checkpoint_log.delta_position(end)  # a version read in part: all of it
         start_ms = F.unix_millis(F.col(run.hop.time_column))
         low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
-        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), {})
+        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), {}, version=version)
         return fresh.join(batch.select(*run.hop.keys), on=list(run.hop.keys), how="left_semi")
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:

@@ -129,9 +129,10 @@ class HopRun:
         dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
         return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
 
-    def transformed_range(self, start_ms: int, end_ms: int, inputs: dict):
-        """The hop's transform over its source's rows in ``[start_ms, end_ms)`` (batch mode)."""
-        return self.code.transform(self.hop, self.source.read(start_ms, end_ms), self.spec, inputs)
+    def transformed_range(self, start_ms: int, end_ms: int, inputs: dict, version: int | None = None):
+        """The hop's transform over its source's rows in ``[start_ms, end_ms)`` (batch mode), of
+        the source now or as of an upstream table ``version``."""
+        return self.code.transform(self.hop, self.source.read(start_ms, end_ms, version), self.spec, inputs)
 
     def upstream_missing(self) -> bool:
         return self.source.missing() is not None
