@@ -33,6 +33,8 @@ def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
             if planned:
                 seed, length = planned.pop(0)
             else:
+                while next_seed in {seed for seed, _ in SOAK_REGRESSIONS}:  # ran first already
+                    next_seed += 1
                 seed, length, next_seed = next_seed, sequence_steps, next_seed + 1
             length = min(length, steps - done)
             work = Path(tempfile.mkdtemp(prefix=f"soak-{seed}-"))
