@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist), each with its own SparkSession; 2 suits 2 cores and 8 GiB.
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: setup run test test-fast lint bench bench-smoke clean check-tools
@@ -33,7 +35,7 @@ run: setup
 	$(PY) include/scripts/lakehouse_platform.py run
 
 test: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The layers' import bans (TID251/TID253) and the complexity limit (C901) in pyproject.toml and
 # spark_jobs/{model,logs,control}/ruff.toml.
@@ -41,7 +43,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 test-fast: setup
-	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 # The benchmark suite (about 44 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
 bench: setup

@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -153,15 +154,21 @@ def table_rows(spark, home: Path, hop: str, strip_home: bool = True) -> list[tup
 
 
 def pytest_collection_modifyitems(config, items):
-    """Fast tests first: unit, then Spark tests, then slow ones, so a broken transform fails in seconds."""
+    """In one process, fast tests first (unit, then Spark, then slow ones), so a broken transform
+    fails in seconds. In several (``make test`` runs pytest-xdist), the longest first (the model
+    test, then the slow Airflow and Spark tests), so no process is left alone with a long test at
+    the end while the other idles."""
     def rank(item) -> int:
         if item.get_closest_marker("unit"):
             return 0
+        if item.module.__name__.endswith("test_model"):
+            return 4
         if item.get_closest_marker("slow"):
             return 3 if item.get_closest_marker("airflow") else 2
         return 1
 
-    items.sort(key=rank)
+    several = bool(getattr(config.option, "numprocesses", None))
+    items.sort(key=lambda item: -rank(item) if several else rank(item))
 
 
 def free_port() -> int:
@@ -208,26 +215,62 @@ def assert_tables_match_landing(spark, home: Path) -> None:
 @pytest.fixture
 def pipelines(tmp_path, monkeypatch):
     """Point LAKEHOUSE_PIPELINES at a copy of the ad_events spec with some knobs changed."""
-    from spark_jobs.model.spec import repo_root
-
     def write(**changes) -> Path:
-        spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
-        spec.update(changes)
-        folder = tmp_path / "pipelines"
-        folder.mkdir(exist_ok=True)
-        (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
+        folder = spec_copy(tmp_path / "pipelines", **changes)
         monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
         return folder
     return write
 
 
-def increment(seed: int, hop: str = "all", run_id: str | None = None, events: int = 240) -> None:
-    from spark_jobs.cli import main
+def spec_copy(folder: Path, **changes) -> Path:
+    """``folder`` with a copy of the ad_events spec, some knobs changed; returns the folder."""
+    from spark_jobs.model.spec import repo_root
 
-    start = f"2026-04-01T00:{seed:02d}:00"
-    assert main(["generate", "ad_events", "--events", str(events), "--files", "2", "--seed", str(seed),
-                 "--start", start, "--bad-fraction", "0.03"]) == 0
-    assert main(["run", "ad_events", "--hop", hop] + (["--run-id", run_id] if run_id else [])) == 0
+    spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
+    spec.update(changes)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def _three_increment_template(spark, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A lake after three increments (runs r0, r1, r2 of every hop; the source log compacts every
+    2 batches), built once per test process. Checkpoints hold absolute paths of landing files,
+    so copies are put back at the path it was built at, never elsewhere."""
+    base = tmp_path_factory.mktemp("three-increments")
+    home, template = base / "lake", base / "template"
+    specs = spec_copy(base / "pipelines", source_log_compact_interval=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAKEHOUSE_HOME", str(home))
+        patch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+        patch.setenv("LAKEHOUSE_QUALITY", str(base / "no-suites"))
+        for seed in range(3):
+            increment(seed, run_id=f"r{seed}")
+    shutil.copytree(home, template)
+    return home, specs, template
+
+
+@pytest.fixture
+def three_increments(_three_increment_template, spark, monkeypatch) -> Path:
+    """A fresh copy of the three-increment lake (see above) as LAKEHOUSE_HOME; returns its path."""
+    home, specs, template = _three_increment_template
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(template, home)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # the JVM's snapshots of the last copy
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+    return home
+
+
+def increment(seed: int, hop: str = "all", run_id: str | None = None, events: int = 240) -> None:
+    """New landing files (two, from minute ``seed`` of 2026-04-01, 3% bad lines), then a run: through the service API."""
+    from spark_jobs import service
+    from spark_jobs.model.times import parse_time
+
+    service.generate("ad_events", events, files=2, seed=seed, start_ms=parse_time(f"2026-04-01T00:{seed:02d}:00", "start"),
+                     bad_fraction=0.03)
+    service.run("ad_events", hop, run_id=run_id, progress=lambda line: None).raise_for_gate()
 
 
 def file_tree(home: Path) -> dict[str, tuple[int, int]]:

@@ -39,8 +39,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from tests.conftest import VENV_BIN, hadoop_lines, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
@@ -83,13 +81,9 @@ class Sequence:
 
 def write_spec(folder: Path) -> Path:
     """The test's copy of the ad_events spec (see :data:`SPEC_CHANGES`)."""
-    from spark_jobs.model.spec import repo_root
+    from tests.conftest import spec_copy
 
-    spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
-    spec.update(SPEC_CHANGES)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
-    return folder
+    return spec_copy(folder, **SPEC_CHANGES)
 
 
 class Lake:

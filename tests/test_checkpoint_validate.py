@@ -54,11 +54,8 @@ DAMAGE = {
 
 
 @pytest.fixture
-def damaged_lake(spark, lake_home, pipelines):
-    pipelines(source_log_compact_interval=2)
-    for seed in range(3):
-        increment(seed)
-    return lake_home
+def damaged_lake(three_increments):
+    return three_increments
 
 
 def _validate(capsys, *extra: str) -> tuple[int, dict]:
