@@ -1,0 +1,120 @@
+"""The exact ``spark-submit`` argv of every Spark task of the three DAGs, rendered in-process.
+
+Unit tests of argument building, the way Airflow's own Spark provider tests its operators: the
+templated arguments are rendered with a task context and ``SparkSubmitHook.submit`` is replaced
+by a function that records the command the real hook builds (a mock of the submit only; the
+hook, the connection and the templates are real). The real spark-submit runs are in
+``test_airflow.py`` (``airflow dags test`` of each DAG) and ``test_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+import pendulum
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.unit, pytest.mark.airflow]
+
+RUN_ID = "scheduled__2026-03-04T00:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def factory(tmp_path_factory):
+    """The DAG factory, imported with Airflow's home in a temporary folder (Airflow reads it at import)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
+        from lakehouse_airflow import dag_factory
+
+        from spark_jobs.model.spec import get_spec
+
+        yield dag_factory, get_spec("ad_events")
+
+
+def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str], dict]:
+    """Render ``task``'s templates, execute it with the submit replaced; the argv and environment the hook built."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    calls = []
+
+    def submit(hook, application: str = "", **_kwargs) -> None:
+        calls.append((hook._build_spark_submit_command(application), dict(hook._env or {})))
+
+    task.render_template_fields(context)
+    connection = json.dumps({"conn_type": "spark", "host": master})
+    with mock.patch.dict("os.environ", {"AIRFLOW_CONN_SPARK_DEFAULT": connection}), \
+            mock.patch.object(SparkSubmitHook, "submit", submit):
+        task.execute(context)
+    assert len(calls) == 1
+    return calls[0]
+
+
+def _split(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """spark-submit's options (each flag with its values, in order) and what follows the application."""
+    application = argv.index(str(ROOT / "spark_jobs" / "submit.py"))
+    options: dict[str, list[str]] = {}
+    for flag, value in zip(argv[1:application:2], argv[2:application:2]):
+        options.setdefault(flag, []).append(value)
+    return options, argv[application + 1:]
+
+
+def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") -> None:
+    jars = sorted(str(path) for path in (ROOT / ".cache" / "jars").glob("*.jar"))
+    assert options["--master"] == [master] and options["--name"] == [name]
+    assert sorted(options["--jars"][0].split(",")) == jars and any("delta-spark" in jar for jar in jars)
+    (archive,) = options["--py-files"]
+    assert Path(archive).parent == ROOT / ".cache" / "dist" and Path(archive).suffix == ".zip"
+    confs = dict(conf.split("=", 1) for conf in options["--conf"])
+    assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert confs["spark.pyspark.python"] == confs["spark.pyspark.driver.python"] == sys.executable
+    assert confs["spark.driver.bindAddress"] == confs["spark.driver.host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("hop", ["bronze", "silver", "gold"])
+def test_stream_hop_task_submits_run_once_of_its_hop(factory, hop, lake_home):
+    dag_factory, spec = factory
+    task = dag_factory.build_stream_dag(spec).get_task(hop)
+    argv, env = submitted(task, {"run_id": RUN_ID, "params": {}})
+    options, arguments = _split(argv)
+    _common(options, "lakehouse-ad_events-run")
+    assert arguments == ["run", "ad_events", "--hop", hop, f"--run-id={RUN_ID}", "--quality=report", "--wait", "900"]
+    assert env["LAKEHOUSE_HOME"] == str(lake_home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_backfill_task_covers_the_data_interval_or_the_params(factory):
+    dag_factory, spec = factory
+    interval = {"data_interval_start": pendulum.datetime(2026, 3, 3, tz="UTC"),
+                "data_interval_end": pendulum.datetime(2026, 3, 4, tz="UTC"), "run_id": RUN_ID}
+    task = dag_factory.build_backfill_dag(spec).get_task("silver")
+    _options, arguments = _split(submitted(task, {**interval, "params": {"start": None, "end": None}})[0])
+    assert arguments == ["backfill", "ad_events", "--hop", "silver", "--start=2026-03-03T00:00:00",
+                         "--end=2026-03-04T00:00:00", f"--run-id={RUN_ID}", "--wait", "900"]
+    task = dag_factory.build_backfill_dag(spec).get_task("gold")
+    params = {"start": "2026-02-01", "end": "2026-02-02T06:00:00"}
+    _options, arguments = _split(submitted(task, {**interval, "params": params})[0])
+    assert arguments[4:6] == ["--start=2026-02-01", "--end=2026-02-02T06:00:00"]
+
+
+def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
+    """The hop and batch come from XCom (the plan); ``ti`` is a stand-in whose ``xcom_pull``
+    returns what the plan tasks push."""
+    dag_factory, spec = factory
+    master = "spark://127.0.0.1:7077"
+    plans = {("plan", "plan"): {"requested_batch": 4}, ("plan_undo", "return_value"): "silver"}
+    ti = SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": plans[(task_ids, key)])
+
+    task = dag_factory.build_rollback_dag(spec).get_task("execute")
+    params = {"hop": "bronze", "cascade": False}
+    options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
+    _common(options, "lakehouse-ad_events-rollback", master)
+    assert arguments == ["rollback", "ad_events", "--hop", "bronze", "--to-batch", "4", "--no-cascade", "--wait", "900"]
+
+    task = dag_factory.build_stream_dag(spec).get_task("undo")
+    _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}, "ti": ti}, master)[0])
+    assert arguments == ["rollback", "ad_events", "--hop", "silver", f"--to-run={RUN_ID}", "--cascade", "--wait", "900"]
