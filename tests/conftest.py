@@ -167,7 +167,7 @@ def pytest_collection_modifyitems(config, items):
             return 3 if item.get_closest_marker("airflow") else 2
         return 1
 
-    several = bool(getattr(config.option, "numprocesses", None))
+    several = "PYTEST_XDIST_WORKER" in os.environ  # xdist's workers collect, and set this
     items.sort(key=lambda item: -rank(item) if several else rank(item))
 
 
