@@ -1,7 +1,7 @@
 """Benchmark: what gold's recount of the windows a batch changed costs (issue 14).
 
 Gold's MERGE writes, for each window the stream's batch changed, the count of all of silver's
-rows in that window (so windows a backfill wrote count in full). Before, it wrote the stream
+rows in that window as of the version the batch read (so windows a backfill wrote count in full). Before, it wrote the stream
 state's count. Both ways run on the same silver table in one process, interleaved: gold's
 checkpoint and table are removed before each run, which then reads silver's files
 ``--max-files`` per micro-batch. The "state count" way replaces the recount with the batch itself, as the code
@@ -29,7 +29,7 @@ def _gold_once(home: Path, max_files: int, recount: bool) -> float:
     shutil.rmtree(home / "checkpoints/ad_events/gold", ignore_errors=True)
     original = MergeSink.recomputed
     if not recount:
-        MergeSink.recomputed = lambda self, batch: batch
+        MergeSink.recomputed = lambda self, batch, batch_id: batch
     try:
         began = time.perf_counter()
         service.run("ad_events", "gold", quality="off", max_files_per_trigger=max_files, progress=lambda line: None)
