@@ -103,3 +103,31 @@ def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake
     assert main(command[1:]) == 0
     increment(7)
     assert_tables_match_landing(spark, damaged_lake)
+
+
+def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(spark, three_increments, capsys):
+    """After a rollback and before the next run, the checkpoint's query id is the rollback's new
+    one, which no run record names yet: restoring the last run's id instead would make Delta skip
+    the replayed batches (the txn trap). With no record at all, the table's log still names it."""
+    home = three_increments
+    silver = home / "checkpoints/ad_events/silver"
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    new_id = next(step["new_query_id"] for step in plan["hops"] if step["hop"] == "silver")
+    (silver / "metadata").unlink()
+    code, report = _validate(capsys, "--repair")
+    assert code == 0 and [f["kind"] for f in report["findings"]] == ["missing-metadata"]
+    assert json.loads((silver / "metadata").read_text())["id"] == new_id
+    assert main(["run", "ad_events"]) == 0
+    assert_tables_match_landing(spark, home)
+
+    shutil.rmtree(home / "_ops")
+    gold = home / "checkpoints/ad_events/gold"
+    (gold / "metadata").unlink()
+    stream_ids = [action["txn"]["appId"]
+                  for log in sorted((home / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
+                  for action in map(json.loads, log.read_text().splitlines()) if "txn" in action]
+    code, report = _validate(capsys, "--repair")
+    assert code == 0 and report["findings"][0]["repaired"]
+    assert json.loads((gold / "metadata").read_text())["id"] == stream_ids[-1]

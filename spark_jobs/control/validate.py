@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem
-from spark_jobs.logs.ops import read_records
+from spark_jobs.logs.ops import read_records, read_rollbacks
 from spark_jobs.model.errors import DamagedLog
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -71,7 +71,8 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
 
 def _metadata_findings(hop: HopSpec, checkpoint: str, has_offsets: bool) -> list[Finding]:
     metadata = f"{checkpoint}/metadata"
-    fix, repair = "restore the query id from the run records", "rewrite metadata with the id of the last run"
+    fix = "restore the query id from the run records, rollback journals or table log"
+    repair = "rewrite metadata with the hop's last query id"
     try:
         query = checkpoint_log.query_id(checkpoint)
     except (ValueError, KeyError):
@@ -205,11 +206,27 @@ def repair(lake: Lake, hop: HopSpec, finding: Finding) -> None:
     elif finding.kind in ("damaged-commits", "damaged-offsets"):
         checkpoint_log.remove(fs, finding.path)
     elif finding.kind in ("missing-metadata", "damaged-metadata"):
-        ids = [record["query_id"] for record in read_records(lake, hop.name) if record.get("query_id")]
-        if not ids:
-            raise ValueError("no run record names the query id")
-        checkpoint_log.set_query_id(checkpoint, ids[-1])
+        query_id = last_query_id(lake, hop)
+        if query_id is None:
+            finding.problem += "; not repaired: no run record, rollback journal or table commit names its query id"
+            finding.fix = f"roll {hop.name} back to before its first batch: {_rollback_fix(lake, hop, -1)}"
+            return
+        checkpoint_log.set_query_id(checkpoint, query_id)
     finding.repaired = True
+
+
+def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
+    """The query id the hop's checkpoint had last: the latest of its run records and of the
+    rollbacks that gave it a new one (a rollback after the last run did), else the ``txn`` of the
+    last stream commit in its table."""
+    known = [(record.get("started_at") or 0, record["query_id"]) for record in read_records(lake, hop.name)
+             if record.get("query_id")]
+    known += [(journal.get("finished_at") or 0, step["new_query_id"]) for journal in read_rollbacks(lake)
+              if journal.get("status") == "succeeded" for step in journal["plan"]["hops"] if step["hop"] == hop.name]
+    if known:
+        return max(known, key=lambda pair: pair[0])[1]
+    streamed = [commit for commit in batches.commits(lake.table(hop)) if commit.app_id is not None]
+    return streamed[-1].app_id if streamed else None
 
 
 def validate(lake: Lake, hop_name: str | None = None, do_repair: bool = False) -> list[Finding]:
