@@ -190,9 +190,15 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
     assert sorted(log) == sorted(offsets) and all(log[n]["committed"] for n in commits)
     assert [log[n]["table_version"] for n in sorted(log)] == sorted(log)  # bronze writes one version per batch
     assert all(log[n]["rows"] == 240 and len(log[n]["files"]) == 2 for n in log)
+    # Silver reads bronze's snapshot one file per batch: its batch 0 is beyond retention too.
+    assert main(["run", "ad_events", "--hop", "silver", "--max-files-per-trigger", "1"]) == 0
     before = file_tree(lake_home)
 
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]) == 2
+    assert "offsets/0 is gone (minBatchesToRetain" in capsys.readouterr().err
+    # A Delta-fed hop's target beyond retention (soak seed 1008: `--to-run` of a run whose first
+    # batch was gone) is refused the same way, not a FileNotFoundError while planning.
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0"]) == 2
     assert "offsets/0 is gone (minBatchesToRetain" in capsys.readouterr().err
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-run", "nope"]) == 2
     assert "unknown run id 'nope'" in capsys.readouterr().err

@@ -196,8 +196,8 @@ def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: l
     still holds: jump past that RESTORE only when the batch read all of p and no kept append
     lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump past."""
     target = targets[view.hop.name]
-    if view.hop.reads_landing or target < 0:
-        return None
+    if view.hop.reads_landing or target < 0 or target not in view.offsets:
+        return None  # (a target whose offsets are gone is beyond retention: the plan refuses it)
     version, complete = view.position(target)
     verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version, complete)
     if verdict == "reset":
