@@ -21,9 +21,9 @@ from bench import airflow_overhead, big_file, charts, cost, gold_merge, quality,
 from bench.common import RESULTS, machine, write_json
 
 PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
-SMOKE = {"events": 20_000, "repeats": 1, "quality_events": 10_000, "rollback_events": 2_000, "airflow_events": 2_000,
-         "rate": 20, "duration": 60.0, "interval": 30.0, "soak_steps": 12, "gold_events": 5_000,
-         "big_file_lines": 50_000}
+SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
+         "rate": 20, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
+         "big_file_lines": 10_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

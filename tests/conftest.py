@@ -276,3 +276,104 @@ def increment(seed: int, hop: str = "all", run_id: str | None = None, events: in
 def file_tree(home: Path) -> dict[str, tuple[int, int]]:
     return {str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
             for path in sorted(home.rglob("*")) if path.is_file() and "_ops/locks" not in str(path)}
+
+
+# -- Airflow -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory) -> Path:
+    """A migrated metadata DB (SQLite) for this test process's Airflow subprocesses."""
+    from lakehouse_platform import migrate, platform_env  # include/scripts/lakehouse_platform.py
+
+    home = tmp_path_factory.mktemp("airflow")
+    migrate(platform_env({**os.environ, "AIRFLOW_HOME": str(home)}, port=18080))
+    return home
+
+
+@pytest.fixture
+def airflow_env(airflow_home, lake_home) -> dict[str, str]:
+    """The environment of an Airflow subprocess on this test's lake."""
+    from lakehouse_platform import platform_env
+
+    return platform_env({**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
+                        port=18080)
+
+
+@pytest.fixture(scope="session")
+def airflow_in_process(airflow_home, tmp_path_factory):
+    """Airflow imported into this test process, on its own copy of the migrated metadata DB.
+
+    Airflow reads its configuration once, at import, so every in-process use (the operator
+    tests, :func:`dag_test`) goes through this fixture, and it refuses to go on when something
+    imported Airflow first with another home."""
+    from lakehouse_platform import platform_env
+
+    home = tmp_path_factory.mktemp("airflow-in-process")
+    shutil.copy(airflow_home / "airflow.db", home / "airflow.db")
+    env = platform_env({**os.environ, "AIRFLOW_HOME": str(home)}, port=18080)
+    changed = {key: value for key, value in env.items() if key.startswith("AIRFLOW")}
+    saved = {key: os.environ.get(key) for key in changed}
+    if "airflow.configuration" in sys.modules:
+        pytest.fail("Airflow was imported before the airflow_in_process fixture: its settings would be wrong")
+    os.environ.update(changed)
+    from airflow.configuration import conf
+
+    assert conf.get("database", "sql_alchemy_conn") == changed["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _submit_in_this_process(hook, application: str = "", **_kwargs) -> None:
+    """``SparkSubmitHook.submit`` for :func:`dag_test`: the command the real hook built, run by
+    the CLI in this process's SparkSession instead of a spark-submit child (whose argv
+    ``test_operators.py`` checks, and which the real ``airflow dags test`` runs use)."""
+    from airflow.exceptions import AirflowException
+
+    from spark_jobs.cli import main
+
+    argv = hook._build_spark_submit_command(application)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in (hook._env or {}).items():
+            patch.setenv(key, value)
+        try:
+            code = main(argv[argv.index(application) + 1:])
+        except SystemExit as exit_:
+            code = exit_.code
+    if code != 0:
+        raise AirflowException(f"Cannot execute: {argv}. Error code is: {code}.")
+
+
+def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = None) -> tuple[str, str, dict[str, str]]:
+    """Run one DAG run with ``dag.test()`` in this process (needs the ``airflow_in_process``
+    fixture): Airflow's own dependency and trigger-rule loop, XCom and templates, with the Spark
+    tasks' CLI commands run here (see :func:`_submit_in_this_process`). The run's id, its state
+    and each task's state."""
+    from unittest import mock
+
+    import pendulum
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from lakehouse_airflow.dag_factory import build_all
+
+    dag = build_all()[dag_id]
+    date = pendulum.parse(logical_date, tz="UTC") if logical_date else None
+    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
+        run = dag.test(logical_date=date, run_conf=conf)
+    return run.run_id, str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def task_in_process(dag_id: str, task_id: str, context: dict) -> None:
+    """Render one task's templates with ``context`` and execute it as a re-run of its task
+    instance would, its CLI command run in this process (needs ``airflow_in_process``)."""
+    from unittest import mock
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from lakehouse_airflow.dag_factory import build_all
+
+    task = build_all()[dag_id].get_task(task_id)
+    task.render_template_fields(context)
+    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
+        task.execute(context)

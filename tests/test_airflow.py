@@ -14,26 +14,6 @@ from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, lakehous
 pytestmark = [pytest.mark.airflow]
 
 
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory):
-    from lakehouse_platform import migrate, platform_env  # include/scripts/platform.py
-
-    home = tmp_path_factory.mktemp("airflow")
-    env = platform_env({**__import__("os").environ, "AIRFLOW_HOME": str(home)}, port=18080)
-    migrate(env)
-    return home
-
-
-@pytest.fixture
-def airflow_env(airflow_home, lake_home):
-    import os
-
-    from lakehouse_platform import platform_env
-
-    return platform_env({**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
-                        port=18080)
-
-
 DAGBAG_PROBE = """
 import json, sys, time
 started = time.perf_counter()
@@ -131,14 +111,19 @@ def _records(home):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_env, lake_home):
-    lakehouse("generate", "ad_events", "--events", "3000", "--files", "2", "--seed", "8",
-              "--start", "2026-03-02T23:59:45", env=airflow_env)  # 30 s: half each side of midnight
-    code, finished, output = _dags_test(airflow_env, "ad_events__backfill", "2026-03-04")
-    assert code == 0 and "state=success" in finished, output[-4000:]
+def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_in_process, lake_home):
+    """In-process ``dag.test()``; the real spark-submit backfill run is in the at-once test below."""
+    from tests.conftest import dag_test
+
+    lakehouse_main(["generate", "ad_events", "--events", "3000", "--files", "2", "--seed", "8",
+                    "--start", "2026-03-02T23:59:45"])  # 30 s: half each side of midnight
+    run_id, state, tasks = dag_test("ad_events__backfill", "2026-03-04")
+    assert state == "success" and set(tasks.values()) == {"success"}, tasks
     # A run with logical date D covers the daily interval that ended at D: [D - 1 day, D).
-    assert "data_interval_start=2026-03-03 00:00:00+00:00" in finished
-    assert "data_interval_end=2026-03-04 00:00:00+00:00" in finished
+    for hop in ("bronze", "silver", "gold"):
+        record = json.loads((lake_home / "_ops/runs/ad_events" / f"{run_id}.{hop}.json").read_text())
+        assert record["range_start"].startswith("2026-03-03T00:00:00"), record
+        assert record["range_end"].startswith("2026-03-04T00:00:00"), record
     bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
     assert {str(row.event_date) for row in bronze.select("event_date").distinct().collect()} == {"2026-03-03"}
     day = (1_772_496_000_000, 1_772_582_400_000)  # [2026-03-03, 2026-03-04)
@@ -163,26 +148,27 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_env, lake_home):
+def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, airflow_env, lake_home):
+    """The dry run in-process (``dag.test()``: its plan starts no JVM), the execution for real
+    (``airflow dags test``, spark-submit), the replay by the service."""
     from spark_jobs.logs import checkpoint_log
-    from tests.conftest import assert_tables_match_landing, file_tree, increment
+    from tests.conftest import assert_tables_match_landing, dag_test, file_tree, increment
 
     for seed in range(2):
         increment(seed)
     before = file_tree(lake_home)
     conf = {"hop": "silver", "to_batch": 0, "cascade": True}
-    code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": True}))
-    assert code == 0 and "state=success" in finished, output[-4000:]
-    assert "undo batches 1..1" in output  # the plan, in the task log
+    _run_id, state, tasks = dag_test("ad_events__rollback", conf={**conf, "dry_run": True})
+    assert state == "success" and tasks == {"plan": "success", "execute": "skipped", "verify": "skipped"}, tasks
     assert file_tree(lake_home) == before
 
     code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": False}))
     assert code == 0 and "state=success" in finished, output[-4000:]
+    assert "undo batches 1..1" in output  # the plan, in the task log
     assert checkpoint_log.offset_batch_ids(str(lake_home / "checkpoints/ad_events/silver"))[-1] == 0
     journals = list((lake_home / "_ops/rollbacks/ad_events").glob("*.json"))
     assert len(journals) == 1 and json.loads(journals[0].read_text())["status"] == "succeeded"
-    code, finished, output = _dags_test(airflow_env, "ad_events__stream")
-    assert code == 0 and "state=success" in finished, output[-4000:]
+    lakehouse_main(["run", "ad_events"])
     assert_tables_match_landing(spark, lake_home)
 
 
@@ -224,12 +210,12 @@ def test_dag_params_refuse_hostile_values(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark, airflow_env, airflow_home,
-                                                                           lake_home, tmp_path):
+def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark, airflow_in_process, airflow_env,
+                                                                           airflow_home, lake_home, tmp_path):
     """The stream DAG and the backfill DAG of the day its files cover, started together:
     their tasks take the pipeline lock in turn, a backfill of a hop waits for that hop's
     stream, and the tables end exactly as the landing files say. Then clearing and re-running
-    task instances (`airflow tasks test` runs one for real) changes no row: run-once tasks
+    task instances (in this process, as :func:`tests.conftest.task_in_process`) changes no row: run-once tasks
     find nothing new, a backfill task rewrites its range with the same rows.
 
     Each `airflow dags test` gets its own copy of the migrated metadata DB (two processes
@@ -238,7 +224,9 @@ def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark,
     """
     import shutil
 
-    from tests.conftest import assert_tables_match_landing
+    import pendulum
+
+    from tests.conftest import assert_tables_match_landing, task_in_process
     from tests.test_concurrency import MIDNIGHT_DATA
 
     lakehouse(*MIDNIGHT_DATA, env=airflow_env)
@@ -263,78 +251,95 @@ def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark,
     assert_tables_match_landing(spark, lake_home)
 
     from spark_jobs.logs import delta_log
+    from spark_jobs.logs.fs import read_json_folder
     from tests.conftest import table_rows
 
     rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
     tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
     versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
-    for dag_id, task in (("ad_events__stream", "gold"), ("ad_events__stream", "bronze"), ("ad_events__backfill", "silver")):
-        done = subprocess.run([airflow, "tasks", "test", dag_id, task, "2026-03-04"], env=airflow_env,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, (dag_id, task, (done.stdout + done.stderr)[-3000:])
+    # Re-runs of three task instances: their commands as the scheduler's re-run would submit them.
+    runs = {record["mode"]: record["run_id"] for record in read_json_folder(str(lake_home / "_ops/runs/ad_events"))}
+    assert set(runs) == {"run-once", "backfill"}, runs  # the two DAG runs' ids, as their records name them
+    interval = {"data_interval_start": pendulum.datetime(2026, 3, 3, tz="UTC"),
+                "data_interval_end": pendulum.datetime(2026, 3, 4, tz="UTC"), "params": {"start": None, "end": None}}
+    for dag_id, task, mode in (("ad_events__stream", "gold", "run-once"), ("ad_events__stream", "bronze", "run-once"),
+                               ("ad_events__backfill", "silver", "backfill")):
+        task_in_process(dag_id, task, {**interval, "run_id": runs[mode]})
         assert {hop: table_rows(spark, lake_home, hop) for hop in rows} == rows, (dag_id, task)
         if dag_id == "ad_events__stream":  # nothing new: not even a commit
             assert [delta_log.table_version(str(lake_home / table)) for table in tables] == versions
     assert delta_log.table_version(str(lake_home / tables[1])) > versions[1]  # the backfill did rewrite silver's day
     # The stream goes on past the backfill's rewrite commit (it skips it) with new data.
-    lakehouse("generate", "ad_events", "--events", "300", "--seed", "13", "--start", "2026-03-03T09:00:00",
-              env=airflow_env)
-    lakehouse("run", "ad_events", env=airflow_env)
+    lakehouse_main(["generate", "ad_events", "--events", "300", "--seed", "13", "--start", "2026-03-03T09:00:00"])
+    lakehouse_main(["run", "ad_events"])
     assert_tables_match_landing(spark, lake_home)
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.quality
-def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spark, airflow_env, lake_home, tmp_path):
+def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spark, airflow_in_process, lake_home,
+                                                                              tmp_path, monkeypatch):
     """A landing file with views of an ad no campaign has breaks silver's `fail` rule
     (campaign_id not null): the DAG run ends failed, silver and gold are as before the run
     (bronze keeps the raw data); with the rule's policy set to `drop`, the next run succeeds
-    and the orphan views are in silver's quarantine."""
+    and the orphan views are in silver's quarantine; a run with nothing new starts no Spark
+    job. In-process ``dag.test()`` runs (:func:`tests.conftest.dag_test`)."""
     import shutil
 
-    from spark_jobs.cli import main
+    from spark_jobs.control import suites
     from spark_jobs.logs import checkpoint_log
-    from tests.conftest import table_rows, valid_event
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+    from tests.conftest import dag_test, table_rows, valid_event
 
-    assert main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
-                 "--start", "2026-03-05T08:00:00"]) == 0
-    assert main(["run", "ad_events", "--quality=off"]) == 0  # the state before the DAG run, in this JVM
+    lakehouse_main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
+                    "--start", "2026-03-05T08:00:00"])
+    lakehouse_main(["run", "ad_events", "--quality=off"])  # the state before the DAG run
     before = {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")}
     checkpoints = {hop: checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}"))
                    for hop in ("silver", "gold")}
-    lakehouse("generate", "ad_events", "--events", "300", "--seed", "32", "--start", "2026-03-05T09:00:00",
-              env=airflow_env)
+    lakehouse_main(["generate", "ad_events", "--events", "300", "--seed", "32", "--start", "2026-03-05T09:00:00"])
     orphans = [json.dumps({"user_id": f"u{n}", "page_id": "p", "ad_id": "ad-without-campaign", "ad_type": "mail",
                            "event_type": "view", "event_time": 1_772_701_200_000 + n, "ip_address": "1.2.3.4"})
                for n in range(4)]
     (lake_home / "landing/ad_events/orphans.json").write_text("".join(line + "\n" for line in orphans))
 
-    code, finished, output = _dags_test(airflow_env, "ad_events__stream", "2026-03-06")
-    assert "state=failed" in finished, output[-4000:]
-    assert "quality gate of silver failed: expect_column_values_to_not_be_null(campaign_id)" in output
+    run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06")
+    assert state == "failed" and tasks == {
+        "check_new_data": "success", "bronze": "success", "gate_bronze": "success", "silver": "success",
+        "gate_silver": "failed", "gold": "upstream_failed", "gate_gold": "upstream_failed",
+        "plan_undo": "success", "undo": "success", "all_gates_passed": "upstream_failed"}, tasks
+    summary = suites.read_summary(Lake.open(get_spec("ad_events")), run_id, "silver")
+    assert summary["gate"] == "failed" and summary["failed"] == ["expect_column_values_to_not_be_null(campaign_id)"]
     assert {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")} == before
     for hop in ("silver", "gold"):
         assert checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}")) == checkpoints[hop]
     bronze_lines = sorted(line for _name, line in landing_lines(lake_home) if valid_event(line))
     assert len(table_rows(spark, lake_home, "bronze")) == len(bronze_lines)  # bronze kept the raw data
 
-    suites = tmp_path / "quality"
-    shutil.copytree(ROOT / "include" / "quality", suites)
-    silver_suite = suites / "ad_events" / "silver.json"
+    suites_dir = tmp_path / "quality"
+    shutil.copytree(ROOT / "include" / "quality", suites_dir)
+    silver_suite = suites_dir / "ad_events" / "silver.json"
     suite = json.loads(silver_suite.read_text())
     for expectation in suite["expectations"]:
         if expectation["type"] == "expect_column_values_to_not_be_null" and expectation["kwargs"]["column"] == "campaign_id":
             expectation["meta"]["policy"] = "drop"
     silver_suite.write_text(json.dumps(suite))
-    env = {**airflow_env, "LAKEHOUSE_QUALITY": str(suites)}
-    code, finished, output = _dags_test(env, "ad_events__stream", "2026-03-06T00:05:00")
-    assert code == 0 and "state=success" in finished, output[-4000:]
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites_dir))
+    _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:05:00")
+    assert state == "success" and tasks["undo"] == "skipped", tasks
     quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_views")).collect()
     assert sorted(json.loads(row.raw_line)["user_id"] for row in quarantine) == [f"u{n}" for n in range(4)]
     assert gold_counter(spark, lake_home) == expected_gold(lake_home)
     records = _records(lake_home)
 
-    code, finished, output = _dags_test(env, "ad_events__stream", "2026-03-06T00:10:00")
-    assert code == 0 and "state=success" in finished, output[-4000:]
+    _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:10:00")
+    assert state == "success" and tasks["check_new_data"] == "success" and tasks["bronze"] == "skipped", tasks
     assert _records(lake_home) == records  # nothing new: check_new_data skipped every Spark job
+
+
+def lakehouse_main(argv: list[str]) -> None:
+    from spark_jobs.cli import main
+
+    assert main(argv) == 0, argv

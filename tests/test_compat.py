@@ -53,10 +53,11 @@ def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(sp
     check = subprocess.run([sys.executable, "-c", "import spark_jobs.runner, sys; print(spark_jobs.runner.__file__)"],
                            env=env, cwd=tmp_path, capture_output=True, text=True)
     assert check.stdout.strip() == str(old / "spark_jobs" / "runner.py"), check.stderr[-2000:]
+    # Two increments, one old run of one file per batch: batches 0..3 of bronze, written by the old code.
     for seed in (1, 2):
         old_cli("generate", "ad_events", "--events", "400", "--files", "2", "--seed", str(seed),
                 "--start", f"2026-04-01T00:0{seed}:00", "--bad-fraction", "0.05")
-        old_cli("run", "ad_events", "--max-files-per-trigger", "1", "--quality", "off")
+    old_cli("run", "ad_events", "--max-files-per-trigger", "1", "--quality", "off")
 
     # This commit's code on the old lake, reading the old spec (top-level campaigns:).
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(old / "include/pipelines"))

@@ -26,15 +26,13 @@ RUN_ID = "scheduled__2026-03-04T00:00:00+00:00"
 
 
 @pytest.fixture(scope="module")
-def factory(tmp_path_factory):
-    """The DAG factory, imported with Airflow's home in a temporary folder (Airflow reads it at import)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
-        from lakehouse_airflow import dag_factory
+def factory(airflow_in_process):
+    """The DAG factory, imported in this process with Airflow's home in a temporary folder."""
+    from lakehouse_airflow import dag_factory
 
-        from spark_jobs.model.spec import get_spec
+    from spark_jobs.model.spec import get_spec
 
-        yield dag_factory, get_spec("ad_events")
+    return dag_factory, get_spec("ad_events")
 
 
 def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str], dict]:
