@@ -8,6 +8,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist), each with its own SparkSession; 2 suits 2 cores and 8 GiB.
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
+UV_VERSION := 0.9.30
 
 .PHONY: setup run test test-fast lint bench bench-smoke clean check-tools
 
@@ -18,11 +19,12 @@ check-tools:
 	@command -v java >/dev/null || { echo "error: Java 17+ is not on PATH: install it (e.g. apt-get install openjdk-17-jre-headless)"; exit 2; }
 	@command -v mvn >/dev/null || [ -f .cache/jars/.manifest ] || { echo "error: Maven (mvn) is needed once to resolve Delta's jars: install it (e.g. apt-get install maven)"; exit 2; }
 
+# uv installs the pinned requirements (the same wheels pip would) in about a third of pip's time.
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install --python $(PY) -q -r requirements.txt
+	$(VENV)/bin/uv pip install --python $(PY) -q --no-deps -e .
 	touch $@
 
 .cache/jars/.manifest: include/jars/pom.xml $(VENV)/.installed

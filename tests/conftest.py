@@ -374,6 +374,6 @@ def task_in_process(dag_id: str, task_id: str, context: dict) -> None:
     from lakehouse_airflow.dag_factory import build_all
 
     task = build_all()[dag_id].get_task(task_id)
-    task.render_template_fields(context)
+    task.render_template_fields({"dag": task.dag, **context})
     with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
         task.execute(context)

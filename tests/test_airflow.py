@@ -121,7 +121,7 @@ def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_in_process,
     assert state == "success" and set(tasks.values()) == {"success"}, tasks
     # A run with logical date D covers the daily interval that ended at D: [D - 1 day, D).
     for hop in ("bronze", "silver", "gold"):
-        record = json.loads((lake_home / "_ops/runs/ad_events" / f"{run_id}.{hop}.json").read_text())
+        record = json.loads((lake_home / "_ops/runs/ad_events" / f"ad_events__backfill__{run_id}.{hop}.json").read_text())
         assert record["range_start"].startswith("2026-03-03T00:00:00"), record
         assert record["range_end"].startswith("2026-03-04T00:00:00"), record
     bronze = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
@@ -258,8 +258,10 @@ def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark,
     tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
     versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
     # Re-runs of three task instances: their commands as the scheduler's re-run would submit them.
-    runs = {record["mode"]: record["run_id"] for record in read_json_folder(str(lake_home / "_ops/runs/ad_events"))}
-    assert set(runs) == {"run-once", "backfill"}, runs  # the two DAG runs' ids, as their records name them
+    # The two DAG runs' Airflow run ids, as their records name them (a backfill's names its DAG too).
+    runs = {record["mode"]: record["run_id"].removeprefix("ad_events__backfill__")
+            for record in read_json_folder(str(lake_home / "_ops/runs/ad_events"))}
+    assert set(runs) == {"run-once", "backfill"}, runs
     interval = {"data_interval_start": pendulum.datetime(2026, 3, 3, tz="UTC"),
                 "data_interval_end": pendulum.datetime(2026, 3, 4, tz="UTC"), "params": {"start": None, "end": None}}
     for dag_id, task, mode in (("ad_events__stream", "gold", "run-once"), ("ad_events__stream", "bronze", "run-once"),

@@ -53,9 +53,10 @@ def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(sp
     check = subprocess.run([sys.executable, "-c", "import spark_jobs.runner, sys; print(spark_jobs.runner.__file__)"],
                            env=env, cwd=tmp_path, capture_output=True, text=True)
     assert check.stdout.strip() == str(old / "spark_jobs" / "runner.py"), check.stderr[-2000:]
-    # Two increments, one old run of one file per batch: batches 0..3 of bronze, written by the old code.
-    for seed in (1, 2):
-        old_cli("generate", "ad_events", "--events", "400", "--files", "2", "--seed", str(seed),
+    # Two increments (three files), one old run of one file per batch: bronze batches 0..2, and
+    # silver and gold batches of a few upstream files each, all written by the old code.
+    for seed, files in ((1, 2), (2, 1)):
+        old_cli("generate", "ad_events", "--events", "400", "--files", str(files), "--seed", str(seed),
                 "--start", f"2026-04-01T00:0{seed}:00", "--bad-fraction", "0.05")
     old_cli("run", "ad_events", "--max-files-per-trigger", "1", "--quality", "off")
 
@@ -63,7 +64,7 @@ def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(sp
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(old / "include/pipelines"))
     assert main(["generate", "ad_events", "--events", "400", "--files", "2", "--seed", "3",
                  "--start", "2026-04-01T00:03:00", "--bad-fraction", "0.05"]) == 0
-    assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
+    assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(spark, lake_home)
     assert main(["checkpoint", "validate", "ad_events"]) == 0
     # Back to a batch the old code wrote, cascading, and replay with the new code.

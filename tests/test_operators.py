@@ -44,7 +44,7 @@ def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str],
     def submit(hook, application: str = "", **_kwargs) -> None:
         calls.append((hook._build_spark_submit_command(application), dict(hook._env or {})))
 
-    task.render_template_fields(context)
+    task.render_template_fields({"dag": task.dag, **context})
     connection = json.dumps({"conn_type": "spark", "host": master})
     with mock.patch.dict("os.environ", {"AIRFLOW_CONN_SPARK_DEFAULT": connection}), \
             mock.patch.object(SparkSubmitHook, "submit", submit):
@@ -92,7 +92,7 @@ def test_backfill_task_covers_the_data_interval_or_the_params(factory):
     task = dag_factory.build_backfill_dag(spec).get_task("silver")
     _options, arguments = _split(submitted(task, {**interval, "params": {"start": None, "end": None}})[0])
     assert arguments == ["backfill", "ad_events", "--hop", "silver", "--start=2026-03-03T00:00:00",
-                         "--end=2026-03-04T00:00:00", f"--run-id={RUN_ID}", "--wait", "900"]
+                         "--end=2026-03-04T00:00:00", f"--run-id=ad_events__backfill__{RUN_ID}", "--wait", "900"]
     task = dag_factory.build_backfill_dag(spec).get_task("gold")
     params = {"start": "2026-02-01", "end": "2026-02-02T06:00:00"}
     _options, arguments = _split(submitted(task, {**interval, "params": params})[0])

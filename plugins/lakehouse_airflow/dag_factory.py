@@ -22,6 +22,10 @@ from spark_jobs.model.spec import PipelineSpec, scan_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 RUN_ID_ARG = "{{ run_id }}"
+# A scheduled backfill run's Airflow id can equal a stream run's (the backfill of day D and the
+# stream's midnight run of D are both `scheduled__D`): backfill records name their DAG too, so
+# neither run's records overwrite the other's.
+BACKFILL_RUN_ID_ARG = "{{ dag.dag_id }}__{{ run_id }}"
 _RUN_ID = r"^[A-Za-z0-9_.:+-]{1,200}$"
 # Writers of a pipeline take its lock; a task waits this long for another writer to finish.
 WAIT_ARGS = ["--wait", "900"]
@@ -137,7 +141,7 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 command="backfill",
                 pipeline=spec.name,
                 # `--flag=value`: a value can never be taken for another flag.
-                arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={RUN_ID_ARG}", *WAIT_ARGS],
+                arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={BACKFILL_RUN_ID_ARG}", *WAIT_ARGS],
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}`.",
             )
             if previous is not None:
