@@ -27,6 +27,11 @@ class TableCommit:
     batch_id: int | None
     timestamp_ms: int
     appends_only: bool = False  # what a stream reading with skipChangeCommits takes as new data
+    empties: bool = False  # a DELETE of every row (how a rollback empties a hop that starts over)
+
+
+# ``DELETE FROM t`` without a condition: Delta logs its predicate as ``["true"]``.
+_WHOLE_TABLE = (None, "", "[]", '["true"]', "true")
 
 
 def commits(table: str) -> list[TableCommit]:
@@ -39,21 +44,36 @@ def commits(table: str) -> list[TableCommit]:
             txn = action.get("txn", txn)
             adds = adds or bool(action.get("add", {}).get("dataChange"))
             removes = removes or bool(action.get("remove", {}).get("dataChange"))
-        found.append(TableCommit(version, info.get("operation", ""), (txn or {}).get("appId"),
+        operation = info.get("operation", "")
+        empties = operation == "DELETE" and (info.get("operationParameters") or {}).get("predicate") in _WHOLE_TABLE
+        found.append(TableCommit(version, operation, (txn or {}).get("appId"),
                                  int(txn["version"]) if txn else None, int(info.get("timestamp") or 0),
-                                 adds and not removes))
+                                 adds and not removes, empties))
     return found
 
 
 def effective_commits(table: str) -> list[TableCommit]:
-    """The commits whose data is in the table now: a RESTORE to version v drops those after v."""
-    kept: list[TableCommit] = []
+    """The commits whose data is in the table now: a RESTORE to version v drops those after v,
+    a DELETE of every row drops all before it (soak seed 1004: a hop emptied to start over and
+    run again reuses batch ids under its new query id; the old ids' batches are gone)."""
+    # Each commit points at the commit whose table it changed: the one before it, a RESTORE's
+    # target (whose own table may predate an emptying), or none after an emptying.
+    by_version: dict[int, TableCommit] = {}
+    base_of: dict[int, int | None] = {}
+    last = None
     for commit in commits(table):
         if commit.operation == "RESTORE":
             target = _restore_target(table, commit)
-            kept = [earlier for earlier in kept if earlier.version <= target]
-        kept.append(commit)
-    return kept
+            last = max((version for version in by_version if version <= target), default=None)
+        elif commit.empties:
+            last = None
+        by_version[commit.version], base_of[commit.version] = commit, last
+        last = commit.version
+    kept = []
+    while last is not None:
+        kept.append(by_version[last])
+        last = base_of[last]
+    return kept[::-1]
 
 
 def _restore_target(table: str, commit: TableCommit) -> int:
