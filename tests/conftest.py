@@ -366,14 +366,20 @@ def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = N
 
 
 def task_in_process(dag_id: str, task_id: str, context: dict) -> None:
-    """Render one task's templates with ``context`` and execute it as a re-run of its task
-    instance would, its CLI command run in this process (needs ``airflow_in_process``)."""
+    """Execute one task as a re-run of its task instance would, its CLI command run in this
+    process (needs ``airflow_in_process``)."""
+    from lakehouse_airflow.dag_factory import build_all
+
+    execute_task(build_all()[dag_id].get_task(task_id), context, _submit_in_this_process)
+
+
+def execute_task(task, context: dict, submit) -> None:
+    """Render ``task``'s templates with ``context`` (and its DAG) and execute it, with
+    ``SparkSubmitHook.submit`` replaced by ``submit``."""
     from unittest import mock
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-    from lakehouse_airflow.dag_factory import build_all
 
-    task = build_all()[dag_id].get_task(task_id)
     task.render_template_fields({"dag": task.dag, **context})
-    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
+    with mock.patch.object(SparkSubmitHook, "submit", submit):
         task.execute(context)

@@ -18,7 +18,7 @@ from unittest import mock
 import pendulum
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, execute_task
 
 pytestmark = [pytest.mark.unit, pytest.mark.airflow]
 
@@ -37,18 +37,14 @@ def factory(airflow_in_process):
 
 def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str], dict]:
     """Render ``task``'s templates, execute it with the submit replaced; the argv and environment the hook built."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
     calls = []
 
     def submit(hook, application: str = "", **_kwargs) -> None:
         calls.append((hook._build_spark_submit_command(application), dict(hook._env or {})))
 
-    task.render_template_fields({"dag": task.dag, **context})
     connection = json.dumps({"conn_type": "spark", "host": master})
-    with mock.patch.dict("os.environ", {"AIRFLOW_CONN_SPARK_DEFAULT": connection}), \
-            mock.patch.object(SparkSubmitHook, "submit", submit):
-        task.execute(context)
+    with mock.patch.dict("os.environ", {"AIRFLOW_CONN_SPARK_DEFAULT": connection}):
+        execute_task(task, context, submit)
     assert len(calls) == 1
     return calls[0]
 

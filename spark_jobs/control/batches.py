@@ -64,7 +64,7 @@ def effective_commits(table: str) -> list[TableCommit]:
     for commit in commits(table):
         if commit.operation == "RESTORE":
             target = _restore_target(table, commit)
-            last = max((version for version in by_version if version <= target), default=None)
+            last = target if target in by_version else None  # None: before the log's oldest version
         elif commit.empties:
             last = None
         by_version[commit.version], base_of[commit.version] = commit, last
