@@ -36,8 +36,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 run: setup
 	$(PY) include/scripts/lakehouse_platform.py run
 
+# loadgroup: the tests of one xdist_group share a process (tests/conftest.py names the groups).
 test: setup
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The layers' import bans (TID251/TID253) and the complexity limit (C901) in pyproject.toml and
 # spark_jobs/{model,logs,control}/ruff.toml.
@@ -50,7 +51,7 @@ lint: $(VENV)/.installed
 	  || { echo "error: test ids differ between hash seeds: give parametrize stable ids"; exit 1; }
 
 test-fast: setup
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 # The benchmark suite (about 44 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
 bench: setup

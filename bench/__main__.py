@@ -22,7 +22,7 @@ from bench.common import RESULTS, machine, write_json
 
 PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
-         "rate": 20, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
+         "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
          "big_file_lines": 10_000}
 
 

@@ -78,9 +78,9 @@ def main() -> int:
         child.send_signal(signal.SIGTERM)
         code = child.wait(timeout=300)
     wall = time.perf_counter() - began
-    stop.set()
-    sampler.join()
     _reap_all()  # orphans of the command (the JVM) end here, and their CPU joins RUSAGE_CHILDREN
+    stop.set()  # only now: an orphan still running after its parent ended is seen too
+    sampler.join()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"exit_code": code, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
                       "processes": sorted(seen)}), flush=True)
