@@ -10,7 +10,7 @@ TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 UV_VERSION := 0.9.30
 
-.PHONY: setup run test test-fast lint bench bench-smoke clean check-tools
+.PHONY: setup run stop test test-fast lint bench bench-smoke clean check-tools
 
 setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated
 
@@ -35,6 +35,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 run: setup
 	$(PY) include/scripts/lakehouse_platform.py run
+
+# Stops a platform `make run` started (from another shell), or what one that was killed left.
+stop:
+	$(PY) include/scripts/lakehouse_platform.py stop
 
 # loadgroup: the tests of one xdist_group share a process (tests/conftest.py names the groups).
 test: setup

@@ -1,13 +1,22 @@
-"""Set up and run the platform on the embedded default: SQLite Airflow, local Spark, local lake.
+"""Set up and run the platform on the embedded defaults: Airflow on an embedded PostgreSQL
+(``metadata_db.py``; SQLite behind ``LAKEHOUSE_METADATA_DB=sqlite``), local Spark, local lake.
 
     python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
-    python include/scripts/lakehouse_platform.py migrate    # airflow db migrate, once per Airflow version
+    python include/scripts/lakehouse_platform.py migrate    # the SQLite DB (tests, sqlite mode), once per version
     python include/scripts/lakehouse_platform.py run [--duration S] [--port P]
+    python include/scripts/lakehouse_platform.py stop       # stop a platform started by run
 
-``run`` starts Airflow's api-server, scheduler, dag-processor and triggerer bound to
-127.0.0.1 (README: "Two commands"), unpauses the stream DAGs, feeds a trickle of sample events,
-prints the URL and the login, and stops every process it started (by PID) on Ctrl-C, SIGTERM
-or after ``--duration`` seconds.
+``run`` starts PostgreSQL (migrated once per Airflow version), then Airflow's api-server,
+scheduler, dag-processor and triggerer with the LocalExecutor, all bound to 127.0.0.1 (README:
+"Two commands"), unpauses the stream DAGs, feeds a trickle of sample events,
+prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
+SIGTERM, SIGHUP or after ``--duration`` seconds. Nothing outlives it when it dies otherwise
+(SIGKILL, a closed terminal): each child gets SIGTERM when the launcher dies (Linux's
+parent-death signal), and a watchdog process, which holds a pipe from the launcher, stops the
+children's process groups when that pipe closes without the launcher saying it is done. The
+launcher writes ``$AIRFLOW_HOME/platform.json`` (its PID, its children's process groups, the
+URL, the metadata DB's address; mode 0600): a second ``run`` refuses while the first is alive
+and stops what a dead one left. ``env`` prints the running platform's metadata DB address.
 """
 
 from __future__ import annotations
@@ -22,8 +31,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import metadata_db  # beside this file
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
 
 
 def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[str, str]:
@@ -40,7 +53,9 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin"),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+            # SQLite until the launcher starts PostgreSQL and puts its address here (``run``).
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlite_url(airflow_home),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
@@ -62,15 +77,19 @@ def airflow(*args: str, env: dict[str, str], check: bool = True, **kwargs) -> su
     return subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, check=check, **kwargs)
 
 
-def migrate(env: dict[str, str]) -> None:
-    """Migrate the metadata DB when it is new or Airflow's version changed (idempotent, fast)."""
+def migrate(env: dict[str, str], stamp: Path | None = None) -> None:
+    """Migrate the metadata DB ``env`` names when it is new or Airflow's version changed
+    (idempotent, fast). ``stamp`` records the version migrated; by default the SQLite DB's."""
     from importlib.metadata import version
 
     home = Path(env["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
-    stamp = home / ".migrated"
+    if stamp is None:
+        stamp = home / ".migrated"
+        if not (home / "airflow.db").exists():
+            stamp.unlink(missing_ok=True)
     wanted = version("apache-airflow")
-    if stamp.exists() and stamp.read_text() == wanted and (home / "airflow.db").exists():
+    if stamp.exists() and stamp.read_text() == wanted:
         return
     print(f"migrating the Airflow metadata DB in {home} ...", flush=True)
     airflow("db", "migrate", env=env, stdout=subprocess.DEVNULL)
@@ -100,8 +119,16 @@ def _password(home: Path, user: str) -> str:
     return "?"
 
 
+def _die_with_the_launcher() -> None:
+    """In each child, between fork and exec: SIGTERM when the launcher dies, however it dies."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def start(env: dict[str, str]) -> list[subprocess.Popen]:
-    """Start Airflow's four processes on 127.0.0.1; logs go to $AIRFLOW_HOME/logs/<name>.log."""
+    """Start Airflow's four processes on 127.0.0.1, each in its own process group; logs go to
+    $AIRFLOW_HOME/logs/<name>.log."""
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {
@@ -112,73 +139,232 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
     }
     processes = []
     for name, args in commands.items():
-        log = open(logs / f"{name}.log", "ab")
-        processes.append(
-            subprocess.Popen([str(VENV_BIN / "airflow"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        )
+        with open(logs / f"{name}.log", "ab") as log:
+            processes.append(
+                subprocess.Popen([str(VENV_BIN / "airflow"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True, preexec_fn=_die_with_the_launcher)
+            )
     return processes
 
 
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        pass
+
+
+def stop_groups(groups: list[int], reap=lambda: None, grace_s: float = GRACE_S) -> None:
+    """Stop whole process groups (a process and what it started): SIGTERM, then SIGKILL what
+    is left after ``grace_s``. ``reap`` collects the exit status of our own children, so a
+    finished leader does not linger as a zombie that keeps its group alive."""
+    for group in groups:
+        _signal_group(group, signal.SIGTERM)
+    deadline = time.time() + grace_s
+    while time.time() < deadline:
+        reap()
+        if not any(_group_alive(group) for group in groups):
+            return
+        time.sleep(0.2)
+    for group in groups:
+        _signal_group(group, signal.SIGKILL)
+    reap()
+
+
 def stop(processes: list[subprocess.Popen]) -> None:
-    """Stop the processes we started, by PID (their process groups), politely then firmly."""
-    for process in processes:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.time() + 20
-    for process in processes:
-        try:
-            process.wait(timeout=max(deadline - time.time(), 0.1))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    """Stop the processes we started, with everything they started (their process groups)."""
+    stop_groups([process.pid for process in processes], reap=lambda: [process.poll() for process in processes])
+
+
+def watchdog() -> int:
+    """Read process groups from stdin, one per line, until it closes. ``done`` means the
+    launcher stopped them itself; an end without it means the launcher died: stop them."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)  # a Ctrl-C or a closed terminal must not take the watchdog first
+    groups = []
+    for line in sys.stdin:
+        if line.strip() == "done":
+            return 0
+        groups.append(int(line))
+    stop_groups(groups)
+    return 0
+
+
+def _start_watchdog() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "watchdog"], stdin=subprocess.PIPE, text=True,
+                            start_new_session=True, stdout=subprocess.DEVNULL)
+
+
+def _pid_file(env: dict[str, str]) -> Path:
+    return Path(env["AIRFLOW_HOME"]) / "platform.json"
+
+
+def _is_launcher(pid: int) -> bool:
+    try:
+        return Path(__file__).name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def running_platform(env: dict[str, str]) -> dict | None:
+    """What ``platform.json`` says, if its launcher is alive."""
+    try:
+        found = json.loads(_pid_file(env).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if _is_launcher(found.get("pid", -1)) else None
+
+
+def _stop_leftovers(env: dict[str, str]) -> None:
+    """A dead launcher's children that nothing stopped (its watchdog killed too): stop them."""
+    try:
+        found = json.loads(_pid_file(env).read_text())
+    except (OSError, ValueError):
+        return
+    alive = [group for group in found.get("groups", []) if _group_alive(group)]
+    if alive:
+        print(f"stopping what a platform that ended uncleanly left running (process groups {alive}) ...", flush=True)
+        stop_groups(alive)
+    _pid_file(env).unlink(missing_ok=True)
+
+
+def stop_platform(env: dict[str, str]) -> int:
+    """``stop``: end a running launcher (it stops its children) or what a dead one left."""
+    found = running_platform(env)
+    if found is None:
+        _stop_leftovers(env)
+        print("no platform is running")
+        return 0
+    os.kill(found["pid"], signal.SIGTERM)
+    deadline = time.time() + GRACE_S + 10
+    while _is_launcher(found["pid"]) and time.time() < deadline:
+        time.sleep(0.5)
+    _stop_leftovers(env)  # in case it could not finish
+    print(f"stopped the platform (pid {found['pid']})")
+    return 0
+
+
+def _generate(env: dict[str, str], events: int, check: bool) -> None:
+    """A sample file of ``events`` events for each shipped pipeline."""
+    for spec_path in sorted((ROOT / "include" / "pipelines").glob("*.yaml")):
+        subprocess.run([str(VENV_BIN / "lakehouse"), "generate", spec_path.stem, "--events", str(events)], env=env,
+                       check=check, stdout=subprocess.DEVNULL)
+
+
+class Platform:
+    """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), Airflow."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.guard: subprocess.Popen | None = None
+        self.db: metadata_db.Postgres | None = None
+        self.processes: list[subprocess.Popen] = []
+
+    def _watch(self, process: subprocess.Popen) -> None:
+        self.guard.stdin.write(f"{process.pid}\n")
+        self.guard.stdin.flush()
+
+    def launch(self) -> None:
+        """Start everything, each process group told to the watchdog as soon as it exists, then
+        write ``platform.json``."""
+        self.guard = _start_watchdog()
+        home = Path(self.env["AIRFLOW_HOME"])
+        if metadata_db.kind(self.env) == "postgres":
+            self.db = metadata_db.Postgres(home / "postgres")
+            self._watch(self.db.start())
+            self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = self.db.url()
+            migrate(self.env, stamp=self.db.folder / "migrated")
+        else:
+            migrate(self.env)
+        self.processes = start(self.env)
+        for process in self.processes:
+            self._watch(process)
+        groups = [process.pid for process in self.processes] + ([self.db.process.pid] if self.db else [])
+        pid_file = _pid_file(self.env)
+        pid_file.touch(mode=0o600)
+        pid_file.write_text(json.dumps({"pid": os.getpid(), "groups": groups, "url": self.env["AIRFLOW__API__BASE_URL"],
+                                        "sql_alchemy_conn": self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]}))
+
+    def stop(self) -> None:
+        """Airflow first (its processes use the DB to the end), then PostgreSQL, then tell the watchdog."""
+        stop(self.processes)
+        if self.db is not None:
+            self.db.stop()
+        if self.guard is not None:
+            self.guard.stdin.write("done\n")
+            self.guard.stdin.close()
+            self.guard.wait()
+        _pid_file(self.env).unlink(missing_ok=True)
+
+
+def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: list, duration: float | None,
+           trickle_every: float, trickle_events: int) -> int:
+    """Wait for the API server, unpause the stream DAGs, print the login, then trickle sample
+    events until stopped (or an Airflow process exits: 1)."""
+    _wait_healthy(f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes)
+    user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
+    password = _password(Path(env["AIRFLOW_HOME"]), user)
+    _generate(env, trickle_events, check=True)
+    for spec_path in sorted((ROOT / "include" / "pipelines").glob("*.yaml")):
+        for _ in range(60):  # the dag-processor must have parsed the DAG before it can be unpaused
+            if airflow("dags", "unpause", f"{spec_path.stem}__stream", env=env, check=False,
+                       capture_output=True).returncode == 0:
+                break
+            time.sleep(2)
+    print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
+    print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
+    print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n", flush=True)
+    began = time.time()
+    next_trickle = began + trickle_every
+    while not stopping and (duration is None or time.time() - began < duration):
+        if any(process.poll() is not None for process in processes):
+            print(f"an Airflow process exited: see its log in {env['AIRFLOW_HOME']}/logs; stopping", file=sys.stderr)
+            return 1
+        if time.time() >= next_trickle:
+            _generate(env, trickle_events, check=False)
+            next_trickle = time.time() + trickle_every
+        time.sleep(1)
+    return 0
 
 
 def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int) -> int:
-    migrate(env)
-    processes = start(env)
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    found = running_platform(env)
+    if found is not None:
+        print(f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop it with "
+              f"`make stop` (or Ctrl-C in its terminal), then run again", file=sys.stderr)
+        return 2
+    _stop_leftovers(env)
+    stopping: list = []
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stopping.append(True))
+    platform = Platform(env)
     try:
-        _wait_healthy(f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes)
-        user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
-        password = _password(Path(env["AIRFLOW_HOME"]), user)
-        lakehouse = str(VENV_BIN / "lakehouse")
-        for spec_path in sorted((ROOT / "include" / "pipelines").glob("*.yaml")):
-            pipeline = spec_path.stem
-            subprocess.run([lakehouse, "generate", pipeline, "--events", str(trickle_events)], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
-            for _ in range(60):  # the dag-processor must have parsed the DAG before it can be unpaused
-                if airflow("dags", "unpause", f"{pipeline}__stream", env=env, check=False,
-                           capture_output=True).returncode == 0:
-                    break
-                time.sleep(2)
-        print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
-        print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
-        print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C stops everything)\n", flush=True)
-        began = time.time()
-        next_trickle = began + trickle_every
-        while not stopping and (duration is None or time.time() - began < duration):
-            if any(process.poll() is not None for process in processes):
-                print("an Airflow process exited: see the logs above; stopping", file=sys.stderr)
-                return 1
-            if time.time() >= next_trickle:
-                for spec_path in sorted((ROOT / "include" / "pipelines").glob("*.yaml")):
-                    subprocess.run([lakehouse, "generate", spec_path.stem, "--events", str(trickle_events)], env=env,
-                                   check=False, stdout=subprocess.DEVNULL)
-                next_trickle = time.time() + trickle_every
-            time.sleep(1)
+        platform.launch()
+        return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
     except KeyboardInterrupt:
-        pass
+        return 0
+    except metadata_db.MetadataDBError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     finally:
-        print("stopping Airflow ...", flush=True)
-        stop(processes)
-    return 0
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
+        print(f"stopping Airflow (at most {GRACE_S:.0f} s) ...", flush=True)
+        platform.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["env", "migrate", "run"])
+    parser.add_argument("action", choices=["env", "migrate", "run", "stop", "watchdog"])
     parser.add_argument("--port", type=int, default=int(os.environ.get("LAKEHOUSE_AIRFLOW_PORT", "8080")))
     parser.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     parser.add_argument("--trickle-every", type=float, default=60.0, help="seconds between sample event files")
@@ -186,12 +372,19 @@ def main() -> int:
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "env":
+        found = running_platform(env)
+        if found and found.get("sql_alchemy_conn"):
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = found["sql_alchemy_conn"]
         for key in sorted(key for key in env if os.environ.get(key) != env[key]):
             print(f"export {key}={json.dumps(env[key])}")
         return 0
     if args.action == "migrate":
         migrate(env)
         return 0
+    if args.action == "watchdog":
+        return watchdog()
+    if args.action == "stop":
+        return stop_platform(env)
     return run(env, args.duration, args.trickle_every, args.trickle_events)
 
 

