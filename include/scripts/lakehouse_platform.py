@@ -35,7 +35,6 @@ import metadata_db  # beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
 
 
@@ -119,13 +118,6 @@ def _password(home: Path, user: str) -> str:
     return "?"
 
 
-def _die_with_the_launcher() -> None:
-    """In each child, between fork and exec: SIGTERM when the launcher dies, however it dies."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def start(env: dict[str, str]) -> list[subprocess.Popen]:
     """Start Airflow's four processes on 127.0.0.1, each in its own process group; logs go to
     $AIRFLOW_HOME/logs/<name>.log."""
@@ -142,7 +134,8 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
         with open(logs / f"{name}.log", "ab") as log:
             processes.append(
                 subprocess.Popen([str(VENV_BIN / "airflow"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=_die_with_the_launcher)
+                                 start_new_session=True,
+                                 preexec_fn=lambda: metadata_db.die_with_parent(signal.SIGTERM))
             )
     return processes
 
@@ -153,7 +146,7 @@ def _group_alive(group: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, another user's
     return True
 
 

@@ -38,6 +38,11 @@ DATABASE = "airflow"
 ROLE = "airflow"
 
 
+def die_with_parent(signum: int) -> None:
+    """In a child, between fork and exec: receive ``signum`` when the launcher dies, however it dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
 class MetadataDBError(RuntimeError):
     """The metadata DB cannot be set up or started; the message names the fix."""
 
@@ -109,10 +114,10 @@ class Postgres:
 
     # -- set-up -------------------------------------------------------------------------------
 
-    def _as_server_user(self, die_with_parent: bool) -> None:
+    def _as_server_user(self, stop_with_launcher: bool) -> None:
         """Between fork and exec: drop root (PostgreSQL refuses it); optionally stop with the launcher."""
-        if die_with_parent:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)  # a fast shutdown
+        if stop_with_launcher:
+            die_with_parent(signal.SIGINT)  # a fast shutdown
         if self._user is not None:
             os.setgroups([])
             os.setgid(self._user.pw_gid)
