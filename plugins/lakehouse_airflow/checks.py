@@ -26,16 +26,11 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
 
     from spark_jobs.control import rollback
     from spark_jobs.model.errors import LakehouseError
-    from spark_jobs.model.times import parse_time
 
-    targets = {key: params.get(key) for key in ("to_batch", "to_run", "to_time") if params.get(key) not in (None, "")}
-    if len(targets) != 1:
-        raise AirflowFailException(f"give exactly one of to_batch, to_run, to_time (got {sorted(targets) or 'none'})")
     lake = Lake.open(get_spec(pipeline))
     try:
-        to_time = parse_time(targets["to_time"], "to_time") if "to_time" in targets else None
-        plan = rollback.plan(lake, params["hop"], targets.get("to_batch"), targets.get("to_run"), to_time,
-                             bool(params.get("cascade", True)), targets.get("to_time"))
+        plan = rollback.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
+                                     to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)))
     except LakehouseError as error:
         raise AirflowFailException(str(error)) from None
     log.info("%s", rollback.format_plan(plan))
@@ -87,16 +82,20 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
     log.info("%s", suites.format_summary(summary))
     ti.xcom_push(key="quality", value=summary)
     if summary.get("data_docs"):
-        ti.xcom_push(key="data_docs", value=_address(summary["data_docs"]))
+        ti.xcom_push(key="data_docs", value=_address(pipeline, summary["data_docs"]))
     if summary["gate"] == "failed":
         raise AirflowFailException(f"quality gate of {hop} failed: {', '.join(summary['failed'])}")
     return {key: summary.get(key) for key in ("hop", "gate", "rows", "warned")}
 
 
-def _address(path: str) -> str:
-    from pathlib import Path
+def _address(pipeline: str, path: str) -> str:
+    """The page through the Lakehouse app of the API server (a browser does not open ``file://``
+    from an http page)."""
+    from airflow.configuration import conf
 
-    return path if "://" in path else Path(path).as_uri()
+    from lakehouse_airflow.ui import data_docs_address
+
+    return data_docs_address(conf.get("api", "base_url", fallback=""), pipeline, path)
 
 
 def plan_undo(pipeline: str, run_id: str) -> str:

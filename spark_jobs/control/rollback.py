@@ -28,6 +28,7 @@ from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.times import parse_time
 
 Progress = Callable[[str], None]
 
@@ -188,6 +189,18 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         "refused": refused,
         "nothing_to_do": not hops,
     }
+
+
+def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_run: str | None = None,
+                 to_time: str | None = None, cascade: bool = True) -> dict:
+    """:func:`plan` from one target as a person gives it (``to_time`` as ISO-8601 text), as the
+    rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
+    given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
+             if value not in (None, "")}
+    if len(given) != 1:
+        raise UsageError(f"give exactly one of to_batch, to_run, to_time (got {', '.join(sorted(given)) or 'none'})")
+    to_time_ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
+    return plan(lake, hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, cascade, given.get("to_time"))
 
 
 def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: list[str]) -> int | None:

@@ -1,0 +1,264 @@
+"""The Lakehouse pages inside Airflow's UI (README: "The Lakehouse page").
+
+A FastAPI app the plugin mounts under ``/lakehouse``. Airflow mounts plugin apps without its
+own authentication, so every route here depends on Airflow's ``get_user`` (401 without a
+login: the browser's ``_token`` cookie or a bearer token) and then asks Airflow's auth manager
+whether the user may read the pipeline's DAGs; confirming a rollback needs the right to
+trigger ``<pipeline>__rollback``, is a POST, and carries a signed form token bound to the user.
+It reads the lake through the control layer, the same no-JVM code as ``lakehouse status``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from hashlib import sha256
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import get_user
+from airflow.configuration import conf
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from lakehouse_airflow.ui.charts import bar_chart
+from spark_jobs.control import overview, rollback
+from spark_jobs.control.suites import results_dir
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.errors import LakehouseError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
+
+TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                        autoescape=select_autoescape(["html"]))
+FORM_TOKEN_MAX_AGE_S = 3600
+
+app = FastAPI(title="Lakehouse", dependencies=[Depends(get_user)], docs_url=None, redoc_url=None, openapi_url=None)
+
+
+# -- access ---------------------------------------------------------------------------------------
+
+def _may(user, method: str, dag_id: str, entity: DagAccessEntity | None = None) -> bool:
+    return get_auth_manager().is_authorized_dag(method=method, access_entity=entity, details=DagDetails(id=dag_id),
+                                                user=user)
+
+
+def _readable_spec(pipeline: str, user) -> PipelineSpec:
+    """The pipeline's spec when the user may read its DAGs: 404 for an unknown one, 403 otherwise."""
+    try:
+        spec = get_spec(pipeline)
+    except LakehouseError:
+        raise HTTPException(404, f"no pipeline {pipeline!r}") from None
+    if not _may(user, "GET", f"{spec.name}__stream"):
+        raise HTTPException(403, f"you may not read the DAGs of pipeline {spec.name}")
+    return spec
+
+
+def readable_pipeline(pipeline: str, user=Depends(get_user)) -> PipelineSpec:
+    return _readable_spec(pipeline, user)
+
+
+def _form_token(user, pipeline: str, issued: int) -> str:
+    key = conf.get("api", "secret_key", fallback="").encode() or b"lakehouse"
+    message = f"{user.get_id()}|{pipeline}|{issued}".encode()
+    return f"{issued}.{hmac.new(key, message, sha256).hexdigest()}"
+
+
+def _check_form_token(token: str, user, pipeline: str) -> None:
+    issued, _, _digest = token.partition(".")
+    if not issued.isdigit() or time.time() - int(issued) > FORM_TOKEN_MAX_AGE_S:
+        raise HTTPException(403, "the form has expired: plan the rollback again")
+    if not hmac.compare_digest(token, _form_token(user, pipeline, int(issued))):
+        raise HTTPException(403, "the form token is not valid for you: plan the rollback again")
+
+
+def _same_origin(request: Request) -> None:
+    """Refuse a POST that a page of another site sent (its Origin or Referer names another host)."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if source and urlsplit(source).netloc != request.headers.get("host", ""):
+        raise HTTPException(403, "cross-site request refused")
+
+
+# -- pages ----------------------------------------------------------------------------------------
+
+def _page(template: str, request: Request, **values) -> HTMLResponse:
+    root = str(request.scope.get("root_path") or "").rstrip("/")
+    return HTMLResponse(TEMPLATES.get_template(template).render(root=root, airflow=root.rsplit("/", 1)[0], **values))
+
+
+def _wants_json(request: Request) -> bool:
+    return request.query_params.get("format") == "json"
+
+
+@app.get("/", response_class=HTMLResponse)
+def pipelines(request: Request, user=Depends(get_user)):
+    """Every pipeline whose DAGs the user may read, with each hop's figures."""
+    specs, broken = scan_specs()
+    shown = [spec for spec in specs if _may(user, "GET", f"{spec.name}__stream")]
+    views = [overview.pipeline_overview(Lake.open(spec)) for spec in shown]
+    if _wants_json(request):
+        return JSONResponse({"pipelines": views, "broken_specs": broken})
+    return _page("pipelines.html", request, pipelines=views, broken=broken)
+
+
+@app.get("/dags/{dag_id}", response_class=HTMLResponse)
+def dag_tab(dag_id: str, request: Request, user=Depends(get_user)):
+    """The tab on a DAG's page: its pipeline's figures (a DAG of no pipeline says so)."""
+    pipeline, _, kind = dag_id.rpartition("__")
+    if not pipeline or kind not in ("stream", "backfill", "rollback"):
+        return _page("message.html", request, title=dag_id, message=f"{dag_id} is not a lakehouse pipeline's DAG.")
+    spec = _readable_spec(pipeline, user)
+    return _page("pipelines.html", request, pipelines=[overview.pipeline_overview(Lake.open(spec))], broken={})
+
+
+@app.get("/pipelines/{pipeline}/hops/{hop}", response_class=HTMLResponse)
+def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
+    """A hop's batches (what ``lakehouse status --hop`` shows) and its charts."""
+    if hop not in spec.hop_names:
+        raise HTTPException(404, f"pipeline {spec.name} has no hop {hop!r}: its hops are {', '.join(spec.hop_names)}")
+    lake = Lake.open(spec)
+    figures = overview.hop_overview(lake, hop)
+    series = overview.hop_series(lake, hop)
+    if _wants_json(request):
+        return JSONResponse({"hop": figures, "series": series})
+    from spark_jobs.control.status import hop_status
+
+    charts = [
+        bar_chart("Rows per second, per batch",
+                  [(f"batch {point['batch_id']}", point["rows_per_second"]) for point in series["rows_per_second"]],
+                  chart_id="rows-per-second"),
+        bar_chart("Event-time lag at commit (commit time minus watermark)",
+                  [(f"batch {point['batch_id']}", point["lag_s"]) for point in series["lag"]], " s", chart_id="lag"),
+        bar_chart("Quarantined share of rows read, per run",
+                  [(point["run_id"] or "?", point["quarantined_share"]) for point in series["runs"]],
+                  chart_id="quarantine"),
+        bar_chart("Quality rules passed, per run",
+                  [(point["run_id"] or "?", point["quality_pass_rate"]) for point in series["runs"]],
+                  chart_id="quality"),
+    ]
+    return _page("hop.html", request, pipeline=spec.name, hop=figures,
+                 batches=hop_status(lake, hop, detail=True)["batch_log"], charts=charts)
+
+
+def _quality_files(lake: Lake) -> list[dict]:
+    folder = results_dir(lake)
+    fs = filesystem(folder)
+    if not fs.exists(folder):
+        return []
+    summaries = []
+    for path in fs.ls(folder, detail=False):
+        name = path.rsplit("/", 1)[-1]
+        if name.endswith(".json") and not name.endswith(".result.json"):
+            with fs.open(path, "r") as handle:
+                summary = json.load(handle)
+            summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
+            summaries.append(summary)
+    return sorted(summaries, key=lambda summary: (summary.get("run_id") or "", summary.get("hop") or ""), reverse=True)
+
+
+@app.get("/pipelines/{pipeline}/quality", response_class=HTMLResponse)
+def quality(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
+    """Each run's quality results, each linking its Great Expectations Data Docs page."""
+    results = _quality_files(Lake.open(spec))
+    if _wants_json(request):
+        return JSONResponse({"pipeline": spec.name, "results": results})
+    return _page("quality.html", request, pipeline=spec.name, results=results)
+
+
+def data_docs_file(lake: Lake, name: str) -> str:
+    """The path of a Data Docs page in the pipeline's quality folder; anything else is refused
+    (a name with a folder part, ``..``, a hidden file or another kind of file)."""
+    if "/" in name or "\\" in name or name.startswith(".") or ".." in name or not name.endswith(".html"):
+        raise HTTPException(404, "no such Data Docs page")
+    return f"{results_dir(lake)}/{name}"
+
+
+@app.get("/pipelines/{pipeline}/quality/{name:path}")
+def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
+    """A gate's Data Docs page, served from ``_ops/quality/<pipeline>/`` (the gate tasks' extra link)."""
+    path = data_docs_file(Lake.open(spec), name)
+    fs = filesystem(path)
+    if not fs.isfile(path):
+        raise HTTPException(404, "no such Data Docs page")
+    with fs.open(path, "rb") as handle:
+        body = handle.read()
+    # The page is Great Expectations' own; it may not load anything from elsewhere or frame us.
+    return Response(body, media_type="text/html", headers={
+        "Content-Security-Policy": "default-src 'self' 'unsafe-inline' data:; frame-ancestors 'self'",
+        "X-Content-Type-Options": "nosniff"})
+
+
+@app.get("/pipelines/{pipeline}/rollback", response_class=HTMLResponse)
+def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: str = "", to_time: str = "",
+                  cascade: bool = True, spec: PipelineSpec = Depends(readable_pipeline), user=Depends(get_user)):
+    """Pick a hop and a target, see the plan (no JVM, nothing changes), then confirm."""
+    request_values = {"hop": hop or spec.hop_names[0], "to_batch": to_batch, "to_run": to_run, "to_time": to_time,
+                      "cascade": cascade}
+    plan, error = None, None
+    if to_batch or to_run or to_time:
+        try:
+            batch = int(to_batch) if to_batch else None
+            plan = rollback.plan_request(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
+                                         to_time=to_time or None, cascade=cascade)
+        except ValueError:
+            error = f"to_batch {to_batch!r} is not a batch id: give a whole number (-1: before the first batch)"
+        except LakehouseError as problem:
+            error = str(problem)
+    if _wants_json(request):
+        return JSONResponse({"request": request_values, "plan": plan, "error": error})
+    may_confirm = _may(user, "POST", f"{spec.name}__rollback", DagAccessEntity.RUN)
+    return _page("rollback.html", request, pipeline=spec.name, hops=spec.hop_names, values=request_values, plan=plan,
+                 text=rollback.format_plan(plan) if plan else None, error=error, may_confirm=may_confirm,
+                 form_token=_form_token(user, spec.name, int(time.time())))
+
+
+@app.post("/pipelines/{pipeline}/rollback")
+def rollback_confirm(request: Request, hop: str = Form(...), to_batch: str = Form(""), to_run: str = Form(""),
+                     to_time: str = Form(""), cascade: str = Form("true"), form_token: str = Form(""),
+                     spec: PipelineSpec = Depends(readable_pipeline), user=Depends(get_user)):
+    """Trigger ``<pipeline>__rollback`` with ``dry_run`` off: its plan task plans again and refuses
+    what is refused, ``execute`` restores, ``verify`` checks."""
+    _same_origin(request)
+    dag_id = f"{spec.name}__rollback"
+    if not _may(user, "POST", dag_id, DagAccessEntity.RUN):
+        raise HTTPException(403, f"you may not trigger {dag_id}: ask for a role that can run DAGs")
+    _check_form_token(form_token, user, spec.name)
+    if hop not in spec.hop_names:
+        raise HTTPException(400, f"pipeline {spec.name} has no hop {hop!r}")
+    run_conf: dict = {"hop": hop, "cascade": cascade == "true", "dry_run": False}
+    try:
+        if to_batch:
+            run_conf["to_batch"] = int(to_batch)
+        rollback.plan_request(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
+                              to_time=to_time or None, cascade=run_conf["cascade"])
+    except (ValueError, LakehouseError) as problem:
+        raise HTTPException(400, f"rollback not triggered: {problem}") from None
+    run_conf.update({key: value for key, value in (("to_run", to_run), ("to_time", to_time)) if value})
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.utils.types import DagRunTriggeredByType
+
+    run = trigger_dag(dag_id, triggered_by=DagRunTriggeredByType.UI, triggering_user_name=user.get_name(),
+                      conf=run_conf, note=f"rollback confirmed on the Lakehouse page by {user.get_name()}")
+    root = str(request.scope.get("root_path") or "").rstrip("/")
+    query = urlencode({"triggered": run.run_id})
+    return RedirectResponse(f"{root}/pipelines/{spec.name}/rollback/runs?{query}", status_code=303)
+
+
+@app.get("/pipelines/{pipeline}/rollback/runs", response_class=HTMLResponse)
+def rollback_triggered(request: Request, triggered: str = "", spec: PipelineSpec = Depends(readable_pipeline)):
+    """Where a confirmed rollback lands: the triggered run, with a link to it in Airflow."""
+    return _page("message.html", request, title=f"{spec.name}: rollback triggered",
+                 message=f"Run {triggered} of {spec.name}__rollback was triggered.",
+                 link=f"dags/{spec.name}__rollback/runs/{triggered}", link_text="Open the DAG run in Airflow")
+
+
+@app.get("/pipelines/{pipeline}", response_class=HTMLResponse)
+def pipeline_page(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
+    view = overview.pipeline_overview(Lake.open(spec))
+    if _wants_json(request):
+        return JSONResponse(view)
+    return _page("pipelines.html", request, pipelines=[view], broken={})

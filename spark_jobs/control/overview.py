@@ -1,0 +1,143 @@
+"""What the Lakehouse page in Airflow shows (README: "The Lakehouse page"), read from the same
+plain files as ``lakehouse status`` (no JVM): per hop its last batch and run, freshness,
+backlog, state size, rows per run, the last quality result and the rollback horizon; and per
+hop the series its charts draw."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from spark_jobs.control import batches
+from spark_jobs.control.status import hop_status, landing_files, pending_work, processed_files
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.ops import read_records
+from spark_jobs.model.lake import Lake
+
+
+def _epoch(text: str | None) -> float | None:
+    """Seconds since the epoch of a ``YYYY-MM-DDTHH:MM:SS`` UTC time (a batch's commit time)."""
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp()
+
+
+def _age(then: float | None, now: float) -> float | None:
+    return None if then is None else round(max(now - then, 0.0), 1)
+
+
+def _folder_bytes(path: str) -> int | None:
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    return int(fs.du(path, total=True))
+
+
+def landing_backlog(lake: Lake) -> dict:
+    """Landing files the first hop has not taken into a batch yet, and their bytes."""
+    processed = processed_files(lake)
+    unread = [path for path in landing_files(lake) if path not in processed]
+    fs = filesystem(lake.landing)
+    return {"files": len(unread), "bytes": sum(int(fs.size(path) or 0) for path in unread)}
+
+
+def upstream_backlog(lake: Lake, hop) -> list[int]:
+    """Versions of the hop's upstream table its stream has not read yet."""
+    upstream = lake.upstream_table(hop)
+    version = delta_log.table_version(upstream) if upstream else None
+    checkpoint = lake.checkpoint(hop)
+    if version is None:
+        return []
+    if not checkpoint_log.offset_batch_ids(checkpoint):
+        return list(range(version + 1))
+    return list(range(checkpoint_log.first_unread_version(checkpoint), version + 1))
+
+
+def _last_quality(records: list[dict]) -> dict | None:
+    for record in reversed(records):
+        if record.get("quality"):
+            gate = record["quality"]
+            return {key: gate.get(key) for key in ("suite", "run_id", "gate", "rows", "failed", "warned", "data_docs")}
+    return None
+
+
+def _run_row(record: dict) -> dict:
+    return {key: record.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
+                                              "rows_quarantined", "rows_dropped_late", "duration_s", "started_at")}
+
+
+def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int = 10) -> dict:
+    """One hop's figures for the pipeline page (``hop_status`` with ``detail`` plus freshness,
+    backlog, state size and the last ``runs`` runs)."""
+    now = time.time() if now is None else now
+    hop = lake.spec.hop(hop_name)
+    status = hop_status(lake, hop_name, detail=True)
+    committed = [info for info in status["batch_log"] if info["committed"]]
+    last = committed[-1] if committed else None
+    watermark = (last or {}).get("watermark_ms")
+    records = read_records(lake, hop.name)
+    backlog = ({"landing": landing_backlog(lake)} if hop.reads_landing
+               else {"upstream_versions": upstream_backlog(lake, hop)})
+    return {
+        "hop": hop.name,
+        "kind": hop.kind,
+        "table": lake.table(hop),
+        "upstream": hop.upstream,
+        "last_batch": status["last_batch"],
+        "last_committed_batch": status["last_committed_batch"],
+        "pending_batch": status["pending_batch"],
+        "freshness": {
+            "last_commit_at": (last or {}).get("committed_at"),
+            "last_commit_age_s": _age(_epoch((last or {}).get("committed_at")), now),
+            "watermark_ms": watermark,
+            "event_time_age_s": _age(watermark / 1000 if watermark else None, now),
+        },
+        "backlog": backlog,
+        "state_bytes": _folder_bytes(f"{lake.checkpoint(hop)}/state"),
+        "table_versions": status["table_versions"],
+        "rollback_horizon": status["rollback_horizon"],
+        "feeds": status["feeds"],
+        "last_run": status["last_run"],
+        "runs": [_run_row(record) for record in records[-runs:]],
+        "quality": _last_quality(records),
+    }
+
+
+def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
+    """Every hop's :func:`hop_overview`, and why each has work (the stream DAG's check)."""
+    now = time.time() if now is None else now
+    pending = pending_work(lake)
+    return {
+        "pipeline": lake.spec.name,
+        "lakehouse_home": lake.home,
+        "schedule": lake.spec.schedule,
+        "generated_at": now,
+        "hops": [hop_overview(lake, name, now) | {"work": pending.get(name)} for name in lake.spec.hop_names],
+    }
+
+
+def hop_series(lake: Lake, hop_name: str) -> dict:
+    """What the hop page charts: rows/s per batch, event-time lag at each commit, and per run the
+    quarantined share and the quality rules' pass rate."""
+    hop = lake.spec.hop(hop_name)
+    records = read_records(lake, hop.name)
+    rates = [{"batch_id": entry["batch_id"], "rows": entry.get("rows"), "rows_per_second": entry.get("rows_per_second")}
+             for record in records for entry in record.get("progress") or []]
+    lag = []
+    for info in batches.hop_batches(lake, hop):
+        committed_at = _epoch(info.committed_at)
+        if info.committed and committed_at and info.watermark_ms:
+            lag.append({"batch_id": info.batch_id, "committed_at": info.committed_at,
+                        "lag_s": round(max(committed_at - info.watermark_ms / 1000, 0.0), 1)})
+    runs = []
+    for record in records:
+        rules = (record.get("quality") or {}).get("rules") or []
+        rows_in = int(record.get("rows_in") or 0)
+        runs.append({
+            "run_id": record.get("run_id"),
+            "mode": record.get("mode"),
+            "quarantined_share": round(int(record.get("rows_quarantined") or 0) / rows_in, 4) if rows_in else None,
+            "quality_pass_rate": round(sum(1 for rule in rules if rule.get("passed")) / len(rules), 4) if rules else None,
+        })
+    return {"hop": hop.name, "rows_per_second": rates, "lag": lag, "runs": runs}

@@ -1,0 +1,200 @@
+"""The Lakehouse pages (``lakehouse_airflow.ui``) inside Airflow's real API app, in this process:
+Airflow's own ``create_app`` mounts the plugin, Airflow's auth manager signs the tokens and
+decides who may do what, and a real lake (three increments, a real Great Expectations result)
+is read. The browser walk through the login page is in ``test_platform.py``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+pytestmark = [pytest.mark.airflow, pytest.mark.quality]
+
+PIPELINE = "ad_events"
+
+
+@pytest.fixture(scope="module")
+def airflow_app(airflow_in_process):
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app("core"), base_url="http://127.0.0.1:18080") as client:
+        yield client
+
+
+def _token(role: str) -> str:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=f"a-{role.lower()}", role=role))
+
+
+def _as(role: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {_token(role)}"}
+
+
+def _routes():
+    """(method, path) of every route of the plugin's app, read from the app itself."""
+    from fastapi.routing import APIRoute
+    from lakehouse_airflow.ui.app import app
+
+    samples = {"pipeline": PIPELINE, "hop": "bronze", "dag_id": f"{PIPELINE}__stream", "name": "r2.silver.html"}
+    found = []
+    for route in app.routes:
+        if isinstance(route, APIRoute):
+            path = re.sub(r"{(\w+)(:path)?}", lambda match: samples[match.group(1)], route.path)
+            found.extend((method, "/lakehouse" + path) for method in sorted(route.methods))
+    return found
+
+
+def test_every_route_refuses_without_a_login(airflow_app):
+    routes = _routes()
+    assert len(routes) >= 8 and ("POST", f"/lakehouse/pipelines/{PIPELINE}/rollback") in routes
+    for method, path in routes:
+        anonymous = airflow_app.request(method, path, follow_redirects=False)
+        assert anonymous.status_code == 401, (method, path, anonymous.status_code)
+        forged = airflow_app.request(method, path, headers={"Authorization": "Bearer not-a-token"},
+                                     cookies={"_token": "not-a-token"}, follow_redirects=False)
+        assert forged.status_code in (401, 403), (method, path, forged.status_code)
+    # A signed-in user without a role (no permission on any DAG) reads no pipeline.
+    nobody = {"Authorization": f"Bearer {_token('')}"}
+    assert airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}", headers=nobody).status_code == 403
+
+
+def _commit_ids(checkpoint: Path) -> list[int]:
+    return sorted(int(path.name) for path in (checkpoint / "commits").iterdir() if path.name.isdigit())
+
+
+def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_increments, airflow_app):
+    from spark_jobs import service
+
+    home = three_increments  # runs r0, r1, r2 of every hop
+    service.quality(PIPELINE, "silver", "r2")  # a real GX result and its Data Docs page
+    late = home / "landing" / PIPELINE / "late-file.json"
+    late.write_text('{"ad_id": "x"}\n' * 10)
+    viewer = _as("VIEWER")
+
+    listing = airflow_app.get("/lakehouse/?format=json", headers=viewer)
+    assert listing.status_code == 200
+    [pipeline] = [p for p in listing.json()["pipelines"] if p["pipeline"] == PIPELINE]
+    hops = {hop["hop"]: hop for hop in pipeline["hops"]}
+    assert list(hops) == ["bronze", "silver", "gold"]
+    for name, hop in hops.items():
+        checkpoint = home / "checkpoints" / PIPELINE / name
+        assert hop["last_committed_batch"] == _commit_ids(checkpoint)[-1]
+        state = checkpoint / "state"
+        on_disk = sum(path.stat().st_size for path in state.rglob("*") if path.is_file()) if state.exists() else None
+        assert hop["state_bytes"] == on_disk, name
+        assert hop["last_run"]["run_id"] == "r2" and hop["freshness"]["last_commit_age_s"] >= 0
+    assert hops["bronze"]["backlog"]["landing"] == {"files": 1, "bytes": late.stat().st_size}
+    assert hops["silver"]["backlog"]["upstream_versions"] == []
+
+    page = airflow_app.get("/lakehouse/", headers=viewer).text
+    assert 'data-hop="gold"' in page and "1 files" in page
+
+    hop_page = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/hops/silver", headers=viewer)
+    assert hop_page.status_code == 200
+    batches = _commit_ids(home / "checkpoints" / PIPELINE / "silver")
+    rate_chart = re.search(r'<svg class="chart" id="rows-per-second".*?</svg>', hop_page.text, re.S).group(0)
+    assert rate_chart.count('class="bar"') == len(batches) == 3  # one bar per batch the three runs made
+    assert "http://" not in hop_page.text.replace("http://www.w3.org/2000/svg", "")  # nothing loads from elsewhere
+
+    quality = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/quality", headers=viewer).text
+    link = re.search(r'class="data-docs" href="([^"]+)"', quality).group(1)
+    docs = airflow_app.get(link, headers=viewer)
+    page_file = home / "_ops" / "quality" / PIPELINE / "r2.silver.html"
+    assert docs.status_code == 200 and docs.content == page_file.read_bytes()
+
+    plan = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0", headers=viewer)
+    assert "undo batches 1..2 (2)" in plan.text and 'id="confirm"' not in plan.text and "no-permission" in plan.text
+    refused = airflow_app.post(f"/lakehouse/pipelines/{PIPELINE}/rollback", headers=viewer,
+                               data={"hop": "silver", "to_batch": "0", "form_token": "x"})
+    assert refused.status_code == 403
+
+
+@pytest.mark.parametrize("name", ["../../../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd",
+                                  "/etc/passwd", ".hidden.html", "r2.silver.result.json"])
+def test_data_docs_refuse_paths_outside_the_quality_folder(airflow_app, lake_home, name):
+    folder = lake_home / "_ops" / "quality" / PIPELINE
+    folder.mkdir(parents=True)
+    (folder / "r2.silver.html").write_text("<html>page</html>")
+    (folder / "r2.silver.result.json").write_text("{}")
+    (folder / ".hidden.html").write_text("secret")
+    (lake_home / "_ops" / "secret.html").write_text("secret")
+    viewer = _as("VIEWER")
+    assert airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/quality/r2.silver.html", headers=viewer).text == \
+        "<html>page</html>"
+    refused = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/quality/{name}", headers=viewer)
+    assert "secret" not in refused.text and "root:" not in refused.text
+    if refused.request.url.path.startswith(f"/lakehouse/pipelines/{PIPELINE}/quality/"):
+        assert refused.status_code == 404  # the client sent the name as it is: the app refused it
+    else:  # the client resolved the dots first: the request left the app's folder, as a browser's would
+        assert refused.status_code != 200 or "<html>page</html>" not in refused.text
+
+
+@pytest.mark.parametrize("name", ["../secret.html", "../../_ops/secret.html", "/etc/passwd", "a/../../x.html",
+                                  ".hidden.html", "r2.silver.result.json", "..", ""])
+def test_data_docs_names_are_plain_html_files_of_the_quality_folder(airflow_in_process, name):
+    """What the route checks before it opens anything, for names a client sends without resolving dots."""
+    from fastapi import HTTPException
+    from lakehouse_airflow.ui.app import data_docs_file
+
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    lake = Lake.open(get_spec(PIPELINE))
+    assert data_docs_file(lake, "r2.silver.html").endswith(f"_ops/quality/{PIPELINE}/r2.silver.html")
+    with pytest.raises(HTTPException) as refused:
+        data_docs_file(lake, name)
+    assert refused.value.status_code == 404
+
+
+def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spark, three_increments, airflow_app):
+    """A user's confirmation creates a ``ad_events__rollback`` run with ``dry_run`` off (through
+    Airflow's own trigger code); a cross-site or forged form does not. The run's conf then runs
+    the DAG (in process) and rolls silver back."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.models import DagRun
+    from airflow.utils.session import create_session
+
+    from spark_jobs.logs import checkpoint_log
+    from tests.conftest import ROOT, dag_test
+
+    checkpoints = three_increments / "checkpoints" / PIPELINE
+    before = {hop: _commit_ids(checkpoints / hop) for hop in ("silver", "gold")}
+    records = [json.loads(path.read_text()) for path in (three_increments / "_ops" / "runs" / PIPELINE).glob("*.json")]
+    r2_batches = {record["hop"]: record["batch_ids"] for record in records if record["run_id"] == "r2"}
+    DagBundlesManager().sync_bundles_to_db()
+    sync_bag_to_db(DagBag(dag_folder=str(ROOT / "dags")), "dags-folder", None)
+    user = _as("USER")
+    url = f"/lakehouse/pipelines/{PIPELINE}/rollback"
+    form_page = airflow_app.get(f"{url}?hop=silver&to_run=r2", headers=user).text
+    token = re.search(r'name="form_token" value="([^"]+)"', form_page).group(1)
+    form = {"hop": "silver", "to_run": "r2", "cascade": "true", "form_token": token}
+
+    cross_site = airflow_app.post(url, data=form, headers={**user, "Origin": "http://evil.example"})
+    assert cross_site.status_code == 403
+    forged = airflow_app.post(url, data={**form, "form_token": token[:-1] + "0"}, headers=user)
+    assert forged.status_code == 403
+    assert airflow_app.post(url, data={**form, "form_token": token}, headers=_as("VIEWER")).status_code == 403
+
+    confirmed = airflow_app.post(url, data=form, headers={**user, "Origin": "http://127.0.0.1:18080"},
+                                 follow_redirects=False)
+    assert confirmed.status_code == 303, confirmed.text
+    run_id = parse_qs(urlsplit(confirmed.headers["location"]).query)["triggered"][0]
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == f"{PIPELINE}__rollback", DagRun.run_id == run_id).one()
+        run_conf = dict(run.conf)
+    assert run_conf == {"hop": "silver", "to_run": "r2", "cascade": True, "dry_run": False}
+
+    _run, state, tasks = dag_test(f"{PIPELINE}__rollback", conf=run_conf)
+    assert state == "success" and tasks == {"plan": "success", "execute": "success", "verify": "success"}, tasks
+    for hop, commits in before.items():  # gold read what silver's r2 wrote: the cascade undid it too
+        first_undone = min(r2_batches[hop])
+        assert checkpoint_log.commit_batch_ids(str(three_increments / "checkpoints" / PIPELINE / hop)) == \
+            [batch for batch in commits if batch < first_undone]
