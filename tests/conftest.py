@@ -37,6 +37,27 @@ def pytest_configure(config):
     half as long again). It changes how fast code runs, never what it computes. Here and not at
     import: the benchmarks import this module and measure the JVM as users run it."""
     os.environ.setdefault("JDK_JAVA_OPTIONS", C1_ONLY)
+    os.environ.setdefault("SPARK_CONF_DIR", str(_test_spark_conf()))
+
+
+# Every Spark application of the tests (this process's and those in subprocesses: spark-submit
+# reads $SPARK_CONF_DIR/spark-defaults.conf) evaluates expressions interpreted instead of
+# compiling generated code per query: on the tests' small increments compiling costs more than
+# it saves (a run of three hops about a quarter faster). Spark's own test suites run both ways,
+# and the two give the same results; the benchmarks keep Spark's defaults.
+TEST_SPARK_DEFAULTS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def _test_spark_conf() -> Path:
+    folder = ROOT / ".cache" / "test-spark-conf"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{key} {value}\n" for key, value in TEST_SPARK_DEFAULTS.items())
+    defaults = folder / "spark-defaults.conf"
+    if not defaults.exists() or defaults.read_text() != text:  # two test processes may write it at once
+        temporary = folder / f".spark-defaults.{os.getpid()}"
+        temporary.write_text(text)
+        os.replace(temporary, defaults)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +72,8 @@ def spark():
     finally:
         if ours:
             os.environ["JDK_JAVA_OPTIONS"] = C1_ONLY
+    for key, value in TEST_SPARK_DEFAULTS.items():
+        assert session.conf.get(key) == value, f"{key} of $SPARK_CONF_DIR was not applied"
     yield session
     session.stop()
 
@@ -387,6 +410,7 @@ def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = N
     from lakehouse_airflow.dag_factory import build_all
 
     dag = build_all()[dag_id]
+    dag.deadline = None  # as under `airflow dags test` (lakehouse_airflow.freshness.in_dag_test says why)
     date = pendulum.parse(logical_date, tz="UTC") if logical_date else None
     with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
         run = dag.test(logical_date=date, run_conf=conf)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +27,12 @@ meta = {dag_id: {"max_active_runs": dag.max_active_runs, "schedule": str(dag.sch
 heavy = sorted(m for m in ("pyspark", "delta", "great_expectations", "py4j") if m in sys.modules)
 stream = bag.dags.get("ad_events__stream")
 links = {t.task_id: sorted(link.name for link in t.operator_extra_links) for t in stream.tasks} if stream else {}
+assets = {dag_id: {t.task_id: {"in": sorted(a.name for a in t.inlets), "out": sorted(a.name for a in t.outlets)}
+                   for t in dag.tasks if t.inlets or t.outlets} for dag_id, dag in bag.dags.items()}
+deadlines = {dag_id: [(type(d.reference).__name__, d.interval.total_seconds(), d.callback.path, d.callback.kwargs)
+                      for d in dag.deadline or []] for dag_id, dag in bag.dags.items()}
 print(json.dumps({"errors": bag.import_errors, "shape": shape, "meta": meta, "heavy": heavy, "links": links,
-                  "seconds": time.perf_counter() - started}))
+                  "assets": assets, "deadlines": deadlines, "seconds": time.perf_counter() - started}))
 """
 
 
@@ -94,6 +99,17 @@ def test_dag_shapes(dagbag):
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
     assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
     assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "hop", "to_batch", "to_run", "to_time"]
+    # Lineage: each hop reads the asset above it; its table's events come from its gate (stream) or itself (backfill).
+    reads = {"bronze": ["ad_events.landing"], "silver": ["ad_events.bronze"], "gold": ["ad_events.silver"]}
+    assert dagbag["assets"]["ad_events__stream"] == {
+        **{hop: {"in": reads[hop], "out": []} for hop in reads},
+        **{f"gate_{hop}": {"in": [], "out": [f"ad_events.{hop}.writes"]} for hop in reads}}
+    assert dagbag["assets"]["ad_events__backfill"] == {
+        hop: {"in": reads[hop], "out": [f"ad_events.{hop}.writes"]} for hop in reads}
+    # The spec's `freshness: 15 minutes`, as the stream DAG's deadline alert.
+    assert dagbag["deadlines"]["ad_events__stream"] == [
+        ["DagRunQueuedAtDeadline", 900.0, "lakehouse_airflow.freshness.freshness_missed", {"pipeline": "ad_events"}]]
+    assert dagbag["deadlines"]["ad_events__backfill"] == dagbag["deadlines"]["ad_events__rollback"] == []
 
 
 def _dags_test(env, *args, timeout=900):
@@ -148,9 +164,10 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, airflow_env, lake_home):
-    """The dry run in-process (``dag.test()``: its plan starts no JVM), the execution for real
-    (``airflow dags test``, spark-submit), the replay by the service."""
+def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, lake_home):
+    """The dry run and the execution in-process (``dag.test()``; the plan starts no JVM), the
+    replay by the service. The execution through the real scheduler and spark-submit is in the
+    launcher's UI walk (``test_platform.py``), triggered from the Lakehouse page."""
     from spark_jobs.logs import checkpoint_log
     from tests.conftest import assert_tables_match_landing, dag_test, file_tree, increment
 
@@ -162,9 +179,8 @@ def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, 
     assert state == "success" and tasks == {"plan": "success", "execute": "skipped", "verify": "skipped"}, tasks
     assert file_tree(lake_home) == before
 
-    code, finished, output = _dags_test(airflow_env, "ad_events__rollback", "-c", json.dumps({**conf, "dry_run": False}))
-    assert code == 0 and "state=success" in finished, output[-4000:]
-    assert "undo batches 1..1" in output  # the plan, in the task log
+    _run_id, state, tasks = dag_test("ad_events__rollback", conf={**conf, "dry_run": False})
+    assert state == "success" and set(tasks.values()) == {"success"}, tasks
     assert checkpoint_log.offset_batch_ids(str(lake_home / "checkpoints/ad_events/silver"))[-1] == 0
     journals = list((lake_home / "_ops/rollbacks/ad_events").glob("*.json"))
     assert len(journals) == 1 and json.loads(journals[0].read_text())["status"] == "succeeded"
@@ -211,43 +227,37 @@ def test_dag_params_refuse_hostile_values(airflow_env):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark, airflow_in_process, airflow_env,
-                                                                           airflow_home, lake_home, tmp_path):
+                                                                           lake_home, tmp_path):
     """The stream DAG and the backfill DAG of the day its files cover, started together:
     their tasks take the pipeline lock in turn, a backfill of a hop waits for that hop's
     stream, and the tables end exactly as the landing files say. Then clearing and re-running
     task instances (in this process, as :func:`tests.conftest.task_in_process`) changes no row: run-once tasks
     find nothing new, a backfill task rewrites its range with the same rows.
 
-    Each `airflow dags test` gets its own copy of the migrated metadata DB (two processes
-    writing one SQLite file is not a deployment anyone runs); the lake is shared, which is
-    where the two DAGs meet.
+    The backfill DAG runs as `airflow dags test` (spark-submit children, its own metadata DB),
+    the stream DAG in this process (:func:`tests.conftest.dag_test`) at the same time; the lake
+    is shared, which is where the two DAGs meet.
     """
-    import shutil
-
     import pendulum
 
-    from tests.conftest import assert_tables_match_landing, task_in_process
+    from tests.conftest import assert_tables_match_landing, dag_test, task_in_process
     from tests.test_concurrency import MIDNIGHT_DATA
 
     lakehouse(*MIDNIGHT_DATA, env=airflow_env)
-    second_home = tmp_path / "airflow-2"
-    second_home.mkdir()
-    shutil.copy(airflow_home / "airflow.db", second_home / "airflow.db")
-    second_env = {**airflow_env, "AIRFLOW_HOME": str(second_home),
-                  "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{second_home}/airflow.db"}
-    airflow = str(VENV_BIN / "airflow")
-    started = [subprocess.Popen([airflow, "dags", "test", dag_id, "2026-03-04"], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-               for dag_id, env in (("ad_events__stream", airflow_env), ("ad_events__backfill", second_env))]
+    log = tmp_path / "backfill.log"  # a file, not a pipe nobody reads while the stream runs here
+    with log.open("w") as sink:
+        backfill = subprocess.Popen([str(VENV_BIN / "airflow"), "dags", "test", "ad_events__backfill", "2026-03-04"],
+                                    env=airflow_env, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        outputs = [process.communicate(timeout=1200)[0] for process in started]
+        _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-04")
+        backfill.wait(timeout=1200)
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.kill()
-    for process, output in zip(started, outputs):
-        finished = [line for line in output.splitlines() if "DagRun Finished" in line]
-        assert process.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
+        if backfill.poll() is None:
+            backfill.kill()
+    output = log.read_text()
+    assert state == "success", tasks
+    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+    assert backfill.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
     assert_tables_match_landing(spark, lake_home)
 
     from spark_jobs.logs import delta_log
@@ -319,6 +329,19 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
         assert checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}")) == checkpoints[hop]
     bronze_lines = sorted(line for _name, line in landing_lines(lake_home) if valid_event(line))
     assert len(table_rows(spark, lake_home, "bronze")) == len(bronze_lines)  # bronze kept the raw data
+    # Asset events: bronze's gate passed and bronze wrote rows; silver's failed, gold never ran.
+    bronze_version = _latest_version(lake_home / "tables/bronze/ad_events")
+    quarantine_version = _latest_version(lake_home / "tables/quarantine/ad_events")
+
+    def rows(table: str, version: int) -> int:
+        return spark.read.format("delta").option("versionAsOf", version).load(str(lake_home / table)).count()
+
+    assert _asset_events(run_id) == [("ad_events.bronze", "gate_bronze", {
+        "version": bronze_version, "previous_version": bronze_version - 1,
+        "rows": rows("tables/bronze/ad_events", bronze_version) - rows("tables/bronze/ad_events", bronze_version - 1),
+        "quarantined": (rows("tables/quarantine/ad_events", quarantine_version)
+                        - rows("tables/quarantine/ad_events", quarantine_version - 1)),
+        "run_id": run_id, "mode": "run-once"})]
 
     suites_dir = tmp_path / "quality"
     shutil.copytree(ROOT / "include" / "quality", suites_dir)
@@ -329,8 +352,14 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
             expectation["meta"]["policy"] = "drop"
     silver_suite.write_text(json.dumps(suite))
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites_dir))
-    _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:05:00")
+    run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:05:00")
     assert state == "success" and tasks["undo"] == "skipped", tasks
+    # Bronze found nothing new (no event); silver and gold wrote the undone batches again.
+    events = _asset_events(run_id)
+    assert [(asset, task) for asset, task, _extra in events] == [("ad_events.silver", "gate_silver"),
+                                                                 ("ad_events.gold", "gate_gold")], events
+    for (asset, _task, extra), table in zip(events, ("tables/silver/ad_views", "tables/gold/campaign_views_10s")):
+        assert extra["version"] == _latest_version(lake_home / table) and extra["rows"] > 0, (asset, extra)
     quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_views")).collect()
     assert sorted(json.loads(row.raw_line)["user_id"] for row in quarantine) == [f"u{n}" for n in range(4)]
     assert gold_counter(spark, lake_home) == expected_gold(lake_home)
@@ -339,6 +368,25 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:10:00")
     assert state == "success" and tasks["check_new_data"] == "success" and tasks["bronze"] == "skipped", tasks
     assert _records(lake_home) == records  # nothing new: check_new_data skipped every Spark job
+    assert _asset_events(_run_id) == []
+
+
+def _latest_version(table: Path) -> int:
+    """A Delta table's newest version, counted from its log's commit files."""
+    return len(list((table / "_delta_log").glob("*.json"))) - 1
+
+
+def _asset_events(run_id: str) -> list[tuple[str, str, dict]]:
+    """The asset events a DAG run emitted (in Airflow's metadata DB): asset, task and extra."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(AssetModel.name, AssetEvent.source_task_id, AssetEvent.extra)
+                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                               .where(AssetEvent.source_run_id == run_id).order_by(AssetEvent.id)).all()
+    return [(name, task, dict(extra or {})) for name, task, extra in rows]
 
 
 def lakehouse_main(argv: list[str]) -> None:

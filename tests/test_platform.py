@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
@@ -23,14 +24,29 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 
-def _launch(tmp_path, port: int) -> tuple[subprocess.Popen, dict, str]:
-    """``make run``'s launcher on a spare port; returns it, its environment and its login line."""
+def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None,
+            freshness: str | None = None) -> tuple[subprocess.Popen, dict, str]:
+    """``make run``'s launcher on a spare port, with a team's own DAG files (by name) and the
+    example spec with another ``freshness`` if given; returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
+    if freshness:
+        specs = tmp_path / "pipelines"
+        specs.mkdir()
+        text = (ROOT / "include/pipelines/ad_events.yaml").read_text()
+        assert "freshness: 15 minutes" in text
+        (specs / "ad_events.yaml").write_text(text.replace("freshness: 15 minutes", f"freshness: {freshness}"))
+        env["LAKEHOUSE_PIPELINES"] = str(specs)
+    if user_dags:
+        folder = tmp_path / "team-dags"
+        folder.mkdir()
+        for name, text in user_dags.items():
+            (folder / name).write_text(text)
+        env["LAKEHOUSE_USER_DAGS"] = str(folder)
     for key in [key for key in env if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]:
         env.pop(key)
     process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "600", "--trickle-every", "10"],
+        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", "10"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 240
     seen = []
@@ -73,13 +89,190 @@ def _kill_tree(process: subprocess.Popen, started: list[psutil.Process]) -> None
             child.kill()
 
 
+SCREENSHOTS = ROOT / "tests" / "output" / "screenshots"
+
+
+class Api:
+    """Airflow's REST API of a running platform, as one user."""
+
+    def __init__(self, base: str, user: str, password: str):
+        self.base = base
+        body = json.dumps({"username": user, "password": password}).encode()
+        request = urllib.request.Request(f"{base}/auth/token", data=body, headers={"Content-Type": "application/json"},
+                                         method="POST")
+        self.token = json.load(urllib.request.urlopen(request, timeout=30))["access_token"]
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(f"{self.base}/api/v2{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {self.token}",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 600) -> str:
+        quoted = urllib.parse.quote(run_id, safe="")
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            state = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}")["state"]
+            if state in ("success", "failed"):
+                return state
+            time.sleep(3)
+        tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
+        raise AssertionError(f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}")
+
+    def wait_for_asset_run(self, dag_id: str, source_dag: str, source_run: str, timeout_s: float = 300) -> dict:
+        """Wait for a successful run of ``dag_id`` triggered by an asset event of ``source_run``; that event."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
+                quoted = urllib.parse.quote(run["dag_run_id"], safe="")
+                events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")["asset_events"]
+                for event in events:
+                    if (event["source_dag_id"], event["source_run_id"]) == (source_dag, source_run):
+                        if run["state"] == "success":
+                            return event
+                        assert run["state"] != "failed", run
+            time.sleep(3)
+        raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}")
+
+    def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
+        quoted = urllib.parse.quote(run_id, safe="")
+        return self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}")["state"]
+
+
+USER_DAG = """
+import pendulum
+from airflow.sdk import DAG, task
+
+from lakehouse_airflow.assets import table_asset
+
+GOLD = table_asset("ad_events", "gold")
+
+with DAG("team__on_gold", schedule=[GOLD], start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False):
+
+    @task(inlets=[GOLD])
+    def report(*, inlet_events=None):
+        print("gold changed:", inlet_events[GOLD][-1].extra)
+
+    report()
+"""
+
+
+def _dag_parsed(api: Api, dag_id: str) -> bool:
+    try:
+        api.call("GET", f"/dags/{dag_id}")
+        return True
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        return False
+
+
+def _walk_the_ui(base: str, user: str, password: str, lake) -> None:
+    """What a person does in the browser (README: "The Lakehouse page"), with screenshots in
+    tests/output/screenshots/: log in through Airflow's login page; with a stream DAG run done
+    (a backfill created through the REST API while its bronze task ran), open the Lakehouse view,
+    each hop with its figures, a hop's charts, the Data Docs page behind a gate task's extra link;
+    plan a rollback, confirm it, and the rollback DAG run it triggered succeeds."""
+    from tests.browser import Browser
+
+    api = Api(base, user, password)
+    deadline = time.time() + 180
+    while not _dag_parsed(api, "team__on_gold"):  # the team's DAG (USER_DAG), in its own bundle
+        assert time.time() < deadline, "the team's DAG was not parsed"
+        time.sleep(2)
+    api.call("PATCH", "/dags/team__on_gold", {"is_paused": False})
+    stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
+    deadline = time.time() + 300
+    while api.task_state("ad_events__stream", stream, "bronze") != "running":
+        assert time.time() < deadline, "the stream run's bronze task never ran"
+        time.sleep(0.5)
+    # While bronze's Spark job runs: a backfill of two days through the REST API, as the UI makes one
+    # (with "Unpause on trigger": Airflow runs nothing of a paused DAG, a backfill's runs included).
+    api.call("PATCH", "/dags/ad_events__backfill", {"is_paused": False})
+    backfill = api.call("POST", "/backfills", {"dag_id": "ad_events__backfill", "from_date": "2026-03-01T00:00:00Z",
+                                               "to_date": "2026-03-02T00:00:00Z", "max_active_runs": 1})
+    assert api.task_state("ad_events__stream", stream, "bronze") == "running"  # it was created mid-task
+    assert api.wait_for_run("ad_events__stream", stream) == "success"
+    # The team's DAG scheduled on gold's asset ran on this run's event, which names gold's version.
+    gold = api.wait_for_asset_run("team__on_gold", "ad_events__stream", stream)
+    commits = sorted(int(path.stem) for path in (lake / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
+    assert gold["extra"]["version"] in commits and gold["extra"]["rows"] > 0 and gold["source_task_id"] == "gate_gold"
+    backfill_runs = api.call("GET", "/dags/ad_events__backfill/dagRuns?limit=10")["dag_runs"]
+    backfill_runs = [run for run in backfill_runs if run["run_type"] == "backfill"]
+    assert backfill["id"] and len(backfill_runs) == 2, backfill_runs  # 2026-03-01 and 2026-03-02
+    for run in backfill_runs:
+        assert api.wait_for_run("ad_events__backfill", run["dag_run_id"]) == "success", run
+
+    with Browser() as browser:
+        browser.goto(f"{base}/")
+        browser.wait_for("location.pathname.includes('/auth/login')", what="the login page")
+        browser.type_into("input[name='username']", user)
+        browser.type_into("input[name='password']", password)
+        browser.screenshot(SCREENSHOTS / "01-login.png")
+        browser.click("button[type='submit']")
+        browser.wait_for("!location.pathname.includes('/auth/login') && document.cookie.includes('_token')",
+                         what="the login to finish")
+
+        browser.goto(f"{base}/plugin/lakehouse")  # the navigation entry: the app in an iframe
+        framed = "(document.querySelector('iframe') || {}).contentDocument"
+        browser.wait_for(f"{framed} && {framed}.querySelectorAll('tr.hop').length === 3", what="the framed page")
+        browser.screenshot(SCREENSHOTS / "02-lakehouse-in-airflow.png")
+
+        # The stream DAG's freshness deadline (1 minute here) passed during its run: the triggerer
+        # ran the callback, which wrote the alert the page shows.
+        deadline = time.time() + 180
+        while not (alerts := [json.loads(path.read_text()) for path in (lake / "_ops/alerts/ad_events").glob("*.json")]):
+            assert time.time() < deadline, "no freshness alert from the stream DAG's deadline"
+            time.sleep(3)
+        assert alerts[0]["freshness"] == "1 minute" and "__" in alerts[0]["dag_run"], alerts
+        browser.goto(f"{base}/lakehouse/")
+        assert "Freshness deadline missed" in browser.text("#pipeline-ad_events p.alert")
+        rows = browser.eval("[...document.querySelectorAll('#pipeline-ad_events tr.hop')].map(r => r.innerText)")
+        assert [row.split()[0] for row in rows] == ["bronze", "silver", "gold"], rows
+        for row in rows:  # the last committed batch is at least the one the stream run committed
+            hop, cells = row.split()[0], row.split("\t")
+            record = json.loads((lake / f"_ops/runs/ad_events/{stream}.{hop}.json").read_text())
+            assert int(cells[1].split()[0]) >= max(record["batch_ids"], default=0) and "succeeded" in row, (row, record)
+        browser.screenshot(SCREENSHOTS / "03-pipelines.png")
+
+        browser.click("tr.hop[data-hop='silver'] a")
+        browser.wait_for("document.querySelectorAll('svg.chart').length === 4", what="the hop's charts")
+        assert browser.eval("document.querySelectorAll('#rows-per-second rect.bar').length") >= 1
+        browser.screenshot(SCREENSHOTS / "04-hop-silver.png")
+
+        links = api.call("GET", f"/dags/ad_events__stream/dagRuns/{urllib.parse.quote(stream, safe='')}"
+                                "/taskInstances/gate_silver/links")
+        docs = links["extra_links"].get("Data Docs")  # the gate task's extra link, as the UI shows it
+        assert docs and docs.startswith(f"{base}/lakehouse/pipelines/ad_events/quality/"), links
+        browser.goto(docs)
+        browser.wait_for("document.body.innerText.includes('ad_events.silver')", what="the Data Docs page")
+        browser.screenshot(SCREENSHOTS / "05-data-docs.png")
+
+        browser.goto(f"{base}/lakehouse/pipelines/ad_events/rollback?hop=bronze&to_run={urllib.parse.quote(stream)}")
+        plan = browser.text("#plan-text")
+        assert "undo batches" in plan and "bronze" in plan and "gold" in plan, plan
+        browser.screenshot(SCREENSHOTS / "06-rollback-plan.png")
+        browser.click("#confirm")
+        browser.wait_for("!!document.querySelector('#link')", what="the triggered rollback")
+        rollback_run = urllib.parse.unquote(browser.eval("location.search").split("triggered=")[1])
+        browser.screenshot(SCREENSHOTS / "07-rollback-triggered.png")
+    assert api.wait_for_run("ad_events__rollback", rollback_run) == "success"
+    journals = [json.loads(path.read_text()) for path in (lake / "_ops/rollbacks/ad_events").glob("*.json")]
+    assert [journal["status"] for journal in journals] == ["succeeded"], journals
+
+
 @pytest.mark.airflow
+@pytest.mark.quality
 def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_path):
-    """The launcher serves the UI behind a login on 127.0.0.1 with the stream DAG unpaused; a
-    second launcher refuses while it runs; SIGHUP (a closed terminal) stops every process it
-    started. Then a second platform is killed with SIGKILL: its watchdog stops what it started."""
+    """The launcher serves the UI behind a login on 127.0.0.1 with the stream and rollback DAGs
+    unpaused, and a person can work from it (:func:`_walk_the_ui`); a second launcher refuses while it runs;
+    SIGHUP (a closed terminal) stops every process it started. Then a second platform is killed
+    with SIGKILL: its watchdog stops what it started."""
     port = free_port()
-    process, env, login = _launch(tmp_path, port)
+    # A freshness of 1 minute: every stream run (about 90 s here) misses its deadline alert.
+    process, env, login = _launch(tmp_path, port, user_dags={"on_gold.py": USER_DAG}, freshness="1 minute")
     started: list[psutil.Process] = []
     try:
         assert f"http://127.0.0.1:{port}" in login, login
@@ -96,10 +289,13 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
                                             headers={"Authorization": f"Bearer {token}"})
         dag = json.load(urllib.request.urlopen(authorised, timeout=10))
         assert dag["is_paused"] is False
+        authorised.full_url = f"{base}/api/v2/dags/ad_events__rollback"  # the Lakehouse page triggers it
+        assert json.load(urllib.request.urlopen(authorised, timeout=10))["is_paused"] is False
         listening = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
         ours = [line for line in listening.splitlines() if f":{port} " in line]
         assert ours and all("127.0.0.1:" in line for line in ours), ours
         assert list((tmp_path / "lake/landing/ad_events").glob("events-*.json"))
+        _walk_the_ui(base, user, password, tmp_path / "lake")
 
         second = subprocess.run([sys.executable, str(LAUNCHER), "run", "--port", str(free_port())], env=env,
                                 capture_output=True, text=True, timeout=60)

@@ -5,8 +5,11 @@ is read. The browser walk through the login page is in ``test_platform.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -101,6 +104,13 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
     batches = _commit_ids(home / "checkpoints" / PIPELINE / "silver")
     rate_chart = re.search(r'<svg class="chart" id="rows-per-second".*?</svg>', hop_page.text, re.S).group(0)
     assert rate_chart.count('class="bar"') == len(batches) == 3  # one bar per batch the three runs made
+    # One quality bar per run with a gate result (r2's, checked above): its share of rules passed.
+    checked = json.loads((home / "_ops" / "quality" / PIPELINE / "r2.silver.json").read_text())
+    quality_chart = re.search(r'<svg class="chart" id="quality".*?</svg>', hop_page.text, re.S).group(0)
+    assert quality_chart.count('class="bar"') == 1 and all(rule["passed"] for rule in checked["rules"])
+    series = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/hops/silver?format=json", headers=viewer).json()["series"]
+    pass_rates = {run["run_id"]: run["quality_pass_rate"] for run in series["runs"]}
+    assert pass_rates == {"r0": None, "r1": None, "r2": 1.0}, pass_rates
     assert "http://" not in hop_page.text.replace("http://www.w3.org/2000/svg", "")  # nothing loads from elsewhere
 
     quality = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/quality", headers=viewer).text
@@ -114,6 +124,29 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
     refused = airflow_app.post(f"/lakehouse/pipelines/{PIPELINE}/rollback", headers=viewer,
                                data={"hop": "silver", "to_batch": "0", "form_token": "x"})
     assert refused.status_code == 403
+
+    # Freshness (the spec's 15 minutes): every hop just committed; gold's last commit made an hour old is stale.
+    assert {name: (hop["freshness"]["limit_s"], hop["freshness"]["stale"]) for name, hop in hops.items()} == {
+        name: (900.0, False) for name in hops}
+    gold_checkpoint = home / "checkpoints" / PIPELINE / "gold"
+    gold_commit = gold_checkpoint / "commits" / str(_commit_ids(gold_checkpoint)[-1])
+    an_hour_ago = time.time() - 3600
+    os.utime(gold_commit, (an_hour_ago, an_hour_ago))
+    listing = airflow_app.get("/lakehouse/?format=json", headers=viewer).json()
+    [pipeline] = [p for p in listing["pipelines"] if p["pipeline"] == PIPELINE]
+    assert {hop["hop"]: hop["freshness"]["stale"] for hop in pipeline["hops"]} == {
+        "bronze": False, "silver": False, "gold": True}
+    page = airflow_app.get("/lakehouse/", headers=viewer).text
+    rows = {re.match(r'(\w+)"', row).group(1): row.split("</tr>")[0] for row in page.split('<tr class="hop" data-hop="')[1:]}
+    assert [hop for hop, row in rows.items() if 'class="num bad stale"' in row] == ["gold"], rows
+    # The stream DAG's deadline callback, as the triggerer calls it: the alert names gold; the page shows it.
+    from lakehouse_airflow.freshness import freshness_missed
+
+    message = asyncio.run(freshness_missed({"dag_run": {"dag_run_id": "scheduled__late"}}, pipeline=PIPELINE))
+    [alert] = [json.loads(path.read_text()) for path in (home / "_ops" / "alerts" / PIPELINE).glob("*.json")]
+    assert alert["stale"] == ["gold"] and alert["dag_run"] == "scheduled__late" and alert["freshness"] == "15 minutes"
+    assert isinstance(message, str) and message.endswith("stale hops: gold"), message  # Airflow stores it as text
+    assert "Freshness deadline missed 1 time(s); last: scheduled__late" in airflow_app.get("/lakehouse/", headers=viewer).text
 
 
 @pytest.mark.parametrize("name", ["../../../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd",

@@ -8,7 +8,7 @@
 
 ``run`` starts PostgreSQL (migrated once per Airflow version), then Airflow's api-server,
 scheduler, dag-processor and triggerer with the LocalExecutor, all bound to 127.0.0.1 (README:
-"Two commands"), unpauses the stream DAGs, feeds a trickle of sample events,
+"Two commands"), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
 SIGTERM, SIGHUP or after ``--duration`` seconds. Nothing outlives it when it dies otherwise
 (SIGKILL, a closed terminal): each child gets SIGTERM when the launcher dies (Linux's
@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import metadata_db  # beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
 
 
@@ -69,6 +71,11 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if env.get("LAKEHOUSE_USER_DAGS"):  # the team's own DAGs, beside the platform's: a second bundle
+        env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
+            {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}},
+            {"name": "user-dags", "classpath": LOCAL_BUNDLE,
+             "kwargs": {"path": str(Path(env["LAKEHOUSE_USER_DAGS"]).resolve())}}])
     return env
 
 
@@ -107,6 +114,28 @@ def _wait_healthy(url: str, deadline: float, processes: list[subprocess.Popen]) 
             pass
         time.sleep(1)
     raise SystemExit(f"the api-server did not answer {url} in time")
+
+
+def _unpause(base: str, user: str, password: str, dag_ids: list[str], timeout_s: float = 120) -> None:
+    """Unpause ``dag_ids`` through the REST API, waiting for the dag-processor to have parsed each."""
+    login = urllib.request.Request(f"{base}/auth/token", method="POST", headers={"Content-Type": "application/json"},
+                                   data=json.dumps({"username": user, "password": password}).encode())
+    with urllib.request.urlopen(login, timeout=30) as response:
+        token = json.load(response)["access_token"]
+    deadline = time.time() + timeout_s
+    for dag_id in dag_ids:
+        request = urllib.request.Request(f"{base}/api/v2/dags/{dag_id}", method="PATCH",
+                                         data=json.dumps({"is_paused": False}).encode(),
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        while True:
+            try:
+                urllib.request.urlopen(request, timeout=30).close()
+                break
+            except urllib.error.HTTPError as error:
+                if error.code != 404 or time.time() > deadline:  # 404: not parsed yet
+                    print(f"warning: could not unpause {dag_id} ({error.code}): unpause it in the UI", file=sys.stderr)
+                    break
+                time.sleep(2)
 
 
 def _password(home: Path, user: str) -> str:
@@ -302,18 +331,18 @@ class Platform:
 
 def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: list, duration: float | None,
            trickle_every: float, trickle_events: int) -> int:
-    """Wait for the API server, unpause the stream DAGs, print the login, then trickle sample
+    """Wait for the API server, unpause the stream and rollback DAGs, print the login, then trickle sample
     events until stopped (or an Airflow process exits: 1)."""
     _wait_healthy(f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes)
     user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
     password = _password(Path(env["AIRFLOW_HOME"]), user)
     _generate(env, trickle_events, check=True)
-    for spec_path in sorted((ROOT / "include" / "pipelines").glob("*.yaml")):
-        for _ in range(60):  # the dag-processor must have parsed the DAG before it can be unpaused
-            if airflow("dags", "unpause", f"{spec_path.stem}__stream", env=env, check=False,
-                       capture_output=True).returncode == 0:
-                break
-            time.sleep(2)
+    # The stream DAGs run on their schedule; the rollback DAGs have none, and the Lakehouse page
+    # triggers them (Airflow runs nothing of a paused DAG). The backfill DAGs stay paused until
+    # a user backfills (the backfill dialog's "Unpause on trigger").
+    _unpause(env["AIRFLOW__API__BASE_URL"], user, password,
+             [f"{path.stem}__{kind}" for path in sorted((ROOT / "include" / "pipelines").glob("*.yaml"))
+              for kind in ("stream", "rollback")])
     print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
     print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
     print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n", flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from lakehouse_airflow.assets import announce
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
@@ -63,9 +64,11 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
     return summary
 
 
-def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
+def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -> dict:
     """A hop's gate: read the quality result its run wrote (no JVM), push it to XCom (key
-    ``quality``, and ``data_docs``: the page's address) and fail when a ``fail`` rule failed."""
+    ``quality``, and ``data_docs``: the page's address) and fail when a ``fail`` rule failed.
+    When it passes and the run wrote rows, the hop's table asset gets its event
+    (:func:`lakehouse_airflow.assets.announce`)."""
     from airflow.exceptions import AirflowFailException
 
     from spark_jobs.control import suites
@@ -74,6 +77,7 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
     hop_spec = lake.spec.hop(hop)
     if suites.load_suite(lake.spec, hop_spec) is None:
         log.info("%s has no quality suite (%s): nothing to check", hop, suites.suite_path(lake.spec, hop_spec))
+        announce(outlet_events, pipeline, hop, run_id)
         return {"hop": hop, "gate": "no suite"}
     summary = suites.read_summary(lake, run_id, hop)
     if summary is None:
@@ -85,6 +89,7 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti) -> dict:
         ti.xcom_push(key="data_docs", value=_address(pipeline, summary["data_docs"]))
     if summary["gate"] == "failed":
         raise AirflowFailException(f"quality gate of {hop} failed: {', '.join(summary['failed'])}")
+    announce(outlet_events, pipeline, hop, run_id)
     return {key: summary.get(key) for key in ("hop", "gate", "rows", "warned")}
 
 

@@ -16,7 +16,9 @@ from airflow.providers.standard.operators.python import PythonOperator, ShortCir
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from lakehouse_airflow.assets import reads, writes
 from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
+from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from spark_jobs.model.spec import PipelineSpec, scan_specs
 
@@ -72,6 +74,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         catchup=False,
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
+        deadline=deadline(spec),
         doc_md=STREAM_DOC.format(name=spec.name, schedule=spec.schedule, hops=", ".join(spec.hop_names),
                                  description=spec.description),
         tags=["lakehouse", spec.name, "stream"],
@@ -86,11 +89,15 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 command="run",
                 pipeline=spec.name,
                 arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
+                inlets=reads(spec, hop),
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
             )
             gate = QualityGateOperator(
                 task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
-                doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote.",
+                outlets=[writes(spec, hop)],
+                doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
+                       f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
+                       "gets an event.",
             )
             previous >> task >> gate
             previous = gate
@@ -142,7 +149,11 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 pipeline=spec.name,
                 # `--flag=value`: a value can never be taken for another flag.
                 arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={BACKFILL_RUN_ID_ARG}", *WAIT_ARGS],
-                doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}`.",
+                inlets=reads(spec, hop),
+                outlets=[writes(spec, hop)],
+                announces=hop.name,
+                doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}` (its quality gate "
+                       f"included); an event on `{spec.name}.{hop.name}` when it wrote rows.",
             )
             if previous is not None:
                 previous >> task

@@ -22,15 +22,19 @@ class LakehouseSparkOperator(SparkSubmitOperator):
     :param command: ``run`` or ``backfill``.
     :param pipeline: the pipeline spec's name.
     :param arguments: further CLI arguments (templated), as a list: never a shell string.
+    :param announces: the hop whose table asset gets an event when the command wrote rows to it
+        (:func:`lakehouse_airflow.assets.announce`; the run is the ``--run-id=`` argument's).
     """
 
     template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields)
 
-    def __init__(self, *, command: str, pipeline: str, arguments: Sequence[str] = (), **kwargs: Any):
+    def __init__(self, *, command: str, pipeline: str, arguments: Sequence[str] = (), announces: str | None = None,
+                 **kwargs: Any):
         kwargs.setdefault("name", f"lakehouse-{pipeline}-{command}")
         super().__init__(application_args=[command, pipeline, *arguments], **kwargs)
         self.command = command
         self.pipeline = pipeline
+        self.announces = announces
 
     def execute(self, context: Any) -> None:
         hook = LakehouseSparkHook()
@@ -40,7 +44,12 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.conf = {**hook.conf(), **(self.conf or {})}
         self.env_vars = {**hook.env_vars(), **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
-        return super().execute(context)
+        super().execute(context)
+        if self.announces:
+            from lakehouse_airflow.assets import announce
+
+            run_id = next(arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id="))
+            announce(context.get("outlet_events"), self.pipeline, self.announces, run_id)
 
 
 class DataDocsLink(BaseOperatorLink):

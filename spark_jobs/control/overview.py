@@ -10,9 +10,10 @@ import time
 
 from spark_jobs.control import batches
 from spark_jobs.control.status import hop_status, landing_files, pending_work, processed_files
+from spark_jobs.control.suites import read_summary
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
-from spark_jobs.logs.ops import read_records
+from spark_jobs.logs.ops import read_alerts, read_records
 from spark_jobs.model.lake import Lake
 
 
@@ -54,11 +55,14 @@ def upstream_backlog(lake: Lake, hop) -> list[int]:
     return list(range(checkpoint_log.first_unread_version(checkpoint), version + 1))
 
 
-def _last_quality(records: list[dict]) -> dict | None:
+def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
+    """The newest run's gate result (its record), with the suite's name from the result file."""
     for record in reversed(records):
         if record.get("quality"):
             gate = record["quality"]
-            return {key: gate.get(key) for key in ("suite", "run_id", "gate", "rows", "failed", "warned", "data_docs")}
+            summary = read_summary(lake, record.get("run_id") or "", hop) or {}
+            return {"suite": summary.get("suite"), "run_id": record.get("run_id"),
+                    **{key: gate.get(key) for key in ("gate", "rows", "failed", "warned", "data_docs")}}
     return None
 
 
@@ -79,6 +83,8 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     records = read_records(lake, hop.name)
     backlog = ({"landing": landing_backlog(lake)} if hop.reads_landing
                else {"upstream_versions": upstream_backlog(lake, hop)})
+    commit_age = _age(_epoch((last or {}).get("committed_at")), now)
+    limit = lake.spec.freshness_s
     return {
         "hop": hop.name,
         "kind": hop.kind,
@@ -89,9 +95,12 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
         "pending_batch": status["pending_batch"],
         "freshness": {
             "last_commit_at": (last or {}).get("committed_at"),
-            "last_commit_age_s": _age(_epoch((last or {}).get("committed_at")), now),
+            "last_commit_age_s": commit_age,
             "watermark_ms": watermark,
             "event_time_age_s": _age(watermark / 1000 if watermark else None, now),
+            # The spec's freshness: stale when the newest commit is older (never committed: not judged).
+            "limit_s": limit,
+            "stale": bool(limit is not None and commit_age is not None and commit_age > limit),
         },
         "backlog": backlog,
         "state_bytes": _folder_bytes(f"{lake.checkpoint(hop)}/state"),
@@ -100,7 +109,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
         "feeds": status["feeds"],
         "last_run": status["last_run"],
         "runs": [_run_row(record) for record in records[-runs:]],
-        "quality": _last_quality(records),
+        "quality": _last_quality(lake, hop.name, records),
     }
 
 
@@ -112,6 +121,8 @@ def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
         "schedule": lake.spec.schedule,
+        "freshness": lake.spec.freshness,
+        "alerts": read_alerts(lake),
         "generated_at": now,
         "hops": [hop_overview(lake, name, now) | {"work": pending.get(name)} for name in lake.spec.hop_names],
     }
@@ -132,7 +143,8 @@ def hop_series(lake: Lake, hop_name: str) -> dict:
                         "lag_s": round(max(committed_at - info.watermark_ms / 1000, 0.0), 1)})
     runs = []
     for record in records:
-        rules = (record.get("quality") or {}).get("rules") or []
+        summary = read_summary(lake, record.get("run_id") or "", hop.name)  # the run's gate result, if checked
+        rules = (summary or {}).get("rules") or []
         rows_in = int(record.get("rows_in") or 0)
         runs.append({
             "run_id": record.get("run_id"),

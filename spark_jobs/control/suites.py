@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import read_json
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec, PipelineSpec, repo_root
@@ -84,12 +84,7 @@ def results_dir(lake: Lake) -> str:
 
 def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
     """The gate summary ``check`` wrote for a run and hop (None: not checked)."""
-    path = f"{results_dir(lake)}/{run_id}.{hop}.json"
-    fs = filesystem(path)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "r") as handle:
-        return json.load(handle)
+    return read_json(f"{results_dir(lake)}/{run_id}.{hop}.json")
 
 
 def format_summary(summary: dict) -> str:

@@ -35,6 +35,15 @@ def write_json(folder: str, name: str, document: dict) -> str:
     return write_text(f"{folder}/{name}", json.dumps(document, indent=2, default=str))
 
 
+def read_json(path: str) -> dict | None:
+    """The JSON document at ``path``, or None when there is no such file."""
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as handle:
+        return json.load(handle)
+
+
 def read_json_folder(folder: str) -> list[dict]:
     """Every ``*.json`` document of ``folder`` (none when it does not exist), by file name."""
     fs = filesystem(folder)

@@ -1,10 +1,11 @@
-"""The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``) and rollback
-journals (``_ops/rollbacks/<pipeline>/``). ``status``, the quality gates, rollback and the UI
-read these and the checkpoints, never a JVM (README: "Airflow")."""
+"""The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``), rollback
+journals (``_ops/rollbacks/<pipeline>/``) and missed freshness deadlines
+(``_ops/alerts/<pipeline>/``). ``status``, the quality gates, rollback and the UI read these and
+the checkpoints, never a JVM (README: "Airflow")."""
 
 from __future__ import annotations
 
-from spark_jobs.logs.fs import read_json_folder, write_json
+from spark_jobs.logs.fs import read_json, read_json_folder, write_json
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import RunRecord
 
@@ -12,6 +13,11 @@ from spark_jobs.model.records import RunRecord
 def write_record(lake: Lake, record: RunRecord) -> str:
     """Write (or overwrite) the record atomically; return its path."""
     return write_json(lake.runs, f"{record.run_id}.{record.hop}.json", record.to_dict())
+
+
+def read_record(lake: Lake, run_id: str, hop: str) -> dict | None:
+    """The record of one run of one hop (None: that run did not run that hop)."""
+    return read_json(f"{lake.runs}/{run_id}.{hop}.json")
 
 
 def read_records(lake: Lake, hop: str | None = None) -> list[dict]:
@@ -28,3 +34,14 @@ def write_journal(lake: Lake, journal: dict) -> str:
 def read_rollbacks(lake: Lake) -> list[dict]:
     """Every rollback journal of the pipeline (audit records), oldest first."""
     return sorted(read_json_folder(lake.rollbacks), key=lambda journal: journal.get("created_at") or 0)
+
+
+def write_alert(lake: Lake, alert: dict) -> str:
+    """Write a missed freshness deadline (its ``at`` and ``dag_run`` name the file)."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{alert['at']}.{alert['dag_run']}")
+    return write_json(lake.alerts, f"{name}.json", alert)
+
+
+def read_alerts(lake: Lake) -> list[dict]:
+    """Every missed freshness deadline of the pipeline, oldest first."""
+    return sorted(read_json_folder(lake.alerts), key=lambda alert: alert.get("at") or "")

@@ -65,6 +65,10 @@ class Lake:
         return self.path(f"_ops/rollbacks/{self.spec.name}")
 
     @property
+    def alerts(self) -> str:
+        return self.path(f"_ops/alerts/{self.spec.name}")
+
+    @property
     def locks(self) -> str:
         return self.path("_ops/locks")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.times import duration_ms
 
 # Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log)
 # or the Delta table of the hop above. The engine pairs each kind with a Source and a Sink
@@ -68,7 +69,15 @@ class PipelineSpec:
     # file source log is compacted: both bound what a rollback can undo (README: "Rollback").
     min_batches_to_retain: int = 100
     source_log_compact_interval: int = 10
+    # How old a hop's newest commit may get (``15 minutes``): older is stale, red on the
+    # Lakehouse page, and a stream DAG run not done this long after it was queued misses its
+    # deadline alert. None: no limit.
+    freshness: str | None = None
     source: Path | None = field(default=None, compare=False)
+
+    @property
+    def freshness_s(self) -> float | None:
+        return duration_ms(self.freshness) / 1000 if self.freshness else None
 
     @property
     def hop_names(self) -> tuple[str, ...]:
@@ -126,7 +135,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
 
 
 _KNOBS = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
-          "min_batches_to_retain", "source_log_compact_interval"}
+          "min_batches_to_retain", "source_log_compact_interval", "freshness"}
 
 
 def load_spec(path: Path) -> PipelineSpec:
@@ -144,6 +153,11 @@ def load_spec(path: Path) -> PipelineSpec:
     for hop in hops:
         if hop.upstream is not None and hop.upstream not in names[:names.index(hop.name)]:
             raise UsageError(f"{path}: hop {hop.name} reads {hop.upstream!r}, which is not a hop above it")
+    if raw.get("freshness") is not None:
+        try:
+            duration_ms(str(raw["freshness"]))
+        except (ValueError, KeyError):
+            raise UsageError(f"{path}: freshness {raw['freshness']!r} is not a duration: use e.g. `15 minutes`") from None
     inputs = dict(raw.get("inputs") or {})
     if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
         inputs.setdefault("campaigns", raw["campaigns"])

@@ -11,7 +11,6 @@ It reads the lake through the control layer, the same no-JVM code as ``lakehouse
 from __future__ import annotations
 
 import hmac
-import json
 import time
 from hashlib import sha256
 from pathlib import Path
@@ -28,7 +27,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from lakehouse_airflow.ui.charts import bar_chart
 from spark_jobs.control import overview, rollback
 from spark_jobs.control.suites import results_dir
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, read_json
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
@@ -153,8 +152,7 @@ def _quality_files(lake: Lake) -> list[dict]:
     for path in fs.ls(folder, detail=False):
         name = path.rsplit("/", 1)[-1]
         if name.endswith(".json") and not name.endswith(".result.json"):
-            with fs.open(path, "r") as handle:
-                summary = json.load(handle)
+            summary = read_json(path)
             summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
             summaries.append(summary)
     return sorted(summaries, key=lambda summary: (summary.get("run_id") or "", summary.get("hop") or ""), reverse=True)
