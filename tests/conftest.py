@@ -201,7 +201,7 @@ def table_rows(spark, home: Path, hop: str, strip_home: bool = True) -> list[tup
 def pytest_collection_modifyitems(config, items):
     """In one process, fast tests first (unit, then Spark, then slow ones), so a broken transform
     fails in seconds. In several (``make test`` runs pytest-xdist), the longest first (the model
-    test, then the slow Airflow and Spark tests), so no process is left alone with a long test at
+    test, then the slow Airflow and Spark tests; the platform walk before all), so no process is left alone with a long test at
     the end while the other idles; and the tests of the three-increment lake in one group
     (``--dist loadgroup``), so one process builds that lake, not each."""
     for item in items:
@@ -211,6 +211,8 @@ def pytest_collection_modifyitems(config, items):
     def rank(item) -> int:
         if item.get_closest_marker("unit"):
             return 0
+        if item.get_closest_marker("longest"):
+            return 5
         if item.module.__name__.endswith("test_model"):
             return 4
         if item.get_closest_marker("slow"):

@@ -265,6 +265,7 @@ def _walk_the_ui(base: str, user: str, password: str, lake) -> None:
 
 @pytest.mark.airflow
 @pytest.mark.quality
+@pytest.mark.longest
 def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_path):
     """The launcher serves the UI behind a login on 127.0.0.1 with the stream and rollback DAGs
     unpaused, and a person can work from it (:func:`_walk_the_ui`); a second launcher refuses while it runs;
