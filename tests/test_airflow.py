@@ -1,5 +1,7 @@
-"""Airflow: DAG integrity, then the DAGs run for real with ``airflow dags test`` (real
-scheduler code, real spark-submit, real Spark + Delta)."""
+"""Airflow: DAG integrity, then the DAGs run through Airflow's own ``dag.test()`` loop in this
+process (each Spark task's command run here; :func:`tests.conftest.dag_test`) on real Spark and
+Delta. The DAGs run with spark-submit through the real scheduler in ``test_platform.py`` and
+through ``airflow dags test`` on a standalone cluster in ``test_cluster.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, lakehouse, landing_lines, valid_event
+from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, landing_lines, valid_event
 
 pytestmark = [pytest.mark.airflow]
 
@@ -128,7 +130,7 @@ def _records(home):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_in_process, lake_home):
-    """In-process ``dag.test()``; the real spark-submit backfill run is in the at-once test below."""
+    """In-process ``dag.test()``; the backfill DAG's real spark-submit runs are in the launcher test's walk."""
     from tests.conftest import dag_test
 
     lakehouse_main(["generate", "ad_events", "--events", "3000", "--files", "2", "--seed", "8",
@@ -226,38 +228,22 @@ def test_dag_params_refuse_hostile_values(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_stream_and_backfill_dags_at_once_then_task_reruns_change_nothing(spark, airflow_in_process, airflow_env,
-                                                                           lake_home, tmp_path):
-    """The stream DAG and the backfill DAG of the day its files cover, started together:
-    their tasks take the pipeline lock in turn, a backfill of a hop waits for that hop's
-    stream, and the tables end exactly as the landing files say. Then clearing and re-running
-    task instances (in this process, as :func:`tests.conftest.task_in_process`) changes no row: run-once tasks
-    find nothing new, a backfill task rewrites its range with the same rows.
-
-    The backfill DAG runs as `airflow dags test` (spark-submit children, its own metadata DB),
-    the stream DAG in this process (:func:`tests.conftest.dag_test`) at the same time; the lake
-    is shared, which is where the two DAGs meet.
-    """
+def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothing(spark, airflow_in_process, lake_home):
+    """The stream DAG, then the backfill DAG of the day its files cover (in-process ``dag.test()``
+    runs, :func:`tests.conftest.dag_test`): the tables end exactly as the landing files say. Then
+    clearing and re-running task instances (:func:`tests.conftest.task_in_process`) changes no
+    row: run-once tasks find nothing new, a backfill task rewrites its range with the same rows.
+    The two DAGs at once, through the real scheduler with spark-submit tasks that take the
+    pipeline's lock in turn: the launcher test's walk (``tests/test_platform.py``)."""
     import pendulum
 
     from tests.conftest import assert_tables_match_landing, dag_test, task_in_process
     from tests.test_concurrency import MIDNIGHT_DATA
 
-    lakehouse(*MIDNIGHT_DATA, env=airflow_env)
-    log = tmp_path / "backfill.log"  # a file, not a pipe nobody reads while the stream runs here
-    with log.open("w") as sink:
-        backfill = subprocess.Popen([str(VENV_BIN / "airflow"), "dags", "test", "ad_events__backfill", "2026-03-04"],
-                                    env=airflow_env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        _run_id, state, tasks = dag_test("ad_events__stream", "2026-03-04")
-        backfill.wait(timeout=1200)
-    finally:
-        if backfill.poll() is None:
-            backfill.kill()
-    output = log.read_text()
-    assert state == "success", tasks
-    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
-    assert backfill.returncode == 0 and finished and "state=success" in finished[-1], output[-4000:]
+    lakehouse_main(MIDNIGHT_DATA)
+    for dag_id in ("ad_events__stream", "ad_events__backfill"):
+        _run_id, state, tasks = dag_test(dag_id, "2026-03-04")
+        assert state == "success", (dag_id, tasks)
     assert_tables_match_landing(spark, lake_home)
 
     from spark_jobs.logs import delta_log

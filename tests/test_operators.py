@@ -4,7 +4,7 @@ Unit tests of argument building, the way Airflow's own Spark provider tests its 
 templated arguments are rendered with a task context and ``SparkSubmitHook.submit`` is replaced
 by a function that records the command the real hook builds (a mock of the submit only; the
 hook, the connection and the templates are real). The real spark-submit runs are in
-``test_airflow.py`` (``airflow dags test`` of each DAG) and ``test_cluster.py``.
+``test_platform.py`` (every DAG through ``make run``'s scheduler) and ``test_cluster.py``.
 """
 
 from __future__ import annotations

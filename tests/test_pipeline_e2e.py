@@ -93,7 +93,29 @@ def test_new_data_check_follows_each_hop(spark, lake_home, capsys):
     _generate(10, STARTS[1], events=100, files=1)
     assert main(["run", "ad_events", "--hop", "bronze"]) == 0
     pending = pending_work(lake())
-    assert pending["bronze"] is None and "read up to version 0" in pending["silver"] and pending["gold"] is None
+    assert pending["bronze"] is None and pending["silver"] == "upstream version 1 not read yet" and pending["gold"] is None
+    # A backfill rewrites ranges the streams below already have: the streams would read nothing
+    # of it (skipChangeCommits, and bronze's backfilled rows are not for silver's stream), so the
+    # check says nothing new, and a run indeed writes no row.
+    assert main(["run", "ad_events"]) == 0
+    assert main(["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-02"]) == 0
+    assert pending_work(lake()) == {"bronze": None, "silver": None, "gold": None}
+    capsys.readouterr()
+    assert main(["run", "ad_events", "--json"]) == 0
+    assert {(hop["hop"], hop["rows_out"], hop["rows_quarantined"]) for hop in json.loads(capsys.readouterr().out)["hops"]} == {
+        ("bronze", 0, 0), ("silver", 0, 0), ("gold", 0, 0)}
+    # But silver rows a backfill adds where silver's stream had none are new to gold's stream: here
+    # bronze's backfill came first, so bronze's stream left those lines out and silver's read nothing.
+    _generate(12, "2026-03-03T10:00:00", events=300, files=1)
+    day = ["--start", "2026-03-03", "--end", "2026-03-04"]
+    assert main(["backfill", "ad_events", "--hop", "bronze", *day]) == 0
+    assert main(["run", "ad_events"]) == 0
+    assert main(["backfill", "ad_events", "--hop", "silver", *day]) == 0
+    pending = pending_work(lake())
+    assert pending["bronze"] is None and pending["silver"] is None and pending["gold"].startswith("upstream version ")
+    capsys.readouterr()
+    assert main(["run", "ad_events", "--hop", "gold", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hops"][0]["rows_out"] > 0
 
 
 def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monkeypatch):

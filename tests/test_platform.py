@@ -24,10 +24,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 
-def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None,
-            freshness: str | None = None) -> tuple[subprocess.Popen, dict, str]:
-    """``make run``'s launcher on a spare port, with a team's own DAG files (by name) and the
-    example spec with another ``freshness`` if given; returns it, its environment and its login line."""
+def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
+            trickle_every: int = 10) -> tuple[subprocess.Popen, dict, str]:
+    """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
+    example spec with another ``freshness`` if given, and a sample file every ``trickle_every``
+    seconds; returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
     if freshness:
@@ -46,7 +47,7 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None,
     for key in [key for key in env if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]:
         env.pop(key)
     process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", "10"],
+        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 240
     seen = []
@@ -121,20 +122,36 @@ class Api:
         tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
         raise AssertionError(f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}")
 
+    def runs_on_events_of(self, dag_id: str, source_dag: str, source_run: str) -> list[tuple[dict, dict]]:
+        """The runs of ``dag_id`` that an asset event of ``source_run`` triggered, each with that event."""
+        found = []
+        for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
+            quoted = urllib.parse.quote(run["dag_run_id"], safe="")
+            events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")["asset_events"]
+            found += [(run, event) for event in events
+                      if (event["source_dag_id"], event["source_run_id"]) == (source_dag, source_run)]
+        return found
+
     def wait_for_asset_run(self, dag_id: str, source_dag: str, source_run: str, timeout_s: float = 300) -> dict:
         """Wait for a successful run of ``dag_id`` triggered by an asset event of ``source_run``; that event."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
-                quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-                events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")["asset_events"]
-                for event in events:
-                    if (event["source_dag_id"], event["source_run_id"]) == (source_dag, source_run):
-                        if run["state"] == "success":
-                            return event
-                        assert run["state"] != "failed", run
+            for run, event in self.runs_on_events_of(dag_id, source_dag, source_run):
+                assert run["state"] != "failed", run
+                if run["state"] == "success":
+                    return event
             time.sleep(3)
         raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}")
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """What the UI shows of a task's log so far (empty before the task wrote any)."""
+        quoted = urllib.parse.quote(run_id, safe="")
+        try:
+            return json.dumps(self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"))
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise
+            return ""
 
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
         quoted = urllib.parse.quote(run_id, safe="")
@@ -169,13 +186,28 @@ def _dag_parsed(api: Api, dag_id: str) -> bool:
         return False
 
 
-def _walk_the_ui(base: str, user: str, password: str, lake) -> None:
+def _stream_run_in_bronze(api: Api, timeout_s: float = 300) -> str:
+    """The id of the stream DAG's run whose bronze task is running (the scheduler's or ours)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        for run in api.call("GET", "/dags/ad_events__stream/dagRuns?limit=20")["dag_runs"]:
+            if api.task_state("ad_events__stream", run["dag_run_id"], "bronze") == "running":
+                return run["dag_run_id"]
+        time.sleep(1)
+    raise AssertionError("no stream run's bronze task ran")
+
+
+def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.ExitStack, spark) -> None:
     """What a person does in the browser (README: "The Lakehouse page"), with screenshots in
     tests/output/screenshots/: log in through Airflow's login page; with a stream DAG run done
-    (a backfill created through the REST API while its bronze task ran), open the Lakehouse view,
-    each hop with its figures, a hop's charts, the Data Docs page behind a gate task's extra link;
-    plan a rollback, confirm it, and the rollback DAG run it triggered succeeds."""
+    (a backfill of the days its files hold created through the REST API while its bronze task was
+    held in its Spark application, waiting for the pipeline's lock, which ``held`` holds), open the
+    Lakehouse view, each hop with its figures, a hop's charts, the Data Docs page behind a gate
+    task's extra link; plan a rollback, confirm it, and the rollback DAG run it triggered
+    succeeds. Between the two, every table equals the landing files, and a stream run that found
+    nothing new emits no asset event, so the team's DAG does not run on it."""
     from tests.browser import Browser
+    from tests.conftest import assert_tables_match_landing
 
     api = Api(base, user, password)
     deadline = time.time() + 180
@@ -183,27 +215,45 @@ def _walk_the_ui(base: str, user: str, password: str, lake) -> None:
         assert time.time() < deadline, "the team's DAG was not parsed"
         time.sleep(2)
     api.call("PATCH", "/dags/team__on_gold", {"is_paused": False})
-    stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
-    deadline = time.time() + 300
-    while api.task_state("ad_events__stream", stream, "bronze") != "running":
-        assert time.time() < deadline, "the stream run's bronze task never ran"
-        time.sleep(0.5)
-    # While bronze's Spark job runs: a backfill of two days through the REST API, as the UI makes one
-    # (with "Unpause on trigger": Airflow runs nothing of a paused DAG, a backfill's runs included).
+    api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})  # unless the schedule's comes first
+    stream = _stream_run_in_bronze(api)
+    deadline = time.time() + 180
+    while "waits for the pipeline's lock: held by the test" not in api.task_log("ad_events__stream", stream, "bronze"):
+        assert time.time() < deadline, "the stream run's bronze task never waited for the lock"
+        time.sleep(1)
+    # While bronze's Spark application waits for the lock: a backfill of the two days it is about to
+    # stream, through the REST API as the UI makes one (with "Unpause on trigger": Airflow runs nothing
+    # of a paused DAG, a backfill's runs included).
     api.call("PATCH", "/dags/ad_events__backfill", {"is_paused": False})
     backfill = api.call("POST", "/backfills", {"dag_id": "ad_events__backfill", "from_date": "2026-03-01T00:00:00Z",
                                                "to_date": "2026-03-02T00:00:00Z", "max_active_runs": 1})
     assert api.task_state("ad_events__stream", stream, "bronze") == "running"  # it was created mid-task
+    held.close()  # the lock: bronze goes on, and the backfill's tasks take the lock in turn
     assert api.wait_for_run("ad_events__stream", stream) == "success"
     # The team's DAG scheduled on gold's asset ran on this run's event, which names gold's version.
     gold = api.wait_for_asset_run("team__on_gold", "ad_events__stream", stream)
     commits = sorted(int(path.stem) for path in (lake / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
     assert gold["extra"]["version"] in commits and gold["extra"]["rows"] > 0 and gold["source_task_id"] == "gate_gold"
     backfill_runs = api.call("GET", "/dags/ad_events__backfill/dagRuns?limit=10")["dag_runs"]
-    backfill_runs = [run for run in backfill_runs if run["run_type"] == "backfill"]
-    assert backfill["id"] and len(backfill_runs) == 2, backfill_runs  # 2026-03-01 and 2026-03-02
-    for run in backfill_runs:
+    assert backfill["id"] and len([run for run in backfill_runs if run["run_type"] == "backfill"]) == 2, backfill_runs
+    for run in backfill_runs:  # 2026-03-01 and 2026-03-02, and the day before today's (unpausing scheduled it)
         assert api.wait_for_run("ad_events__backfill", run["dag_run_id"]) == "success", run
+    # The stream and the backfill over the same days, each task under the lock in turn: every line once.
+    assert_tables_match_landing(spark, lake)
+    # Nothing new: the stream run skips its Spark tasks, emits no asset event, and so the team's DAG
+    # does not run on it (given a few scheduler loops to show it would not). Whether gold had work
+    # left depends on which writer took the lock first: silver rows a backfill added (none streamed)
+    # are new to gold's stream. So a first run may still have work; the second cannot.
+    for _ in range(2):
+        idle = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
+        assert api.wait_for_run("ad_events__stream", idle) == "success"
+        if api.task_state("ad_events__stream", idle, "bronze") == "skipped":
+            break
+    assert api.task_state("ad_events__stream", idle, "bronze") == "skipped"
+    time.sleep(15)
+    assert api.call("GET", f"/assets/events?source_run_id={urllib.parse.quote(idle, safe='')}")["asset_events"] == []
+    assert api.runs_on_events_of("team__on_gold", "ad_events__stream", idle) == []
+    assert api.runs_on_events_of("team__on_gold", "ad_events__stream", stream)  # as the run that wrote gold did
 
     with Browser() as browser:
         browser.goto(f"{base}/")
@@ -266,14 +316,27 @@ def _walk_the_ui(base: str, user: str, password: str, lake) -> None:
 @pytest.mark.airflow
 @pytest.mark.quality
 @pytest.mark.longest
-def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_path):
+def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_path, spark):
     """The launcher serves the UI behind a login on 127.0.0.1 with the stream and rollback DAGs
     unpaused, and a person can work from it (:func:`_walk_the_ui`); a second launcher refuses while it runs;
     SIGHUP (a closed terminal) stops every process it started. Then a second platform is killed
     with SIGKILL: its watchdog stops what it started."""
+    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    lake = tmp_path / "lake"
+    # Events across the midnight of 2026-03-01 (the walk backfills both days), beside the launcher's
+    # sample file of today; then no more files (a trickle of one every hour), so a later stream run finds nothing.
+    subprocess.run([str(VENV_BIN / "lakehouse"), "generate", "ad_events", "--events", "400", "--files", "2", "--seed", "5",
+                    "--start", "2026-03-01T23:59:58", "--bad-fraction", "0.02"],
+                   env={**os.environ, "LAKEHOUSE_HOME": str(lake)}, check=True, capture_output=True)
+    held = contextlib.ExitStack()  # the pipeline's lock, as a writer holds it: the walk lets it go
+    held.enter_context(pipeline_lock(Lake(str(lake), get_spec("ad_events")), "held by the test"))
     port = free_port()
-    # A freshness of 1 minute: every stream run (about 90 s here) misses its deadline alert.
-    process, env, login = _launch(tmp_path, port, user_dags={"on_gold.py": USER_DAG}, freshness="1 minute")
+    # A freshness of 1 minute: every stream run (a few minutes here) misses its deadline alert.
+    process, env, login = _launch(tmp_path, port, user_dags={"on_gold.py": USER_DAG}, freshness="1 minute",
+                                  trickle_every=3600)
     started: list[psutil.Process] = []
     try:
         assert f"http://127.0.0.1:{port}" in login, login
@@ -296,7 +359,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         ours = [line for line in listening.splitlines() if f":{port} " in line]
         assert ours and all("127.0.0.1:" in line for line in ours), ours
         assert list((tmp_path / "lake/landing/ad_events").glob("events-*.json"))
-        _walk_the_ui(base, user, password, tmp_path / "lake")
+        _walk_the_ui(base, user, password, lake, held, spark)
 
         second = subprocess.run([sys.executable, str(LAUNCHER), "run", "--port", str(free_port())], env=env,
                                 capture_output=True, text=True, timeout=60)
@@ -312,6 +375,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         assert _left_running(started, 5) == []
         assert not (tmp_path / "airflow/platform.json").exists()
     finally:
+        held.close()
         _kill_tree(process, started)
 
     process, env, _login = _launch(tmp_path, free_port())

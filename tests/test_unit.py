@@ -193,9 +193,11 @@ def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
     try:
         assert process.stdout.readline().strip() == "held"
         assert holder(lake)["run_id"] == "r-held"
+        told = []
         with pytest.raises(PipelineBusy, match="busy: run r-held"):
-            with pipeline_lock(lake, "run", wait_s=0.5):
+            with pipeline_lock(lake, "backfill", wait_s=1.2, progress=told.append):
                 pass
+        assert len(told) == 1 and told[0].startswith("backfill waits for the pipeline's lock: run r-held (pid "), told
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()

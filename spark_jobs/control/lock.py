@@ -87,12 +87,15 @@ def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: fl
                     told = reason
                 time.sleep(2)
             except BlockingIOError:
+                info = _read_info(handle)
                 if time.monotonic() >= deadline:
-                    info = _read_info(handle)
                     raise PipelineBusy(
                         f"pipeline {lake.spec.name} is busy: {_describe(info)} holds {path}; "
                         f"wait for it to end (or pass --wait SECONDS)"
                     ) from None
+                if progress is not None and told != "busy":  # once: a task log says why it waits
+                    progress(f"{action} waits for the pipeline's lock: {_describe(info)} holds it")
+                    told = "busy"
                 time.sleep(0.5)
         handle.seek(0)
         handle.truncate()

@@ -9,9 +9,8 @@ import datetime as dt
 import time
 
 from spark_jobs.control import batches
-from spark_jobs.control.status import hop_status, landing_files, pending_work, processed_files
+from spark_jobs.control.status import hop_status, landing_files, pending_work, processed_files, unread_upstream_versions
 from spark_jobs.control.suites import read_summary
-from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_alerts, read_records
 from spark_jobs.model.lake import Lake
@@ -43,18 +42,6 @@ def landing_backlog(lake: Lake) -> dict:
     return {"files": len(unread), "bytes": sum(int(fs.size(path) or 0) for path in unread)}
 
 
-def upstream_backlog(lake: Lake, hop) -> list[int]:
-    """Versions of the hop's upstream table its stream has not read yet."""
-    upstream = lake.upstream_table(hop)
-    version = delta_log.table_version(upstream) if upstream else None
-    checkpoint = lake.checkpoint(hop)
-    if version is None:
-        return []
-    if not checkpoint_log.offset_batch_ids(checkpoint):
-        return list(range(version + 1))
-    return list(range(checkpoint_log.first_unread_version(checkpoint), version + 1))
-
-
 def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
     """The newest run's gate result (its record), with the suite's name from the result file."""
     for record in reversed(records):
@@ -82,7 +69,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
     backlog = ({"landing": landing_backlog(lake)} if hop.reads_landing
-               else {"upstream_versions": upstream_backlog(lake, hop)})
+               else {"upstream_versions": unread_upstream_versions(lake, hop)})
     commit_age = _age(_epoch((last or {}).get("committed_at")), now)
     limit = lake.spec.freshness_s
     return {

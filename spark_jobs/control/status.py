@@ -160,8 +160,9 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
     """Per hop, why it has work to do (or None): the stream DAG's "new data?" check, no JVM.
 
     Bronze has work when a landing file is not in its source log; a Delta-fed hop when its
-    upstream table has versions past the last offset it read; any hop with an offset that
-    was never committed has a batch to finish.
+    upstream table has commits past the last offset it read that its stream takes rows from
+    (:func:`_upstream_news`); any hop with an offset that was never committed has a batch to
+    finish.
     """
     pending: dict[str, str | None] = {}
     for hop in lake.spec.hops:
@@ -174,20 +175,43 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
             new = [path for path in landing_files(lake) if path not in processed]
             pending[hop.name] = f"{len(new)} new landing files" if new else None
         else:
-            pending[hop.name] = _upstream_news(lake.upstream_table(hop), checkpoint)
+            pending[hop.name] = _upstream_news(lake, hop, checkpoint)
     return pending
 
 
-def _upstream_news(upstream: str, checkpoint: str) -> str | None:
-    version = delta_log.table_version(upstream)
-    if version is None:
+def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
+    unread = unread_upstream_versions(lake, hop)
+    if not unread:
         return None
     if not checkpoint_log.offset_batch_ids(checkpoint):
-        return f"upstream table at version {version}, never read"
-    next_version = checkpoint_log.first_unread_version(checkpoint)
-    if version >= next_version:
-        return f"upstream table at version {version}, read up to version {next_version - 1}"
-    return None
+        return f"upstream table at version {unread[-1]}, never read"
+    return f"upstream version{'s' if len(unread) > 1 else ''} {_ranges(unread)} not read yet"
+
+
+def unread_upstream_versions(lake: Lake, hop) -> list[int]:
+    """The versions of the Delta-fed ``hop``'s upstream table its stream has yet to take rows
+    from: the stream DAG's "new data?" check and the Lakehouse page's backlog.
+
+    The stream reads with ``skipChangeCommits``, so only commits that add and remove nothing
+    bring rows; below an ingest hop it also leaves out a backfill's rows (``streamed_rows``), so
+    a backfill's commits there bring none either (the hop's own backfill writes them). After a
+    backfill, the stream DAG then skips the Spark jobs that would read nothing. A version read
+    only in part (a snapshot read over several batches) is unread; a stream that never ran has
+    every version to read.
+    """
+    upstream = lake.upstream_table(hop)
+    version = delta_log.table_version(upstream) if upstream else None
+    if version is None:
+        return []
+    checkpoint = lake.checkpoint(hop)
+    offsets = checkpoint_log.offset_batch_ids(checkpoint)
+    if not offsets:
+        return list(range(version + 1))
+    read_to, complete = checkpoint_log.delta_position(checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0])
+    backfills_bring_none = lake.spec.hop(hop.upstream).reads_landing
+    return ([] if complete else [read_to]) + [
+        commit.version for commit in batches.commits(upstream) if commit.version > read_to and commit.appends_only
+        and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]
 
 
 def stream_lag(lake: Lake, hop) -> str | None:
