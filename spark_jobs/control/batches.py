@@ -34,10 +34,12 @@ class TableCommit:
 _WHOLE_TABLE = (None, "", "[]", '["true"]', "true")
 
 
-def commits(table: str) -> list[TableCommit]:
-    """Every commit still in the table's JSON log, oldest first."""
+def commits(table: str, after: int = -1) -> list[TableCommit]:
+    """Every commit still in the table's JSON log (past version ``after`` only), oldest first."""
     found = []
     for version in delta_log.versions(table):
+        if version <= after:
+            continue
         info, txn, adds, removes = {}, None, False, False
         for action in delta_log.read_commit(table, version):
             info = action.get("commitInfo", info)

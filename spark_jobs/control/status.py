@@ -210,7 +210,7 @@ def unread_upstream_versions(lake: Lake, hop) -> list[int]:
     read_to, complete = checkpoint_log.delta_position(checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0])
     backfills_bring_none = lake.spec.hop(hop.upstream).reads_landing
     return ([] if complete else [read_to]) + [
-        commit.version for commit in batches.commits(upstream) if commit.version > read_to and commit.appends_only
+        commit.version for commit in batches.commits(upstream, after=read_to) if commit.appends_only
         and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]
 
 
