@@ -10,9 +10,9 @@ TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 UV_VERSION := 0.9.30
 
-.PHONY: setup run stop test test-fast lint bench bench-smoke clean check-tools
+.PHONY: jvm-archive setup run stop test test-fast lint bench bench-smoke clean check-tools
 
-setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated
+setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated jvm-archive
 
 check-tools:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is needed (found " + sys.version.split()[0] + "): install it and run make again")'
@@ -29,6 +29,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 .cache/jars/.manifest: include/jars/pom.xml $(VENV)/.installed
 	$(PY) -m spark_jobs.engine.jars
+
+# The Spark drivers' class-data sharing archive (about 45 s once; instant when this Java and
+# Spark already have one): every job starts about 4 s sooner.
+jvm-archive: .cache/jars/.manifest
+	@$(PY) -m spark_jobs.engine.jvm
 
 .airflow/.migrated: $(VENV)/.installed
 	$(PY) include/scripts/lakehouse_platform.py migrate

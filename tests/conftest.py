@@ -27,6 +27,16 @@ STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_add
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
+# Every Spark application of the tests (this process's and those in subprocesses) evaluates
+# expressions interpreted instead of compiling generated code per query: on the tests' small
+# increments compiling costs more than it saves (a run of three hops about a quarter faster).
+# Spark's own test suites run both ways, and the two give the same results; the benchmarks keep
+# Spark's defaults. They reach every driver as system properties (SparkConf reads ``spark.*``
+# ones) through $SPARK_SUBMIT_OPTS, which spark-submit adds to the driver's JVM, pyspark's local
+# one included. (A $SPARK_CONF_DIR would do too, but a class-data sharing archive cannot be
+# used with a non-empty folder on the class path, see spark_jobs/engine/jvm.py.)
+TEST_SPARK_DEFAULTS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
 
 def pytest_configure(config):
     """The JVMs the tests start in subprocesses (``lakehouse`` runs, spark-submit, Airflow's
@@ -37,27 +47,7 @@ def pytest_configure(config):
     half as long again). It changes how fast code runs, never what it computes. Here and not at
     import: the benchmarks import this module and measure the JVM as users run it."""
     os.environ.setdefault("JDK_JAVA_OPTIONS", C1_ONLY)
-    os.environ.setdefault("SPARK_CONF_DIR", str(_test_spark_conf()))
-
-
-# Every Spark application of the tests (this process's and those in subprocesses: spark-submit
-# reads $SPARK_CONF_DIR/spark-defaults.conf) evaluates expressions interpreted instead of
-# compiling generated code per query: on the tests' small increments compiling costs more than
-# it saves (a run of three hops about a quarter faster). Spark's own test suites run both ways,
-# and the two give the same results; the benchmarks keep Spark's defaults.
-TEST_SPARK_DEFAULTS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-def _test_spark_conf() -> Path:
-    folder = ROOT / ".cache" / "test-spark-conf"
-    folder.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{key} {value}\n" for key, value in TEST_SPARK_DEFAULTS.items())
-    defaults = folder / "spark-defaults.conf"
-    if not defaults.exists() or defaults.read_text() != text:  # two test processes may write it at once
-        temporary = folder / f".spark-defaults.{os.getpid()}"
-        temporary.write_text(text)
-        os.replace(temporary, defaults)
-    return folder
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(f"-D{key}={value}" for key, value in TEST_SPARK_DEFAULTS.items()))
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +63,7 @@ def spark():
         if ours:
             os.environ["JDK_JAVA_OPTIONS"] = C1_ONLY
     for key, value in TEST_SPARK_DEFAULTS.items():
-        assert session.conf.get(key) == value, f"{key} of $SPARK_CONF_DIR was not applied"
+        assert session.conf.get(key) == value, f"{key} of $SPARK_SUBMIT_OPTS was not applied"
     yield session
     session.stop()
 

@@ -68,6 +68,8 @@ def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") 
     assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert confs["spark.pyspark.python"] == confs["spark.pyspark.driver.python"] == sys.executable
     assert confs["spark.driver.bindAddress"] == confs["spark.driver.host"] == "127.0.0.1"
+    (shared,) = (ROOT / ".cache" / "jvm").glob("spark-driver-*.jsa")  # make setup built it
+    assert f"-XX:SharedArchiveFile={shared} " in confs["spark.driver.extraJavaOptions"]
 
 
 @pytest.mark.parametrize("hop", ["bronze", "silver", "gold"])

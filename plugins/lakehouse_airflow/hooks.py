@@ -60,11 +60,15 @@ class LakehouseSparkHook:
         return ",".join(str(jar) for jar in cached_jars())
 
     def conf(self) -> dict[str, str]:
-        """Spark confs every lakehouse job is submitted with."""
+        """Spark confs every lakehouse job is submitted with (the driver's JVM maps the
+        class-data sharing archive when ``make setup`` built one)."""
+        from spark_jobs.engine.jvm import driver_java_options
         from spark_jobs.engine.session import DELTA_CONFS
 
+        java_options = driver_java_options()
         return {
             **DELTA_CONFS,
+            **({"spark.driver.extraJavaOptions": java_options} if java_options else {}),
             "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
             "spark.driver.bindAddress": "127.0.0.1",

@@ -6,6 +6,7 @@ import os
 import shutil
 
 from spark_jobs.engine.jars import cached_jars
+from spark_jobs.engine.jvm import driver_java_options
 from spark_jobs.model.errors import SetupError
 
 DELTA_CONFS = {
@@ -46,12 +47,13 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
     return confs
 
 
-def build_session(app_name: str, shuffle_partitions: int = 4):
+def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str | None = None):
     """Get or create the SparkSession for ``app_name``.
 
     Under ``spark-submit`` the JVM already exists (its ``--jars`` carry Delta) and its master
     comes from the submit; otherwise a local JVM starts with ``$LAKEHOUSE_SPARK_MASTER``
-    (default ``local[2]``) and the cached Delta jars.
+    (default ``local[2]``), the cached Delta jars and ``java_options`` (default: the class-data
+    sharing archive, :mod:`spark_jobs.engine.jvm`).
     """
     from pyspark.sql import SparkSession
 
@@ -62,6 +64,9 @@ def build_session(app_name: str, shuffle_partitions: int = 4):
         builder = builder.master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]"))
         builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached_jars()))
         builder = builder.config("spark.driver.memory", os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g"))
+        java_options = driver_java_options() if java_options is None else java_options
+        if java_options:
+            builder = builder.config("spark.driver.extraJavaOptions", java_options)
     for key, value in session_confs(shuffle_partitions).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,157 @@
+"""Class-data sharing for the Spark driver's JVM: a few seconds off every job's start.
+
+A Spark driver loads about 10,000 classes before it runs anything, and every hop task, backfill
+day and rollback is a new driver. ``make setup`` runs a short training job once with
+``-XX:ArchiveClassesAtExit`` (JDK 13+): the JVM writes the classes it loaded, parsed and
+verified, to an archive that every later driver maps at start (``-XX:SharedArchiveFile``).
+
+The archive is only valid for the JVM and the class path that wrote it, so its name carries a
+key of both (the java binary, its ``release`` file, pyspark's jars, Spark's conf folder); a
+driver whose key has no archive starts as before. Only classes of the JVM's own loaders are
+archived: Spark's, not Delta's, which ``--jars`` loads through Spark's class loader. A warning
+of the JVM goes to stderr (by default it would go to stdout, where ``--json`` output goes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from spark_jobs.model.spec import repo_root
+
+
+def archive_dir() -> Path:
+    """``$LAKEHOUSE_JVM_DIR`` or ``.cache/jvm`` at the project's root."""
+    return Path(os.environ.get("LAKEHOUSE_JVM_DIR") or repo_root() / ".cache" / "jvm")
+
+
+def _java() -> Path | None:
+    java_home = os.environ.get("JAVA_HOME")
+    found = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    return Path(found).resolve() if found and os.path.exists(found) else None
+
+
+def _spark_home() -> Path:
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def archive_key() -> str | None:
+    """What the archive depends on, hashed; ``None`` when no Java is reachable."""
+    java = _java()
+    if java is None:
+        return None
+    digest = hashlib.sha256(str(java).encode())
+    stat = java.stat()
+    digest.update(f"{stat.st_size} {stat.st_mtime_ns}".encode())
+    release = java.parent.parent / "release"
+    if release.exists():
+        digest.update(release.read_bytes())
+    spark_home = _spark_home()
+    digest.update(str(spark_home).encode())
+    digest.update(" ".join(sorted(path.name for path in (spark_home / "jars").glob("*.jar"))).encode())
+    conf_dir = Path(os.environ.get("SPARK_CONF_DIR") or spark_home / "conf")
+    digest.update(f"{conf_dir} {conf_dir.is_dir() and any(conf_dir.iterdir())}".encode())
+    return digest.hexdigest()[:16]
+
+
+def archive_path() -> Path | None:
+    key = archive_key()
+    return archive_dir() / f"spark-driver-{key}.jsa" if key else None
+
+
+def _options(archive: Path, flag: str) -> str:
+    return f"-XX:{flag}={archive} -Xshare:auto -Xlog:disable -Xlog:all=warning:stderr"
+
+
+def driver_java_options() -> str:
+    """The driver's extra JVM options: the archive when this machine has one, else nothing."""
+    if os.environ.get("LAKEHOUSE_JVM_SHARING", "on") == "off":
+        return ""
+    archive = archive_path()
+    return _options(archive, "SharedArchiveFile") if archive and archive.exists() else ""
+
+
+def _train(lake: str, archive: str) -> None:
+    """A small job that loads what hop runs load: a file stream into Delta through
+    ``foreachBatch``, a Delta stream with a watermarked window (a state store), a MERGE, a
+    change-feed read and a RESTORE."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.engine.session import build_session
+
+    spark = build_session("lakehouse-jvm-training", 2, java_options=_options(Path(archive), "ArchiveClassesAtExit"))
+    landing, bronze, hourly = f"{lake}/landing", f"{lake}/bronze", f"{lake}/hourly"
+    os.makedirs(landing)
+    with open(f"{landing}/events.json", "w") as out:
+        out.writelines(f'{{"id": {n}, "at": "2026-01-01T00:{n % 60:02d}:00Z"}}\n' for n in range(200))
+    schema = "id INT, at TIMESTAMP"
+
+    def append(batch, batch_id):
+        parsed = batch.select(F.from_json("value", schema).alias("row")).select("row.*")
+        parsed.write.format("delta").mode("append").option("txnAppId", "training") \
+            .option("txnVersion", batch_id).save(bronze)
+
+    spark.readStream.format("text").load(landing).writeStream.foreachBatch(append) \
+        .option("checkpointLocation", f"{lake}/_cp/bronze").trigger(availableNow=True).start().awaitTermination()
+    counts = spark.readStream.format("delta").option("skipChangeCommits", "true").load(bronze) \
+        .withWatermark("at", "10 minutes").groupBy(F.window("at", "1 hour")).count()
+    counts.writeStream.format("delta").outputMode("append").option("checkpointLocation", f"{lake}/_cp/hourly") \
+        .trigger(availableNow=True).start(hourly).awaitTermination()
+    spark.sql(f"ALTER TABLE delta.`{bronze}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql(f"MERGE INTO delta.`{bronze}` t USING (SELECT 1 AS id, current_timestamp() AS at) s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 2).load(bronze).count()
+    spark.sql(f"DESCRIBE HISTORY delta.`{bronze}`").collect()
+    spark.sql(f"RESTORE TABLE delta.`{bronze}` TO VERSION AS OF 1")
+    spark.stop()
+
+
+def build_archive() -> Path | None:
+    """Write this machine's archive once (about half a minute); ``None`` without Java.
+
+    The training job runs in a child process whose driver writes the archive as it exits;
+    it is moved into place only when complete, so two setups at once cannot leave half of one.
+    """
+    target = archive_path()
+    if target is None or target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix="lakehouse-jvm-") as lake:
+        done = subprocess.run([sys.executable, "-m", "spark_jobs.engine.jvm", "--train", lake, str(staging)],
+                              capture_output=True, text=True)
+    if done.returncode != 0 or not staging.exists():
+        staging.unlink(missing_ok=True)
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"warning: no class-data sharing archive, Spark drivers start without one ({last[:300]})", file=sys.stderr)
+        return None
+    staging.replace(target)
+    for old in target.parent.glob("spark-driver-*.jsa"):  # archives of a previous Java or Spark
+        if old != target:
+            old.unlink()
+    return target
+
+
+def main() -> int:
+    """``make setup``'s step: build the archive when this machine has none."""
+    if sys.argv[1:2] == ["--train"]:
+        _train(sys.argv[2], sys.argv[3])
+        return 0
+    archive = build_archive()
+    if archive is not None:
+        print(f"class-data sharing archive for Spark drivers: {archive}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The Spark driver's class-data sharing archive (spark_jobs/engine/jvm.py) is really mapped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.spark]
+
+DRIVER = """
+import sys
+from spark_jobs.engine.jvm import driver_java_options
+from spark_jobs.engine.session import build_session
+options = driver_java_options()
+assert options, "no archive for this Java and Spark: make setup builds it"
+spark = build_session("jvm-test", 2, java_options=f"{options} -Xshare:on -Xlog:class+load=info:file={sys.argv[1]}")
+spark.range(3).count()
+spark.stop()
+"""
+
+
+def test_a_driver_started_like_every_job_loads_spark_from_the_archive(tmp_path):
+    """With ``-Xshare:on`` a JVM that cannot map the archive (another Java, another class path)
+    refuses to start, so this fails when the key misses something; the class-load log then says
+    where each class came from."""
+    log = tmp_path / "classes.log"
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(log)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # Spark's classes from its jars (lambdas are generated as the JVM runs; Delta's come from
+    # --jars, through Spark's class loader, which the archive leaves out)
+    spark_classes = [line for line in log.read_text().splitlines()
+                     if " org.apache.spark." in line and "$$Lambda" not in line and "delta-spark" not in line]
+    from_archive = [line for line in spark_classes if "source: shared objects file (top)" in line]
+    assert len(spark_classes) > 3000 and len(from_archive) > 0.95 * len(spark_classes), (len(from_archive), len(spark_classes))
