@@ -154,6 +154,10 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
     airflow = str(VENV_BIN / "airflow")
     run = lambda *args: subprocess.run([airflow, *args], env=airflow_env, capture_output=True, text=True, timeout=300)
     assert run("dags", "reserialize").returncode == 0
+    # The scheduler makes no run of its own (unpausing it to let a backfill run would otherwise
+    # start yesterday's), while the stream DAG has its next one.
+    assert run("dags", "next-execution", "ad_events__backfill").stdout.strip().splitlines()[-1] == "None"
+    assert run("dags", "next-execution", "ad_events__stream").stdout.strip().splitlines()[-1].startswith("20")
     created = run("backfill", "create", "--dag-id", "ad_events__backfill",
                   "--from-date", "2026-02-01", "--to-date", "2026-02-03")
     assert created.returncode == 0, created.stderr[-2000:]

@@ -14,12 +14,12 @@ import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
-from airflow.timetables.interval import CronDataIntervalTimetable
 
 from lakehouse_airflow.assets import reads, writes
 from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
+from lakehouse_airflow.timetables import BackfillOnlyTimetable
 from spark_jobs.model.spec import PipelineSpec, scan_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
@@ -125,9 +125,10 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
     end = "{{ params.end or data_interval_end.strftime('%Y-%m-%dT%H:%M:%S') }}"
     with DAG(
         dag_id=f"{spec.name}__backfill",
-        # A data-interval timetable: each run covers [day, next day). A plain "@daily" is a
-        # trigger timetable in Airflow 3, whose runs have empty intervals.
-        schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+        # A data-interval timetable: each run covers [day, next day) (a plain "@daily" is a
+        # trigger timetable in Airflow 3, whose runs have empty intervals); for backfills and
+        # manual runs only, the scheduler makes none of its own.
+        schedule=BackfillOnlyTimetable("@daily", timezone="UTC"),
         start_date=_start_date(spec.backfill_start),
         catchup=False,
         max_active_runs=1,
