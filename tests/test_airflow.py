@@ -172,15 +172,15 @@ def test_airflow_backfill_creates_one_run_per_daily_interval(airflow_env):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, lake_home):
+def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, three_increments):
     """The dry run and the execution in-process (``dag.test()``; the plan starts no JVM), the
     replay by the service. The execution through the real scheduler and spark-submit is in the
     launcher's UI walk (``test_platform.py``), triggered from the Lakehouse page."""
     from spark_jobs.logs import checkpoint_log
-    from tests.conftest import assert_tables_match_landing, dag_test, file_tree, increment
+    from tests.conftest import assert_tables_match_landing, dag_test, file_tree
 
-    for seed in range(2):
-        increment(seed)
+    lake_home = three_increments
+    assert checkpoint_log.commit_batch_ids(str(lake_home / "checkpoints/ad_events/silver"))[-1] > 0
     before = file_tree(lake_home)
     conf = {"hop": "silver", "to_batch": 0, "cascade": True}
     _run_id, state, tasks = dag_test("ad_events__rollback", conf={**conf, "dry_run": True})

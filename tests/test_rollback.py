@@ -303,18 +303,17 @@ def test_gold_kept_by_a_cascade_counts_only_what_silver_keeps(spark, lake_home, 
     assert_tables_match_landing(spark, lake_home)
 
 
-def test_a_hop_that_started_over_rolls_back_within_its_new_query(spark, lake_home, capsys):
+def test_a_hop_that_started_over_rolls_back_within_its_new_query(spark, three_increments, capsys):
     """Soak seed 1004: a hop emptied by a rollback (its target -1: a `DELETE` of every row) and run
     again reuses batch ids under a new query id. A later rollback to one of them restores the
     table to that batch's own commit, not to a version before the emptying."""
     from spark_jobs.logs import delta_log
 
-    for seed in range(2):
-        increment(seed)
+    lake_home = three_increments
     emptied = _rollback(capsys, "--hop", "silver", "--to-batch", "-1")["plan"]["hops"]
     assert [table["action"] for table in emptied[0]["tables"]] == ["empty", "empty"]
     assert main(["run", "ad_events"]) == 0  # silver batch 0 again, under a new query id
-    increment(2)                            # silver batch 1
+    increment(3)                            # silver batch 1
     silver, table = _checkpoint(lake_home, "silver"), str(lake_home / "tables/silver/ad_views")
     query = checkpoint_log.query_id(silver)
     batch_0 = [version for version in range(delta_log.table_version(table) + 1)

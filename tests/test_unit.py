@@ -206,3 +206,22 @@ def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
         assert time.monotonic() - started < 1
         assert holder(lake)["run_id"] == "r-next"
     assert holder(lake) is None
+
+
+def test_a_table_written_again_at_the_same_path_is_read_anew(tmp_path):
+    """A long-lived process (the API server, a test process copying one lake to one path) must not
+    keep the commits of a table that was deleted and written again: same path, same version."""
+    import shutil
+
+    table = tmp_path / "table"
+    log = table / "_delta_log"
+
+    def write(app_id: str) -> None:
+        log.mkdir(parents=True)
+        (log / f"{0:020d}.json").write_text(json.dumps({"txn": {"appId": app_id, "version": 0}}) + "\n")
+
+    write("first-query")
+    assert delta_log.transaction(str(table), 0)["appId"] == "first-query"
+    shutil.rmtree(table)
+    write("second-query, a longer id")
+    assert delta_log.transaction(str(table), 0)["appId"] == "second-query, a longer id"

@@ -38,11 +38,18 @@ def table_version(table: str) -> int | None:
     return found[-1] if found else None
 
 
-@functools.lru_cache(maxsize=4096)
 def read_commit(table: str, version: int) -> tuple[dict, ...]:
-    """The actions of one commit, in order; a commit never changes once written, so each is read once."""
-    fs = filesystem(table)
-    with fs.open(f"{_log_dir(table)}/{version:020d}.json", "r") as handle:
+    """The actions of one commit, in order. A commit never changes once written, so each is read
+    once per process, but a table deleted and written again at the same path has new commits of
+    the same versions: the file's size and modification time are part of the cache's key."""
+    path = f"{_log_dir(table)}/{version:020d}.json"
+    info = filesystem(table).info(path)
+    return _read_commit(table, path, info.get("size"), str(info.get("mtime", info.get("LastModified"))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_commit(table: str, path: str, _size: int | None, _modified: str) -> tuple[dict, ...]:
+    with filesystem(table).open(path, "r") as handle:
         return tuple(json.loads(line) for line in handle if line.strip())
 
 
