@@ -76,6 +76,9 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
     from spark_jobs import service
 
     home = three_increments  # runs r0, r1, r2 of every hop
+    for name in ("bronze", "silver", "gold"):  # the copy's commits are as old as the session's template: made now
+        checkpoint = home / "checkpoints" / PIPELINE / name
+        os.utime(checkpoint / "commits" / str(_commit_ids(checkpoint)[-1]))
     service.quality(PIPELINE, "silver", "r2")  # a real GX result and its Data Docs page
     late = home / "landing" / PIPELINE / "late-file.json"
     late.write_text('{"ad_id": "x"}\n' * 10)
