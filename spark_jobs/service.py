@@ -307,7 +307,7 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
             raise UsageError(f"no succeeded run {run!r} of {spec_hop.name}: see `lakehouse status {lake.spec.name}`")
     elif not runs:
         raise UsageError(f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first")
-    return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1])
+    return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1], data_docs=True)
 
 
 def validate(pipeline: str, hop: str | None = None, repair: bool = False) -> ValidateResult:

@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from spark_jobs.logs.fs import read_json
+from spark_jobs.logs.fs import filesystem, read_json
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec, PipelineSpec, repo_root
@@ -98,6 +98,10 @@ def format_summary(summary: dict) -> str:
         examples = f" e.g. {rule['examples']}" if rule["examples"] and not rule["passed"] else ""
         error = f" error: {rule['error']}" if rule.get("error") else ""
         lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")
-    if summary.get("data_docs"):
-        lines.append(f"  data docs: {summary['data_docs']}")
+    page = summary.get("data_docs")
+    if page and filesystem(page).exists(page):
+        lines.append(f"  data docs: {page}")
+    elif summary.get("result"):
+        lines.append(f"  result: {summary['result']} (its Data Docs page is rendered where it is first read: "
+                     f"`lakehouse quality`, or the pipeline's quality page in the Airflow UI)")
     return "\n".join(lines)

@@ -5,37 +5,17 @@ their policies and the results as files are :mod:`spark_jobs.control.suites`.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
-from spark_jobs.logs.fs import write_json, write_text
+from spark_jobs.engine.expectations import evaluate, in_gx_order, is_native, passes, suite_result
+from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
 # -- drop: inside the hop's write ----------------------------------------------------------------
-
-def _passes(expectation: dict):
-    """A Spark condition true for rows that meet a row-level rule (nulls pass all but not-null, as in GX)."""
-    from pyspark.sql import functions as F
-
-    kwargs = expectation["kwargs"]
-    column = F.col(kwargs["column"])
-    kind = expectation["type"]
-    if kind == "expect_column_values_to_not_be_null":
-        return column.isNotNull()
-    if kind == "expect_column_values_to_be_in_set":
-        condition = column.isin(*kwargs["value_set"])
-    elif kind == "expect_column_values_to_be_between":
-        condition = F.lit(True)
-        if kwargs.get("min_value") is not None:
-            condition = condition & (column > kwargs["min_value"] if kwargs.get("strict_min") else column >= kwargs["min_value"])
-        if kwargs.get("max_value") is not None:
-            condition = condition & (column < kwargs["max_value"] if kwargs.get("strict_max") else column <= kwargs["max_value"])
-    else:  # expect_column_values_to_match_regex
-        condition = column.rlike(kwargs["regex"])
-    return column.isNull() | condition
-
 
 def split_by_rules(frame, rules: list[dict]):
     """``(kept, dropped)``: ``dropped`` holds the failing rows with ``reason`` (the first rule they fail)."""
@@ -46,7 +26,7 @@ def split_by_rules(frame, rules: list[dict]):
     reason = None
     for rule in rules:
         label = F.lit(f"quality: {rule_name(rule)}")
-        reason = F.when(~_passes(rule), label) if reason is None else reason.when(~_passes(rule), label)
+        reason = F.when(~passes(rule), label) if reason is None else reason.when(~passes(rule), label)
     marked = frame.withColumn("_quality_reason", reason)
     kept = marked.where(F.col("_quality_reason").isNull()).drop("_quality_reason")
     dropped = marked.where(F.col("_quality_reason").isNotNull())
@@ -95,7 +75,12 @@ def increment(spark, table: str, version_before: int | None, version_after: int 
 
 
 def validate_frame(frame, suite: dict) -> dict:
-    """Run the suite on ``frame`` with GX: the GX validation result, and it as a JSON-safe dict."""
+    """Run the suite on ``frame`` with GX: its validation result as a JSON-safe dict."""
+    return gx_validation(frame, suite).to_json_dict()
+
+
+def gx_validation(frame, suite: dict):
+    """Run the suite on ``frame`` with GX: GX's ``ExpectationSuiteValidationResult``."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # no usage statistics sent anywhere
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -107,14 +92,50 @@ def validate_frame(frame, suite: dict) -> dict:
     gx_suite = context.suites.add(gx.ExpectationSuite(**{key: suite[key] for key in ("name", "expectations", "meta")
                                                          if key in suite}))
     # BASIC: failing counts and a few failing values; SUMMARY's value counts cost a job per rule.
-    result = batch.validate(gx_suite, result_format={"result_format": "BASIC", "partial_unexpected_count": EXAMPLES})
-    return result, result.to_json_dict()
+    return batch.validate(gx_suite, result_format={"result_format": "BASIC", "partial_unexpected_count": EXAMPLES})
 
 
-def summarize(suite: dict, result: dict) -> list[dict]:
-    """One line per rule: policy, passed, observed value, failing count, examples."""
+_MARK = "_lakehouse_rule"  # a meta key that matches GX's results back to the suite's rules
+
+
+def validate(frame, suite: dict) -> tuple[int, dict]:
+    """``(rows, result)``: the suite checked on ``frame``, the result as GX's JSON.
+
+    The :data:`~spark_jobs.engine.expectations.NATIVE` rules are evaluated in one pass
+    (:func:`~spark_jobs.engine.expectations.evaluate`); only the others start GX. The results
+    come in GX's order: rules whose metrics could not be computed first (as GX lists them),
+    then the rest grouped by column (:func:`~spark_jobs.engine.expectations.in_gx_order`).
+    """
+    loaded = datetime.datetime.now(datetime.timezone.utc)
+    types = dict(frame.dtypes)
+    rules = [dict(rule, meta=dict(rule.get("meta", {}), **{_MARK: index}))
+             for index, rule in enumerate(suite.get("expectations", []))]
+    native = [rule for rule in rules if is_native(rule, types)]
+    rows, native_results = evaluate(frame, native)
+    results = {rule["meta"][_MARK]: result for rule, result in zip(native, native_results)}
+    others = [rule for rule in rules if not is_native(rule, types)]
+    gx_result = validate_frame(frame, dict(suite, expectations=others)) if others else None
+    for result in (gx_result or {}).get("results", []):
+        results[result["expectation_config"]["meta"][_MARK]] = result
+    errors = [result for result in (gx_result or {}).get("results", []) if result["exception_info"].get("raised_exception")
+              or any(isinstance(info, dict) and info.get("raised_exception")
+                     for info in result["exception_info"].values())]
+    failed_first = {id(result) for result in errors}
+    ordered = errors + [results[rule["meta"][_MARK]] for rule in in_gx_order(rules)
+                        if id(results[rule["meta"][_MARK]]) not in failed_first]
+    for result in ordered:
+        result["expectation_config"]["meta"].pop(_MARK, None)
+    document = suite_result(suite, ordered, loaded)
+    if gx_result:
+        document["meta"] = gx_result["meta"]  # GX's own batch markers and version
+    return rows, document
+
+
+def summarize(result: dict) -> list[dict]:
+    """One line per rule of a GX result: policy, passed, observed value, failing count, examples."""
     rules = []
-    for expectation, outcome in zip(suite.get("expectations", []), result["results"]):
+    for outcome in result["results"]:
+        expectation = outcome["expectation_config"]
         detail = outcome.get("result") or {}
         rules.append({
             "rule": rule_name(expectation),
@@ -136,17 +157,26 @@ def _exception_message(info) -> str | None:
     return next((entry.get("exception_message") for entry in found if entry.get("raised_exception")), None)
 
 
-def _html(gx_result) -> str:
-    """The GX Data Docs page of one validation result."""
+def render_data_docs(result_path: str, page_path: str) -> str:
+    """Write the GX Data Docs page of the result JSON at ``result_path`` to ``page_path`` (once:
+    an existing page stays). The gates write only the JSON, so a hop task never imports GX for
+    its page; the page is rendered where it is first read (``lakehouse quality``, the UI)."""
+    fs = filesystem(page_path)
+    if fs.exists(page_path):
+        return page_path
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResultSchema
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
-    return DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(gx_result))
+    result = ExpectationSuiteValidationResultSchema().load(read_json(result_path))
+    return write_text(page_path, DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result)))
 
 
-def check(spark, lake: Lake, hop: HopSpec, record: dict) -> dict | None:
-    """Validate the rows ``record``'s run wrote to the hop's table; write the GX result JSON
-    and Data Docs HTML to ``_ops/quality/``; return the summary (None: the hop has no suite)."""
+def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False) -> dict | None:
+    """Validate the rows ``record``'s run wrote to the hop's table; write the GX result JSON to
+    ``_ops/quality/`` (and its Data Docs page with ``data_docs``); return the summary (None: the
+    hop has no suite)."""
     suite = load_suite(lake.spec, hop)
     if suite is None:
         return None
@@ -162,20 +192,20 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict) -> dict | None:
     else:
         from spark_jobs.pipelines import pipeline_code
 
-        frame = pipeline_code(lake.spec.name).quality_frame(hop, frame).persist()
-        try:
-            summary["rows"] = frame.count()
-            gx_result, result = validate_frame(frame, suite)
-        finally:
-            frame.unpersist()
-        rules = summarize(suite, result)
+        summary["rows"], result = validate(pipeline_code(lake.spec.name).quality_frame(hop, frame), suite)
+        rules = summarize(result)
         failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
         summary.update(gate="failed" if failed else "passed", failed=failed,
                        warned=[rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] != "fail"],
                        rules=rules)
         folder = results_dir(lake)
         summary["result"] = write_json(folder, f"{name}.result.json", result)
-        summary["data_docs"] = write_text(f"{folder}/{name}.html", _html(gx_result))
+        summary["data_docs"] = page = f"{folder}/{name}.html"
+        fs = filesystem(page)
+        if fs.exists(page):
+            fs.rm(page)  # a page of an earlier check of this run: rendered anew from this result
+        if data_docs:
+            render_data_docs(summary["result"], page)
     summary["seconds"] = round(time.time() - began, 3)
     write_json(results_dir(lake), f"{name}.json", summary)
     return summary

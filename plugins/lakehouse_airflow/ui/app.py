@@ -180,6 +180,12 @@ def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
     """A gate's Data Docs page, served from ``_ops/quality/<pipeline>/`` (the gate tasks' extra link)."""
     path = data_docs_file(Lake.open(spec), name)
     fs = filesystem(path)
+    result = path[: -len(".html")] + ".result.json"
+    if not fs.isfile(path) and fs.isfile(result):
+        # The gates write only the result JSON; its page is rendered here, on its first view.
+        from spark_jobs.engine.quality import render_data_docs
+
+        render_data_docs(result, path)
     if not fs.isfile(path):
         raise HTTPException(404, "no such Data Docs page")
     with fs.open(path, "rb") as handle:
