@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from bench.cost import GoldWatermark
+from bench.cost import GoldWatermark, _percentiles, _trickle
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.unit]
@@ -53,3 +55,27 @@ def test_gold_watermark_reads_window_ends_from_the_delta_log_stats(tmp_path):
     assert watcher.poll() == 1_795_341_610_000
     (log / "00000000000000000001.json").write_text(add("2026-11-22T10:00:00.000Z"))  # an older window updated
     assert watcher.poll() == 1_795_341_610_000
+
+
+def test_files_land_on_their_own_clock_while_a_job_holds_the_main_thread(tmp_path):
+    landing = [tmp_path / "a", tmp_path / "b"]
+    for folder in landing:
+        folder.mkdir()
+    arrivals, landed = [], {"files": 0, "events": 0}
+    began = time.time()
+    thread = threading.Thread(target=_trickle, args=(landing, 10, 0.2, began, 1.0, arrivals, landed), daemon=True)
+    thread.start()
+    time.sleep(1.3)  # the main thread is busy (a run-once job) for the whole trickle
+    thread.join(timeout=5)
+    names = sorted(path.name for path in landing[0].iterdir())
+    assert len(names) == landed["files"] == len(arrivals) >= 4 and landed["events"] == 2 * landed["files"]
+    assert names == sorted(path.name for path in landing[1].iterdir())  # both lakes get every file
+    assert all(arrivals[n] - began >= 0.2 * n - 0.05 for n in range(len(arrivals)))  # on the trickle's clock
+    assert arrivals[-1] - began < 1.0 + 0.2
+
+
+def test_staleness_percentiles_are_nearest_rank():
+    samples = [float(n) for n in range(1, 101)]  # 1..100: p50 = 50, p95 = 95
+    assert _percentiles(list(reversed(samples))) == {"p50": 50.0, "p95": 95.0, "max": 100.0}
+    assert _percentiles([3.0]) == {"p50": 3.0, "p95": 3.0, "max": 3.0}
+    assert _percentiles([]) == {"p50": None, "p95": None, "max": None}
