@@ -127,3 +127,38 @@ def _page_text(html: str) -> str:
     html = re.sub(r"\d{8}T\d{6}\.\d+Z", "<time>", html)
     html = re.sub(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?", "<time>", html)
     return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>", html)
+
+
+TYPES = {"id": "bigint", "name": "string", "amount": "decimal(10,2)", "at": "timestamp"}
+CHOICES = {  # rule -> evaluated in the one pass (else GX evaluates it)
+    "not-null": ({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "at"}}, True),
+    "not-null-missing-column": ({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "nope"}}, False),
+    "with-notes": ({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}, "notes": "n"}, False),
+    "row-condition": ({"type": "expect_column_values_to_not_be_null",
+                       "kwargs": {"column": "id", "row_condition": "id > 1", "condition_parser": "spark"}}, False),
+    "mostly-above-1": ({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id", "mostly": 2}}, False),
+    "between-decimal": ({"type": "expect_column_values_to_be_between",
+                         "kwargs": {"column": "amount", "min_value": 0, "max_value": 9.5}}, True),
+    "between-timestamp": ({"type": "expect_column_values_to_be_between",
+                           "kwargs": {"column": "at", "min_value": "2026-01-01"}}, False),
+    "between-no-bounds": ({"type": "expect_column_values_to_be_between", "kwargs": {"column": "id"}}, False),
+    "between-min-above-max": ({"type": "expect_column_values_to_be_between",
+                               "kwargs": {"column": "id", "min_value": 5, "max_value": 1}}, False),
+    "in-set-strings-on-numbers": ({"type": "expect_column_values_to_be_in_set",
+                                   "kwargs": {"column": "id", "value_set": ["1"]}}, False),
+    "in-set-strings": ({"type": "expect_column_values_to_be_in_set",
+                        "kwargs": {"column": "name", "value_set": ["a", "b"]}}, True),
+    "regex-on-number": ({"type": "expect_column_values_to_match_regex", "kwargs": {"column": "id", "regex": "1"}}, False),
+    "unique-pair": ({"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["id", "name"]}}, True),
+    "unique-any-missing": ({"type": "expect_compound_columns_to_be_unique",
+                            "kwargs": {"column_list": ["id", "name"], "ignore_row_if": "any_value_is_missing"}}, False),
+    "row-count": ({"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}}, True),
+    "mean": ({"type": "expect_column_mean_to_be_between", "kwargs": {"column": "id", "min_value": 1}}, False),
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", list(CHOICES))
+def test_which_rules_the_one_pass_evaluates(name):
+    rule, native = CHOICES[name]
+    assert is_native(rule, TYPES) is native

@@ -34,6 +34,7 @@ NATIVE = {
     "expect_compound_columns_to_be_unique": {"column_list", "ignore_row_if"} | _MOSTLY,
     "expect_table_row_count_to_be_between": {"min_value", "max_value", "strict_min", "strict_max"},
 }
+_FIELDS = {"type", "kwargs", "meta", "id", "severity"}  # a rule's fields the one pass writes as GX does
 _NUMBER = (int, float)
 _NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -65,8 +66,9 @@ def passes(expectation: dict):
 def is_native(expectation: dict, types: dict[str, str]) -> bool:
     """Whether the rule is evaluated here on a frame with these column ``types`` (name -> simple type)."""
     kind, kwargs = expectation.get("type"), expectation.get("kwargs", {})
-    if kind not in NATIVE or not set(kwargs) <= NATIVE[kind] or not _plain_mostly(kwargs):
-        return False
+    if not set(expectation) <= _FIELDS or kind not in NATIVE or not set(kwargs) <= NATIVE[kind] \
+            or not _plain_mostly(kwargs):
+        return False  # a description, notes, a row condition...: GX's own JSON of them is GX's to write
     if kind == "expect_table_row_count_to_be_between":
         return _numeric_bounds(kwargs, integral=True)
     if kind == "expect_compound_columns_to_be_unique":
