@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from spark_jobs.control import batches
+from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records
@@ -113,15 +114,10 @@ def format_status(status: dict) -> str:
                 rules = gate.get("failed") or gate.get("warned") or []
                 lines.append(f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
                              + (f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})" if rules else "")
-                             + (f"; data docs {gate['data_docs']}" if _page_exists(gate.get("data_docs")) else ""))
+                             + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else ""))
         if "batch_log" in hop:
             lines.extend(_format_batches(hop))
     return "\n".join(lines)
-
-
-def _page_exists(page: str | None) -> bool:
-    """Whether a gate's Data Docs page is rendered yet (it is on its first view)."""
-    return bool(page) and filesystem(page).exists(page)
 
 
 def _format_batches(hop: dict) -> list[str]:

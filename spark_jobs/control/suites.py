@@ -87,6 +87,11 @@ def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
     return read_json(f"{results_dir(lake)}/{run_id}.{hop}.json")
 
 
+def page_rendered(page: str | None) -> bool:
+    """Whether a gate's Data Docs page exists yet (it is rendered where it is first read)."""
+    return bool(page) and filesystem(page).exists(page)
+
+
 def format_summary(summary: dict) -> str:
     lines = [f"{summary['hop']} quality gate {summary['gate'].upper()} for run {summary['run_id']}: "
              f"suite {summary['suite']}, {summary['rows']:,} rows (table versions "
@@ -99,7 +104,7 @@ def format_summary(summary: dict) -> str:
         error = f" error: {rule['error']}" if rule.get("error") else ""
         lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")
     page = summary.get("data_docs")
-    if page and filesystem(page).exists(page):
+    if page_rendered(page):
         lines.append(f"  data docs: {page}")
     elif summary.get("result"):
         lines.append(f"  result: {summary['result']} (its Data Docs page is rendered where it is first read: "
