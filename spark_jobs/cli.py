@@ -30,6 +30,15 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_new(args) -> int:
+    result = service.new(args.pipeline)
+    name = result.name
+    _emit(args, {"pipeline": name, "files": result.files},
+          f"wrote pipeline {name}:\n" + "".join(f"  {path}\n" for path in result.files)
+          + f"try: lakehouse generate {name} --events 1000 --bad-fraction 0.02 && lakehouse run {name}")
+    return 0
+
+
 def _summary_line(record) -> str:
     return (f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in {record.rows_in:,}  "
             f"out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  late dropped {record.rows_dropped_late:,}  "
@@ -124,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--start", help="first event time, ISO-8601 (default: now)")
     generate.add_argument("--bad-fraction", type=float, default=0.0)
     generate.add_argument("--late-fraction", type=float, default=0.0)
+
+    command("new", "write a runnable skeleton pipeline (spec, code, sample data, suites, a test) to make yours",
+            cmd_new)
 
     run = command("run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run)
     run.add_argument("--hop", default="all")

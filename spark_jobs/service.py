@@ -182,6 +182,15 @@ def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None
     return write_events(open_lake(pipeline), events, files, seed, start_ms, bad_fraction, late_fraction)
 
 
+def new(name: str):
+    """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.skeleton.NewPipeline`):
+    its spec and code in the pipelines folder, its quality suites in the suites folder."""
+    from spark_jobs.control.skeleton import new_pipeline
+    from spark_jobs.control.suites import quality_dir
+
+    return new_pipeline(name, quality_dir())
+
+
 def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files_per_trigger: int | None = None,
         quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
         progress: Progress = stderr) -> RunResult:

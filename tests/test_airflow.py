@@ -6,6 +6,7 @@ through ``airflow dags test`` on a standalone cluster in ``test_cluster.py``."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -76,8 +77,14 @@ def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_
                                      "  - {name: bronze, kind: ingest-ish, table: tables/bronze/orders, time_column: t}\n")
     (specs / "late.yaml").write_text("name: late\nlanding: landing/late\nschedule: every morning\nhops:\n"
                                      "  - {name: bronze, kind: ingest, table: tables/bronze/late, time_column: t}\n")
+    # And a team's own pipeline written by `lakehouse new`: its DAGs appear beside ad_events'.
+    subprocess.run([str(VENV_BIN / "lakehouse"), "new", "orders"], check=True, capture_output=True,
+                   env={**os.environ, "LAKEHOUSE_PIPELINES": str(specs), "LAKEHOUSE_QUALITY": str(tmp_path / "quality")})
     bag = _probe_dagbag(tmp_path, ROOT / "dags", LAKEHOUSE_PIPELINES=str(specs))
-    assert set(bag["shape"]) == {"ad_events__stream", "ad_events__backfill", "ad_events__rollback"}
+    assert set(bag["shape"]) == {f"{name}__{kind}" for name in ("ad_events", "orders")
+                                 for kind in ("stream", "backfill", "rollback")}
+    assert bag["shape"]["orders__stream"] == {
+        name.replace("ad_events", "orders"): upstream for name, upstream in bag["shape"]["ad_events__stream"].items()}
     errors_file = str(ROOT / "dags" / "lakehouse_spec_errors.py")
     assert list(bag["errors"]) == [errors_file]
     error = bag["errors"][errors_file]

@@ -79,6 +79,29 @@ def test_a_spec_without_inputs_loads_and_names_a_missing_input(pipelines):
         spec.input("campaigns")
 
 
+HOP = "{name: %s, kind: %s, table: tables/%s, time_column: t%s}"
+
+
+@pytest.mark.parametrize("hops, problem", [
+    ([("a", "ingest", ""), ("b", "sideways", ", upstream: a")],
+     "hop b has kind 'sideways': use one of ingest, append, aggregate"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: c")], "hop b has upstream 'c', which is not a hop of this spec"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: c"), ("c", "append", ", upstream: b")],
+     "hop b has upstream 'c', which is below it: hops run top to bottom, so list it above"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: b")], "hop b has upstream 'b', which is below it"),
+    ([("a", "ingest", ""), ("a", "append", ", upstream: a")], "two hops are called 'a': rename one"),
+    ([("a", "ingest", ""), ("b", "aggregate", "")], "hop b (kind aggregate) reads a table: add `upstream: <a hop above it>`"),
+    ([("a", "ingest", ""), ("b", "ingest", ", upstream: a")], "hop b (kind ingest) reads the landing files, not 'a'"),
+], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream"])
+def test_a_spec_graph_error_names_the_file_the_hop_and_the_fix(pipelines, hops, problem):
+    folder = pipelines()
+    lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)
+    (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nhops:\n{lines}")
+    with pytest.raises(UsageError) as refused:
+        get_spec("team")
+    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+
+
 def test_missing_lakehouse_home_is_created(tmp_path, monkeypatch, capsys):
     home = tmp_path / "not" / "yet"
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))

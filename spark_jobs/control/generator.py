@@ -1,4 +1,10 @@
-"""Sample YSB ad events for the landing folder (README: "The example pipeline").
+"""Sample events for a pipeline's landing folder: ``lakehouse generate`` (README: "The example
+pipeline", "Add your own pipeline").
+
+The loop is the same for every pipeline; what an event looks like is the pipeline's
+:class:`Sample`: the shipped YSB ad events here, a team's from ``<name>_sample.py`` beside its
+spec (plain Python: ``event(rng, time_ms) -> dict``, ``BAD_LINES``, optionally
+``prepare(lake) -> path or None`` for static inputs written once).
 
 Files are written under a dot-prefixed name and renamed when complete, so a running stream
 never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``).
@@ -6,14 +12,18 @@ never reads half a file (Spark's file source ignores names starting with ``.`` o
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import PipelineSpec, companion_module
 
 CAMPAIGNS = 100
 ADS_PER_CAMPAIGN = 10
@@ -44,6 +54,17 @@ class GenerateResult:
     campaigns_file: str | None
 
 
+@dataclass(frozen=True)
+class Sample:
+    """A pipeline's sample events: one event as a dict for a seeded generator and an event time,
+    the invalid lines to mix in, and static inputs written before the first file."""
+
+    event: Callable[[random.Random, int], dict]
+    bad_lines: tuple[str, ...]
+    prepare: Callable[[Lake], str | None] = lambda lake: None
+
+
+@functools.cache
 def ad_ids() -> list[tuple[str, str]]:
     """``(ad_id, campaign_id)`` pairs, identical on every machine."""
     pairs = []
@@ -66,16 +87,32 @@ def write_campaigns(lake: Lake) -> str | None:
     return path
 
 
-def _event(rng: random.Random, ads: list[tuple[str, str]], event_time_ms: int) -> dict:
+def _ad_event(rng: random.Random, event_time_ms: int) -> dict:
     return {
         "user_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
         "page_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-        "ad_id": rng.choice(ads)[0],
+        "ad_id": rng.choice(ad_ids())[0],
         "ad_type": rng.choice(("banner", "modal", "sponsored-search", "mail", "mobile")),
         "event_type": rng.choice(("view", "click", "purchase")),
         "event_time": event_time_ms,
         "ip_address": ".".join(str(rng.randrange(1, 255)) for _ in range(4)),
     }
+
+
+SHIPPED = {"ad_events": Sample(_ad_event, BAD_LINES, write_campaigns)}
+
+
+def sample_of(spec: PipelineSpec) -> Sample:
+    """``<name>_sample.py`` beside the spec, else the shipped example's; a :class:`UsageError` naming the fix."""
+    module = companion_module(spec, "_sample")
+    if module is None:
+        if spec.name in SHIPPED:
+            return SHIPPED[spec.name]
+        where = spec.source.parent / f"{spec.name}_sample.py" if spec.source else f"{spec.name}_sample.py"
+        raise UsageError(f"pipeline {spec.name} has no sample data: add {where} with event(rng, time_ms) and BAD_LINES")
+    if not callable(getattr(module, "event", None)):
+        raise UsageError(f"{module.__file__}: define event(rng, time_ms) -> dict (one sample event)")
+    return Sample(module.event, tuple(getattr(module, "BAD_LINES", ())), getattr(module, "prepare", lambda lake: None))
 
 
 def generate(
@@ -93,10 +130,12 @@ def generate(
     ``bad_fraction`` of lines are invalid (one of :data:`BAD_LINES`), a ``late_fraction`` of
     events carry a time 5 minutes in the past.
     """
+    sample = sample_of(lake.spec)
+    if bad_fraction and not sample.bad_lines:
+        raise UsageError(f"pipeline {lake.spec.name}'s sample has no BAD_LINES: add some, or leave out --bad-fraction")
     rng = random.Random(seed)
     start = int(time.time() * 1000) if start_ms is None else start_ms
-    ads = ad_ids()
-    campaigns_file = write_campaigns(lake)
+    prepared = sample.prepare(lake)
     fs = filesystem(lake.landing)
     fs.makedirs(lake.landing, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(start / 1000))
@@ -110,14 +149,14 @@ def generate(
             event_time = start + position * (1000 // EVENTS_PER_SECOND)
             position += 1
             if rng.random() < bad_fraction:
-                lines.append(BAD_LINES[bad % len(BAD_LINES)])
+                lines.append(sample.bad_lines[bad % len(sample.bad_lines)])
                 bad += 1
                 continue
             if rng.random() < late_fraction:
                 event_time -= LATE_BY_MS
                 late += 1
             times.append(event_time)
-            lines.append(json.dumps(_event(rng, ads, event_time), separators=(",", ":")))
+            lines.append(json.dumps(sample.event(rng, event_time), separators=(",", ":")))
         path = f"{lake.landing}/events-{stamp}-{tag}-{index:04d}.json"
         write_text(path, "".join(line + "\n" for line in lines))
         written.append(path)
@@ -128,7 +167,7 @@ def generate(
         late_events=late,
         first_event_time_ms=min(times) if times else None,
         last_event_time_ms=max(times) if times else None,
-        campaigns_file=campaigns_file,
+        campaigns_file=prepared,
     )
 
 

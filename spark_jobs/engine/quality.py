@@ -194,7 +194,7 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     else:
         from spark_jobs.pipelines import pipeline_code
 
-        summary["rows"], result = validate(pipeline_code(lake.spec.name).quality_frame(hop, frame), suite)
+        summary["rows"], result = validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
         rules = summarize(result)
         failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
         summary.update(gate="failed" if failed else "passed", failed=failed,

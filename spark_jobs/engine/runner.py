@@ -43,7 +43,8 @@ class HopRun:
         self.lake = lake
         self.hop = hop
         self.spec = lake.spec
-        self.code = pipeline_code(lake.spec.name)
+        self.code = pipeline_code(lake.spec)
+        self.code.check(lake.spec)
         self.progress = progress
         self.checkpoint = lake.checkpoint(hop)
         self.record = RunRecord(pipeline=lake.spec.name, hop=hop.name, run_id=run_id, mode=mode)

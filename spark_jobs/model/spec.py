@@ -5,7 +5,11 @@ Plain data only; no Spark here, so DAG parsing stays fast.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import os
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +120,28 @@ class PipelineSpec:
         return tuple(below)
 
 
+def companion_module(spec: PipelineSpec, suffix: str = "") -> types.ModuleType | None:
+    """The module ``<name><suffix>.py`` beside ``spec``'s file (its pipeline code, or with
+    ``_sample`` its sample data), or None when there is none.
+
+    The specs' folder is imported as a package of its own (one per folder), so a module there
+    imports its siblings relatively (``from . import demo_transforms``).
+    """
+    if spec.source is None or not (spec.source.parent / f"{spec.name}{suffix}.py").exists():
+        return None
+    folder = spec.source.parent.resolve()
+    package = "lakehouse_pipelines_" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    if package not in sys.modules:
+        module = types.ModuleType(package)
+        module.__path__ = [str(folder)]
+        sys.modules[package] = module
+    try:
+        return importlib.import_module(f"{package}.{spec.name}{suffix}")
+    except (ImportError, SyntaxError) as error:
+        raise UsageError(f"{spec.source.parent / f'{spec.name}{suffix}.py'}: cannot be imported "
+                         f"({type(error).__name__}: {error}): fix it") from error
+
+
 def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     missing = [key for key in ("name", "kind", "table", "time_column") if key not in raw]
     if missing:
@@ -134,6 +160,23 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     )
 
 
+def _check_graph(hops: tuple[HopSpec, ...], path: Path) -> None:
+    """Hop names are unique; a hop that reads a table names a hop listed above it as its
+    ``upstream`` (hops run top to bottom, so no cycle can be written); an ingest hop names none."""
+    names = [hop.name for hop in hops]
+    for index, hop in enumerate(hops):
+        if hop.name in names[:index]:
+            raise UsageError(f"{path}: two hops are called {hop.name!r}: rename one")
+        if hop.reads_landing and hop.upstream is not None:
+            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not {hop.upstream!r}: "
+                             "remove its upstream key")
+        if not hop.reads_landing and hop.upstream is None:
+            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
+        if hop.upstream is not None and hop.upstream not in names[:index]:
+            where = "below it: hops run top to bottom, so list it above" if hop.upstream in names else "not a hop of this spec"
+            raise UsageError(f"{path}: hop {hop.name} has upstream {hop.upstream!r}, which is {where}")
+
+
 _KNOBS = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
           "min_batches_to_retain", "source_log_compact_interval", "freshness"}
 
@@ -149,10 +192,7 @@ def load_spec(path: Path) -> PipelineSpec:
     if not isinstance(raw["hops"], list) or not all(isinstance(hop, dict) for hop in raw["hops"]):
         raise UsageError(f"{path}: hops must be a list of mappings (name, kind, table, time_column)")
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
-    names = [hop.name for hop in hops]
-    for hop in hops:
-        if hop.upstream is not None and hop.upstream not in names[:names.index(hop.name)]:
-            raise UsageError(f"{path}: hop {hop.name} reads {hop.upstream!r}, which is not a hop above it")
+    _check_graph(hops, path)
     if raw.get("freshness") is not None:
         try:
             duration_ms(str(raw["freshness"]))

@@ -1,7 +1,10 @@
 """Per-pipeline glue, as data: which pure transform each hop applies, its static inputs, what its
 quality suite checks, and how an ingest hop splits parsed lines.
 
-A module here named after the pipeline defines:
+A pipeline's module is ``<name>.py`` beside its spec (a team's folder of pipelines, see
+``lakehouse new``), or else ``spark_jobs/pipelines/<name>.py`` (the shipped example). A module
+beside the spec is imported as part of a package made of the specs' folder, so it can import
+its siblings relatively (``from . import demo_transforms``). It defines:
 
 - ``TRANSFORMS``: ``{hop name: fn(frame, spec, inputs) -> frame}``, the same call for streams and
   backfills;
@@ -10,6 +13,9 @@ A module here named after the pipeline defines:
 - ``QUALITY_FRAMES`` (optional): ``{hop name: fn(frame) -> frame}``, what the hop's suite checks
   when it is not the table's rows as they are;
 - ``split_ingested(parsed) -> (valid, invalid)`` when the pipeline has an ingest hop.
+
+Sample data for ``lakehouse generate`` comes from ``<name>_sample.py`` beside the spec (plain
+Python, no Spark: see :mod:`spark_jobs.control.generator`).
 
 The engine is generic by hop kind (:mod:`spark_jobs.engine.hops`); nothing there changes for a
 new pipeline.
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.spec import PipelineSpec, companion_module
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,22 @@ class PipelineCode:
     name: str
     module: ModuleType
 
+    def check(self, spec) -> None:
+        """A :class:`UsageError` naming the module and the fix when a hop of ``spec`` has no
+        transform, or an ingest hop no ``split_ingested``: before any query starts."""
+        transforms = getattr(self.module, "TRANSFORMS", {})
+        missing = [hop.name for hop in spec.hops if hop.name not in transforms]
+        if missing:
+            raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {', '.join(missing)}: "
+                             f"add `{missing[0]!r}: fn(frame, spec, inputs)` to it")
+        if any(hop.reads_landing for hop in spec.hops) and not callable(getattr(self.module, "split_ingested", None)):
+            raise UsageError(f"{self.module.__file__}: the ingest hop needs split_ingested(parsed) -> (valid, invalid): "
+                             "define it")
+
     def transform(self, hop, frame, spec, inputs: dict):
         transforms = getattr(self.module, "TRANSFORMS", {})
         if hop.name not in transforms:
-            raise UsageError(f"{self.name} has no transform for hop {hop.name!r}: add it to TRANSFORMS in "
-                             f"spark_jobs/pipelines/{self.name}.py")
+            raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {hop.name!r}: add it")
         return transforms[hop.name](frame, spec, inputs)
 
     def static_inputs(self, spark, lake, hop) -> dict:
@@ -50,8 +68,16 @@ class PipelineCode:
         return self.module.split_ingested(parsed)
 
 
-def pipeline_code(name: str) -> PipelineCode:
+def pipeline_code(spec: PipelineSpec) -> PipelineCode:
+    """The pipeline module of ``spec``: beside its file, else shipped in this package."""
+    name = spec.name
+    module = companion_module(spec)
+    if module is not None:
+        return PipelineCode(name, module)
     try:
         return PipelineCode(name, importlib.import_module(f"spark_jobs.pipelines.{name}"))
     except ModuleNotFoundError as error:
-        raise UsageError(f"pipeline {name!r} has a spec but no code: add spark_jobs/pipelines/{name}.py") from error
+        if error.name != f"spark_jobs.pipelines.{name}":
+            raise
+        where = spec.source.parent / f"{name}.py" if spec.source else f"spark_jobs/pipelines/{name}.py"
+        raise UsageError(f"pipeline {name!r} has a spec but no code: add {where} (`lakehouse new` writes a skeleton)") from None

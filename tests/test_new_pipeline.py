@@ -1,0 +1,75 @@
+"""A team's own pipeline without touching the platform's code (issue 16, part 2): ``lakehouse new``
+writes a skeleton beside the team's specs, and it runs at once on the sample data it generates.
+
+The skeleton's own test (``test_<name>.py``, computed in plain Python from the landing files) is
+run here, in this process's SparkSession, on the code as written and on a copy with a bug in
+gold: it must pass on the first and fail on the second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.cli import main
+from spark_jobs.model.errors import UsageError
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def _skeleton_test(folder: Path, name: str):
+    """The test function of ``folder/test_<name>.py``, imported by its path."""
+    spec = importlib.util.spec_from_file_location(f"skeleton_test_{folder.name}", folder / f"test_{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.test_sample_files_run_through_every_hop
+
+
+def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(spark, tmp_path, monkeypatch, capsys):
+    specs, suites = tmp_path / "team" / "pipelines", tmp_path / "team" / "quality"
+    specs.mkdir(parents=True)
+    shutil.copy(Path(__file__).parents[1] / "include/pipelines/ad_events.yaml", specs)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites))
+    assert main(["new", "orders"]) == 0
+    written = {str(Path(path).relative_to(tmp_path / "team")) for path in capsys.readouterr().out.split() if "/team/" in path}
+    assert written == {"pipelines/orders.yaml", "pipelines/orders.py", "pipelines/orders_transforms.py",
+                       "pipelines/orders_sample.py", "pipelines/test_orders.py",
+                       "quality/orders/bronze.json", "quality/orders/silver.json", "quality/orders/gold.json"}
+    assert "__pipeline__" not in "".join(path.read_text() for path in (tmp_path / "team").rglob("*.*"))
+    # Refusals change nothing: the name is taken; a name that cannot name modules and tables.
+    before = sorted((tmp_path / "team").rglob("*"))
+    assert main(["new", "orders"]) == 2 and "exists already" in capsys.readouterr().err
+    assert main(["new", "Orders-2"]) == 2 and "is not allowed" in capsys.readouterr().err
+    assert sorted((tmp_path / "team").rglob("*")) == before
+
+    # The skeleton's own test: sample files, every hop with its quality gate, tables as computed.
+    _skeleton_test(specs, "orders")(tmp_path / "run", monkeypatch)
+
+    # The same with gold's sum turned into a max: its test must catch it.
+    broken = tmp_path / "broken"
+    shutil.copytree(specs, broken)
+    code = (broken / "orders_transforms.py").read_text()
+    assert 'F.sum("amount")' in code
+    (broken / "orders_transforms.py").write_text(code.replace('F.sum("amount")', 'F.max("amount")'))
+    with pytest.raises(AssertionError):
+        _skeleton_test(broken, "orders")(tmp_path / "run-broken", monkeypatch)
+
+
+def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, monkeypatch):
+    from spark_jobs import service
+
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "quality"))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    (tmp_path / "pipelines").mkdir()
+    service.new("clicks")
+    module = tmp_path / "pipelines" / "clicks.py"
+    module.write_text(module.read_text().replace('    "gold": ', '    # "gold": '))
+    service.generate("clicks", 50, seed=1)
+    with pytest.raises(UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"):
+        service.run("clicks")
+    assert not (tmp_path / "lake" / "tables").exists() and not (tmp_path / "lake" / "checkpoints").exists()
