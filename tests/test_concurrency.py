@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections import Counter
 
 import pytest
@@ -69,15 +68,18 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
     waiting = subprocess.Popen([str(VENV_BIN / "lakehouse"), "backfill", "ad_events", *DAY, "--wait", "600"],
                                env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)
-        assert waiting.poll() is None  # waiting, not failed
+        said = []  # until it says it waits (a fixed sleep was too short for its start on a loaded machine)
+        for line in waiting.stderr:
+            said.append(line)
+            if "backfill waits: silver's stream has not read bronze" in line:
+                break
+        assert waiting.poll() is None, "".join(said)[-3000:]  # waiting, not failed
         assert main(["run", "ad_events", "--wait", "60"]) == 0  # the stream's next run catches up
         _out, err = waiting.communicate(timeout=600)
     finally:
         if waiting.poll() is None:
             waiting.kill()
     assert waiting.returncode == 0, err[-3000:]
-    assert "backfill waits: silver's stream has not read bronze" in err
     assert_tables_match_landing(spark, lake_home)
     assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(spark, lake_home)
