@@ -17,13 +17,13 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, big_file, charts, cost, gold_merge, quality, rollback, soak, throughput
+from bench import airflow_overhead, big_file, busy, charts, cost, gold_merge, quality, rollback, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost")
+PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
-         "big_file_lines": 10_000}
+         "big_file_lines": 10_000, "busy_minutes": 2.0}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
     parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
     parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
+    parser.add_argument("--busy-minutes", type=float, default=30.0,
+                        help="busy: minutes of make run's platform, then as many of always-on streaming")
     args = parser.parse_args(argv)
     if args.smoke:
         for key, value in SMOKE.items():
@@ -59,6 +61,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _step(name: str) -> None:
     print(f"== {name} ({dt.datetime.now().strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
+
+
+def _alone(args: argparse.Namespace, result: dict) -> None:
+    """The benchmarks of subprocesses and servers, with this process's Spark stopped first."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()  # the subprocess benchmarks below get the machine to themselves
+    if "airflow" in args.only:
+        _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
+        result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
+    if "cost" in args.only:
+        _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
+        result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)
+    if "busy" in args.only:
+        _step(f"busy: make run's platform, then always-on, {args.busy_minutes:g} min each")
+        result["busy"] = busy.run(args.busy_minutes, RESULTS)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -84,17 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps")
         result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed)
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()  # the subprocess benchmarks below get the machine to themselves
-    if "airflow" in args.only:
-        _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
-        result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
-    if "cost" in args.only:
-        _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
-        result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)
+    _alone(args, result)
     result["duration_s"] = round(time.time() - began, 1)
     return result
 
@@ -112,6 +122,7 @@ def markdown(result: dict) -> str:
              f"Python {m['python']}; the suite took {result['duration_s'] / 60:.1f} min."]
     sections = (("throughput", "Throughput: the same work three ways", throughput.markdown),
                 ("cost", "Cost: always-on against run-once", cost.markdown),
+                ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
                 ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
                 ("quality", "Quality gates' share of hop time", quality.markdown),
