@@ -75,8 +75,8 @@ class S3Server:
         """The access key and secret, generated the first time."""
         config = self.folder / "s3.json"
         if not config.exists():
-            key, secret = "LAKEHOUSE" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30)
-            identity = {"name": "lakehouse", "credentials": [{"accessKey": key, "secretKey": secret}],
+            key_id = "LAKEHOUSE" + secrets.token_hex(6).upper()
+            identity = {"name": "lakehouse", "credentials": [{"accessKey": key_id, "secretKey": secrets.token_urlsafe(30)}],
                         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
             _private(config, json.dumps({"identities": [identity]}, indent=2))
         identity = json.loads(config.read_text())["identities"][0]["credentials"][0]

@@ -15,7 +15,7 @@ from spark_jobs.logs.fs import write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.spec import pipelines_dir, repo_root, scan_specs
 
-TOKEN = "__pipeline__"
+PLACEHOLDER = "__pipeline__"
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
@@ -40,7 +40,7 @@ def _targets(name: str, quality: Path) -> dict[Path, Path]:
         if relative.parts[0] == "quality":
             targets[source] = quality / name / Path(*relative.parts[1:])
         else:
-            targets[source] = pipelines_dir() / str(relative).replace(TOKEN, name)
+            targets[source] = pipelines_dir() / str(relative).replace(PLACEHOLDER, name)
     return targets
 
 
@@ -57,5 +57,5 @@ def new_pipeline(name: str, quality: Path) -> NewPipeline:
     if there:
         raise UsageError(f"{there[0]} exists already: move it away or choose another name")
     for source, target in targets.items():
-        write_text(str(target), source.read_text().replace(TOKEN, name))
+        write_text(str(target), source.read_text().replace(PLACEHOLDER, name))
     return NewPipeline(name, [str(path) for path in targets.values()])
