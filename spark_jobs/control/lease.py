@@ -116,8 +116,9 @@ class Lease:
             if current.get("expires", 0) > self.clock():
                 return current
             etag = self._put(info, IfMatch=current_etag)  # an expired lease: one taker wins it
-            if etag is None:
-                return self.read()[0] if self.read() else {}
+            if etag is None:  # another taker won the expired lease: name it
+                won = self.read()
+                return won[0] if won else {}
         self.etag, self.expires, self.lost = etag, info["expires"], None
         self._details = info
         self._start_renewing()
