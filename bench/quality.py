@@ -63,7 +63,7 @@ def _gate_before(home: Path, record: dict) -> float:
     spark = build_session("lakehouse-ad_events-run", lake.spec.shuffle_partitions)
     began = time.time()
     frame = quality.increment(spark, lake.table(hop), change["version_before"], change["version_after"], tuple(hop.keys))
-    frame = pipeline_code("ad_events").quality_frame(hop, frame).persist()
+    frame = pipeline_code(lake.spec).quality_frame(hop, frame).persist()
     frame.count()
     result = quality.gx_validation(frame, load_suite(lake.spec, hop))
     DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result))
