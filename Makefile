@@ -38,8 +38,9 @@ jvm-archive: .cache/jars/.manifest
 .airflow/.migrated: $(VENV)/.installed
 	$(PY) include/scripts/lakehouse_platform.py migrate
 
+# `make run LAKE=s3` puts the lake on the embedded S3 server (SeaweedFS on 127.0.0.1) instead of .lakehouse/.
 run: setup
-	$(PY) include/scripts/lakehouse_platform.py run
+	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE))
 
 # Stops a platform `make run` started (from another shell), or what one that was killed left.
 stop:

@@ -41,7 +41,7 @@ def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
             os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
                               LAKEHOUSE_QUALITY=str(work / "no-suites"))
             try:
-                sequence = run_sequence(spark, work / "lake", seed, length, log=lambda line: None)
+                sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None)
                 operations.update(sequence.counts)
                 refusals.update(sequence.refusals)
                 settles += sequence.settles

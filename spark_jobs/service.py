@@ -123,13 +123,13 @@ def _check_quality_mode(mode: str) -> None:
 
 @contextmanager
 def _writer(lake: Lake, action: str, run_id: str, wait_s: float, progress: Progress, ready=None):
-    """Hold the pipeline's lock, refusing while a rollback is unfinished."""
+    """Hold the pipeline's lock, refusing while a rollback is unfinished; gives the lock's fence."""
     from spark_jobs.control.lock import pipeline_lock
     from spark_jobs.control.rollback import refuse_if_pending
 
-    with pipeline_lock(lake, action, run_id, wait_s, ready, progress):
+    with pipeline_lock(lake, action, run_id, wait_s, ready, progress) as fence:
         refuse_if_pending(lake)
-        yield
+        yield fence
 
 
 def _session(lake: Lake, action: str):
@@ -204,14 +204,14 @@ def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files
     _check_quality_mode(quality)
     if max_files_per_trigger is not None and max_files_per_trigger < 1:
         raise UsageError("--max-files-per-trigger must be >= 1")
-    with _writer(lake, "run", run_id, wait_s, progress):
+    with _writer(lake, "run", run_id, wait_s, progress) as fence:
         spark = _session(lake, "run")
         if continuous:
-            return RunResult(run_id, "run", run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress),
-                             pipeline=pipeline)
+            records = run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress, fence=fence)
+            return RunResult(run_id, "run", records, pipeline=pipeline)
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress).run_once(max_files_per_trigger))
+            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence).run_once(max_files_per_trigger))
     return RunResult(run_id, "run", records, failed, pipeline)
 
 
@@ -236,11 +236,11 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
         runs = "; ".join(f"`lakehouse run {lake.spec.name} --hop {name}`" for name in lagging)
         return "; ".join(lagging.values()) + f" (the stream's next run reads them: {runs})"
 
-    with _writer(lake, "backfill", run_id, wait_s, progress, streams_caught_up):
+    with _writer(lake, "backfill", run_id, wait_s, progress, streams_caught_up) as fence:
         spark = _session(lake, "backfill")
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "backfill", progress).backfill(start_ms, end_ms))
+            lambda each: HopRun(spark, lake, each, run_id, "backfill", progress, fence).backfill(start_ms, end_ms))
     return RunResult(run_id, "backfill", records, failed, pipeline)
 
 
@@ -282,7 +282,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
         rollbacks.refuse_if_pending(lake)
     if dry_run:
         return RollbackResult(journal["plan"] if journal else make_plan(), executed=False)
-    with pipeline_lock(lake, "rollback", wait_s=wait_s):
+    with pipeline_lock(lake, "rollback", wait_s=wait_s) as fence:
         journal = rollbacks.pending(lake)
         resumed = bool(journal and _same_request(journal, request))
         if resumed:
@@ -295,7 +295,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
         if plan["nothing_to_do"]:
             return RollbackResult(plan, executed=False)
         progress(rollbacks.format_plan(plan))
-        done = rollbacks.execute(lambda: _session(lake, "rollback"), lake, plan, journal, progress)
+        done = rollbacks.execute(lambda: _session(lake, "rollback"), lake, plan, journal, progress, fence)
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 

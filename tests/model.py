@@ -20,7 +20,9 @@ no event is ever dropped as too late whatever the batch boundaries: late lines a
 lateness. Beyond it, which events are dropped depends on batch boundaries (README).
 
 ``python -m tests.model --seed S --steps N`` runs one sequence; the benchmark suite's soak and
-``tests/test_model.py`` call :func:`run_sequence`.
+``tests/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI
+(``tests/test_s3_lake.py``): the model reads and writes it through fsspec, as the platform's
+plain-file readers do.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_jobs.logs.fs import filesystem, write_text
 from tests.conftest import VENV_BIN, hadoop_lines, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
@@ -89,15 +92,16 @@ def write_spec(folder: Path) -> Path:
 class Lake:
     """The landing files the test wrote, and what every table must hold because of them."""
 
-    def __init__(self, home: Path, rng: random.Random):
+    def __init__(self, home: str, rng: random.Random):
         self.home = home
+        self.fs = filesystem(home)
         self.rng = rng
         self.files = 0
-        self.landing = home / "landing" / "ad_events"
-        self.landing.mkdir(parents=True, exist_ok=True)
-        campaigns = home / "landing" / "campaigns"
-        campaigns.mkdir(parents=True, exist_ok=True)
-        (campaigns / "campaigns.csv").write_text("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ADS))
+        self.landing = f"{home}/landing/ad_events"
+        self.fs.makedirs(self.landing, exist_ok=True)
+        self.fs.makedirs(f"{home}/landing/campaigns", exist_ok=True)
+        self.fs.pipe(f"{home}/landing/campaigns/campaigns.csv",
+                     ("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ADS)).encode())
 
     def land(self) -> str:
         """One new landing file of 10-60 lines: events at random times (so many are late), some invalid."""
@@ -112,9 +116,7 @@ class Lake:
                                      "event_time": T0 + self.rng.randrange(SPAN_MS), "ip_address": "1.2.3.4"}))
         name = f"events-{self.files:05d}.json"
         self.files += 1
-        staging = self.landing / f".{name}.tmp"
-        staging.write_text("".join(line + "\n" for line in lines))
-        staging.rename(self.landing / name)
+        write_text(f"{self.landing}/{name}", "".join(line + "\n" for line in lines))
         return name
 
     # -- what the tables must hold --------------------------------------------------------------
@@ -122,16 +124,17 @@ class Lake:
     def expected(self) -> dict[str, Counter]:
         campaigns = dict(ADS)
         bronze, quarantine, silver, gold = Counter(), Counter(), Counter(), Counter()
-        for path in sorted(self.landing.iterdir()):
-            if path.name.startswith((".", "_")):
+        for path in sorted(self.fs.ls(self.landing, detail=False)):
+            name = path.rsplit("/", 1)[-1]
+            if name.startswith((".", "_")):
                 continue
-            for line in hadoop_lines(path.read_bytes()):
+            for line in hadoop_lines(self.fs.cat_file(path)):
                 event = valid_event(line)
                 if event is None:
                     quarantine[(line,)] += 1
                     continue
                 time_ms = int(event["event_time"])
-                bronze[(path.name, event["ad_id"], event["event_type"], time_ms, event["user_id"])] += 1
+                bronze[(name, event["ad_id"], event["event_type"], time_ms, event["user_id"])] += 1
                 if event["event_type"] == "view":
                     campaign = campaigns.get(event["ad_id"])
                     silver[(event["ad_id"], time_ms, event["user_id"], campaign)] += 1
@@ -140,14 +143,42 @@ class Lake:
         return {"bronze": bronze, "quarantine": quarantine, "silver": silver, "gold": gold}
 
 
-def stored(spark, home: Path) -> dict[str, Counter]:
-    """Every table's rows as a multiset (gold: its counts per key, a duplicate key is an error)."""
-    def rows(relative: str, *columns: str) -> list[tuple]:
-        path = home / relative
-        if not (path / "_delta_log").exists():
-            return []
-        return [tuple(row) for row in spark.read.format("delta").load(str(path)).select(*columns).collect()]
+def stored(spark, home: str) -> dict[str, Counter]:
+    """Every table's rows as a multiset, read by Spark (gold: its counts per key, a duplicate key is an error)."""
+    fs = filesystem(home)
 
+    def rows(relative: str, *columns: str) -> list[tuple]:
+        path = f"{home}/{relative}"
+        if not fs.exists(f"{path}/_delta_log"):
+            return []
+        return [tuple(row) for row in spark.read.format("delta").load(path).select(*columns).collect()]
+
+    return _tables(rows)
+
+
+def stored_by_delta_rs(home: str) -> dict[str, Counter]:
+    """The same, read by delta-rs: another Delta implementation (Rust, no JVM), so a reader
+    independent of the Spark and Delta code that wrote the tables. An S3 lake's store comes
+    from the standard ``AWS_*`` variables."""
+    from deltalake import DeltaTable
+
+    fs = filesystem(home)
+    options = {key: os.environ[key] for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
+                                                "AWS_REGION") if os.environ.get(key)}
+    if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        options["AWS_ALLOW_HTTP"] = "true"
+
+    def rows(relative: str, *columns: str) -> list[tuple]:
+        path = f"{home}/{relative}"
+        if not fs.exists(f"{path}/_delta_log"):
+            return []
+        table = DeltaTable(path, storage_options=options).to_pyarrow_table(columns=list(columns))
+        return list(zip(*(table.column(column).to_pylist() for column in columns), strict=True))
+
+    return _tables(rows)
+
+
+def _tables(rows) -> dict[str, Counter]:
     bronze = Counter((source.rsplit("/", 1)[-1], *rest) for source, *rest in rows(
         "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time", "user_id"))
     gold: Counter = Counter()
@@ -191,13 +222,13 @@ def check_equal(actual: dict[str, Counter], expected: dict[str, Counter]) -> Non
                                 f"({_sample(missing)}), {sum(extra.values())} extra ({_sample(extra)})")
 
 
-def _tree(home: Path) -> dict[str, tuple[int, int]]:
-    """Tables and checkpoints, to show a refusal changed nothing."""
+def _tree(home: str) -> dict[str, tuple]:
+    """Tables and checkpoints (each file's size and time or ETag), to show a refusal changed nothing."""
+    fs = filesystem(home)
     found = {}
     for top in ("tables", "checkpoints"):
-        for path in sorted((home / top).rglob("*")) if (home / top).exists() else []:
-            if path.is_file():
-                found[str(path.relative_to(home))] = (path.stat().st_size, path.stat().st_mtime_ns)
+        for path, info in sorted(fs.find(f"{home}/{top}", detail=True).items()):
+            found[path] = (info["size"], info.get("mtime") or info.get("ETag"))
     return found
 
 
@@ -208,9 +239,10 @@ def _iso(ms: int) -> str:
 class Runner:
     """Applies random operations to a lake and checks it against the model after each."""
 
-    def __init__(self, spark, home: Path, seed: int, kill_weight: float = 0.05, log=print):
+    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print):
         self.spark = spark
         self.home = home
+        self.fs = filesystem(home)
         self.rng = random.Random(seed)
         self.lake = Lake(home, self.rng)
         self.sequence = Sequence(seed)
@@ -283,7 +315,7 @@ class Runner:
     def _batches(self, hop: str) -> list[int]:
         from spark_jobs.logs import checkpoint_log
 
-        return checkpoint_log.commit_batch_ids(str(self.home / "checkpoints/ad_events" / hop))
+        return checkpoint_log.commit_batch_ids(f"{self.home}/checkpoints/ad_events/{hop}")
 
     def _rollback_target(self, hop: str) -> list[str] | None:
         committed = self._batches(hop)
@@ -291,14 +323,14 @@ class Runner:
             return None
         kind = self.rng.choice(("batch", "batch", "run", "time"))
         if kind == "run":
-            records = sorted((self.home / "_ops/runs/ad_events").glob(f"*.{hop}.json"))
-            runs = [json.loads(path.read_text()) for path in records]
+            records = sorted(self.fs.glob(f"{self.home}/_ops/runs/ad_events/*.{hop}.json"))
+            runs = [json.loads(self.fs.cat_file(path)) for path in records]
             runs = [run for run in runs if run.get("batch_ids") and run.get("mode") == "run-once"]
             if runs:
                 return ["--to-run", self.rng.choice(runs)["run_id"]]
         if kind == "time":
-            checkpoint = self.home / "checkpoints/ad_events" / hop / "commits"
-            stamps = [int((checkpoint / str(n)).stat().st_mtime * 1000) for n in committed]
+            commits = f"{self.home}/checkpoints/ad_events/{hop}/commits"
+            stamps = [int(self.fs.modified(f"{commits}/{n}").timestamp() * 1000) for n in committed]
             moment = self.rng.randint(min(stamps) - 1000, max(stamps))
             return ["--to-time", _iso(moment)]
         return ["--to-batch", str(self.rng.choice([-1] + committed[:-1] or [-1]))]
@@ -383,6 +415,8 @@ class Runner:
         job.stderr.close()
         if not killed and job.returncode not in (0, 2):
             raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {job.returncode} before the kill")
+        if "://" in self.home:  # a killed job's lease lives on until it expires: wait for it, as a user would
+            argv = [*argv, "--wait", "120"]
         code, out2 = self.cli(argv)  # again, to completion: finishes a crashed rollback, replays a run
         if code == 0 and kind == "backfill":
             self._note_backfill(argv)
@@ -424,17 +458,20 @@ class Runner:
         self.log(str(step))
 
 
-def run_sequence(spark, home: Path, seed: int, steps: int, kill_weight: float = 0.05, log=print) -> Sequence:
+def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
+                 operations: list[str] | None = None) -> Sequence:
     """Land a first file, then ``steps`` random operations, then settle; raise with the transcript on a mismatch.
 
     The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder.
+    ``operations``, when given, names each step's operation instead of drawing it (targets, ranges
+    and moments are still drawn).
     """
     runner = Runner(spark, home, seed, kill_weight, log)
     number = 0
     try:
         runner.step(number, "land")
         for number in range(1, steps + 1):
-            runner.step(number)
+            runner.step(number, operations[number - 1] if operations else None)
         runner.step(steps + 1, "settle")
     except Exception as error:
         raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m tests.model --seed {seed} "
@@ -458,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
     os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
     spark = build_session("lakehouse-model", 4)
-    sequence = run_sequence(spark, work / "lake", args.seed, args.steps, args.kill_weight)
+    sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight)
     print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}")
     return 0
 

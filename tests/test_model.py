@@ -40,6 +40,6 @@ def test_random_sequences_keep_every_table_equal_to_the_landing_files(spark, tmp
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_spec(tmp_path / "pipelines")))
     steps = int(os.environ.get("MODEL_STEPS", steps))
-    sequence = run_sequence(spark, tmp_path / "lake", seed, steps)
+    sequence = run_sequence(spark, str(tmp_path / "lake"), seed, steps)
     print(sequence.transcript())
     assert sequence.settles >= 1 and sum(sequence.counts.values()) == steps + 2  # first landing, steps, last settle

@@ -25,10 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
-            trickle_every: int = 10) -> tuple[subprocess.Popen, dict, str]:
+            trickle_every: int = 10, lake: str = "local") -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
-    example spec with another ``freshness`` if given, and a sample file every ``trickle_every``
-    seconds; returns it, its environment and its login line."""
+    example spec with another ``freshness`` if given, a sample file every ``trickle_every``
+    seconds and its ``--lake``; returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
     if freshness:
@@ -47,7 +47,8 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
     for key in [key for key in env if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]:
         env.pop(key)
     process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every)],
+        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every),
+         "--lake", lake],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 240
     seen = []
@@ -380,10 +381,29 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         held.close()
         _kill_tree(process, started)
 
-    process, env, _login = _launch(tmp_path, free_port())
+    # The second platform puts its lake on the embedded S3 server (make run LAKE=s3): the stream
+    # DAG runs there, and `env` gives another shell what reads the same lake.
+    port = free_port()
+    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3")
     started = []
     try:
+        user, password = login.split("login:")[1].strip().split(" / ")
+        api = Api(f"http://127.0.0.1:{port}", user, password)
+        stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
+        assert api.wait_for_run("ad_events__stream", stream) == "success"
+        exported = subprocess.run([sys.executable, str(LAUNCHER), "env"], env=env, capture_output=True, text=True,
+                                  check=True).stdout
+        shell = dict(line.removeprefix("export ").split("=", 1) for line in exported.splitlines())
+        shell = {key: json.loads(value) for key, value in shell.items()}
+        assert shell["LAKEHOUSE_HOME"] == "s3a://lakehouse/lake" and shell["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+        status = subprocess.run([str(VENV_BIN / "lakehouse"), "status", "ad_events", "--json"], env={**env, **shell},
+                                capture_output=True, text=True, check=True).stdout
+        hops = {hop["hop"]: hop for hop in json.loads(status)["hops"]}
+        assert all(hops[name]["batches"] >= 1 and hops[name]["last_run"]["status"] == "succeeded"
+                   for name in ("bronze", "silver", "gold")), hops
+        assert all(hop["checkpoint"].startswith("s3a://lakehouse/lake/") for hop in hops.values())
         started = _descendants(process.pid)
+        assert any("weed" in " ".join(child.cmdline()) for child in started)
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()
         assert _left_running(started, 40) == []

@@ -248,3 +248,33 @@ def test_a_table_written_again_at_the_same_path_is_read_anew(tmp_path):
     shutil.rmtree(table)
     write("second-query, a longer id")
     assert delta_log.transaction(str(table), 0)["appId"] == "second-query, a longer id"
+
+
+def test_an_s3_lake_is_spelt_s3a_everywhere(monkeypatch):
+    from spark_jobs.model.lake import lakehouse_home
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", "s3://bucket/some/prefix/")
+    assert lakehouse_home() == "s3a://bucket/some/prefix"
+    monkeypatch.setenv("LAKEHOUSE_HOME", "s3a://bucket/p")
+    assert lakehouse_home() == "s3a://bucket/p"
+
+
+def test_source_log_paths_compare_with_listed_paths():
+    """Spark records escaped URIs; fsspec lists plain paths (s3fs's without a scheme)."""
+    assert checkpoint_log.listed_path("file:///tmp/a%20b/x.json") == "/tmp/a b/x.json"
+    assert checkpoint_log.listed_path("/tmp/a/x.json") == "/tmp/a/x.json"
+    assert checkpoint_log.listed_path("s3a://bucket/lake/a%20b/x.json") == "bucket/lake/a b/x.json"
+    assert checkpoint_log.listed_path("s3://bucket/x.json") == "bucket/x.json"
+
+
+def test_s3a_settings_come_from_the_standard_aws_variables():
+    from spark_jobs.engine.session import s3a_confs
+
+    assert s3a_confs({}) == {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # AWS itself: the SDK's chain
+    confs = s3a_confs({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1",
+                       "AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "key"})
+    assert confs["fs.s3a.endpoint"] == "http://127.0.0.1:9000" and confs["fs.s3a.path.style.access"] == "true"
+    assert confs["fs.s3a.endpoint.region"] == "eu-west-1"
+    assert (confs["fs.s3a.access.key"], confs["fs.s3a.secret.key"]) == ("id", "key")
+    assert "fs.s3a.session.token" not in confs
+    assert s3a_confs({"AWS_DEFAULT_REGION": "us-east-2"})["fs.s3a.endpoint.region"] == "us-east-2"

@@ -1,12 +1,15 @@
 """Set up and run the platform on the embedded defaults: Airflow on an embedded PostgreSQL
-(``metadata_db.py``; SQLite behind ``LAKEHOUSE_METADATA_DB=sqlite``), local Spark, local lake.
+(``metadata_db.py``; SQLite behind ``LAKEHOUSE_METADATA_DB=sqlite``), local Spark, a local lake
+or (``--lake s3``) a lake on the embedded S3 server (``s3_server.py``).
 
     python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
     python include/scripts/lakehouse_platform.py migrate    # the SQLite DB (tests, sqlite mode), once per version
-    python include/scripts/lakehouse_platform.py run [--duration S] [--port P]
+    python include/scripts/lakehouse_platform.py run [--duration S] [--port P] [--lake local|s3]
     python include/scripts/lakehouse_platform.py stop       # stop a platform started by run
 
-``run`` starts PostgreSQL (migrated once per Airflow version), then Airflow's api-server,
+``run`` starts PostgreSQL (migrated once per Airflow version), with ``--lake s3`` the S3 server
+(its data in ``$AIRFLOW_HOME/s3``; the lake is ``s3a://lakehouse/lake`` and every process gets
+the server's standard ``AWS_*`` variables), then Airflow's api-server,
 scheduler, dag-processor and triggerer with the LocalExecutor, all bound to 127.0.0.1 (README:
 "Two commands"), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
@@ -15,8 +18,9 @@ SIGTERM, SIGHUP or after ``--duration`` seconds. Nothing outlives it when it die
 parent-death signal), and a watchdog process, which holds a pipe from the launcher, stops the
 children's process groups when that pipe closes without the launcher saying it is done. The
 launcher writes ``$AIRFLOW_HOME/platform.json`` (its PID, its children's process groups, the
-URL, the metadata DB's address; mode 0600): a second ``run`` refuses while the first is alive
-and stops what a dead one left. ``env`` prints the running platform's metadata DB address.
+URL, the metadata DB's address, the lake's variables; mode 0600): a second ``run`` refuses while
+the first is alive and stops what a dead one left. ``env`` prints the running platform's metadata
+DB address and lake (so ``lakehouse status`` in another shell reads the same lake).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import urllib.request
 from pathlib import Path
 
 import metadata_db  # beside this file
+from s3_server import BUCKET, S3Server, S3ServerError
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -283,13 +288,20 @@ def _generate(env: dict[str, str], events: int, check: bool) -> None:
                        check=check, stdout=subprocess.DEVNULL)
 
 
-class Platform:
-    """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), Airflow."""
+LAKES = ("local", "s3")
+S3_LAKE = f"s3a://{BUCKET}/lake"
 
-    def __init__(self, env: dict[str, str]):
+
+class Platform:
+    """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), the S3
+    server (``--lake s3``), Airflow."""
+
+    def __init__(self, env: dict[str, str], lake: str = "local"):
         self.env = env
+        self.lake = lake
         self.guard: subprocess.Popen | None = None
         self.db: metadata_db.Postgres | None = None
+        self.s3: S3Server | None = None
         self.processes: list[subprocess.Popen] = []
 
     def _watch(self, process: subprocess.Popen) -> None:
@@ -308,18 +320,29 @@ class Platform:
             migrate(self.env, stamp=self.db.folder / "migrated")
         else:
             migrate(self.env)
+        lake_env = {}
+        if self.lake == "s3":
+            self.s3 = S3Server(home / "s3")
+            self._watch(self.s3.start())
+            lake_env = {**self.s3.env(), "LAKEHOUSE_HOME": S3_LAKE}
+            self.env.update(lake_env)
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)
-        groups = [process.pid for process in self.processes] + ([self.db.process.pid] if self.db else [])
+        groups = [process.pid for process in self.processes] + [
+            server.process.pid for server in (self.db, self.s3) if server is not None]
         pid_file = _pid_file(self.env)
         pid_file.touch(mode=0o600)
         pid_file.write_text(json.dumps({"pid": os.getpid(), "groups": groups, "url": self.env["AIRFLOW__API__BASE_URL"],
-                                        "sql_alchemy_conn": self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]}))
+                                        "sql_alchemy_conn": self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+                                        "lake_env": lake_env}))
 
     def stop(self) -> None:
-        """Airflow first (its processes use the DB to the end), then PostgreSQL, then tell the watchdog."""
+        """Airflow first (its processes use the DB and the lake to the end), then the S3 server and
+        PostgreSQL, then tell the watchdog."""
         stop(self.processes)
+        if self.s3 is not None:
+            self.s3.stop()
         if self.db is not None:
             self.db.stop()
         if self.guard is not None:
@@ -359,7 +382,8 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
     return 0
 
 
-def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int) -> int:
+def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int,
+        lake: str = "local") -> int:
     found = running_platform(env)
     if found is not None:
         print(f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop it with "
@@ -369,13 +393,13 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.append(True))
-    platform = Platform(env)
+    platform = Platform(env, lake)
     try:
         platform.launch()
         return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
     except KeyboardInterrupt:
         return 0
-    except metadata_db.MetadataDBError as error:
+    except (metadata_db.MetadataDBError, S3ServerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
@@ -391,12 +415,15 @@ def main() -> int:
     parser.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     parser.add_argument("--trickle-every", type=float, default=60.0, help="seconds between sample event files")
     parser.add_argument("--trickle-events", type=int, default=200, help="events per sample file")
+    parser.add_argument("--lake", choices=LAKES, default=os.environ.get("LAKEHOUSE_LAKE") or "local",
+                        help="where the lake lives: a local folder (LAKEHOUSE_HOME) or the embedded S3 server")
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "env":
         found = running_platform(env)
         if found and found.get("sql_alchemy_conn"):
             env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = found["sql_alchemy_conn"]
+        env.update((found or {}).get("lake_env") or {})
         for key in sorted(key for key in env if os.environ.get(key) != env[key]):
             print(f"export {key}={json.dumps(env[key])}")
         return 0
@@ -407,7 +434,7 @@ def main() -> int:
         return watchdog()
     if args.action == "stop":
         return stop_platform(env)
-    return run(env, args.duration, args.trickle_every, args.trickle_events)
+    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake)
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     entries_by_log: dict[int, list[str]] = {}
     if hop.reads_landing:
         for entry in checkpoint_log.file_source_entries(checkpoint):
-            entries_by_log.setdefault(int(entry["batchId"]), []).append(checkpoint_log.local_path(entry["path"]))
+            entries_by_log.setdefault(int(entry["batchId"]), []).append(checkpoint_log.listed_path(entry["path"]))
     found = []
     previous: dict | None = None
     for batch_id in offsets:

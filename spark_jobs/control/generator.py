@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.logs.fs import filesystem, listing, write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, companion_module
@@ -80,7 +80,7 @@ def write_campaigns(lake: Lake) -> str | None:
     folder = lake.input("campaigns")
     fs = filesystem(folder)
     fs.makedirs(folder, exist_ok=True)
-    if any(path.endswith(".csv") for path in fs.ls(folder, detail=False)):
+    if any(path.endswith(".csv") for path in listing(fs, folder)):
         return None
     path = f"{folder}/campaigns.csv"
     write_text(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))

@@ -6,6 +6,11 @@ holds it, for the error message. On an object-store lake (``s3://``), where no m
 another's ``flock``, a lease object ``_ops/locks/<pipeline>.lease`` written with conditional
 writes (:mod:`spark_jobs.control.lease`): it expires when its holder stops renewing it.
 Both refuse, wait and name the holder the same way.
+
+The block holding the lock gets a **fence**: a callable the writers call before each commit (a
+Delta write, a rollback step). It never refuses for ``flock``, which a live process cannot lose;
+for a lease it raises :class:`~spark_jobs.control.lease.LeaseLost` once the lease expired or was
+taken over, so a job that was paused or cut off from the store writes nothing more.
 """
 
 from __future__ import annotations
@@ -86,6 +91,9 @@ class _FileLock:
     def let_go(self) -> None:
         fcntl.flock(self.handle, fcntl.LOCK_UN)
 
+    def check(self) -> None:
+        """The kernel keeps an ``flock`` for as long as its process lives: nothing to check."""
+
     def close(self) -> None:
         self.handle.close()  # closing the file releases the lock
 
@@ -102,6 +110,9 @@ class _LeaseLock:
 
     def let_go(self) -> None:
         self.lease.release()
+
+    def check(self) -> None:
+        self.lease.check()
 
     def close(self) -> None:
         self.lease.release()
@@ -139,7 +150,8 @@ def _take(lock, lake: Lake, action: str, wait_s: float, ready: Callable[[], str 
 @contextmanager
 def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: float = 0.0,
                   ready: Callable[[], str | None] | None = None, progress: Callable[[str], None] | None = None):
-    """Hold the pipeline's lock for the block; :class:`PipelineBusy` after ``wait_s`` seconds.
+    """Hold the pipeline's lock for the block, which gets the fence to call before each commit;
+    :class:`PipelineBusy` after ``wait_s`` seconds.
 
     ``ready``, when given, is asked while holding the lock; a reason (not None) means "not
     yet": the lock is let go so others can make progress, and asked again until ``wait_s``.
@@ -149,6 +161,6 @@ def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: fl
     lock = _LeaseLock(lease_path(lake), details) if path is None else _FileLock(path, details)
     try:
         _take(lock, lake, action, wait_s, ready, progress)
-        yield
+        yield lock.check
     finally:
         lock.close()

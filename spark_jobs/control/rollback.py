@@ -300,7 +300,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None)
     }
     if hop.reads_landing:
         cut = int(checkpoint_log.read_offsets(view.checkpoint, target).sources[0]["logOffset"]) if target >= 0 else -1
-        files = sorted({checkpoint_log.local_path(entry["path"]) for entry in checkpoint_log.file_source_entries(view.checkpoint)
+        files = sorted({checkpoint_log.listed_path(entry["path"]) for entry in checkpoint_log.file_source_entries(view.checkpoint)
                         if int(entry["batchId"]) > cut})
         step["source_log_cut"] = cut
         step["reread_files"] = files
@@ -389,8 +389,9 @@ def _crash_point(done: int) -> None:
 
 
 def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | None = None,
-            progress: Progress = print) -> dict:
-    """Carry out ``plan`` (or finish ``journal``'s); the caller holds the pipeline's lock.
+            progress: Progress = print, fence: Callable[[], None] = lambda: None) -> dict:
+    """Carry out ``plan`` (or finish ``journal``'s); the caller holds the pipeline's lock and
+    gives its ``fence``, checked before each step.
 
     ``spark_factory()`` gives the SparkSession, asked for only when a table must be restored
     (the checkpoint steps are plain file edits).
@@ -404,6 +405,7 @@ def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | Non
         if step in journal["done"]:
             continue
         began = time.time()
+        fence()
         if step.startswith("restore "):
             _, hop, table = step.split(" ", 2)
             journal["restored"][table] = _restore(spark_factory(), journal["plan"], hop, table)

@@ -8,7 +8,7 @@ import time
 from spark_jobs.control import batches
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.lake import Lake
 
@@ -16,13 +16,11 @@ from spark_jobs.model.lake import Lake
 def landing_files(lake: Lake) -> list[str]:
     """Landing files Spark would read: everything but names starting with ``.`` or ``_``."""
     fs = filesystem(lake.landing)
-    if not fs.exists(lake.landing):
-        return []
     found = []
-    for path in fs.ls(lake.landing, detail=False):
+    for path in listing(fs, lake.landing):
         name = path.rstrip("/").rsplit("/", 1)[-1]
         if not name.startswith((".", "_")) and fs.isfile(path):
-            found.append(checkpoint_log.local_path(path))
+            found.append(checkpoint_log.listed_path(path))
     return sorted(found)
 
 
@@ -30,7 +28,7 @@ def processed_files(lake: Lake) -> set[str]:
     """Landing files the bronze stream has already taken into a batch (its source log)."""
     bronze = lake.spec.hops[0]
     entries = checkpoint_log.file_source_entries(lake.checkpoint(bronze))
-    return {checkpoint_log.local_path(entry["path"]) for entry in entries}
+    return {checkpoint_log.listed_path(entry["path"]) for entry in entries}
 
 
 def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:

@@ -8,7 +8,9 @@ streaming batch write (idempotent per batch id), and ``backfill()``, the overwri
 name in :data:`spark_jobs.model.spec.HOP_KINDS`).
 
 Both get the :class:`~spark_jobs.engine.runner.HopRun` they serve (``run``): its session, lake,
-hop, pipeline code and drop rules.
+hop, pipeline code, drop rules and fence. Every sink writes through ``foreachBatch`` and calls
+``run.fence()`` before its first Delta commit of a batch or a backfill: on an S3 lake a job whose
+lease expired or was taken over stops there (:mod:`spark_jobs.control.lock`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ class IngestSink:
                     valid, invalid = self._not_backfilled(batch, valid, invalid)
                 valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                run.fence()
                 add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
                     *partition_by).options(**idempotent).save(table)
                 add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
@@ -190,6 +193,7 @@ class IngestSink:
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
             valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
             in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)
+            run.fence()
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *run.hop.partition_by).option("replaceWhere", in_range).save(self.table)
             if source_files:
@@ -208,20 +212,20 @@ class AppendSink:
         self.table, self.quarantine = run.lake.table(run.hop), run.lake.quarantine(run.hop)
 
     def stream_writer(self, frame, query_id: str):
-        run, hop = self.run, self.run.hop
-        if self.quarantine is None:
-            return frame.writeStream.format("delta").outputMode("append").partitionBy(*hop.partition_by).option(
-                "path", self.table)
-        table, quarantine = self.table, self.quarantine
+        run, hop, table, quarantine = self.run, self.run.hop, self.table, self.quarantine
 
         def write_batch(batch, batch_id: int) -> None:
             if run.drop_rules:  # two writes read the batch: compute it once
                 batch.persist()
             try:
                 kept, dropped = run.drop_failing(batch, None, (hop.time_column,))
+                # The transaction a Delta sink would write: a replayed batch id is skipped.
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
+                run.fence()
                 kept.write.format("delta").mode("append").partitionBy(*hop.partition_by).options(
                     **idempotent).save(table)
+                if quarantine is None:
+                    return
                 if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
                 add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
@@ -242,6 +246,7 @@ class AppendSink:
         writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
         if hop.partition_by:
             writer = writer.partitionBy(*hop.partition_by)
+        run.fence()
         writer.save(self.table)
         if self.quarantine:
             if dropped is None:
@@ -277,6 +282,7 @@ class MergeSink:
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             try:
+                run.fence()
                 target = DeltaTable.forPath(session, table)
                 has_rows = has_rows or target.detail().first()["numFiles"] > 0
                 if not has_rows:
@@ -332,6 +338,7 @@ class MergeSink:
         writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
         if run.hop.partition_by:
             writer = writer.partitionBy(*run.hop.partition_by)
+        run.fence()
         writer.save(self.table)
 
 

@@ -35,11 +35,18 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _unfenced() -> None:
+    """No lock to check (a caller that holds none, as some tests do)."""
+
+
 class HopRun:
     """One hop's run: builds the query, tracks versions and progress, writes the record."""
 
-    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = _stderr):
+    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = _stderr,
+                 fence: Callable[[], None] = _unfenced):
         self.spark = spark
+        self._fence = fence
+        self.fenced: LakehouseError | None = None
         self.lake = lake
         self.hop = hop
         self.spec = lake.spec
@@ -55,6 +62,15 @@ class HopRun:
         source, sink = HOP_KINDS[hop.kind]
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
+
+    def fence(self) -> None:
+        """The pipeline lock's check, which the sinks call before each commit; a refusal is kept,
+        since Spark reports an error in a batch function as its own long message."""
+        try:
+            self._fence()
+        except LakehouseError as error:
+            self.fenced = error
+            raise
 
     # -- the record -------------------------------------------------------------------------
 
@@ -147,6 +163,9 @@ class HopRun:
             self.close("failed", str(error))
             raise
         except Exception as error:
+            if self.fenced is not None:
+                self.close("failed", str(self.fenced))
+                raise self.fenced from error
             self.close("failed", _first_line(error))
             raise RunFailed(
                 f"{self.hop.name} {action} failed: {_first_line(error)} (run record in {self.lake.runs})"
@@ -230,7 +249,8 @@ def _first_line(error: BaseException | object) -> str:
 
 
 def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,
-                   stop: threading.Event | None = None, progress: Progress = _stderr) -> list[RunRecord]:
+                   stop: threading.Event | None = None, progress: Progress = _stderr,
+                   fence: Callable[[], None] = _unfenced) -> list[RunRecord]:
     """Run the hops as always-on queries with a processing-time trigger until stopped.
 
     A hop whose upstream table does not exist yet starts once it does. SIGINT/SIGTERM or
@@ -240,7 +260,7 @@ def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, tr
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-    runs = [HopRun(spark, lake, hop, run_id, "continuous", progress) for hop in hops]
+    runs = [HopRun(spark, lake, hop, run_id, "continuous", progress, fence) for hop in hops]
     queries: dict[str, object] = {}
     try:
         while not stop.is_set():

@@ -1,4 +1,5 @@
-"""The one place that builds a SparkSession, with Delta configured from the local jar cache."""
+"""The one place that builds a SparkSession, with Delta configured from the local jar cache and,
+for a lake on S3, Hadoop's ``s3a`` filesystem configured from the standard AWS variables."""
 
 from __future__ import annotations
 
@@ -47,6 +48,27 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
     return confs
 
 
+def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Hadoop's S3A settings from the standard AWS variables: any S3-compatible store works
+    without a setting of ours. A custom endpoint (``AWS_ENDPOINT_URL``) gets path-style access.
+    The keys go into Hadoop's configuration, not only the driver's environment, so executors on
+    other machines have them too (Spark redacts them in its UI and logs)."""
+    env = os.environ if env is None else env
+    confs = {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # s3:// paths in a user's inputs
+    if env.get("AWS_ENDPOINT_URL"):
+        confs["fs.s3a.endpoint"] = env["AWS_ENDPOINT_URL"]
+        confs["fs.s3a.path.style.access"] = "true"
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        confs["fs.s3a.endpoint.region"] = region
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        confs["fs.s3a.access.key"] = env["AWS_ACCESS_KEY_ID"]
+        confs["fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            confs["fs.s3a.session.token"] = env["AWS_SESSION_TOKEN"]
+    return confs
+
+
 def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str | None = None):
     """Get or create the SparkSession for ``app_name``.
 
@@ -69,6 +91,12 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
             builder = builder.config("spark.driver.extraJavaOptions", java_options)
     for key, value in session_confs(shuffle_partitions).items():
         builder = builder.config(key, value)
+    hadoop = s3a_confs()
+    for key, value in hadoop.items():
+        builder = builder.config(f"spark.hadoop.{key}", value)
     spark = builder.getOrCreate()
+    live = spark.sparkContext._jsc.hadoopConfiguration()  # a session that already existed takes them too
+    for key, value in hadoop.items():
+        live.set(key, value)
     spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR"))
     return spark

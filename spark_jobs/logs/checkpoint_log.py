@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.logs.fs import filesystem, listing, remove_tree, write_text
 from spark_jobs.model.errors import DamagedLog
 
 
@@ -104,10 +104,8 @@ def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:
 
 def _numbered(fs, folder: str, suffix: str = "") -> dict[int, str]:
     """``{number: path}`` for the log files of a folder, skipping ``.crc`` and temp files."""
-    if not fs.exists(folder):
-        return {}
     found = {}
-    for path in fs.ls(folder, detail=False):
+    for path in listing(fs, folder):
         name = path.rstrip("/").rsplit("/", 1)[-1]
         stem = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
         if stem.isdigit() and (not suffix or name.endswith(suffix)):
@@ -285,16 +283,14 @@ def state_files(checkpoint: str) -> dict[str, dict[int, list[tuple[str, str]]]]:
     fs = filesystem(checkpoint)
     root = f"{checkpoint}/state"
     found: dict[str, dict[int, list[tuple[str, str]]]] = {}
-    if not fs.exists(root):
-        return found
-    for operator in fs.ls(root, detail=False):
+    for operator in listing(fs, root):
         if not operator.rstrip("/").rsplit("/", 1)[-1].isdigit():
             continue
-        for partition in fs.ls(operator, detail=False):
+        for partition in listing(fs, operator):
             if not partition.rstrip("/").rsplit("/", 1)[-1].isdigit():
                 continue
             versions: dict[int, list[tuple[str, str]]] = {}
-            for path in fs.ls(partition, detail=False):
+            for path in listing(fs, partition):
                 match = _STATE_FILE.match(path.rsplit("/", 1)[-1])
                 if match:
                     versions.setdefault(int(match.group(1)), []).append((path, match.group(2)))
@@ -325,9 +321,9 @@ def drop_state_after(checkpoint: str, version: int) -> list[str]:
             if number > version:
                 for path, _kind in versions[number]:
                     remove(fs, path)
-                    removed.append(path[len(checkpoint) + 1:])
-    if version <= 0 and fs.exists(f"{checkpoint}/state"):
-        fs.rm(f"{checkpoint}/state", recursive=True)
+                    removed.append("state/" + path.split("/state/", 1)[-1])
+    if version <= 0:
+        remove_tree(fs, f"{checkpoint}/state")
     return removed
 
 
@@ -392,9 +388,13 @@ def delta_offset_after(source: dict, version: int) -> dict:
     return {**source, "reservoirVersion": version + 1, "index": -1, "isStartingVersion": False}
 
 
-def local_path(uri: str) -> str:
-    """A source-log path (``file:///a%20b/x``) as the plain path the filesystem lists."""
+def listed_path(uri: str) -> str:
+    """A source-log path as :func:`spark_jobs.logs.fs.filesystem` lists it: ``file:///a%20b/x``
+    as ``/a b/x``, ``s3a://bucket/a%20b`` as ``bucket/a b`` (Spark records URIs, escaped; fsspec
+    lists plain paths, and s3fs's have no scheme)."""
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return unquote(parsed.path)
+    if parsed.scheme in ("s3", "s3a"):
+        return unquote(parsed.netloc + parsed.path)
     return uri

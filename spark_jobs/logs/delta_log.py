@@ -9,7 +9,7 @@ import functools
 import json
 import re
 
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, listing
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
@@ -21,11 +21,8 @@ def _log_dir(table: str) -> str:
 def versions(table: str) -> list[int]:
     """Every commit version whose JSON file is still in the log, ascending ([] if no table)."""
     fs = filesystem(table)
-    log = _log_dir(table)
-    if not fs.exists(log):
-        return []
     found = []
-    for entry in fs.ls(log, detail=False):
+    for entry in listing(fs, _log_dir(table)):
         match = _COMMIT_FILE.match(entry.rstrip("/").rsplit("/", 1)[-1])
         if match:
             found.append(int(match.group(1)))

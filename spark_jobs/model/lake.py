@@ -16,8 +16,15 @@ DEFAULT_HOME = "./.lakehouse"
 
 
 def lakehouse_home(create: bool = True) -> str:
-    """``$LAKEHOUSE_HOME`` (default ``./.lakehouse``), absolute for local paths, created if missing."""
+    """``$LAKEHOUSE_HOME`` (default ``./.lakehouse``), absolute for local paths, created if missing.
+
+    An S3 lake is spelt ``s3a://bucket/prefix`` everywhere (``s3://`` is accepted and rewritten):
+    Spark's file-source logs and Delta's logs record the paths they read, and one spelling for all
+    of them keeps them comparable (a stream that read ``s3a://`` paths refuses an ``s3://`` source).
+    """
     home = os.environ.get("LAKEHOUSE_HOME") or DEFAULT_HOME
+    if home.startswith("s3://"):
+        home = "s3a://" + home[len("s3://"):]
     if "://" not in home:
         home = str(Path(home).expanduser().resolve())
         if create:

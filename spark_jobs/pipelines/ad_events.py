@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.transforms import ad_events as transforms
@@ -14,7 +14,7 @@ def read_campaigns(spark, lake: Lake) -> dict:
     """The campaigns table for silver, re-read on every run (a stream-static join)."""
     folder = lake.input("campaigns")
     fs = filesystem(folder)
-    if not fs.exists(folder) or not any(p.endswith(".csv") for p in fs.ls(folder, detail=False)):
+    if not any(path.endswith(".csv") for path in listing(fs, folder)):
         raise UsageError(
             f"no campaigns CSV in {folder}: add one with header ad_id,campaign_id "
             "(`lakehouse generate ad_events` writes a sample)"

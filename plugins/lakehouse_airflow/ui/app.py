@@ -27,7 +27,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from lakehouse_airflow.ui.charts import bar_chart
 from spark_jobs.control import overview, rollback
 from spark_jobs.control.suites import results_dir
-from spark_jobs.logs.fs import filesystem, read_json
+from spark_jobs.logs.fs import filesystem, listing, read_json
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
@@ -145,14 +145,11 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
 
 def _quality_files(lake: Lake) -> list[dict]:
     folder = results_dir(lake)
-    fs = filesystem(folder)
-    if not fs.exists(folder):
-        return []
     summaries = []
-    for path in fs.ls(folder, detail=False):
+    for path in listing(filesystem(folder), folder):
         name = path.rsplit("/", 1)[-1]
         if name.endswith(".json") and not name.endswith(".result.json"):
-            summary = read_json(path)
+            summary = read_json(f"{folder}/{name}")  # the folder's spelling: s3fs lists paths without a scheme
             summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
             summaries.append(summary)
     return sorted(summaries, key=lambda summary: (summary.get("run_id") or "", summary.get("hop") or ""), reverse=True)
