@@ -1,7 +1,8 @@
 """The benchmark suite: ``python -m bench`` (``make bench``; ``make bench-smoke`` in CI).
 
 Runs, in order: throughput (run vs plain PySpark vs backfill), one file of half a million
-lines, the quality gates' share, rollback at two table sizes (in this process, one warm JVM), then Airflow's parse time, task
+lines, the quality gates' share, rollback at two table sizes, gold's recount, the S3 lake against the
+local lake, the soak (in this process, one warm JVM), then Airflow's parse time, task
 overhead and nothing-new task, and last the cost of always-on against run-once (subprocesses
 under :mod:`bench.meter`). Writes ``bench/results/latest.json``, ``latest.md`` and PNG charts,
 and prints the Markdown. Every size is a flag; ``--smoke`` makes all of them tiny.
@@ -17,13 +18,13 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, big_file, busy, charts, cost, gold_merge, quality, rollback, soak, throughput
+from bench import airflow_overhead, big_file, busy, charts, cost, gold_merge, quality, rollback, s3, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "soak", "airflow", "cost", "busy")
+PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "airflow", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
-         "big_file_lines": 10_000, "busy_minutes": 2.0}
+         "big_file_lines": 10_000, "busy_minutes": 2.0, "s3_events": 2_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -36,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
     parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
+    parser.add_argument("--s3-events", type=int, default=200_000, help="s3: events in each lake")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
@@ -101,6 +103,9 @@ def run(args: argparse.Namespace) -> dict:
     if "gold_merge" in args.only:
         _step(f"gold merge: recount against state count, {args.gold_events:,} events x {args.repeats}")
         result["gold_merge"] = gold_merge.run(args.gold_events, 2, args.repeats)
+    if "s3" in args.only:
+        _step(f"s3: the S3 lake against the local lake, {args.s3_events:,} events x {args.repeats}")
+        result["s3"] = s3.run(args.s3_events, args.repeats)
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps")
         result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed)
@@ -128,6 +133,7 @@ def markdown(result: dict) -> str:
                 ("quality", "Quality gates' share of hop time", quality.markdown),
                 ("big_file", "One file of many lines", big_file.markdown),
                 ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
+                ("s3", "The lake on S3 against the local lake", s3.markdown),
                 ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
     for key, title, render in sections:
         if key in result:

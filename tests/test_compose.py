@@ -14,7 +14,11 @@ pytestmark = [pytest.mark.unit]
 def test_compose_file_is_sound():
     compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
     services = compose["services"]
-    assert {"postgres", "api-server", "scheduler", "dag-processor", "triggerer", "spark-master", "spark-worker"} <= set(services)
+    assert {"postgres", "api-server", "scheduler", "dag-processor", "triggerer", "spark-master", "spark-worker",
+            "s3"} <= set(services)
+    shared = compose["x-lakehouse"]["environment"]
+    assert shared["LAKEHOUSE_HOME"].startswith("s3a://") and shared["AWS_ENDPOINT_URL"] == "http://s3:8333"
+    assert "AWS_SECRET_ACCESS_KEY:?" in (ROOT / "docker-compose.yaml").read_text()
     for name, service in services.items():
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"

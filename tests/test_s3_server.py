@@ -91,3 +91,45 @@ def test_s3_on_loopback_behind_generated_credentials_stopped_by_pid(tmp_path):
         assert _client(again.env()).get_object(Bucket=BUCKET, Key="locks/lease")["Body"].read() == b"4"
     finally:
         again.stop()
+
+
+def test_the_compose_files_s3_service_serves_the_credentials_every_service_is_given(tmp_path):
+    """``docker-compose.yaml``'s ``s3`` command, run here as written except that it listens on
+    127.0.0.1 (a container's 0.0.0.0 is its own network) at a free port: S3 answers requests
+    signed with the ``AWS_*`` credentials the services share, on the fixed port, and refuses others."""
+    import signal
+
+    import yaml
+    from metadata_db import free_port
+
+    from tests.conftest import ROOT
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    command = compose["services"]["s3"]["command"]
+    lakehouse_env = compose["x-lakehouse"]["environment"]
+    port = free_port()
+    assert lakehouse_env["AWS_ENDPOINT_URL"] == f"http://s3:{command[command.index('--s3-port') + 1]}"
+    assert compose["services"]["s3"]["ports"] == [f"127.0.0.1:{command[command.index('--s3-port') + 1]}:8333"]
+    argv = [{"python": sys.executable, "0.0.0.0": "127.0.0.1", "/s3": str(tmp_path / "s3"), "8333": str(port)}.get(word, word)
+            for word in command]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "COMPOSEKEY", "AWS_SECRET_ACCESS_KEY": "compose-" + "x" * 24}
+    server = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert f"AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in server.stdout.readline() + server.stdout.readline() \
+            + server.stdout.readline()
+        shared = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_REGION": lakehouse_env["AWS_REGION"],
+                  "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"]}
+        client = _client(shared)
+        client.put_object(Bucket=BUCKET, Key="lake/probe", Body=b"1")
+        assert client.get_object(Bucket=BUCKET, Key="lake/probe")["Body"].read() == b"1"
+        with pytest.raises(Exception, match="(?i)denied|signature|invalid"):
+            _client({**shared, "AWS_SECRET_ACCESS_KEY": "wrong-" + "y" * 24}).get_object(Bucket=BUCKET, Key="lake/probe")
+        listening = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+        weed = [line for line in listening.splitlines() if f"pid={server.pid}," in line or "weed" in line]
+        assert all("127.0.0.1:" in line for line in weed if f":{port} " in line)
+        weed = psutil.Process(server.pid).children()
+        assert weed, "the S3 server runs as a child of the command"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # as `docker stop` does: the command stops its server too
+        server.wait(timeout=60)
+    assert not [process for process in weed if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]

@@ -15,7 +15,12 @@ Clients need nothing project-specific: :meth:`S3Server.env` gives the standard
 
     python include/scripts/s3_server.py run --dir DIR [--duration SECONDS]
 
-runs one in the foreground (Ctrl-C stops it) and prints those variables.
+runs one in the foreground (Ctrl-C stops it) and prints those variables. In a container
+(``docker-compose.yaml``'s ``s3`` service) it listens on the container's network instead
+(``--bind 0.0.0.0``, published on the host's 127.0.0.1 only), on a fixed S3 port
+(``--s3-port``), with the credentials every service is given (``--credentials-from-env``: the
+``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` of its environment), until stopped
+(``--duration 0``).
 """
 
 from __future__ import annotations
@@ -66,17 +71,19 @@ def _private(path: Path, text: str) -> None:
 class S3Server:
     """A SeaweedFS S3 server whose data, credentials and log live in ``folder``."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, bind: str = "127.0.0.1", s3_port: int | None = None,
+                 given: tuple[str, str] | None = None):
         self.folder = Path(folder)
+        self.bind, self.s3_port, self.given = bind, s3_port, given
         self.process: subprocess.Popen | None = None
         self.ports: dict[str, int] = {}
 
     def credentials(self) -> tuple[str, str]:
-        """The access key and secret, generated the first time."""
+        """The access key and secret: the ones given, or generated the first time."""
         config = self.folder / "s3.json"
-        if not config.exists():
-            key_id = "LAKEHOUSE" + secrets.token_hex(6).upper()
-            identity = {"name": "lakehouse", "credentials": [{"accessKey": key_id, "secretKey": secrets.token_urlsafe(30)}],
+        if not config.exists() or self.given:
+            key_id, secret = self.given or ("LAKEHOUSE" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30))
+            identity = {"name": "lakehouse", "credentials": [{"accessKey": key_id, "secretKey": secret}],
                         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
             _private(config, json.dumps({"identities": [identity]}, indent=2))
         identity = json.loads(config.read_text())["identities"][0]["credentials"][0]
@@ -107,8 +114,10 @@ class S3Server:
         self.credentials()
         config = self._security()
         self.ports = {name: free_port() for name in PORTS}
+        if self.s3_port:
+            self.ports["s3.port"] = self.s3_port
         argv = [str(weed_binary()), f"-config_dir={config}", "mini", f"-dir={self.folder / 'data'}",
-                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.config={self.folder / 's3.json'}", f"-bucket={BUCKET}",
+                "-ip=127.0.0.1", f"-ip.bind={self.bind}", f"-s3.config={self.folder / 's3.json'}", f"-bucket={BUCKET}",
                 "-admin.ui=false", "-webdav=false", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 *[f"-{name}={port}" for name, port in self.ports.items()]]
         (self.folder / "data").mkdir(parents=True, exist_ok=True)
@@ -151,9 +160,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="SeaweedFS S3 on 127.0.0.1 behind generated credentials")
     parser.add_argument("command", choices=["run"])
     parser.add_argument("--dir", required=True, type=Path, help="data, credentials and log")
-    parser.add_argument("--duration", type=float, default=3600, help="stop after this many seconds (default 3600)")
+    parser.add_argument("--duration", type=float, default=3600, help="stop after this many seconds (0: until stopped)")
+    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (a container's: 0.0.0.0)")
+    parser.add_argument("--s3-port", type=int, help="the S3 port (default: a free one)")
+    parser.add_argument("--credentials-from-env", action="store_true",
+                        help="use $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY instead of generated ones")
     args = parser.parse_args(argv)
-    server = S3Server(args.dir)
+    given = None
+    if args.credentials_from_env:
+        given = (os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+        if not all(given):
+            print("error: --credentials-from-env needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY set", file=sys.stderr)
+            return 2
+    server = S3Server(args.dir, args.bind, args.s3_port, given)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `docker stop`, a supervisor: stop the server too
     try:
         server.start(stop_with_parent=False)
     except S3ServerError as error:
@@ -161,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
     try:
-        server.process.wait(timeout=args.duration)
+        server.process.wait(timeout=args.duration or None)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         pass
     finally:
