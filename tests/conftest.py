@@ -213,6 +213,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -rank(item) if several else rank(item))
 
 
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """The S3 server (``include/scripts/s3_server.py``) for one test module, stopped by PID after it."""
+    from s3_server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    yield server
+    server.stop()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     import socket

@@ -15,21 +15,13 @@ import sys
 import time
 
 import pytest
-from s3_server import BUCKET, S3Server  # include/scripts (tests/conftest.py puts it on the path)
+from s3_server import BUCKET  # include/scripts (tests/conftest.py puts it on the path)
 
 from spark_jobs.model.errors import PipelineBusy
 
 pytestmark = [pytest.mark.integration]
 
 LEASE_S = 3
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

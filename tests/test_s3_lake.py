@@ -17,7 +17,7 @@ import json
 import time
 
 import pytest
-from s3_server import BUCKET, S3Server  # include/scripts (tests/conftest.py puts it on the path)
+from s3_server import BUCKET  # include/scripts (tests/conftest.py puts it on the path)
 
 from tests.conftest import ROOT
 from tests.model import SPAN_MS, T0, Lake, check_equal, run_sequence, stored, stored_by_delta_rs, write_spec
@@ -41,14 +41,6 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
