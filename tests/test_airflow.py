@@ -200,7 +200,7 @@ def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, 
     journals = list((lake_home / "_ops/rollbacks/ad_events").glob("*.json"))
     assert len(journals) == 1 and json.loads(journals[0].read_text())["status"] == "succeeded"
     lakehouse_main(["run", "ad_events"])
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 PARAMS_PROBE = """
@@ -257,13 +257,13 @@ def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothin
     for dag_id in ("ad_events__stream", "ad_events__backfill"):
         _run_id, state, tasks = dag_test(dag_id, "2026-03-04")
         assert state == "success", (dag_id, tasks)
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     from spark_jobs.logs import delta_log
     from spark_jobs.logs.fs import read_json_folder
     from tests.conftest import table_rows
 
-    rows = {hop: table_rows(spark, lake_home, hop) for hop in ("bronze", "silver", "gold")}
+    rows = {hop: table_rows(lake_home, hop) for hop in ("bronze", "silver", "gold")}
     tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
     versions = [delta_log.table_version(str(lake_home / table)) for table in tables]
     # Re-runs of three task instances: their commands as the scheduler's re-run would submit them.
@@ -276,14 +276,14 @@ def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothin
     for dag_id, task, mode in (("ad_events__stream", "gold", "run-once"), ("ad_events__stream", "bronze", "run-once"),
                                ("ad_events__backfill", "silver", "backfill")):
         task_in_process(dag_id, task, {**interval, "run_id": runs[mode]})
-        assert {hop: table_rows(spark, lake_home, hop) for hop in rows} == rows, (dag_id, task)
+        assert {hop: table_rows(lake_home, hop) for hop in rows} == rows, (dag_id, task)
         if dag_id == "ad_events__stream":  # nothing new: not even a commit
             assert [delta_log.table_version(str(lake_home / table)) for table in tables] == versions
     assert delta_log.table_version(str(lake_home / tables[1])) > versions[1]  # the backfill did rewrite silver's day
     # The stream goes on past the backfill's rewrite commit (it skips it) with new data.
     lakehouse_main(["generate", "ad_events", "--events", "300", "--seed", "13", "--start", "2026-03-03T09:00:00"])
     lakehouse_main(["run", "ad_events"])
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 @pytest.mark.slow
@@ -307,7 +307,7 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     lakehouse_main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
                     "--start", "2026-03-05T08:00:00"])
     lakehouse_main(["run", "ad_events", "--quality=off"])  # the state before the DAG run
-    before = {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")}
+    before = {hop: table_rows(lake_home, hop) for hop in ("silver", "gold")}
     checkpoints = {hop: checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}"))
                    for hop in ("silver", "gold")}
     lakehouse_main(["generate", "ad_events", "--events", "300", "--seed", "32", "--start", "2026-03-05T09:00:00"])
@@ -323,11 +323,11 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
         "plan_undo": "success", "undo": "success", "all_gates_passed": "upstream_failed"}, tasks
     summary = suites.read_summary(Lake.open(get_spec("ad_events")), run_id, "silver")
     assert summary["gate"] == "failed" and summary["failed"] == ["expect_column_values_to_not_be_null(campaign_id)"]
-    assert {hop: table_rows(spark, lake_home, hop) for hop in ("silver", "gold")} == before
+    assert {hop: table_rows(lake_home, hop) for hop in ("silver", "gold")} == before
     for hop in ("silver", "gold"):
         assert checkpoint_log.commit_batch_ids(str(lake_home / f"checkpoints/ad_events/{hop}")) == checkpoints[hop]
     bronze_lines = sorted(line for _name, line in landing_lines(lake_home) if valid_event(line))
-    assert len(table_rows(spark, lake_home, "bronze")) == len(bronze_lines)  # bronze kept the raw data
+    assert len(table_rows(lake_home, "bronze")) == len(bronze_lines)  # bronze kept the raw data
     # Asset events: bronze's gate passed and bronze wrote rows; silver's failed, gold never ran.
     bronze_version = _latest_version(lake_home / "tables/bronze/ad_events")
     quarantine_version = _latest_version(lake_home / "tables/quarantine/ad_events")

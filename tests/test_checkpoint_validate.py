@@ -102,7 +102,7 @@ def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake
     assert command[:2] == ["lakehouse", "rollback"]
     assert main(command[1:]) == 0
     increment(7)
-    assert_tables_match_landing(spark, damaged_lake)
+    assert_tables_match_landing(damaged_lake)
 
 
 def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(spark, three_increments, capsys):
@@ -120,7 +120,7 @@ def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(spark
     assert code == 0 and [f["kind"] for f in report["findings"]] == ["missing-metadata"]
     assert json.loads((silver / "metadata").read_text())["id"] == new_id
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, home)
+    assert_tables_match_landing(home)
 
     shutil.rmtree(home / "_ops")
     gold = home / "checkpoints/ad_events/gold"

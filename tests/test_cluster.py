@@ -66,4 +66,4 @@ def test_stream_dag_on_a_standalone_cluster(spark, standalone_cluster, airflow_e
     assert f"--master spark://127.0.0.1:{port}" in output
     apps = list((logs / "work").glob("app-*"))
     assert len(apps) == 3, "each hop ran as an application on the cluster's executors"
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)

@@ -65,10 +65,10 @@ def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(sp
     assert main(["generate", "ad_events", "--events", "400", "--files", "2", "--seed", "3",
                  "--start", "2026-04-01T00:03:00", "--bad-fraction", "0.05"]) == 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     assert main(["checkpoint", "validate", "ad_events"]) == 0
     # Back to a batch the old code wrote, cascading, and replay with the new code.
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "1"]) == 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     assert main(["status", "ad_events"]) == 0

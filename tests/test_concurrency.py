@@ -34,19 +34,19 @@ def test_backfill_before_the_stream_reaches_its_files(spark, lake_home):
     assert main(MIDNIGHT_DATA) == 0
     assert main(["backfill", "ad_events", *DAY]) == 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     assert _bronze_batch_ids(spark, lake_home) == [-1, 0]  # both wrote rows: the backfill and batch 0
 
     # New files for the backfilled day reach bronze through the stream, and the hops below.
     assert main(["generate", "ad_events", "--events", "400", "--files", "2", "--seed", "22",
                  "--start", "2026-03-03T06:00:00"]) == 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     # The same backfill again, then the stream: still every line once.
     assert main(["backfill", "ad_events", *DAY]) == 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 @pytest.mark.slow
@@ -80,9 +80,9 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
         if waiting.poll() is None:
             waiting.kill()
     assert waiting.returncode == 0, err[-3000:]
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def _silver_aggregate(spark, home) -> Counter:
@@ -114,7 +114,7 @@ def test_late_events_into_windows_only_a_backfill_wrote_count_in_full(spark, lak
     generate(33, "2026-05-01T00:00:09", 50)                     # late (within a minute), same windows
     assert main(["run", "ad_events"]) == 0
     gold_is_silver_aggregated()
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     assert main(["backfill", "ad_events", *window]) == 0
     gold_is_silver_aggregated()
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)

@@ -63,7 +63,7 @@ def test_hostile_files_beside_good_ones(spark, lake_home, capsys):
     bronze = json.loads(capsys.readouterr().out)["hops"][0]
     lines = landing_lines(lake_home)
     assert bronze["rows_in"] == len(lines) == bronze["rows_out"] + bronze["rows_quarantined"]
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_events"))
     reasons = {(row._source_file.rsplit("/", 1)[-1], row.reason) for row in quarantine.collect()}

@@ -129,13 +129,13 @@ def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monke
     assert main(["backfill", "ad_events", "--start", "2026-03-02", "--end", "2026-03-03"]) == 0
     assert not (backfilled / "checkpoints").exists()
     for hop in ("bronze", "silver", "gold"):
-        streamed, batch = table_rows(spark, lake_home, hop), table_rows(spark, backfilled, hop)
+        streamed, batch = table_rows(lake_home, hop), table_rows(backfilled, hop)
         assert streamed and streamed == batch, hop
 
     # Re-running a day is idempotent: same rows, no duplicates.
     assert main(["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-02"]) == 0
     for hop in ("bronze", "silver", "gold"):
-        assert table_rows(spark, backfilled, hop) == table_rows(spark, lake_home, hop), hop
+        assert table_rows(backfilled, hop) == table_rows(lake_home, hop), hop
     quarantine = spark.read.format("delta").load(str(backfilled / "tables/quarantine/ad_events"))
     lines = landing_lines(backfilled)
     assert quarantine.count() == sum(1 for _name, line in lines if not valid_event(line))

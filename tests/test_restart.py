@@ -48,7 +48,7 @@ def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_pa
     assert main(["run", "ad_events", "--max-files-per-trigger", "2"]) == 0
 
     for hop in ("bronze", "silver", "gold"):
-        assert table_rows(spark, lake_home, hop) == table_rows(spark, reference, hop), hop
+        assert table_rows(lake_home, hop) == table_rows(reference, hop), hop
     assert gold_counter(spark, lake_home) == expected_gold(lake_home)
     quarantine = lambda home: sorted(r.raw_line for r in spark.read.format("delta").load(
         str(home / "tables/quarantine/ad_events")).collect())

@@ -60,7 +60,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
         assert checkpoint_log.query_id(step["checkpoint"]) == step["new_query_id"] != step["old_query_id"]
 
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     # Again from silver, then gold by time: chained rollbacks map batches to versions through
     # earlier RESTOREs and query ids.
@@ -74,7 +74,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     assert kept == target or (kept == -1 and any("starts over" in note for note in document["plan"]["notes"]))
     assert checkpoint_log.offset_batch_ids(silver)[-1:] == ([kept] if kept >= 0 else [])
     increment(8)
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     gold = Path(_checkpoint(lake_home, "gold"))
     stamps = {n: (gold / "commits" / str(n)).stat().st_mtime for n in checkpoint_log.commit_batch_ids(str(gold))}
@@ -85,7 +85,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     document = _rollback(capsys, "--hop", "gold", "--to-time", moment)
     assert document["plan"]["requested_batch"] == target
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_straddling_batches_take_the_upper_hop_back_to_a_shared_boundary(spark, lake_home, capsys):
@@ -99,7 +99,7 @@ def test_straddling_batches_take_the_upper_hop_back_to_a_shared_boundary(spark, 
     assert steps["bronze"]["target_batch"] == 0 and steps["silver"]["target_batch"] == 0
     assert any("instead of 2" in note for note in document["plan"]["notes"])
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_gold_alone_by_run_id_without_cascade(spark, three_increments, capsys):
@@ -110,7 +110,7 @@ def test_gold_alone_by_run_id_without_cascade(spark, three_increments, capsys):
     assert document["plan"]["hops"][0]["target_batch"] == min(gold_record["batch_ids"]) - 1
     assert document["plan"]["hops"][0]["state_version"] == min(gold_record["batch_ids"])
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_replay_under_the_old_query_id_is_skipped_by_delta_which_the_new_id_prevents(spark, lake_home, capsys):
@@ -127,7 +127,7 @@ def test_replay_under_the_old_query_id_is_skipped_by_delta_which_the_new_id_prev
     checkpoint_log.set_query_id(silver, old_id)
     assert main(["run", "ad_events"]) == 0
     with pytest.raises(AssertionError, match="^assert"):
-        assert_tables_match_landing(spark, lake_home)
+        assert_tables_match_landing(lake_home)
 
 
 class _Crash(BaseException):
@@ -168,7 +168,7 @@ def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark,
     journals = list((lake_home / "_ops/rollbacks/ad_events").glob("*.json"))
     assert len(journals) == 1 and json.loads(journals[0].read_text())["status"] == "succeeded"
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
@@ -224,12 +224,12 @@ def test_gold_alone_back_into_a_snapshot_it_read_part_by_part_after_a_cascade(sp
 
     _rollback(capsys, "--hop", "bronze", "--to-batch", "2")
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
     document = _rollback(capsys, "--hop", "gold", "--to-batch", "1", "--no-cascade")
     assert document["plan"]["hops"][0]["target_batch"] == -1, document["plan"]["notes"]
     assert main(["run", "ad_events", "--hop", "gold"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_to_run_of_a_run_whose_batch_ids_a_replay_used_again(spark, three_increments, capsys):
@@ -244,7 +244,7 @@ def test_to_run_of_a_run_whose_batch_ids_a_replay_used_again(spark, three_increm
     document = _rollback(capsys, "--hop", "gold", "--to-run", "r2", "--no-cascade")
     assert document["plan"]["hops"][0]["target_batch"] == 0 and replayed[-1] > 0
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_home, capsys):
@@ -261,7 +261,7 @@ def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_ho
     # Over streamed rows (00:01, 00:03) and the new files (00:05), which no stream has read.
     assert main(["backfill", "ad_events", "--start", "2026-04-01T00:00:00", "--end", "2026-04-01T00:07:00"]) == 0
     increment(8)                                                  # the stream goes on past the backfill
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
     gold = _checkpoint(lake_home, "gold")
     assert checkpoint_log.commit_batch_ids(gold)[-1] >= 2
 
@@ -274,7 +274,7 @@ def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_ho
     assert gold_counter(spark, lake_home) != expected_gold(lake_home)  # what the plan warns about
     for start, end in step["rebackfill"]:
         assert main(["backfill", "ad_events", "--hop", "gold", "--start", start, "--end", end]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_gold_kept_by_a_cascade_counts_only_what_silver_keeps(spark, lake_home, capsys):
@@ -300,7 +300,7 @@ def test_gold_kept_by_a_cascade_counts_only_what_silver_keeps(spark, lake_home, 
     assert gold_counter(spark, lake_home) == silver_views  # gold is silver's aggregate, nothing more
 
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
 
 
 def test_a_hop_that_started_over_rolls_back_within_its_new_query(spark, three_increments, capsys):
@@ -322,4 +322,4 @@ def test_a_hop_that_started_over_rolls_back_within_its_new_query(spark, three_in
     document = _rollback(capsys, "--hop", "silver", "--to-batch", "0")
     assert document["plan"]["hops"][0]["tables"][0]["restore_to"] == batch_0[0]
     assert main(["run", "ad_events"]) == 0
-    assert_tables_match_landing(spark, lake_home)
+    assert_tables_match_landing(lake_home)
