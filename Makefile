@@ -10,7 +10,7 @@ TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 UV_VERSION := 0.9.30
 
-.PHONY: jvm-archive setup run stop test test-fast lint bench bench-smoke clean check-tools
+.PHONY: jvm-archive setup run run-cluster stop test test-fast lint bench bench-smoke clean check-tools
 
 setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated jvm-archive
 
@@ -41,6 +41,11 @@ jvm-archive: .cache/jars/.manifest
 # `make run LAKE=s3` puts the lake on the embedded S3 server (SeaweedFS on 127.0.0.1) instead of .lakehouse/.
 run: setup
 	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE))
+
+# The production topology as processes on 127.0.0.1 (docker-compose.yaml's, without Docker): the
+# lake on the embedded S3 server, every Spark task on a standalone master with two workers.
+run-cluster: setup
+	$(PY) include/scripts/lakehouse_platform.py run --lake s3 --spark cluster
 
 # Stops a platform `make run` started (from another shell), or what one that was killed left.
 stop:

@@ -98,14 +98,19 @@ def lakehouse(*args: str, env: dict | None = None, check: bool = True, **kwargs)
 
 # -- expected values, computed from the files without the code under test ----------------------
 
-def landing_lines(home: Path) -> list[tuple[str, str]]:
-    """``(file name, line)`` for every line of every visible landing file."""
-    folder = home / "landing" / "ad_events"
+def landing_lines(home: Path | str) -> list[tuple[str, str]]:
+    """``(file name, line)`` for every line of every visible landing file (of a local lake, or
+    through fsspec of an ``s3a://`` one)."""
+    from spark_jobs.logs.fs import filesystem
+
+    folder = f"{home}/landing/ad_events"
+    fs = filesystem(folder)
     lines = []
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith((".", "_")):
+    for path in sorted(fs.ls(folder, detail=False)):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith((".", "_")):
             continue
-        lines.extend((path.name, line) for line in hadoop_lines(path.read_bytes()))
+        lines.extend((name, line) for line in hadoop_lines(fs.cat_file(path)))
     return lines
 
 
@@ -140,12 +145,15 @@ def valid_event(line: str) -> dict | None:
     return event
 
 
-def campaigns_of(home: Path) -> dict[str, str]:
-    with open(home / "landing" / "campaigns" / "campaigns.csv") as handle:
-        return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(handle)}
+def campaigns_of(home: Path | str) -> dict[str, str]:
+    from spark_jobs.logs.fs import filesystem
+
+    path = f"{home}/landing/campaigns/campaigns.csv"
+    text = filesystem(path).cat_file(path).decode()
+    return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(text.splitlines())}
 
 
-def expected_gold(home: Path) -> Counter:
+def expected_gold(home: Path | str) -> Counter:
     """Views per (campaign_id, window start ms) over every valid view in the landing files."""
     campaigns = campaigns_of(home)
     counts: Counter = Counter()
@@ -233,17 +241,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def delta_rows(home: Path, relative: str, *columns: str) -> list[tuple]:
+def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
     """A table's rows (these columns), sorted, as delta-rs reads them: another Delta implementation
     (Rust, no JVM), so a reader independent of the Spark and Delta code that wrote the table, and
-    one that costs milliseconds where a Spark read costs about a second per check."""
+    one that costs milliseconds where a Spark read costs about a second per check. An S3 lake's
+    store comes from the standard ``AWS_*`` variables."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(home / relative)).to_pyarrow_table(columns=list(columns))
+    options = {}
+    if str(home).startswith(("s3://", "s3a://")):
+        options = {key: os.environ[key] for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
+                                                    "AWS_REGION") if os.environ.get(key)}
+        options["AWS_ALLOW_HTTP"] = str(options.get("AWS_ENDPOINT_URL", "").startswith("http://")).lower()
+        home = "s3://" + str(home).split("://", 1)[1]
+    table = DeltaTable(f"{home}/{relative}", storage_options=options).to_pyarrow_table(columns=list(columns))
     return sorted(zip(*(table.column(column).to_pylist() for column in columns), strict=True), key=repr)
 
 
-def assert_tables_match_landing(home: Path) -> None:
+def assert_tables_match_landing(home: Path | str) -> None:
     """Every table holds exactly what the landing files say, no row missing or twice.
 
     Bronze: one row per valid line (keyed by file, ad, type and time); quarantine: every

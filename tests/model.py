@@ -158,23 +158,17 @@ def stored(spark, home: str) -> dict[str, Counter]:
 
 
 def stored_by_delta_rs(home: str) -> dict[str, Counter]:
-    """The same, read by delta-rs: another Delta implementation (Rust, no JVM), so a reader
-    independent of the Spark and Delta code that wrote the tables. An S3 lake's store comes
-    from the standard ``AWS_*`` variables."""
-    from deltalake import DeltaTable
+    """The same, read by delta-rs (:func:`tests.conftest.delta_rows`): another Delta
+    implementation (Rust, no JVM), so a reader independent of the Spark and Delta code that wrote
+    the tables."""
+    from tests.conftest import delta_rows
 
     fs = filesystem(home)
-    options = {key: os.environ[key] for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
-                                                "AWS_REGION") if os.environ.get(key)}
-    if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-        options["AWS_ALLOW_HTTP"] = "true"
 
     def rows(relative: str, *columns: str) -> list[tuple]:
-        path = f"{home}/{relative}"
-        if not fs.exists(f"{path}/_delta_log"):
+        if not fs.exists(f"{home}/{relative}/_delta_log"):
             return []
-        table = DeltaTable(path, storage_options=options).to_pyarrow_table(columns=list(columns))
-        return list(zip(*(table.column(column).to_pylist() for column in columns), strict=True))
+        return delta_rows(home, relative, *columns)
 
     return _tables(rows)
 

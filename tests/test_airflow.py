@@ -1,7 +1,7 @@
 """Airflow: DAG integrity, then the DAGs run through Airflow's own ``dag.test()`` loop in this
 process (each Spark task's command run here; :func:`tests.conftest.dag_test`) on real Spark and
-Delta. The DAGs run with spark-submit through the real scheduler in ``test_platform.py`` and
-through ``airflow dags test`` on a standalone cluster in ``test_cluster.py``."""
+Delta. The DAGs run with spark-submit through the real scheduler in ``test_platform.py`` (with
+local Spark, and on ``make run-cluster``'s standalone cluster)."""
 
 from __future__ import annotations
 
@@ -120,14 +120,6 @@ def test_dag_shapes(dagbag):
     assert dagbag["deadlines"]["ad_events__stream"] == [
         ["DagRunQueuedAtDeadline", 900.0, "lakehouse_airflow.freshness.freshness_missed", {"pipeline": "ad_events"}]]
     assert dagbag["deadlines"]["ad_events__backfill"] == dagbag["deadlines"]["ad_events__rollback"] == []
-
-
-def _dags_test(env, *args, timeout=900):
-    done = subprocess.run([str(VENV_BIN / "airflow"), "dags", "test", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    output = done.stdout + done.stderr
-    finished = [line for line in output.splitlines() if "DagRun Finished" in line]
-    return done.returncode, (finished[-1] if finished else ""), output
 
 
 def _records(home):

@@ -27,6 +27,11 @@ def test_compose_file_is_sound():
             assert (ROOT / build["context"] / build["dockerfile"]).exists()
     text = (ROOT / "docker-compose.yaml").read_text()
     assert "PASSWORD:?" in text and "PASSWORD: airflow" not in text
+    # The Spark cluster: two workers, every Spark process and spark-submit behind the secret spark-init writes.
+    assert "SPARK_AUTH_SECRET:?" in text and services["spark-worker"]["deploy"]["replicas"] == 2
+    for name in ("spark-master", "spark-worker"):
+        assert services[name]["command"][-2:] == ["--properties-file", shared["LAKEHOUSE_SPARK_PROPERTIES"]], name
+    assert services["spark-init"]["command"][-1] == shared["LAKEHOUSE_SPARK_PROPERTIES"]
     dockerfile = (ROOT / "include/docker/Dockerfile").read_text()
     for copied in ("requirements.txt", "spark_jobs", "dags", "plugins", "include"):
         assert copied in dockerfile and (ROOT / copied).exists()
@@ -53,3 +58,22 @@ def test_no_secret_is_committed():
         text = path.read_text(errors="ignore")
         found += [f"{name}: {match.group(0)}" for pattern in SECRET_PATTERNS for match in re.finditer(pattern, text)]
     assert found == []
+
+
+def test_the_spark_init_command_writes_a_private_properties_file_of_the_given_secret(tmp_path):
+    """What docker-compose's spark-init runs: the secret from the environment into a 0600 file; without one, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    script = str(ROOT / "include/scripts/spark_cluster.py")
+    out = tmp_path / "conf" / "spark.conf"
+    refused = subprocess.run([sys.executable, script, "properties", "--out", str(out)], capture_output=True, text=True,
+                             env={key: value for key, value in os.environ.items() if key != "SPARK_AUTH_SECRET"})
+    assert refused.returncode == 2 and "SPARK_AUTH_SECRET is not set" in refused.stderr and not out.exists()
+    secret = f"secret-{os.getpid()}"
+    subprocess.run([sys.executable, script, "properties", "--out", str(out)], check=True,
+                   env={**os.environ, "SPARK_AUTH_SECRET": secret})
+    lines = dict(line.split(" ", 1) for line in out.read_text().splitlines())
+    assert lines["spark.authenticate"] == "true" and lines["spark.authenticate.secret"] == secret
+    assert lines["spark.master.rest.enabled"] == "false" and out.stat().st_mode & 0o077 == 0

@@ -4,7 +4,7 @@ Unit tests of argument building, the way Airflow's own Spark provider tests its 
 templated arguments are rendered with a task context and ``SparkSubmitHook.submit`` is replaced
 by a function that records the command the real hook builds (a mock of the submit only; the
 hook, the connection and the templates are real). The real spark-submit runs are in
-``test_platform.py`` (every DAG through ``make run``'s scheduler) and ``test_cluster.py``.
+``test_platform.py`` (every DAG through ``make run``'s scheduler, and on ``make run-cluster``'s).
 """
 
 from __future__ import annotations
@@ -114,3 +114,21 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
     task = dag_factory.build_stream_dag(spec).get_task("undo")
     _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}, "ti": ti}, master)[0])
     assert arguments == ["rollback", "ad_events", "--hop", "silver", f"--to-run={RUN_ID}", "--cascade", "--wait", "900"]
+
+
+def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(factory, tmp_path):
+    """``make run-cluster``'s master wants Spark's shared secret: spark-submit reads it from the
+    cluster's properties file (``$LAKEHOUSE_SPARK_PROPERTIES``), so the argv names only the file."""
+    dag_factory, spec = factory
+    master = "spark://127.0.0.1:7077"
+    bronze = lambda: dag_factory.build_stream_dag(spec).get_task("bronze")  # a new task: the operator keeps its hook
+    argv, _env = submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
+    assert "--properties-file" not in argv  # no cluster file in this process's environment
+    secret = "a-generated-secret-" + RUN_ID[-8:]
+    properties = tmp_path / "spark.conf"
+    properties.write_text(f"spark.authenticate true\nspark.authenticate.secret {secret}\n")
+    with mock.patch.dict("os.environ", {"LAKEHOUSE_SPARK_PROPERTIES": str(properties)}):
+        argv, _env = submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
+    options, _arguments = _split(argv)
+    assert options["--properties-file"] == [str(properties)] and options["--master"] == [master]
+    assert not any(secret in word for word in argv)

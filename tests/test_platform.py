@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,10 +26,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
-            trickle_every: int = 10, lake: str = "local") -> tuple[subprocess.Popen, dict, str]:
+            trickle_every: int = 10, lake: str = "local", spark: str = "local") -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
     example spec with another ``freshness`` if given, a sample file every ``trickle_every``
-    seconds and its ``--lake``; returns it, its environment and its login line."""
+    seconds, its ``--lake`` and ``--spark``; returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
     if freshness:
@@ -48,7 +49,7 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
         env.pop(key)
     process = subprocess.Popen(
         [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every),
-         "--lake", lake],
+         "--lake", lake, "--spark", spark],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 240
     seen = []
@@ -384,21 +385,64 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         held.close()
         _kill_tree(process, started)
 
-    # The second platform puts its lake on the embedded S3 server (make run LAKE=s3): the stream
-    # DAG runs there, and `env` gives another shell what reads the same lake.
+    _walk_the_cluster(tmp_path)
+
+
+def _walk_the_cluster(tmp_path) -> None:
+    """The second platform is the production topology as processes (``make run-cluster``): the lake
+    on the embedded S3 server, every Spark task submitted to a standalone master with two workers
+    behind Spark's shared secret. The stream DAG, then a backfill DAG run of the same data, and
+    every table equals the landing files; ``env`` gives another shell what reads the same lake.
+    Nothing listens beyond 127.0.0.1; a SIGKILLed launcher's watchdog stops everything."""
+    from spark_cluster import spark_home  # include/scripts
+
+    from tests.conftest import assert_tables_match_landing
+
     port = free_port()
-    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3")
-    started = []
+    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster")
+    started, intruder = [], None
     try:
         user, password = login.split("login:")[1].strip().split(" / ")
         api = Api(f"http://127.0.0.1:{port}", user, password)
+        cluster = tmp_path / "airflow/spark"
+        master = int(re.search(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)",
+                               (cluster / "master.log").read_text())[1])
+        # A driver without the cluster's secret is refused (the tasks' drivers have it in their
+        # environment); it gives up after Spark's registration retries, while the DAGs run.
+        intruder = subprocess.Popen([str(VENV_BIN / "spark-submit"), "--master", f"spark://127.0.0.1:{master}",
+                                     "--conf", "spark.authenticate=true", "--conf", "spark.authenticate.secret=guess",
+                                     "--conf", "spark.driver.host=127.0.0.1", str(ROOT / "tests/spark_hello.py")],
+                                    env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(),
+                                         "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
         stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
         assert api.wait_for_run("ad_events__stream", stream) == "success"
+        # Each hop ran as its own application, with executors on both workers.
+        applications = {worker.name: {app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")}
+        assert len(set().union(*applications.values())) == 3 and all(applications.values()), applications
         exported = subprocess.run([sys.executable, str(LAUNCHER), "env"], env=env, capture_output=True, text=True,
                                   check=True).stdout
         shell = dict(line.removeprefix("export ").split("=", 1) for line in exported.splitlines())
         shell = {key: json.loads(value) for key, value in shell.items()}
         assert shell["LAKEHOUSE_HOME"] == "s3a://lakehouse/lake" and shell["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+        # A backfill DAG run over every day the sample holds recomputes it in batch mode on the cluster.
+        api.call("PATCH", "/dags/ad_events__backfill", {"is_paused": False})
+        backfill = api.call("POST", "/dags/ad_events__backfill/dagRuns", {
+            "logical_date": None, "conf": {"start": "2000-01-01T00:00:00", "end": "2100-01-01T00:00:00"}})["dag_run_id"]
+        assert api.wait_for_run("ad_events__backfill", backfill) == "success"
+        assert len(set().union(*({app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")))) == 6
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in shell.items():
+                patch.setenv(key, value)
+            assert_tables_match_landing(shell["LAKEHOUSE_HOME"])  # read from S3 by delta-rs and s3fs
+        said = intruder.communicate(timeout=300)[0]
+        assert intruder.returncode != 0 and "hello from the cluster" not in said, said[-3000:]
+        ours = {child.pid for child in _descendants(process.pid)}
+        listening = [line for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines()
+                     if any(f"pid={pid}," in line for pid in ours)]
+        beyond = [line for line in listening  # the local address: 127.0.0.1:P, or [::ffff:127.0.0.1]:P from a JVM
+                  if line.split()[3].rsplit(":", 1)[0] not in ("127.0.0.1", "[::ffff:127.0.0.1]")]
+        assert len(listening) >= 8 and beyond == [], beyond
         status = subprocess.run([str(VENV_BIN / "lakehouse"), "status", "ad_events", "--json"], env={**env, **shell},
                                 capture_output=True, text=True, check=True).stdout
         hops = {hop["hop"]: hop for hop in json.loads(status)["hops"]}
@@ -406,7 +450,8 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
                    for name in ("bronze", "silver", "gold")), hops
         assert all(hop["checkpoint"].startswith("s3a://lakehouse/lake/") for hop in hops.values())
         started = _descendants(process.pid)
-        assert any("weed" in " ".join(child.cmdline()) for child in started)
+        commands = [" ".join(child.cmdline()) for child in started]
+        assert any("weed" in command for command in commands) and sum("deploy.worker.Worker" in c for c in commands) == 2
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()
         assert _left_running(started, 40) == []
@@ -415,6 +460,9 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         assert stopped.returncode == 0 and "no platform is running" in stopped.stdout
         assert not (tmp_path / "airflow/platform.json").exists()  # a dead launcher's file is cleared
     finally:
+        if intruder is not None and intruder.poll() is None:
+            os.killpg(intruder.pid, signal.SIGKILL)
+            intruder.wait()
         _kill_tree(process, started)
         metadata_db.Postgres(tmp_path / "airflow/postgres").remove()  # as root its data is outside tmp_path
 

@@ -1,15 +1,18 @@
 """Set up and run the platform on the embedded defaults: Airflow on an embedded PostgreSQL
 (``metadata_db.py``; SQLite behind ``LAKEHOUSE_METADATA_DB=sqlite``), local Spark, a local lake
-or (``--lake s3``) a lake on the embedded S3 server (``s3_server.py``).
+or (``--lake s3``) a lake on the embedded S3 server (``s3_server.py``), and (``--spark cluster``)
+a Spark standalone master with two workers (``spark_cluster.py``) instead of local Spark:
+``make run-cluster`` is both, the production topology of ``docker-compose.yaml`` as processes.
 
     python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
     python include/scripts/lakehouse_platform.py migrate    # the SQLite DB (tests, sqlite mode), once per version
-    python include/scripts/lakehouse_platform.py run [--duration S] [--port P] [--lake local|s3]
+    python include/scripts/lakehouse_platform.py run [--duration S] [--port P] [--lake local|s3] [--spark local|cluster]
     python include/scripts/lakehouse_platform.py stop       # stop a platform started by run
 
 ``run`` starts PostgreSQL (migrated once per Airflow version), with ``--lake s3`` the S3 server
 (its data in ``$AIRFLOW_HOME/s3``; the lake is ``s3a://lakehouse/lake`` and every process gets
-the server's standard ``AWS_*`` variables), then Airflow's api-server,
+the server's standard ``AWS_*`` variables), with ``--spark cluster`` the Spark cluster (every Spark
+task is then submitted to its master, with its shared secret), then Airflow's api-server,
 scheduler, dag-processor and triggerer with the LocalExecutor, all bound to 127.0.0.1 (README:
 "Two commands"), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import metadata_db  # beside this file
 from s3_server import BUCKET, S3Server, S3ServerError
+from spark_cluster import SparkCluster, SparkClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -289,19 +293,21 @@ def _generate(env: dict[str, str], events: int, check: bool) -> None:
 
 
 LAKES = ("local", "s3")
+SPARKS = ("local", "cluster")
 S3_LAKE = f"s3a://{BUCKET}/lake"
 
 
 class Platform:
     """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), the S3
-    server (``--lake s3``), Airflow."""
+    server (``--lake s3``), the Spark cluster (``--spark cluster``), Airflow."""
 
-    def __init__(self, env: dict[str, str], lake: str = "local"):
+    def __init__(self, env: dict[str, str], lake: str = "local", spark: str = "local"):
         self.env = env
-        self.lake = lake
+        self.lake, self.spark = lake, spark
         self.guard: subprocess.Popen | None = None
         self.db: metadata_db.Postgres | None = None
         self.s3: S3Server | None = None
+        self.cluster: SparkCluster | None = None
         self.processes: list[subprocess.Popen] = []
 
     def _watch(self, process: subprocess.Popen) -> None:
@@ -326,11 +332,17 @@ class Platform:
             self._watch(self.s3.start())
             lake_env = {**self.s3.env(), "LAKEHOUSE_HOME": S3_LAKE}
             self.env.update(lake_env)
+        if self.spark == "cluster":
+            self.cluster = SparkCluster(home / "spark")
+            for process in self.cluster.start():
+                self._watch(process)
+            self.env.update(self.cluster.env())
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)
         groups = [process.pid for process in self.processes] + [
-            server.process.pid for server in (self.db, self.s3) if server is not None]
+            server.process.pid for server in (self.db, self.s3) if server is not None] + [
+            process.pid for process in (self.cluster.processes if self.cluster else [])]
         pid_file = _pid_file(self.env)
         pid_file.touch(mode=0o600)
         pid_file.write_text(json.dumps({"pid": os.getpid(), "groups": groups, "url": self.env["AIRFLOW__API__BASE_URL"],
@@ -338,9 +350,11 @@ class Platform:
                                         "lake_env": lake_env}))
 
     def stop(self) -> None:
-        """Airflow first (its processes use the DB and the lake to the end), then the S3 server and
-        PostgreSQL, then tell the watchdog."""
+        """Airflow first (its processes use the DB and the lake to the end), then the Spark cluster,
+        the S3 server and PostgreSQL, then tell the watchdog."""
         stop(self.processes)
+        if self.cluster is not None:
+            self.cluster.stop()
         if self.s3 is not None:
             self.s3.stop()
         if self.db is not None:
@@ -368,6 +382,10 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
               for kind in ("stream", "rollback")])
     print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
     print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
+    if env.get("_SPARK_AUTH_SECRET"):
+        master = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+        print(f"spark: {master['host']}:{master['port']} (a standalone master and two workers, "
+              f"logs in {env['AIRFLOW_HOME']}/spark)", flush=True)
     print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n", flush=True)
     began = time.time()
     next_trickle = began + trickle_every
@@ -383,7 +401,7 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
 
 
 def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int,
-        lake: str = "local") -> int:
+        lake: str = "local", spark: str = "local") -> int:
     found = running_platform(env)
     if found is not None:
         print(f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop it with "
@@ -393,13 +411,13 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.append(True))
-    platform = Platform(env, lake)
+    platform = Platform(env, lake, spark)
     try:
         platform.launch()
         return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
     except KeyboardInterrupt:
         return 0
-    except (metadata_db.MetadataDBError, S3ServerError) as error:
+    except (metadata_db.MetadataDBError, S3ServerError, SparkClusterError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
@@ -417,6 +435,8 @@ def main() -> int:
     parser.add_argument("--trickle-events", type=int, default=200, help="events per sample file")
     parser.add_argument("--lake", choices=LAKES, default=os.environ.get("LAKEHOUSE_LAKE") or "local",
                         help="where the lake lives: a local folder (LAKEHOUSE_HOME) or the embedded S3 server")
+    parser.add_argument("--spark", choices=SPARKS, default=os.environ.get("LAKEHOUSE_SPARK") or "local",
+                        help="where Spark tasks run: local[2] in each task, or a standalone master with two workers")
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "env":
@@ -434,7 +454,7 @@ def main() -> int:
         return watchdog()
     if args.action == "stop":
         return stop_platform(env)
-    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake)
+    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake, args.spark)
 
 
 if __name__ == "__main__":

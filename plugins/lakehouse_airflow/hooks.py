@@ -76,6 +76,11 @@ class LakehouseSparkHook:
             "spark.ui.enabled": os.environ.get("LAKEHOUSE_SPARK_UI", "false"),
         }
 
+    def properties_file(self) -> str | None:
+        """A cluster's properties file (``make run-cluster``'s holds Spark's shared secret), given
+        to spark-submit as ``--properties-file`` so the secret is on no command line."""
+        return os.environ.get("LAKEHOUSE_SPARK_PROPERTIES") or None
+
     def env_vars(self) -> dict[str, str]:
         """Environment the driver needs: where the lake is, and loopback for Spark."""
         from spark_jobs.control.suites import quality_dir

@@ -42,6 +42,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.py_files = hook.package_archive()
         self.jars = hook.jars()
         self.conf = {**hook.conf(), **(self.conf or {})}
+        self.properties_file = self.properties_file or hook.properties_file()
         self.env_vars = {**hook.env_vars(), **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
         super().execute(context)
