@@ -47,6 +47,19 @@ class MetadataDBError(RuntimeError):
     """The metadata DB cannot be set up or started; the message names the fix."""
 
 
+def stop_process_groups(processes: list[subprocess.Popen], grace_s: float = 20.0) -> None:
+    """SIGTERM to each process's group (in the order given), then SIGKILL to any still there after ``grace_s``."""
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def kind(env: dict[str, str]) -> str:
     chosen = env.get("LAKEHOUSE_METADATA_DB", "postgres")
     if chosen not in ("postgres", "sqlite"):

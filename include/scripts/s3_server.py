@@ -38,7 +38,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from metadata_db import die_with_parent, free_port
+from metadata_db import die_with_parent, free_port, stop_process_groups
 
 BUCKET = "lakehouse"
 REGION = "us-east-1"
@@ -145,15 +145,8 @@ class S3Server:
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM to its process group, SIGKILL after ``grace_s``."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if self.process is not None:
+            stop_process_groups([self.process], grace_s)
 
 
 def main(argv: list[str] | None = None) -> int:

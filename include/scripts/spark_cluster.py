@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from metadata_db import die_with_parent, free_port
+from metadata_db import die_with_parent, free_port, stop_process_groups
 
 
 class SparkClusterError(RuntimeError):
@@ -120,15 +120,7 @@ class SparkCluster:
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM to each process group (workers first), SIGKILL after ``grace_s``."""
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in reversed(self.processes):
-            try:
-                process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process_groups(list(reversed(self.processes)), grace_s)
 
 
 def main(argv: list[str] | None = None) -> int:
