@@ -172,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     except S3ServerError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
-    try:
+    try:  # the print too: a closed stdout must not leave the server behind
+        print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
         server.process.wait(timeout=args.duration or None)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, BrokenPipeError):
         pass
     finally:
         server.stop()
