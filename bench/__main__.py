@@ -2,10 +2,11 @@
 
 Runs, in order: throughput (run vs plain PySpark vs backfill), one file of half a million
 lines, the quality gates' share, rollback at two table sizes, gold's recount, the S3 lake against the
-local lake, the soak (in this process, one warm JVM), then Airflow's parse time, task
-overhead and nothing-new task, and last the cost of always-on against run-once (subprocesses
-under :mod:`bench.meter`). Writes ``bench/results/latest.json``, ``latest.md`` and PNG charts,
-and prints the Markdown. Every size is a flag; ``--smoke`` makes all of them tiny.
+local lake, the soak (in this process, one warm JVM), then a 2-worker standalone cluster against
+local[2], Airflow's parse time, task overhead and nothing-new task, and last the cost of always-on
+against run-once and the busy fraction (subprocesses under :mod:`bench.meter`). Writes
+``bench/results/latest.json``, ``latest.md`` and PNG charts, and prints the Markdown. Every
+size is a flag; ``--smoke`` makes all of them tiny.
 
     python -m bench [--only throughput,cost,...] [--smoke] [--events 2000000] ...
 """
@@ -18,13 +19,13 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, big_file, busy, charts, cost, gold_merge, quality, rollback, s3, soak, throughput
+from bench import airflow_overhead, big_file, busy, charts, cluster, cost, gold_merge, quality, rollback, s3, soak, throughput
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "airflow", "cost", "busy")
+PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
-         "big_file_lines": 10_000, "busy_minutes": 1.0, "s3_events": 2_000}
+         "big_file_lines": 10_000, "busy_minutes": 1.0, "s3_events": 2_000, "cluster_events": 2_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
     parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
     parser.add_argument("--s3-events", type=int, default=200_000, help="s3: events in each lake")
+    parser.add_argument("--cluster-events", type=int, default=200_000, help="cluster: events in the lake")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
@@ -72,6 +74,9 @@ def _alone(args: argparse.Namespace, result: dict) -> None:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()  # the subprocess benchmarks below get the machine to themselves
+    if "cluster" in args.only:
+        _step(f"cluster: local[2] against a 2-worker standalone cluster, {args.cluster_events:,} events x {args.repeats}")
+        result["cluster"] = cluster.run(args.cluster_events, args.repeats, warm_up=not args.smoke)
     if "airflow" in args.only:
         _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
         result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
@@ -134,6 +139,7 @@ def markdown(result: dict) -> str:
                 ("big_file", "One file of many lines", big_file.markdown),
                 ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
                 ("s3", "The lake on S3 against the local lake", s3.markdown),
+                ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
                 ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
     for key, title, render in sections:
         if key in result:

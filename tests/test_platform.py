@@ -61,6 +61,15 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
     raise AssertionError(f"the launcher ended before printing the login (exit {process.wait()}): {''.join(seen)}")
 
 
+def _command(process: psutil.Process) -> str:
+    """A process's command line; empty for one that ended or is a zombie (an executor a finished
+    application left, a task process not reaped yet)."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
+        return ""
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
@@ -449,8 +458,12 @@ def _walk_the_cluster(tmp_path) -> None:
         assert all(hops[name]["batches"] >= 1 and hops[name]["last_run"]["status"] == "succeeded"
                    for name in ("bronze", "silver", "gold")), hops
         assert all(hop["checkpoint"].startswith("s3a://lakehouse/lake/") for hop in hops.values())
+        # A `lakehouse` command of that shell runs its driver against the cluster, with its secret
+        # (as the benchmark suite's cluster part does, in CI's smoke run).
+        assert shell["LAKEHOUSE_SPARK_MASTER"] == f"spark://127.0.0.1:{master}"
+        assert shell["LAKEHOUSE_SPARK_PROPERTIES"] == str(cluster / "spark.conf")
         started = _descendants(process.pid)
-        commands = [" ".join(child.cmdline()) for child in started]
+        commands = [_command(child) for child in started]
         assert any("weed" in command for command in commands) and sum("deploy.worker.Worker" in c for c in commands) == 2
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()

@@ -336,7 +336,8 @@ class Platform:
             self.cluster = SparkCluster(home / "spark")
             for process in self.cluster.start():
                 self._watch(process)
-            self.env.update(self.cluster.env())
+            lake_env.update(self.cluster.env())
+            self.env.update(lake_env)
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)

@@ -76,9 +76,10 @@ class SparkCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        """What the platform's Airflow processes need: where the properties file is (the hook gives
-        it to every spark-submit) and the connection ``spark_default`` pointing at the master."""
-        return {"LAKEHOUSE_SPARK_PROPERTIES": str(self.properties()),
+        """What the platform's processes and a user's shell need: the properties file (the hook
+        gives it to every spark-submit, ``build_session`` to a ``lakehouse`` command's driver), the
+        master for ``lakehouse`` commands and the connection ``spark_default`` for Airflow's tasks."""
+        return {"LAKEHOUSE_SPARK_PROPERTIES": str(self.properties()), "LAKEHOUSE_SPARK_MASTER": self.master_url,
                 "AIRFLOW_CONN_SPARK_DEFAULT": f'{{"conn_type": "spark", "host": "spark://127.0.0.1", "port": {self.port}}}'}
 
     def _spawn(self, args: list[str], log: Path, stop_with_parent: bool) -> subprocess.Popen:

@@ -4,6 +4,7 @@ for a lake on S3, Hadoop's ``s3a`` filesystem configured from the standard AWS v
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 from spark_jobs.engine.jars import cached_jars
@@ -69,13 +70,23 @@ def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
     return confs
 
 
+def properties_file(path: str) -> dict[str, str]:
+    """A Spark properties file (``key value`` or ``key=value`` lines, ``#`` comments), as
+    ``spark-submit --properties-file`` reads it."""
+    with open(path) as handle:
+        lines = [line.strip() for line in handle]
+    return dict(re.split(r"\s*=\s*|\s+", line, maxsplit=1) for line in lines if line and not line.startswith("#"))
+
+
 def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str | None = None):
     """Get or create the SparkSession for ``app_name``.
 
     Under ``spark-submit`` the JVM already exists (its ``--jars`` carry Delta) and its master
     comes from the submit; otherwise a local JVM starts with ``$LAKEHOUSE_SPARK_MASTER``
-    (default ``local[2]``), the cached Delta jars and ``java_options`` (default: the class-data
-    sharing archive, :mod:`spark_jobs.engine.jvm`).
+    (default ``local[2]``), the properties in ``$LAKEHOUSE_SPARK_PROPERTIES`` if set (a
+    cluster's shared secret: ``make run-cluster``'s, which ``lakehouse_platform.py env`` names),
+    the cached Delta jars and ``java_options`` (default: the class-data sharing archive,
+    :mod:`spark_jobs.engine.jvm`).
     """
     from pyspark.sql import SparkSession
 
@@ -84,6 +95,9 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         check_java()
         builder = builder.master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]"))
+        if os.environ.get("LAKEHOUSE_SPARK_PROPERTIES"):
+            for key, value in properties_file(os.environ["LAKEHOUSE_SPARK_PROPERTIES"]).items():
+                builder = builder.config(key, value)
         builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached_jars()))
         builder = builder.config("spark.driver.memory", os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g"))
         java_options = driver_java_options() if java_options is None else java_options
