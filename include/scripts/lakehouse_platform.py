@@ -383,9 +383,8 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
               for kind in ("stream", "rollback")])
     print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
     print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
-    if env.get("_SPARK_AUTH_SECRET"):
-        master = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
-        print(f"spark: {master['host']}:{master['port']} (a standalone master and two workers, "
+    if env.get("LAKEHOUSE_SPARK_MASTER"):
+        print(f"spark: {env['LAKEHOUSE_SPARK_MASTER']} (a standalone master and two workers, "
               f"logs in {env['AIRFLOW_HOME']}/spark)", flush=True)
     print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n", flush=True)
     began = time.time()
