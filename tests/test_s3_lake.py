@@ -25,9 +25,11 @@ from tests.model import SPAN_MS, T0, Lake, check_equal, run_sequence, stored, st
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 LEASE_S = 6
-# The scripted sequence: every kind of step once or more (targets, ranges and the kill's moment
-# are drawn from the seed); a settle at the end brings the lake up to date and compares it whole.
-OPERATIONS = ["run", "land", "run", "rollback", "land", "backfill", "run", "kill", "rollback", "land", "run"]
+# The scripted sequence: every kind of step (targets, ranges and the kill's moment are drawn from
+# the seed); a settle at the end brings the lake up to date and compares it whole. The storage is
+# what this test is about: the random sequences of tests/test_model.py (and the benchmark suite's
+# soak) cover the orders of steps on a local lake, so each kind runs here once (run three times).
+OPERATIONS = ["run", "land", "run", "backfill", "rollback", "kill", "land", "run"]
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -60,7 +62,7 @@ def test_the_pipeline_on_an_s3_lake_matches_the_model(spark, s3_lake, monkeypatc
     assert lakehouse_home() == s3_lake
     sequence = run_sequence(spark, s3_lake, seed=7, steps=len(OPERATIONS), operations=OPERATIONS)
     print(sequence.transcript())
-    assert sequence.settles == 1 and sequence.counts["kill"] == 1 and sequence.counts["rollback"] == 2
+    assert sequence.settles == 1 and sequence.counts["kill"] == 1 and sequence.counts["rollback"] == 1
 
     # Everything lives in the bucket; nothing was written to a local folder named like the URI.
     import s3fs
