@@ -26,6 +26,7 @@ STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_add
 
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+TEST_JVM_GC = "-XX:+UseSerialGC"
 
 # Every Spark application of the tests (this process's and those in subprocesses) evaluates
 # expressions interpreted instead of compiling generated code per query: on the tests' small
@@ -56,7 +57,10 @@ def spark():
 
     ours = os.environ.get("JDK_JAVA_OPTIONS") == C1_ONLY
     if ours:
-        del os.environ["JDK_JAVA_OPTIONS"]  # this JVM lives the whole session: C2 pays back here
+        # This JVM lives the whole session: C2 pays back here. The serial collector: on the tests'
+        # small data G1's concurrent and parallel GC threads cost about a tenth of this JVM's CPU
+        # (tests/test_rollback.py alone: 385 s with G1, 333 s with it; README, "What is not done").
+        os.environ["JDK_JAVA_OPTIONS"] = TEST_JVM_GC
     try:
         session = build_session("lakehouse-tests", shuffle_partitions=4)
     finally:
