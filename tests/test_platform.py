@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
 import psutil
@@ -26,12 +27,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
-            trickle_every: int = 10, lake: str = "local", spark: str = "local") -> tuple[subprocess.Popen, dict, str]:
+            trickle_every: int = 10, lake: str = "local", spark: str = "local",
+            quality: Path | None = None) -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
     example spec with another ``freshness`` if given, a sample file every ``trickle_every``
-    seconds, its ``--lake`` and ``--spark``; returns it, its environment and its login line."""
+    seconds, its ``--lake`` and ``--spark``, and the quality suites of ``quality`` if given;
+    returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
+    if quality is not None:
+        env["LAKEHOUSE_QUALITY"] = str(quality)
     if freshness:
         specs = tmp_path / "pipelines"
         specs.mkdir()
@@ -402,13 +407,16 @@ def _walk_the_cluster(tmp_path) -> None:
     on the embedded S3 server, every Spark task submitted to a standalone master with two workers
     behind Spark's shared secret. The stream DAG, then a backfill DAG run of the same data, and
     every table equals the landing files; ``env`` gives another shell what reads the same lake.
-    Nothing listens beyond 127.0.0.1; a SIGKILLed launcher's watchdog stops everything."""
+    Nothing listens beyond 127.0.0.1; a SIGKILLed launcher's watchdog stops everything. Without
+    quality suites (the first platform ran the gates; on cold executors each costs seconds)."""
     from spark_cluster import spark_home  # include/scripts
 
     from tests.conftest import assert_tables_match_landing
 
     port = free_port()
-    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster")
+    (tmp_path / "no-suites").mkdir()
+    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster",
+                                  quality=tmp_path / "no-suites")
     started, intruder = [], None
     try:
         user, password = login.split("login:")[1].strip().split(" / ")
