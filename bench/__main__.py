@@ -23,7 +23,8 @@ from bench import airflow_overhead, big_file, busy, charts, cluster, cost, gold_
 from bench.common import RESULTS, machine, write_json
 
 PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost", "busy")
-SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "airflow_events": 500,
+SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
+         "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.5, "s3_events": 2_000, "cluster_events": 2_000}
 
@@ -36,6 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median, min, max)")
     parser.add_argument("--quality-events", type=int, default=200_000, help="quality: events per increment")
     parser.add_argument("--rollback-events", type=int, default=20_000, help="rollback: events in the small lake")
+    parser.add_argument("--rollback-batches", type=int, default=rollback.BATCHES,
+                        help="rollback: bronze batches in each lake, all but the first undone")
     parser.add_argument("--airflow-events", type=int, default=20_000, help="airflow: new events per DAG run")
     parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
     parser.add_argument("--s3-events", type=int, default=200_000, help="s3: events in each lake")
@@ -103,8 +106,9 @@ def run(args: argparse.Namespace) -> dict:
         _step(f"quality share: {args.quality_events:,} events x {args.repeats}")
         result["quality"] = quality.run(args.quality_events, args.repeats)
     if "rollback" in args.only:
-        _step(f"rollback: {args.rollback_events:,} and 10x events x {args.repeats}")
-        result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json")
+        _step(f"rollback: {args.rollback_events:,} and 10x events in {args.rollback_batches} batches x {args.repeats}")
+        result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json",
+                                          args.rollback_batches)
     if "gold_merge" in args.only:
         _step(f"gold merge: recount against state count, {args.gold_events:,} events x {args.repeats}")
         result["gold_merge"] = gold_merge.run(args.gold_events, 2, args.repeats)
@@ -134,7 +138,7 @@ def markdown(result: dict) -> str:
                 ("cost", "Cost: always-on against run-once", cost.markdown),
                 ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
-                ("rollback", "Rollback of 10 batches at two sizes", rollback.markdown),
+                ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
                 ("quality", "Quality gates' share of hop time", quality.markdown),
                 ("big_file", "One file of many lines", big_file.markdown),
                 ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),

@@ -77,7 +77,7 @@ def draw(result: dict, folder: Path) -> list[Path]:
         figure, axis = plt.subplots(figsize=(5, 3.4))
         axis.bar([f"{name}\n{sizes[name]['events']:,} events" for name in sizes], [row["median"] for row in rows],
                  yerr=_errors(rows), capsize=4)
-        axis.set_ylabel("seconds to roll back 10 batches")
+        axis.set_ylabel(f"seconds to roll back {result['rollback'].get('batches', 11) - 1} batches")
         axis.set_title(f"Rollback: ratio big/small {result['rollback']['ratio_big_over_small']}")
         save(figure, "rollback.png")
     return written

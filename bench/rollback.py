@@ -1,12 +1,13 @@
 """Benchmark: the time to roll back 10 batches does not grow with the table (it rewrites no data).
 
-Builds two lakes, one with ``--scale`` times the events of the other, each with 11 bronze
-batches (and the silver and gold batches that read them), then rolls bronze back to batch 0
+Builds two lakes, one with ``--scale`` times the events of the other, each with ``--batches``
+bronze batches (11 by default; the smoke run makes 4) and the silver and gold batches that read
+them, then rolls bronze back to batch 0
 with cascade on copies of each lake, ``--repeats`` times, in one process with one warm JVM.
 Prints a Markdown table with median/min/max and the big/small ratio, and writes
 ``bench/results/rollback.json``.
 
-    python -m bench.rollback [--events 20000] [--scale 10] [--repeats 3]
+    python -m bench.rollback [--events 20000] [--scale 10] [--repeats 3] [--batches 11]
 """
 
 from __future__ import annotations
@@ -26,17 +27,17 @@ from spark_jobs.cli import main
 BATCHES = 11
 
 
-def _lake(root: Path, events: int) -> Path:
+def _lake(root: Path, events: int, batches: int) -> Path:
     home = root / f"lake-{events}"
     os.environ["LAKEHOUSE_HOME"] = str(home)
-    per_file = events // BATCHES
-    for index in range(BATCHES):
+    per_file = events // batches
+    for index in range(batches):
         start = f"2026-05-01T00:{index:02d}:00"
         assert main(["generate", "ad_events", "--events", str(per_file), "--files", "1", "--seed", str(index),
                      "--start", start, "--bad-fraction", "0.01"]) == 0
     began = time.perf_counter()
     assert main(["run", "ad_events", "--max-files-per-trigger", "1", "--quality=off"]) == 0
-    print(f"built {home.name}: {per_file * BATCHES:,} events in {time.perf_counter() - began:.0f} s", flush=True)
+    print(f"built {home.name}: {per_file * batches:,} events in {time.perf_counter() - began:.0f} s", flush=True)
     return home
 
 
@@ -63,14 +64,14 @@ def _stats(values: list[float]) -> dict:
     return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
-def run(events: int, scale: int, repeats: int, out: Path) -> dict:
+def run(events: int, scale: int, repeats: int, out: Path, batches: int = BATCHES) -> dict:
     from spark_jobs.engine.session import build_session
 
     build_session("lakehouse-bench")  # one warm JVM for every measurement
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-rollback-"))
     try:
         sizes = {"small": events, "big": events * scale}
-        lakes = {name: _lake(root, count) for name, count in sizes.items()}
+        lakes = {name: _lake(root, count, batches) for name, count in sizes.items()}
         results: dict[str, list[dict]] = {name: [] for name in sizes}
         for attempt in range(repeats):  # interleaved, so drift hits both sizes alike
             for name, home in lakes.items():
@@ -79,6 +80,7 @@ def run(events: int, scale: int, repeats: int, out: Path) -> dict:
         shutil.rmtree(root, ignore_errors=True)
     summary = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
+        "batches": batches,
         "batches_undone": results["small"][0]["undone"],
         "sizes": {name: {"events": sizes[name], **{key: _stats([r[key] for r in results[name]])
                                                     for key in ("plan_s", "execute_s", "total_s")}}
@@ -107,6 +109,7 @@ if __name__ == "__main__":
     parser.add_argument("--events", type=int, default=20_000, help="events in the small lake")
     parser.add_argument("--scale", type=int, default=10, help="the big lake has this many times more")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=BATCHES, help="bronze batches in each lake (all but one undone)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "rollback.json")
     arguments = parser.parse_args()
-    print(markdown(run(arguments.events, arguments.scale, arguments.repeats, arguments.out)))
+    print(markdown(run(arguments.events, arguments.scale, arguments.repeats, arguments.out, arguments.batches)))
