@@ -6,11 +6,13 @@ overhead around a Spark job.
 - **Nothing new**: ``airflow tasks test ad_events__stream check_new_data`` on a lake with
   nothing new, against a forced ``lakehouse run ad_events`` on the same lake, both under
   :mod:`bench.meter` (wall, CPU-seconds of every process, and whether a JVM ran).
-- **Task overhead**: ``airflow dags test ad_events__stream`` with new data each time; for each
-  hop task, the task instance's duration in the metadata DB minus the Spark job's time in
-  the hop's run record (the hop plus its quality check): spark-submit, JVM start and
-  Airflow's own task start and end. Each DAG run has three hop tasks, so ``repeats`` samples
-  take ``ceil(repeats / 3)`` DAG runs; the summary is over every hop task.
+- **Task overhead**: ``airflow dags test ad_events__stream`` with new data each time, in both
+  driver modes (``$LAKEHOUSE_DRIVER``: ``task``, a spark-submit per hop task, and ``shared``,
+  one driver per DAG run), DAG runs alternating between them; for each hop task, the task
+  instance's duration in the metadata DB and that minus the Spark job's time in the hop's run
+  record (the hop plus its quality check): spark-submit, JVM start and Airflow's own task start
+  and end; and each DAG run's wall time. Each DAG run has three hop tasks, so ``repeats``
+  samples take ``ceil(repeats / 3)`` DAG runs of each mode.
 """
 
 from __future__ import annotations
@@ -91,31 +93,58 @@ def nothing_new(env: dict, repeats: int, log: Path) -> dict:
     return summary
 
 
+DRIVER_MODES = ("task", "shared")  # $LAKEHOUSE_DRIVER: a spark-submit per hop task, or one driver per DAG run
+
+
+def _one_dag_run(env: dict, lake: Path, airflow_home: Path, index: int, events: int) -> tuple[dict, dict, float]:
+    """New events, then one ``dags test`` of the stream DAG: per hop, (task s, Spark job s); the DAG run's seconds."""
+    subprocess.run(lakehouse_command("generate", "ad_events", "--events", str(events), "--seed", str(20 + index),
+                                     "--start", f"2026-03-{index % 28 + 1:02d}T08:00:00"),
+                   env=env, cwd=ROOT, check=True, capture_output=True)
+    _airflow(env, "dags", "test", "ad_events__stream", f"2026-04-{index % 28 + 1:02d}T{index // 28:02d}:00:00")
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        run_id, began, ended = db.execute(
+            "SELECT run_id, julianday(start_date), julianday(end_date) FROM dag_run WHERE dag_id = 'ad_events__stream' "
+            "ORDER BY id DESC LIMIT 1").fetchone()
+        durations = dict(db.execute("SELECT task_id, duration FROM task_instance WHERE dag_id = 'ad_events__stream' "
+                                    "AND run_id = ?", (run_id,)).fetchall())
+    tasks, jobs = {}, {}
+    for hop in HOPS:
+        record = json.loads((lake / "_ops/runs/ad_events" / f"{run_id}.{hop}.json").read_text())
+        jobs[hop] = record["duration_s"] + ((record.get("quality") or {}).get("seconds") or 0.0)
+        tasks[hop] = durations[hop]
+    return tasks, jobs, (ended - began) * 86_400
+
+
 def task_overhead(env: dict, lake: Path, airflow_home: Path, repeats: int, events: int) -> dict:
-    overheads: dict[str, list[float]] = {hop: [] for hop in HOPS}
-    spark_s: dict[str, list[float]] = {hop: [] for hop in HOPS}
+    """Both driver modes, DAG runs alternating between them (the order flips each round), the
+    same number of new events before each."""
+    samples = {mode: {"task": {hop: [] for hop in HOPS}, "job": {hop: [] for hop in HOPS}, "dag_run": []}
+               for mode in DRIVER_MODES}
     dag_runs = -(-repeats // len(HOPS))
-    for index in range(dag_runs):
-        subprocess.run(lakehouse_command("generate", "ad_events", "--events", str(events), "--seed", str(20 + index),
-                                         "--start", f"2026-03-0{index + 1}T08:00:00"),
-                       env=env, cwd=ROOT, check=True, capture_output=True)
-        day = f"2026-04-{index + 1:02d}"
-        _airflow(env, "dags", "test", "ad_events__stream", day)
-        with sqlite3.connect(airflow_home / "airflow.db") as db:
-            run_id = db.execute("SELECT run_id FROM dag_run WHERE dag_id = 'ad_events__stream' "
-                                "ORDER BY id DESC LIMIT 1").fetchone()[0]
-            durations = dict(db.execute("SELECT task_id, duration FROM task_instance WHERE dag_id = 'ad_events__stream' "
-                                        "AND run_id = ?", (run_id,)).fetchall())
-        for hop in HOPS:
-            record = json.loads((lake / "_ops/runs/ad_events" / f"{run_id}.{hop}.json").read_text())
-            job = record["duration_s"] + ((record.get("quality") or {}).get("seconds") or 0.0)
-            spark_s[hop].append(job)
-            overheads[hop].append(durations[hop] - job)
-    return {"events_per_run": events, "dag_runs": dag_runs,
-            "all_hop_tasks": {"task_minus_spark_s": stats(sum(overheads.values(), [])),
-                              "spark_job_s": stats(sum(spark_s.values(), []))},
-            "hops": {hop: {"task_minus_spark_s": stats(overheads[hop]), "spark_job_s": stats(spark_s[hop])}
-                     for hop in HOPS}}
+    for round_ in range(dag_runs):
+        for offset, mode in enumerate(DRIVER_MODES if round_ % 2 == 0 else DRIVER_MODES[::-1]):
+            tasks, jobs, dag_run_s = _one_dag_run({**env, "LAKEHOUSE_DRIVER": mode}, lake, airflow_home,
+                                                  round_ * len(DRIVER_MODES) + offset, events)
+            for hop in HOPS:
+                samples[mode]["task"][hop].append(tasks[hop])
+                samples[mode]["job"][hop].append(jobs[hop])
+            samples[mode]["dag_run"].append(dag_run_s)
+    modes = {}
+    for mode, found in samples.items():
+        over = {hop: [task - job for task, job in zip(found["task"][hop], found["job"][hop], strict=True)] for hop in HOPS}
+        modes[mode] = {
+            "dag_run_s": stats(found["dag_run"]),
+            "all_hop_tasks": {"task_s": stats(sum(found["task"].values(), [])),
+                              "task_minus_spark_s": stats(sum(over.values(), [])),
+                              "spark_job_s": stats(sum(found["job"].values(), []))},
+            "hops": {hop: {"task_s": stats(found["task"][hop]), "task_minus_spark_s": stats(over[hop]),
+                           "spark_job_s": stats(found["job"][hop])} for hop in HOPS}}
+    task, shared = modes["task"], modes["shared"]
+    return {"events_per_run": events, "dag_runs": dag_runs, "modes": modes, "hops": shared["hops"],
+            "ratio_dag_run_shared_over_task": round(shared["dag_run_s"]["median"] / task["dag_run_s"]["median"], 2),
+            "ratio_hop_tasks_shared_over_task": round(shared["all_hop_tasks"]["task_s"]["median"]
+                                                      / task["all_hop_tasks"]["task_s"]["median"], 2)}
 
 
 def run(repeats: int, events: int, log_dir: Path | None = None) -> dict:
@@ -150,8 +179,19 @@ def markdown(result: dict) -> str:
              f"| **ratio** | **{new['ratio_wall']}x** | **{new['ratio_cpu']}x** | |", "",
              f"Inside the task, the check itself (`has_new_data`, plain file reads) takes {new['callable_ms']['median']:.0f} ms; "
              "the rest of the task's time is Airflow's CLI and task start.", "",
-             f"Airflow task overhead around the Spark job ({over['dag_runs']} DAG run(s), {over['events_per_run']:,} "
-             "new events each):", "", "| hop task | Spark job s | task minus Spark job s |", "|---|---:|---:|"]
-    for hop, row in (*over["hops"].items(), ("**all hop tasks**", over["all_hop_tasks"])):
-        lines.append(f"| {hop} | {spread(row['spark_job_s'])} | {spread(row['task_minus_spark_s'])} |")
+             f"Airflow hop tasks with a spark-submit each (`LAKEHOUSE_DRIVER=task`, before) against one shared driver "
+             f"per DAG run (`shared`, the default), {over['dag_runs']} DAG run(s) of each, alternating, "
+             f"{over['events_per_run']:,} new events before each (medians, with min-max):", "",
+             "| hop task | task s (task) | task s (shared) | Spark job s (task) | Spark job s (shared) "
+             "| task minus job s (task) | task minus job s (shared) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    task, shared = over["modes"]["task"], over["modes"]["shared"]
+    for hop in (*over["hops"], "all"):
+        rows = (task["all_hop_tasks"], shared["all_hop_tasks"]) if hop == "all" else (task["hops"][hop], shared["hops"][hop])
+        lines.append(f"| {'**all hop tasks**' if hop == 'all' else hop} | "
+                     + " | ".join(spread(row[key]) for key in ("task_s", "spark_job_s", "task_minus_spark_s") for row in rows)
+                     + " |")
+    lines += ["", f"Whole stream DAG run (scheduled to done, under `airflow dags test`): {spread(task['dag_run_s'])} s with a "
+              f"spark-submit per task, {spread(shared['dag_run_s'])} s with the shared driver: "
+              f"**{over['ratio_dag_run_shared_over_task']}x**; the hop tasks alone "
+              f"**{over['ratio_hop_tasks_shared_over_task']}x**."]
     return "\n".join(lines)

@@ -447,7 +447,8 @@ def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = N
     dag = build_all()[dag_id]
     dag.deadline = None  # as under `airflow dags test` (lakehouse_airflow.freshness.in_dag_test says why)
     date = pendulum.parse(logical_date, tz="UTC") if logical_date else None
-    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process):
+    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process), \
+            mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}):
         run = dag.test(logical_date=date, run_conf=conf)
     return run.run_id, str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
@@ -468,5 +469,6 @@ def execute_task(task, context: dict, submit) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     task.render_template_fields({"dag": task.dag, **context})
-    with mock.patch.object(SparkSubmitHook, "submit", submit):
+    # Each task submits its own application (the shared driver's tests: tests/test_driver.py).
+    with mock.patch.object(SparkSubmitHook, "submit", submit), mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}):
         task.execute(context)

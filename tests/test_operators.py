@@ -132,3 +132,49 @@ def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_sec
     options, _arguments = _split(argv)
     assert options["--properties-file"] == [str(properties)] and options["--master"] == [master]
     assert not any(secret in word for word in argv)
+
+
+def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_submit_options(factory, lake_home, tmp_path,
+                                                                                           monkeypatch):
+    """The shared driver's spark-submit argv is a hop task's own (master, jars, confs, shipped
+    package, environment) with ``serve`` for the command; every Spark task of one DAG run names
+    the same driver, another run or lake another; the run's last hop and ``undo`` release it, and
+    the rollback DAG's one Spark task submits its own application."""
+    dag_factory, spec = factory
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_DIR", str(tmp_path / "drivers"))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077"}))
+    plans = {("plan_undo", "return_value"): "silver"}
+    ti = SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": plans[(task_ids, key)])
+
+    def driver(build, task_id: str, run_id: str = RUN_ID) -> tuple[Path, list[str], dict]:
+        dag = build(spec)  # a fresh task each time, as each task instance's execution has
+        task = dag.get_task(task_id)
+        context = {"run_id": run_id, "params": {"start": "2026-03-03", "end": "2026-03-04"}, "ti": ti,
+                   "dag_run": SimpleNamespace(dag_id=dag.dag_id, run_id=run_id)}
+        task.render_template_fields({"dag": dag, **context})
+        task.prepare()
+        assert task._uses_shared_driver()
+        return task.driver_command(context)
+
+    stream, backfill = dag_factory.build_stream_dag, dag_factory.build_backfill_dag
+    address, argv, env = driver(stream, "bronze")
+    options, arguments = _split(argv)
+    _common(options, "lakehouse-ad_events-ad_events__stream", "spark://127.0.0.1:7077")
+    assert address.parent == tmp_path / "drivers" and address.suffix == ".json"
+    assert arguments == ["serve", "--address", str(address), "--idle", "60", "--log", str(address.with_suffix(".log"))]
+    assert env["LAKEHOUSE_HOME"] == str(lake_home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert {driver(stream, task_id)[0] for task_id in ("silver", "gold", "undo")} == {address}
+    assert driver(stream, "gold", run_id="manual__other")[0] != address
+    assert driver(backfill, "bronze")[0] == driver(backfill, "gold")[0] != address
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "another-lake"))
+    assert driver(stream, "silver")[0] != address
+    releases = {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
+                if getattr(task, "releases_driver", False)}
+    assert releases == {"gold", "undo"}  # in both DAGs, gold is the last hop
+    execute = dag_factory.build_rollback_dag(spec).get_task("execute")
+    assert not execute.shares_driver and not execute._uses_shared_driver()
+    with mock.patch.dict("os.environ", {"LAKEHOUSE_DRIVER": "task"}):
+        assert not stream(spec).get_task("bronze")._uses_shared_driver()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077",
+                                                                 "extra": {"deploy-mode": "cluster"}}))
+    assert not dag_factory.build_stream_dag(spec).get_task("bronze")._uses_shared_driver()  # the driver is not here

@@ -95,6 +95,19 @@ def _left_running(processes: list[psutil.Process], within_s: float) -> list[str]
         time.sleep(0.5)
 
 
+def _drivers_left(tmp_path: Path, within_s: float) -> list[str]:
+    """Shared Spark drivers of this test's DAG runs (``submit.py serve`` with an address file
+    under ``tmp_path``) still running after ``within_s``: their own process groups, so not
+    descendants of the launcher; the platform stops them by their address files."""
+    deadline = time.time() + within_s
+    while True:
+        left = [command for command in map(_command, psutil.process_iter())
+                if "submit.py serve" in command and str(tmp_path) in command]
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.5)
+
+
 def _kill_tree(process: subprocess.Popen, started: list[psutil.Process]) -> None:
     """A test's own clean-up when an assertion failed half-way: the launcher and all it started."""
     if process.poll() is None:
@@ -393,7 +406,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         rest = process.stdout.read()
         assert process.wait(timeout=120) == 0, rest
         assert "stopping Airflow" in rest
-        assert _left_running(started, 5) == []
+        assert _left_running(started, 5) == [] and _drivers_left(tmp_path, 5) == []
         assert not (tmp_path / "airflow/platform.json").exists()
     finally:
         held.close()
@@ -434,9 +447,10 @@ def _walk_the_cluster(tmp_path) -> None:
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
         stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
         assert api.wait_for_run("ad_events__stream", stream) == "success"
-        # Each hop ran as its own application, with executors on both workers.
+        # The three hop tasks followed one application (the DAG run's shared driver), with
+        # executors on both workers.
         applications = {worker.name: {app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")}
-        assert len(set().union(*applications.values())) == 3 and all(applications.values()), applications
+        assert len(set().union(*applications.values())) == 1 and all(applications.values()), applications
         exported = subprocess.run([sys.executable, str(LAUNCHER), "env"], env=env, capture_output=True, text=True,
                                   check=True).stdout
         shell = dict(line.removeprefix("export ").split("=", 1) for line in exported.splitlines())
@@ -447,7 +461,7 @@ def _walk_the_cluster(tmp_path) -> None:
         backfill = api.call("POST", "/dags/ad_events__backfill/dagRuns", {
             "logical_date": None, "conf": {"start": "2000-01-01T00:00:00", "end": "2100-01-01T00:00:00"}})["dag_run_id"]
         assert api.wait_for_run("ad_events__backfill", backfill) == "success"
-        assert len(set().union(*({app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")))) == 6
+        assert len(set().union(*({app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")))) == 2
         with pytest.MonkeyPatch.context() as patch:
             for key, value in shell.items():
                 patch.setenv(key, value)
@@ -475,7 +489,7 @@ def _walk_the_cluster(tmp_path) -> None:
         assert any("weed" in command for command in commands) and sum("deploy.worker.Worker" in c for c in commands) == 2
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()
-        assert _left_running(started, 40) == []
+        assert _left_running(started, 40) == [] and _drivers_left(tmp_path, 5) == []
         stopped = subprocess.run([sys.executable, str(LAUNCHER), "stop"], env=env, capture_output=True, text=True,
                                  timeout=60)
         assert stopped.returncode == 0 and "no platform is running" in stopped.stdout

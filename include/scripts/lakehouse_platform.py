@@ -217,9 +217,32 @@ def stop(processes: list[subprocess.Popen]) -> None:
     stop_groups([process.pid for process in processes], reap=lambda: [process.poll() for process in processes])
 
 
-def watchdog() -> int:
+def drivers_dir(env: dict[str, str]) -> Path:
+    """Where the shared Spark drivers of the platform's DAG runs write their address files
+    (``spark_jobs.control.driver.driver_dir``: ``drivers`` in ``$AIRFLOW_HOME``)."""
+    return Path(env.get("LAKEHOUSE_DRIVER_DIR") or Path(env["AIRFLOW_HOME"]) / "drivers")
+
+
+def stop_drivers(folder: Path) -> None:
+    """Stop the shared drivers still running (each its own process group: spark-submit's JVM
+    and the Python driver); a driver ends by itself after a minute idle, this is for a stop."""
+    groups = []
+    for address in folder.glob("*.json"):
+        try:
+            found = json.loads(address.read_text())
+            alive = "serve" in Path(f"/proc/{found['pid']}/cmdline").read_bytes().decode(errors="replace")
+        except (OSError, ValueError, KeyError):
+            continue
+        if alive and _group_alive(found["group"]):
+            groups.append(found["group"])
+    if groups:
+        stop_groups(groups)
+
+
+def watchdog(drivers: Path | None = None) -> int:
     """Read process groups from stdin, one per line, until it closes. ``done`` means the
-    launcher stopped them itself; an end without it means the launcher died: stop them."""
+    launcher stopped them itself; an end without it means the launcher died: stop them, and
+    the shared drivers in ``drivers``."""
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)  # a Ctrl-C or a closed terminal must not take the watchdog first
     groups = []
@@ -228,11 +251,13 @@ def watchdog() -> int:
             return 0
         groups.append(int(line))
     stop_groups(groups)
+    if drivers is not None:
+        stop_drivers(drivers)
     return 0
 
 
-def _start_watchdog() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "watchdog"], stdin=subprocess.PIPE, text=True,
+def _start_watchdog(drivers: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "watchdog", "--drivers", str(drivers)], stdin=subprocess.PIPE, text=True,
                             start_new_session=True, stdout=subprocess.DEVNULL)
 
 
@@ -266,6 +291,7 @@ def _stop_leftovers(env: dict[str, str]) -> None:
     if alive:
         print(f"stopping what a platform that ended uncleanly left running (process groups {alive}) ...", flush=True)
         stop_groups(alive)
+    stop_drivers(drivers_dir(env))
     _pid_file(env).unlink(missing_ok=True)
 
 
@@ -317,7 +343,7 @@ class Platform:
     def launch(self) -> None:
         """Start everything, each process group told to the watchdog as soon as it exists, then
         write ``platform.json``."""
-        self.guard = _start_watchdog()
+        self.guard = _start_watchdog(drivers_dir(self.env))
         home = Path(self.env["AIRFLOW_HOME"])
         if metadata_db.kind(self.env) == "postgres":
             self.db = metadata_db.Postgres(home / "postgres")
@@ -354,6 +380,7 @@ class Platform:
         """Airflow first (its processes use the DB and the lake to the end), then the Spark cluster,
         the S3 server and PostgreSQL, then tell the watchdog."""
         stop(self.processes)
+        stop_drivers(drivers_dir(self.env))
         if self.cluster is not None:
             self.cluster.stop()
         if self.s3 is not None:
@@ -429,6 +456,7 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["env", "migrate", "run", "stop", "watchdog"])
+    parser.add_argument("--drivers", help=argparse.SUPPRESS)  # the watchdog's: the shared drivers' folder
     parser.add_argument("--port", type=int, default=int(os.environ.get("LAKEHOUSE_AIRFLOW_PORT", "8080")))
     parser.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     parser.add_argument("--trickle-every", type=float, default=60.0, help="seconds between sample event files")
@@ -451,7 +479,7 @@ def main() -> int:
         migrate(env)
         return 0
     if args.action == "watchdog":
-        return watchdog()
+        return watchdog(Path(args.drivers) if args.drivers else None)
     if args.action == "stop":
         return stop_platform(env)
     return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake, args.spark)

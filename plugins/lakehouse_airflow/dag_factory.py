@@ -89,6 +89,8 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 command="run",
                 pipeline=spec.name,
                 arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
+                shares_driver=True,
+                releases_driver=hop is spec.hops[-1],
                 inlets=reads(spec, hop),
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
             )
@@ -110,6 +112,8 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
             command="rollback",
             pipeline=spec.name,
             arguments=["--hop", "{{ %s }}" % undo_hop, f"--to-run={RUN_ID_ARG}", "--cascade", *WAIT_ARGS],
+            shares_driver=True,
+            releases_driver=True,
             retries=0,
             doc_md="Roll back this run's batches of the hop whose gate failed, and of the hops below.",
         )
@@ -150,6 +154,8 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 pipeline=spec.name,
                 # `--flag=value`: a value can never be taken for another flag.
                 arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={BACKFILL_RUN_ID_ARG}", *WAIT_ARGS],
+                shares_driver=True,
+                releases_driver=hop is spec.hops[-1],
                 inlets=reads(spec, hop),
                 outlets=[writes(spec, hop)],
                 announces=hop.name,

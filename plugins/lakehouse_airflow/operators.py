@@ -1,11 +1,18 @@
-"""Thin operators: each runs one ``lakehouse`` CLI command as a Spark application."""
+"""Thin operators: each runs one ``lakehouse`` CLI command as a Spark application, or on the
+shared driver of its DAG run (:mod:`spark_jobs.control.driver`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.common.compat.sdk import AirflowException
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import BaseOperatorLink
 
@@ -24,19 +31,41 @@ class LakehouseSparkOperator(SparkSubmitOperator):
     :param arguments: further CLI arguments (templated), as a list: never a shell string.
     :param announces: the hop whose table asset gets an event when the command wrote rows to it
         (:func:`lakehouse_airflow.assets.announce`; the run is the ``--run-id=`` argument's).
+    :param shares_driver: run the command on the DAG run's shared driver (started by the first
+        task that needs it), unless ``$LAKEHOUSE_DRIVER`` is ``task`` or the connection deploys
+        drivers on the cluster (then each task submits its own application).
+    :param releases_driver: the DAG run's last Spark task on its usual path: the shared driver
+        ends after this command (otherwise after ``$LAKEHOUSE_DRIVER_IDLE`` seconds, 60, idle).
     """
 
     template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields)
 
     def __init__(self, *, command: str, pipeline: str, arguments: Sequence[str] = (), announces: str | None = None,
-                 **kwargs: Any):
+                 shares_driver: bool = False, releases_driver: bool = False, **kwargs: Any):
         kwargs.setdefault("name", f"lakehouse-{pipeline}-{command}")
         super().__init__(application_args=[command, pipeline, *arguments], **kwargs)
         self.command = command
         self.pipeline = pipeline
         self.announces = announces
+        self.shares_driver = shares_driver
+        self.releases_driver = releases_driver
+        self._driver_socket = None
 
     def execute(self, context: Any) -> None:
+        self.prepare()
+        if self._uses_shared_driver():
+            self._run_on_shared_driver(context)
+        else:
+            super().execute(context)
+        if self.announces:
+            from lakehouse_airflow.assets import announce
+
+            run_id = next(arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id="))
+            announce(context.get("outlet_events"), self.pipeline, self.announces, run_id)
+
+    def prepare(self) -> None:
+        """What spark-submit needs beside the templated arguments: the entry script, the shipped
+        package, the jars, the confs, the properties file and the environment."""
         hook = LakehouseSparkHook()
         self.application = hook.application
         self.py_files = hook.package_archive()
@@ -45,12 +74,76 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.properties_file = self.properties_file or hook.properties_file()
         self.env_vars = {**hook.env_vars(), **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
-        super().execute(context)
-        if self.announces:
-            from lakehouse_airflow.assets import announce
 
-            run_id = next(arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id="))
-            announce(context.get("outlet_events"), self.pipeline, self.announces, run_id)
+
+    def _uses_shared_driver(self) -> bool:
+        if not self.shares_driver or os.environ.get("LAKEHOUSE_DRIVER", "shared") == "task":
+            return False
+        hook = self._get_hook()
+        return not hook._is_kubernetes and hook._connection.get("deploy_mode") in (None, "", "client")
+
+    def driver_command(self, context: Any) -> tuple[Path, list[str], dict[str, str]]:
+        """The shared driver of this task's DAG run: its address file, and the spark-submit argv
+        and environment that start it (this task's own, with ``serve`` for the CLI command)."""
+        from spark_jobs.control.driver import driver_dir, driver_key
+
+        hook = self._get_hook()
+        hook._name = f"lakehouse-{self.pipeline}-{context['dag_run'].dag_id}"
+        hook._application_args = ["serve"]
+        env = dict(hook._env_vars or {})  # given to spark-submit's process in client mode
+        key = driver_key(context["dag_run"].dag_id, context["dag_run"].run_id, hook._build_spark_submit_command(self.application),
+                         env)
+        address = driver_dir() / f"{key}.json"
+        hook._application_args = ["serve", "--address", str(address), "--idle", os.environ.get("LAKEHOUSE_DRIVER_IDLE", "60"),
+                                  "--log", str(address.with_suffix(".log"))]
+        return address, hook._build_spark_submit_command(self.application), env
+
+    def _start_driver(self, address: Path, argv: list[str], env: dict[str, str]):
+        from spark_jobs.control.driver import wait_for_address
+
+        log = address.with_suffix(".log")
+        with open(log, "ab") as output:
+            # Its own session: the driver outlives this task (the next tasks of the run use it).
+            process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=output,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        self.log.info("started the shared driver of this DAG run (spark-submit pid %s, log %s)", process.pid, log)
+        found = wait_for_address(address, lambda: process.poll() is None, timeout_s=600)
+        if found is None:
+            process.kill()
+            tail = log.read_text(errors="replace")[-3000:]
+            raise AirflowException(f"the shared driver did not start (exit {process.poll()}; log {log}):\n{tail}")
+        return found
+
+    def _run_on_shared_driver(self, context: Any) -> None:
+        from spark_jobs.control.driver import DriverAddress, DriverGone, send, starting
+
+        address_file, argv, env = self.driver_command(context)
+
+        def keep(sock) -> None:
+            self._driver_socket = sock
+
+        for _attempt in range(3):
+            with starting(address_file):
+                address = DriverAddress.read(address_file) or self._start_driver(address_file, argv, env)
+            self.log.info("lakehouse %s on the shared driver (pid %s)", " ".join(self.application_args), address.pid)
+            try:
+                code = send(address, self.application_args, self.releases_driver, self.log.info, on_connect=keep)
+            except DriverGone as gone:  # it was ending (idle): start another
+                self.log.info("%s", gone)
+                address_file.unlink(missing_ok=True)
+                continue
+            if code != 0:
+                raise AirflowException(f"lakehouse {' '.join(self.application_args)} exited {code} on the shared driver "
+                                       f"(pid {address.pid}, log {address.log})")
+            return
+        raise AirflowException(f"no shared driver took the command (log {address_file.with_suffix('.log')})")
+
+    def on_kill(self) -> None:
+        if self._driver_socket is not None:  # the driver ends when its client leaves mid-command
+            with contextlib.suppress(OSError):
+                self._driver_socket.shutdown(socket.SHUT_RDWR)
+            return
+        super().on_kill()
 
 
 class DataDocsLink(BaseOperatorLink):
