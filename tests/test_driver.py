@@ -110,11 +110,13 @@ def test_the_hop_tasks_of_a_dag_run_follow_one_driver_that_a_killed_one_is_repla
     """Bronze starts the run's driver; it is SIGKILLed (its whole process group) between tasks;
     silver starts another, gold runs on it and releases it; every table equals the landing files."""
     from lakehouse_airflow.dag_factory import build_all
+    from lakehouse_platform import stop_drivers  # include/scripts
 
     from spark_jobs import service
     from tests.conftest import assert_tables_match_landing
 
     monkeypatch.setenv("LAKEHOUSE_DRIVER_DIR", str(tmp_path / "drivers"))
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_IDLE", "600")  # so only the release can end the driver within the test
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # spark-submit
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     service.generate("ad_events", 300, files=2, seed=7, start_ms=1_775_000_000_000, bad_fraction=0.05)
@@ -123,6 +125,16 @@ def test_the_hop_tasks_of_a_dag_run_follow_one_driver_that_a_killed_one_is_repla
     context = {"run_id": run_id, "params": {}, "dag_run": SimpleNamespace(dag_id=dag.dag_id, run_id=run_id)}
     address_file = lambda: dag.get_task("bronze").driver_command(context)[0]  # noqa: E731
 
+    try:
+        _run_bronze_kill_then_silver_and_gold(dag, context, address_file)
+    finally:
+        stop_drivers(tmp_path / "drivers")  # a failed assertion leaves none running
+    assert_tables_match_landing(lake_home)
+    records = {hop["hop"]: hop["last_run"] for hop in service.status("ad_events")["hops"]}
+    assert {hop: record["run_id"] for hop, record in records.items()} == dict.fromkeys(("bronze", "silver", "gold"), run_id)
+
+
+def _run_bronze_kill_then_silver_and_gold(dag, context: dict, address_file) -> None:
     _execute(dag.get_task("bronze"), context)
     first = DriverAddress.read(address_file())
     assert first is not None, "bronze's driver should wait for the next hop"
@@ -139,9 +151,6 @@ def test_the_hop_tasks_of_a_dag_run_follow_one_driver_that_a_killed_one_is_repla
     while (address_file().exists() or _running(second.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not address_file().exists() and not _running(second.pid)
-    assert_tables_match_landing(lake_home)
-    records = {hop["hop"]: hop["last_run"] for hop in service.status("ad_events")["hops"]}
-    assert {hop: record["run_id"] for hop, record in records.items()} == dict.fromkeys(("bronze", "silver", "gold"), run_id)
 
 
 def _running(pid: int) -> bool:
