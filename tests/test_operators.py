@@ -178,3 +178,31 @@ def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_subm
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077",
                                                                  "extra": {"deploy-mode": "cluster"}}))
     assert not dag_factory.build_stream_dag(spec).get_task("bronze")._uses_shared_driver()  # the driver is not here
+
+
+def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
+    """Each ingest hop after the new-data check, any other hop after its upstream's gate (its
+    upstream itself in the backfill); every gate before the undo planner, the leaves' gates before
+    the final marker.
+    Branches that never meet have no last hop: no hop task releases the driver (its idle end does)."""
+    from spark_jobs.model.spec import load_spec
+    from tests.test_graph import SPEC
+
+    dag_factory, _ = factory
+    (tmp_path / "forks.yaml").write_text(SPEC)
+    spec = load_spec(tmp_path / "forks.yaml")
+    stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
+    above = {"bronze_a": None, "bronze_b": None, "positive_a": "bronze_a", "other_a": "bronze_a",
+             "positive_b": "bronze_b", "gold_a": "positive_a"}
+    gates = sorted(f"gate_{hop}" for hop in above)
+    assert {task.task_id: sorted(task.upstream_task_ids) for task in stream.tasks} == {
+        "check_new_data": [], "plan_undo": gates, "undo": ["plan_undo"],
+        "all_gates_passed": ["gate_gold_a", "gate_other_a", "gate_positive_b"],
+        **{hop: [f"gate_{up}" if up else "check_new_data"] for hop, up in above.items()},
+        **{f"gate_{hop}": [hop] for hop in above}}
+    assert {task.task_id: sorted(task.upstream_task_ids) for task in backfill.tasks} == {
+        hop: [up] if up else [] for hop, up in above.items()}
+    assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
+        == {"undo"}
+    assert [asset.name for asset in stream.get_task("bronze_b").inlets] == ["forks.landing:landing/forks_b"]
+    assert [asset.name for asset in backfill.get_task("gold_a").inlets] == ["forks.positive_a"]

@@ -102,6 +102,39 @@ def test_a_spec_graph_error_names_the_file_the_hop_and_the_fix(pipelines, hops, 
     assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
 
 
+def test_ingest_hops_read_landing_folders_of_their_own_and_the_graph_has_a_sink_or_none(pipelines):
+    folder = pipelines()
+    own = ", landing: landing/{0}"
+    spec_file = folder / "team.yaml"
+
+    def load(top: str, *hops: tuple[str, str, str]):
+        lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)
+        spec_file.write_text(f"name: team\n{top}hops:\n{lines}")
+        return get_spec("team")
+
+    spec = load("", ("a", "ingest", own.format("x")), ("b", "ingest", own.format("y")),
+                ("c", "append", ", upstream: a"), ("d", "append", ", upstream: b"))
+    assert spec.landings == {"a": "landing/x", "b": "landing/y"} and spec.sink is None
+    assert [hop.name for hop in spec.feeds("a")] == ["c"]
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("b", "ingest", own.format("y")),
+                ("c", "append", ", upstream: a"), ("d", "append", ", upstream: c"))
+    assert spec.landings == {"a": "landing/team", "b": "landing/y"} and spec.sink is None  # b never reaches d
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
+                ("e", "append", ", upstream: a"), ("d", "aggregate", ", upstream: c"))
+    assert spec.sink is None  # e never reaches d
+    assert load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
+                ("d", "aggregate", ", upstream: c")).sink.name == "d"
+    for top, hops, problem in [
+        ("", [("a", "ingest", "")], "hop a (kind ingest) has no landing folder: add `landing: <path under "
+                                    "LAKEHOUSE_HOME>` to the hop or to the pipeline"),
+        ("landing: landing/team\n", [("a", "ingest", ""), ("b", "append", ", upstream: a" + own.format("b"))],
+         "hop b (kind append) reads a table, not a landing folder: remove its landing key"),
+    ]:
+        with pytest.raises(UsageError) as refused:
+            load(top, *hops)
+        assert str(refused.value) == f"{spec_file}: {problem}"
+
+
 def test_missing_lakehouse_home_is_created(tmp_path, monkeypatch, capsys):
     home = tmp_path / "not" / "yet"
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))

@@ -45,8 +45,12 @@ def table_asset(pipeline: str | PipelineSpec, hop: str) -> Asset:
     return Asset(name=f"{spec.name}.{hop}", uri=_uri(spec, spec.hop(hop).table), group=GROUP)
 
 
-def landing_asset(spec: PipelineSpec) -> Asset:
-    return Asset(name=f"{spec.name}.landing", uri=_uri(spec, spec.landing), group=GROUP)
+def landing_asset(spec: PipelineSpec, hop: HopSpec) -> Asset:
+    """The asset of the ingest ``hop``'s landing folder: ``<pipeline>.landing`` for the pipeline's
+    own, ``<pipeline>.landing:<path>`` for a folder a hop names (one asset per folder)."""
+    folder = spec.landing_of(hop)
+    name = f"{spec.name}.landing" if folder == spec.landing else f"{spec.name}.landing:{folder.strip('/')}"
+    return Asset(name=name, uri=_uri(spec, folder), group=GROUP)
 
 
 def writes(spec: PipelineSpec, hop: HopSpec) -> AssetAlias:
@@ -56,7 +60,7 @@ def writes(spec: PipelineSpec, hop: HopSpec) -> AssetAlias:
 
 def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
     """What the hop reads, as inlets: the landing folder or the table above."""
-    return [landing_asset(spec) if hop.reads_landing else table_asset(spec, hop.upstream)]
+    return [landing_asset(spec, hop) if hop.reads_landing else table_asset(spec, hop.upstream)]
 
 
 def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:

@@ -79,10 +79,11 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                                  description=spec.description),
         tags=["lakehouse", spec.name, "stream"],
     ) as dag:
-        previous = ShortCircuitOperator(
+        check = ShortCircuitOperator(
             task_id="check_new_data", python_callable=has_new_data, op_kwargs={"pipeline": spec.name}, retries=0
         )
-        gates = []
+        # Hops as their spec's graph: an ingest hop after the check, any other after its upstream's gate.
+        gates = {}
         for hop in spec.hops:
             task = LakehouseSparkOperator(
                 task_id=hop.name,
@@ -90,7 +91,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 pipeline=spec.name,
                 arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
                 shares_driver=True,
-                releases_driver=hop is spec.hops[-1],
+                releases_driver=hop is spec.sink,
                 inlets=reads(spec, hop),
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
             )
@@ -101,9 +102,8 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                        f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
                        "gets an event.",
             )
-            previous >> task >> gate
-            previous = gate
-            gates.append(gate)
+            (check if hop.reads_landing else gates[hop.upstream]) >> task >> gate
+            gates[hop.name] = gate
         undo_hop = "ti.xcom_pull(task_ids='plan_undo')"
         planned = PythonOperator(task_id="plan_undo", python_callable=plan_undo, trigger_rule="one_failed", retries=0,
                                  op_kwargs={"pipeline": spec.name, "run_id": RUN_ID_ARG})
@@ -117,10 +117,10 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
             retries=0,
             doc_md="Roll back this run's batches of the hop whose gate failed, and of the hops below.",
         )
-        gates >> planned >> undo
-        # The chain's leaf: when a hop or gate failed it is upstream_failed, so the DAG run ends
-        # failed even after `undo` succeeded.
-        previous >> EmptyOperator(task_id="all_gates_passed")
+        list(gates.values()) >> planned >> undo
+        # After the gates of the graph's leaves: when a hop or gate failed, a leaf's gate is
+        # failed or upstream_failed, so the DAG run ends failed even after `undo` succeeded.
+        [gates[hop.name] for hop in spec.hops if not spec.feeds(hop.name)] >> EmptyOperator(task_id="all_gates_passed")
     return dag
 
 
@@ -146,7 +146,7 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                          description="Range end, exclusive (UTC, ISO-8601); empty: the run's data interval"),
         },
     ) as dag:
-        previous = None
+        tasks = {}
         for hop in spec.hops:
             task = LakehouseSparkOperator(
                 task_id=hop.name,
@@ -155,16 +155,16 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 # `--flag=value`: a value can never be taken for another flag.
                 arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={BACKFILL_RUN_ID_ARG}", *WAIT_ARGS],
                 shares_driver=True,
-                releases_driver=hop is spec.hops[-1],
+                releases_driver=hop is spec.sink,
                 inlets=reads(spec, hop),
                 outlets=[writes(spec, hop)],
                 announces=hop.name,
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}` (its quality gate "
                        f"included); an event on `{spec.name}.{hop.name}` when it wrote rows.",
             )
-            if previous is not None:
-                previous >> task
-            previous = task
+            if not hop.reads_landing:
+                tasks[hop.upstream] >> task
+            tasks[hop.name] = task
     return dag
 
 

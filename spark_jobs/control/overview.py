@@ -9,7 +9,7 @@ import datetime as dt
 import time
 
 from spark_jobs.control import batches
-from spark_jobs.control.status import hop_status, landing_files, pending_work, processed_files, unread_upstream_versions
+from spark_jobs.control.status import hop_status, new_landing_files, pending_work, unread_upstream_versions
 from spark_jobs.control.suites import read_summary
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_alerts, read_records
@@ -34,11 +34,10 @@ def _folder_bytes(path: str) -> int | None:
     return int(fs.du(path, total=True))
 
 
-def landing_backlog(lake: Lake) -> dict:
-    """Landing files the first hop has not taken into a batch yet, and their bytes."""
-    processed = processed_files(lake)
-    unread = [path for path in landing_files(lake) if path not in processed]
-    fs = filesystem(lake.landing)
+def landing_backlog(lake: Lake, hop) -> dict:
+    """Landing files the ingest ``hop`` has not taken into a batch yet, and their bytes."""
+    unread = new_landing_files(lake, hop)
+    fs = filesystem(lake.landing_of(hop))
     return {"files": len(unread), "bytes": sum(int(fs.size(path) or 0) for path in unread)}
 
 
@@ -68,7 +67,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     last = committed[-1] if committed else None
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
-    backlog = ({"landing": landing_backlog(lake)} if hop.reads_landing
+    backlog = ({"landing": landing_backlog(lake, hop)} if hop.reads_landing
                else {"upstream_versions": unread_upstream_versions(lake, hop)})
     commit_age = _age(_epoch((last or {}).get("committed_at")), now)
     limit = lake.spec.freshness_s

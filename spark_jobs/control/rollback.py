@@ -104,12 +104,15 @@ class _HopView:
 
 
 def _targets(views: list[_HopView], requested: int, notes: list[str]) -> dict[str, int]:
-    """Each hop's target batch, consistent along the chain (see the module doc)."""
+    """Each hop's target batch, consistent along every edge of the graph below the first view
+    (see the module doc); ``views`` are in the spec's order, so a hop's upstream comes first."""
     targets = {views[0].hop.name: requested}
+    by_name = {view.hop.name: view for view in views}
     changed = True
     while changed:
         changed = False
-        for up, down in zip(views, views[1:]):
+        for down in views[1:]:
+            up = by_name[down.hop.upstream]
             if up.hop.name not in targets:
                 targets.pop(down.hop.name, None)
                 continue
@@ -155,8 +158,9 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
     if targets[head.name] == -1 and requested != -1:
         targets = _targets(chain, -1, notes)
     refused: list[str] = []
-    if not cascade and below:
-        _check_no_cascade(views[head.name], views[below[0].name], targets, refused)
+    if not cascade:
+        for feed in lake.spec.feeds(head.name):
+            _check_no_cascade(views[head.name], views[feed.name], targets, refused)
     hops = []
     for name, target in targets.items():
         view = views[name]

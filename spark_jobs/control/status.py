@@ -11,24 +11,32 @@ from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
 
 
-def landing_files(lake: Lake) -> list[str]:
-    """Landing files Spark would read: everything but names starting with ``.`` or ``_``."""
-    fs = filesystem(lake.landing)
+def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
+    """The files of the ingest ``hop``'s landing folder Spark would read: everything but names
+    starting with ``.`` or ``_``."""
+    folder = lake.landing_of(hop)
+    fs = filesystem(folder)
     found = []
-    for path in listing(fs, lake.landing):
+    for path in listing(fs, folder):
         name = path.rstrip("/").rsplit("/", 1)[-1]
         if not name.startswith((".", "_")) and fs.isfile(path):
             found.append(checkpoint_log.listed_path(path))
     return sorted(found)
 
 
-def processed_files(lake: Lake) -> set[str]:
-    """Landing files the bronze stream has already taken into a batch (its source log)."""
-    bronze = lake.spec.hops[0]
-    entries = checkpoint_log.file_source_entries(lake.checkpoint(bronze))
+def processed_files(lake: Lake, hop: HopSpec) -> set[str]:
+    """Landing files the ingest ``hop``'s stream has already taken into a batch (its source log)."""
+    entries = checkpoint_log.file_source_entries(lake.checkpoint(hop))
     return {checkpoint_log.listed_path(entry["path"]) for entry in entries}
+
+
+def new_landing_files(lake: Lake, hop: HopSpec) -> list[str]:
+    """The files of the ingest ``hop``'s landing folder its stream has not taken yet."""
+    processed = processed_files(lake, hop)
+    return [path for path in landing_files(lake, hop) if path not in processed]
 
 
 def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
@@ -73,14 +81,15 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
 
 
 def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
-    landing = landing_files(lake)
-    processed = processed_files(lake)
+    ingest = [spec for spec in lake.spec.hops if spec.reads_landing]
     detail = bool(hop and hop != "all")
     hops = [hop] if detail else list(lake.spec.hop_names)
     return {
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
-        "landing": {"files": len(landing), "new_files": len([path for path in landing if path not in processed])},
+        # Every landing folder together (a pipeline with several sources has one per ingest hop).
+        "landing": {"files": sum(len(landing_files(lake, spec)) for spec in ingest),
+                    "new_files": sum(len(new_landing_files(lake, spec)) for spec in ingest)},
         "hops": [hop_status(lake, name, detail) for name in hops],
     }
 
@@ -170,8 +179,7 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
         if planned is not None:
             pending[hop.name] = f"batch {planned} was planned but not committed"
         elif hop.reads_landing:
-            processed = processed_files(lake)
-            new = [path for path in landing_files(lake) if path not in processed]
+            new = new_landing_files(lake, hop)
             pending[hop.name] = f"{len(new)} new landing files" if new else None
         else:
             pending[hop.name] = _upstream_news(lake, hop, checkpoint)

@@ -51,7 +51,7 @@ def has_backfill_writes(table: str) -> bool:
 # -- sources -----------------------------------------------------------------------------------------
 
 class LandingFiles:
-    """The pipeline's landing folder, line by line, with each line's source file."""
+    """The ingest hop's landing folder, line by line, with each line's source file."""
 
     def __init__(self, run):
         self.run = run
@@ -59,7 +59,7 @@ class LandingFiles:
     def _lines(self, streaming: bool, max_files_per_trigger: int | None = None):
         from pyspark.sql import functions as F
 
-        landing = self.run.lake.landing
+        landing = self.run.lake.landing_of(self.run.hop)
         filesystem(landing).makedirs(landing, exist_ok=True)
         reader = self.run.spark.readStream if streaming else self.run.spark.read
         if streaming and max_files_per_trigger:

@@ -46,9 +46,14 @@ class Lake:
     def path(self, relative: str) -> str:
         return f"{self.home}/{relative}"
 
+    def landing_of(self, hop: HopSpec) -> str:
+        """The landing folder the ingest ``hop`` reads."""
+        return self.path(self.spec.landing_of(hop))
+
     @property
     def landing(self) -> str:
-        return self.path(self.spec.landing)
+        """The first ingest hop's landing folder (a pipeline with one source has only this one)."""
+        return self.path(next(iter(self.spec.landings.values())))
 
     def input(self, name: str) -> str:
         """Where the pipeline's static input ``name`` lives (``inputs:`` in its spec)."""

@@ -46,6 +46,8 @@ class HopSpec:
     quarantine: str | None = None
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
+    # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
+    landing: str | None = None
 
     @property
     def reads_landing(self) -> bool:
@@ -55,10 +57,15 @@ class HopSpec:
 
 @dataclass(frozen=True)
 class PipelineSpec:
-    """A pipeline: landing folders, hops in order, and the knobs of its streaming queries."""
+    """A pipeline: landing folders, hops in order, and the knobs of its streaming queries.
+
+    Hops form a graph: each ingest hop reads a landing folder (its own ``landing`` or the
+    pipeline's), every other hop the table of its ``upstream``, listed above it. Several ingest
+    hops, and several hops below one, run side by side in the DAGs.
+    """
 
     name: str
-    landing: str
+    landing: str | None
     hops: tuple[HopSpec, ...]
     # The pipeline's own static inputs by name (paths relative to LAKEHOUSE_HOME), read by its
     # pipeline module: ad_events' campaigns table, for example.
@@ -109,6 +116,27 @@ class PipelineSpec:
                              f"`inputs: {{{name}: <path under LAKEHOUSE_HOME>}}` to its spec")
         return self.inputs[name]
 
+    def landing_of(self, hop: HopSpec) -> str:
+        """The landing folder (relative to the lake's home) the ingest ``hop`` reads."""
+        return hop.landing or self.landing
+
+    @property
+    def landings(self) -> dict[str, str]:
+        """Each ingest hop's landing folder, by hop name, in order."""
+        return {hop.name: self.landing_of(hop) for hop in self.hops if hop.reads_landing}
+
+    def feeds(self, name: str) -> tuple[HopSpec, ...]:
+        """The hops that read ``name``'s table directly."""
+        return tuple(hop for hop in self.hops if hop.upstream == name)
+
+    @property
+    def sink(self) -> HopSpec | None:
+        """The hop every other hop feeds, directly or through others (a chain's last hop), or
+        None when the graph has no such hop (two branches that never meet)."""
+        last = self.hops[-1]
+        reaching = [hop for hop in self.hops[:-1] if last not in self.downstream_of(hop.name)]
+        return None if reaching else last
+
     def downstream_of(self, name: str) -> tuple[HopSpec, ...]:
         """Hops that read ``name``'s table, directly or through others, in order."""
         below: list[HopSpec] = []
@@ -157,16 +185,24 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
         keys=tuple(raw.get("keys") or ()),
+        landing=raw.get("landing"),
     )
 
 
-def _check_graph(hops: tuple[HopSpec, ...], path: Path) -> None:
+def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:
     """Hop names are unique; a hop that reads a table names a hop listed above it as its
-    ``upstream`` (hops run top to bottom, so no cycle can be written); an ingest hop names none."""
+    ``upstream`` (hops run top to bottom, so no cycle can be written); an ingest hop names none,
+    and has a landing folder (its own or the pipeline's); only an ingest hop has one."""
     names = [hop.name for hop in hops]
     for index, hop in enumerate(hops):
         if hop.name in names[:index]:
             raise UsageError(f"{path}: two hops are called {hop.name!r}: rename one")
+        if hop.landing is not None and not hop.reads_landing:
+            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
+                             "remove its landing key")
+        if hop.reads_landing and not (hop.landing or landing):
+            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) has no landing folder: add `landing: <path "
+                             "under LAKEHOUSE_HOME>` to the hop or to the pipeline")
         if hop.reads_landing and hop.upstream is not None:
             raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not {hop.upstream!r}: "
                              "remove its upstream key")
@@ -187,12 +223,12 @@ def load_spec(path: Path) -> PipelineSpec:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise UsageError(f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file") from None
-    if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops") or "landing" not in raw:
-        raise UsageError(f"{path}: not a pipeline spec (needs name, landing and hops)")
+    if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
+        raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
     if not isinstance(raw["hops"], list) or not all(isinstance(hop, dict) for hop in raw["hops"]):
         raise UsageError(f"{path}: hops must be a list of mappings (name, kind, table, time_column)")
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
-    _check_graph(hops, path)
+    _check_graph(hops, path, raw.get("landing"))
     if raw.get("freshness") is not None:
         try:
             duration_ms(str(raw["freshness"]))
@@ -201,7 +237,7 @@ def load_spec(path: Path) -> PipelineSpec:
     inputs = dict(raw.get("inputs") or {})
     if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
         inputs.setdefault("campaigns", raw["campaigns"])
-    return PipelineSpec(name=raw["name"], landing=raw["landing"], hops=hops, inputs=inputs, source=path,
+    return PipelineSpec(name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path,
                         **{key: raw[key] for key in _KNOBS if key in raw})
 
 

@@ -1,0 +1,202 @@
+"""Hops as a graph (issue 16): two ingest hops with landing folders of their own, a hop with two
+hops below it, branches that never meet. A team's pipeline made by ``lakehouse new`` and
+re-shaped here; nothing in the platform changes for it.
+
+Every table is compared with what the landing files say, computed here in plain Python; a
+rollback of one ingest hop undoes exactly its branch (both hops below it) and leaves the other
+branch's tables and checkpoints untouched, and the replay makes every table equal again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.cli import main
+from spark_jobs.logs import checkpoint_log, delta_log
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+NAME = "forks"
+KINDS = ("a", "b", "c")
+SPEC = f"""\
+name: {NAME}
+description: two sources, a fan-out, branches that never meet
+schedule: "*/5 * * * *"
+shuffle_partitions: 2
+window: 1 minute
+allowed_lateness: 1 minute
+hops:
+  - {{name: bronze_a, kind: ingest, landing: landing/{NAME}_a, table: tables/bronze/{NAME}_a,
+     quarantine: tables/quarantine/{NAME}_a, time_column: event_time}}
+  - {{name: bronze_b, kind: ingest, landing: landing/{NAME}_b, table: tables/bronze/{NAME}_b,
+     quarantine: tables/quarantine/{NAME}_b, time_column: event_time}}
+  - {{name: positive_a, kind: append, upstream: bronze_a, table: tables/silver/{NAME}_positive_a, time_column: event_time}}
+  - {{name: other_a, kind: append, upstream: bronze_a, table: tables/silver/{NAME}_other_a, time_column: event_time}}
+  - {{name: positive_b, kind: append, upstream: bronze_b, table: tables/silver/{NAME}_positive_b, time_column: event_time}}
+  - {{name: gold_a, kind: aggregate, upstream: positive_a, table: tables/gold/{NAME}_a, keys: [kind, window_start],
+     time_column: window_start}}
+"""
+MODULE = f"""\
+from pyspark.sql import functions as F
+
+from . import {NAME}_transforms as transforms
+
+TRANSFORMS = {{
+    "bronze_a": lambda frame, spec, inputs: transforms.parse(frame),
+    "bronze_b": lambda frame, spec, inputs: transforms.parse(frame),
+    "positive_a": lambda frame, spec, inputs: transforms.positive(frame),
+    "other_a": lambda frame, spec, inputs: frame.where(F.col("amount") <= 0).select(*transforms.SILVER_COLUMNS),
+    "positive_b": lambda frame, spec, inputs: transforms.positive(frame),
+    "gold_a": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
+}}
+
+
+def split_ingested(parsed):
+    return transforms.valid(parsed), transforms.invalid(parsed)
+"""
+START_MS = 1_772_323_200_000
+
+
+def _valid_events(folder: Path) -> list[dict]:
+    events = []
+    for path in sorted(folder.glob("*.json")):
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in KINDS
+                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
+                events.append(event)
+    return events
+
+
+def _expected(home: Path) -> dict[str, object]:
+    """Each table's content as the landing files say: ids for the row tables, counts and sums per
+    kind and minute for gold."""
+    a, b = _valid_events(home / f"landing/{NAME}_a"), _valid_events(home / f"landing/{NAME}_b")
+    positive = lambda events: sorted(e["id"] for e in events if Decimal(str(e["amount"])) > 0)  # noqa: E731
+    gold: dict = {}
+    for event in a:
+        if Decimal(str(event["amount"])) > 0:
+            key = (event["kind"], event["event_time"] - event["event_time"] % 60_000)
+            count, total = gold.get(key, (0, Decimal(0)))
+            gold[key] = (count + 1, total + Decimal(str(event["amount"])))
+    return {"bronze_a": sorted(e["id"] for e in a), "bronze_b": sorted(e["id"] for e in b),
+            "positive_a": positive(a), "other_a": sorted(e["id"] for e in a if Decimal(str(e["amount"])) <= 0),
+            "positive_b": positive(b), "gold_a": gold}
+
+
+def _actual(spark, home: Path) -> dict[str, object]:
+    def rows(relative: str):
+        return spark.read.format("delta").load(str(home / relative)).collect()
+
+    found = {hop: sorted(row.id for row in rows(table)) for hop, table in (
+        ("bronze_a", f"tables/bronze/{NAME}_a"), ("bronze_b", f"tables/bronze/{NAME}_b"),
+        ("positive_a", f"tables/silver/{NAME}_positive_a"), ("other_a", f"tables/silver/{NAME}_other_a"),
+        ("positive_b", f"tables/silver/{NAME}_positive_b"))}
+    found["gold_a"] = {(row.kind, int(row.window_start.timestamp() * 1000)): (row.events, row.amount)
+                       for row in rows(f"tables/gold/{NAME}_a")}
+    return found
+
+
+def _land(home: Path, source: str, seed: int, offset: int) -> None:
+    """A generated file of sample events into ``source``'s landing folder (the generator writes
+    the first ingest hop's; the file is moved where it belongs)."""
+    from spark_jobs import service
+
+    written = service.generate(NAME, 120, files=1, seed=seed, start_ms=START_MS + offset * 120_000, bad_fraction=0.05)
+    target = home / f"landing/{NAME}_{source}"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in written.files:
+        if Path(path).parent != target:
+            shutil.move(path, target / f"{source}-{Path(path).name}")
+
+
+@pytest.fixture
+def forks(tmp_path, monkeypatch, capsys):
+    specs, suites = tmp_path / "team" / "pipelines", tmp_path / "team" / "quality"
+    specs.mkdir(parents=True)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    assert main(["new", NAME]) == 0
+    (specs / f"{NAME}.yaml").write_text(SPEC)
+    (specs / f"{NAME}.py").write_text(MODULE)
+    shutil.rmtree(suites / NAME)  # the skeleton's suites name its three hops; these hops have none
+    capsys.readouterr()
+    return tmp_path / "lake"
+
+
+def _status(capsys) -> dict:
+    capsys.readouterr()
+    assert main(["status", NAME, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _versions(home: Path, *relatives: str) -> dict[str, int | None]:
+    return {relative: delta_log.table_version(str(home / relative)) for relative in relatives}
+
+
+def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, forks, capsys):
+    from spark_jobs.control.status import pending_work
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    home = forks
+    for offset, source in enumerate("aab"):
+        _land(home, source, seed=offset, offset=offset)
+    lake = Lake.open(get_spec(NAME))
+    assert set(pending_work(lake)) == {"bronze_a", "bronze_b", "positive_a", "other_a", "positive_b", "gold_a"}
+    assert main(["run", NAME]) == 0
+    assert _actual(spark, home) == _expected(home)
+    status = _status(capsys)
+    assert status["landing"] == {"files": 3, "new_files": 0}
+
+    # New data on one source: only its ingest hop has work; a run brings it through its branch.
+    _land(home, "b", seed=7, offset=3)
+    assert _status(capsys)["landing"] == {"files": 4, "new_files": 1}
+    assert {hop: bool(reason) for hop, reason in pending_work(lake).items()} == {
+        "bronze_a": False, "bronze_b": True, "positive_a": False, "other_a": False, "positive_b": False,
+        "gold_a": False}
+    a_branch = _versions(home, f"tables/bronze/{NAME}_a", f"tables/silver/{NAME}_positive_a",
+                         f"tables/silver/{NAME}_other_a", f"tables/gold/{NAME}_a")
+    assert main(["run", NAME]) == 0
+    assert _versions(home, *a_branch) == a_branch
+    assert _actual(spark, home) == _expected(home)
+
+    # Bronze_a's batch 1 is read by positive_a on its own, then batch 2 by both: other_a's batch
+    # 1 reads bronze_a's batches 1 and 2 together. Undoing batch 2 alone would cut through it,
+    # so bronze_a goes back to batch 0 (where every hop below it ended a batch); both hops below
+    # it (and gold below one of them) follow, and b's branch keeps its tables and checkpoints.
+    _land(home, "a", seed=9, offset=4)
+    assert main(["run", NAME, "--hop", "bronze_a"]) == 0
+    assert main(["run", NAME, "--hop", "positive_a"]) == 0
+    _land(home, "a", seed=11, offset=5)
+    assert main(["run", NAME]) == 0
+    assert _actual(spark, home) == _expected(home)
+    b_branch = _versions(home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b")
+    b_offsets = {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
+                 for hop in ("bronze_b", "positive_b")}
+    capsys.readouterr()
+    assert main(["rollback", NAME, "--hop", "bronze_a", "--to-batch", "1", "--no-cascade"]) != 0
+    refusal = capsys.readouterr()
+    assert "--no-cascade: positive_a batches" in refusal.out + refusal.err
+    assert main(["rollback", NAME, "--hop", "bronze_a", "--to-batch", "1", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["executed"]
+    steps = {step["hop"]: step for step in document["plan"]["hops"]}
+    assert list(steps) == ["bronze_a", "positive_a", "other_a", "gold_a"]
+    assert steps["bronze_a"]["undone"] == [1, 2] and steps["other_a"]["undone"] == [1]
+    assert steps["positive_a"]["undone"] == [1, 2]
+    assert document["plan"]["notes"] == [
+        "bronze_a: back to batch 0 instead of 1, because other_a batch 1 read bronze_a's table across that point"]
+    assert _versions(home, *b_branch) == b_branch
+    assert {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}")) for hop in b_offsets} == b_offsets
+    assert main(["run", NAME]) == 0
+    assert _actual(spark, home) == _expected(home)
