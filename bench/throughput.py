@@ -51,8 +51,9 @@ def plain_batch(spark, home: Path, rules: str = "same") -> dict[str, Path]:
     ``rules="same"`` quarantines what the package's bronze does (with its own expressions):
     lines that are not UTF-8 or longer than 1 MiB, documents that are not objects, string
     fields holding another JSON type, a time that is not a number, plus the required fields,
-    event type and time range. ``rules="minimal"`` keeps only the last three checks, as a
-    quicker script would, and so stores lines the others quarantine.
+    event type and time range; and it keeps unknown fields as JSON text (``_rescued``).
+    ``rules="minimal"`` keeps only the last three checks, as a quicker script would, and so
+    stores lines the others quarantine.
     """
     from pyspark.sql import functions as F
 
@@ -77,6 +78,10 @@ def plain_batch(spark, home: Path, rules: str = "same") -> dict[str, Path]:
             well_formed = well_formed & F.coalesce(json_type(name).isin("STRING", "VOID"), F.lit(True))
         number = json_type("event_time").rlike("^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL.*)$")
         is_event = is_event & well_formed & number
+        # Fields an event has beyond the known ones, kept as JSON text (the package's `_rescued`).
+        known = F.array(*[F.lit(name) for name in (*names, "event_time")])
+        extra = F.map_filter(F.try_variant_get(doc, "$", "map<string,variant>"), lambda key, _v: ~F.array_contains(known, key))
+        parsed = parsed.withColumn("_rescued", F.when(F.size(extra) > 0, F.to_json(extra)))
     parsed = parsed.withColumn("is_event", F.coalesce(is_event, F.lit(False))).persist()
     events = (parsed.where("is_event").drop("value", "is_event")
               .withColumn("event_ts", F.timestamp_millis("event_time"))

@@ -42,7 +42,7 @@ def cmd_new(args) -> int:
 def _summary_line(record) -> str:
     return (f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in {record.rows_in:,}  "
             f"out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  late dropped {record.rows_dropped_late:,}  "
-            f"{record.duration_s} s")
+            + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "") + f"{record.duration_s} s")
 
 
 def _emit_run(args, result: service.RunResult) -> int:

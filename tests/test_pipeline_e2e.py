@@ -56,14 +56,35 @@ def test_three_increments_then_nothing_new(spark, lake_home, capsys):
     assert _versions(lake_home) == before
 
 
+def _drift(home) -> dict[str, str]:
+    """Give every third valid event of one landing file fields the schema does not have; their
+    ``_rescued`` text by ``user_id``, as JSON with sorted keys (how a variant writes it)."""
+    path = sorted((home / "landing/ad_events").glob("*.json"))[0]
+    lines, rescued = [], {}
+    for index, line in enumerate(path.read_text().splitlines()):
+        event = valid_event(line)
+        if event is not None and index % 3 == 0:
+            extra = {"coupon": f"c{index}", "geo": {"zone": index, "area": "north"}}
+            line = json.dumps({**json.loads(line), **extra})
+            rescued[event["user_id"]] = json.dumps(extra, sort_keys=True, separators=(",", ":"))
+        lines.append(line)
+    path.write_text("".join(line + "\n" for line in lines))
+    return rescued
+
+
 def test_run_records_and_status(spark, lake_home, capsys):
     _generate(7, STARTS[0], events=400, files=2, bad=0.05)
+    drifted = _drift(lake_home)
     capsys.readouterr()
     assert main(["run", "ad_events", "--hop", "bronze", "--run-id", "r1", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)["hops"][0]
     lines = landing_lines(lake_home)
     invalid = sum(1 for _name, line in lines if not valid_event(line))
     assert (record["rows_in"], record["rows_out"], record["rows_quarantined"]) == (len(lines), len(lines) - invalid, invalid)
+    # Schema drift: the fields bronze does not know are kept per row, and counted per run.
+    assert record["rows_rescued"] == len(drifted) > 0
+    bronze_rows = spark.read.format("delta").load(str(lake_home / "tables/bronze/ad_events"))
+    assert {row.user_id: row._rescued for row in bronze_rows.where("_rescued IS NOT NULL").collect()} == drifted
     assert record["tables"][str(lake_home / "tables/bronze/ad_events")] == {"version_before": None, "version_after": 0}
     stored = json.loads((lake_home / "_ops/runs/ad_events/r1.bronze.json").read_text())
     assert stored["batch_ids"] == [0] and stored["status"] == "succeeded" and stored["progress"][0]["rows"] == len(lines)
@@ -74,6 +95,9 @@ def test_run_records_and_status(spark, lake_home, capsys):
     assert (bronze["batches"], bronze["last_committed_batch"], bronze["last_run"]["run_id"]) == (1, 0, "r1")
     assert (silver["batches"], silver["last_run"]) == (0, None)
     assert status["landing"] == {"files": 2, "new_files": 0}
+    assert bronze["last_run"]["rows_rescued"] == bronze["rows_rescued"] == len(drifted)
+    assert main(["status", "ad_events"]) == 0
+    assert f"{len(drifted)} rows of the last run have fields the schema does not" in capsys.readouterr().out
 
 
 def test_new_data_check_follows_each_hop(spark, lake_home, capsys):

@@ -24,12 +24,27 @@ def test_parse_events_keeps_valid_events_typed(spark):
     parsed = t.parse_events(_lines(spark, [line]))
     expected = spark.createDataFrame(
         [("u", "p", "a", "banner", "view", T0 + 1234, dt.datetime(2026, 3, 1, 0, 0, 1, 234000), "1.2.3.4",
-          dt.date(2026, 3, 1), "f.json")],
+          dt.date(2026, 3, 1), '{"extra":1}', "f.json")],
         "user_id string, page_id string, ad_id string, ad_type string, event_type string, event_time long, "
-        "event_ts timestamp, ip_address string, event_date date, _source_file string",
+        "event_ts timestamp, ip_address string, event_date date, _rescued string, _source_file string",
     )
     assertDataFrameEqual(t.valid_events(parsed), expected)
     assert t.invalid_lines(parsed).count() == 0
+
+
+def test_parse_events_rescues_fields_the_schema_does_not_have(spark):
+    """Unknown fields are kept as JSON text in ``_rescued`` (null when there are none); a known
+    field of the wrong type is quarantined as before, unknown fields or not."""
+    base = f'"ad_id":"a","event_type":"view","event_time":{T0}'
+    lines = ["{%s}" % base, '{%s,"geo":{"lat":1.5,"tags":["x",null]},"session":"s1"}' % base,
+             '{%s,"coupon":null}' % base]
+    parsed = t.parse_events(_lines(spark, lines))
+    assert sorted((row._rescued for row in t.valid_events(parsed).collect()), key=str) == sorted(
+        [None, '{"geo":{"lat":1.5,"tags":["x",null]},"session":"s1"}', '{"coupon":null}'], key=str)
+    wrong = '{"ad_id":"a","user_id":5,"event_type":"view","event_time":%d,"extra":"x"}' % T0
+    parsed = t.parse_events(_lines(spark, [wrong]))
+    assert t.valid_events(parsed).count() == 0
+    assert [row.reason for row in t.invalid_lines(parsed).collect()] == ["user_id is not a string"]
 
 
 @pytest.mark.parametrize(

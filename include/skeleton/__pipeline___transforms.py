@@ -6,8 +6,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.transforms.lineage import RESCUED, rescued
+
 KINDS = ("a", "b", "c")
-BRONZE_COLUMNS = ("id", "kind", "amount", "event_time", "event_ts", "event_date", "_source_file")
+FIELDS = ("id", "kind", "amount", "event_time")  # an event's other fields are kept in RESCUED (JSON text)
+BRONZE_COLUMNS = (*FIELDS, "event_ts", "event_date", RESCUED, "_source_file")
 QUARANTINE_COLUMNS = ("raw_line", "reason", "_source_file")  # what the ingest hop's quarantine holds
 SILVER_COLUMNS = ("id", "kind", "amount", "event_time", "event_ts", "event_date")
 
@@ -22,6 +25,7 @@ def parse(lines: DataFrame) -> DataFrame:
         F.try_variant_get(doc, "$.amount", "decimal(12,2)").alias("amount"),
         F.try_variant_get(doc, "$.event_time", "bigint").alias("event_time"),
         doc.isNull().alias("_not_json"),
+        rescued(doc, FIELDS).alias(RESCUED),
     )
     reason = (
         F.when(F.col("_not_json"), F.lit("not JSON"))
@@ -32,7 +36,7 @@ def parse(lines: DataFrame) -> DataFrame:
     )
     event_ts = F.timestamp_millis(F.col("event_time"))
     return fields.select(
-        "id", "kind", "amount", "event_time", "_source_file", reason.alias("reason"),
+        "id", "kind", "amount", "event_time", RESCUED, "_source_file", reason.alias("reason"),
         F.when(reason.isNotNull(), F.col("value")).alias("raw_line"),
     ).withColumn("event_ts", event_ts).withColumn("event_date", F.to_date(event_ts))
 

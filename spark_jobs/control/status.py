@@ -72,11 +72,13 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         # Events later than the allowed lateness are dropped by the watermark; which ones depends on
         # batch boundaries, so a replay after a rollback can drop others (README, "Rollback").
         "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
+        # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
+        **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.reads_landing else {}),
         "last_run": None
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
-                                             "rows_quarantined", "rows_dropped_late", "duration_s", "error",
-                                             "quality")},
+                                             "rows_quarantined", "rows_dropped_late", "rows_rescued", "duration_s",
+                                             "error", "quality")},
     }
 
 
@@ -113,6 +115,9 @@ def format_status(status: dict) -> str:
                 f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
                 f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
             )
+            if run.get("rows_rescued"):
+                lines.append(f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
+                             f"({hop['rows_rescued']} in all runs): see their _rescued column")
             if hop.get("rows_dropped_late"):
                 lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
                              f"all runs (which ones depends on batch boundaries; a replay may drop others)")

@@ -137,8 +137,9 @@ class IngestSink:
                 valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
+                # mergeSchema: a column the parse gained (``_rescued``) joins a table written before it.
                 add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
-                    *partition_by).options(**idempotent).save(table)
+                    *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
                 add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
             finally:
@@ -195,7 +196,7 @@ class IngestSink:
             in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)
             run.fence()
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
-                *run.hop.partition_by).option("replaceWhere", in_range).save(self.table)
+                *run.hop.partition_by).option("replaceWhere", in_range).option("mergeSchema", "true").save(self.table)
             if source_files:
                 quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
                 add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(

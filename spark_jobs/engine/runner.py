@@ -27,6 +27,7 @@ from spark_jobs.model.records import RunRecord, TableChange
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 from spark_jobs.pipelines import pipeline_code
+from spark_jobs.transforms.lineage import RESCUED
 
 Progress = Callable[[str], None]
 
@@ -87,6 +88,8 @@ class HopRun:
             record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
             if record.mode == "backfill":  # a batch read has no streaming progress to count lines
                 record.rows_in = record.rows_out + record.rows_quarantined
+        if self.hop.reads_landing:
+            record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
         record.finish(status, error)
         write_record(self.lake, record)
         return record

@@ -82,3 +82,25 @@ def rows_written(table: str, after: int | None, upto: int | None) -> int:
         else:
             total += int(metrics.get("numOutputRows", 0))
     return total
+
+
+def rows_with_value(table: str, column: str, after: int | None, upto: int | None) -> int | None:
+    """Rows with ``column`` not null among the files the commits in ``(after, upto]`` added, from
+    the files' statistics (numRecords minus the column's nullCount); None when a file has no
+    statistics. A file whose statistics do not name the column (written before the table had
+    it, or the column is past the first 32 that Delta indexes) counts none."""
+    if upto is None:
+        return 0
+    total = 0
+    for version in range(0 if after is None else after + 1, upto + 1):
+        for action in read_commit(table, version):
+            add = action.get("add")
+            if not add or not add.get("dataChange", True):
+                continue
+            if not add.get("stats"):
+                return None
+            stats = json.loads(add["stats"])
+            nulls = stats.get("nullCount", {})
+            if column in nulls:
+                total += int(stats["numRecords"]) - int(nulls[column])
+    return total

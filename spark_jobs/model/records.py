@@ -40,6 +40,8 @@ class RunRecord:
     rows_out: int = 0
     rows_quarantined: int = 0
     rows_dropped_late: int = 0
+    # Rows an ingest hop wrote with fields its schema does not have (their ``_rescued`` column).
+    rows_rescued: int | None = None
     range_start: str | None = None
     range_end: str | None = None
     progress: list[dict] = field(default_factory=list)

@@ -12,6 +12,8 @@ import operator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.transforms.lineage import RESCUED, rescued
+
 EVENT_TYPES = ("view", "click", "purchase")
 REQUIRED_FIELDS = ("ad_id", "event_type", "event_time")
 STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
@@ -19,9 +21,10 @@ MAX_LINE_BYTES = 1 << 20  # an event is a few hundred bytes; longer lines go to 
 EVENT_TIME_RANGE = (946_684_800_000, 4_102_444_800_000)  # epoch ms of 2000-01-01 and 2100-01-01
 _NUMBER_KIND = "^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL\\(.*)$"  # schema_of_variant of a JSON number
 
+KNOWN_FIELDS = (*STRING_FIELDS, "event_time")  # any other field of an event is kept in RESCUED
 BRONZE_COLUMNS = (
     "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "event_ts", "ip_address",
-    "event_date", "_source_file",
+    "event_date", RESCUED, "_source_file",
 )
 QUARANTINE_COLUMNS = ("raw_line", "reason", "_source_file")
 SILVER_COLUMNS = (
@@ -96,7 +99,8 @@ def parse_events(lines: DataFrame) -> DataFrame:
     (an expression used in many places would parse the line again for each: 5x slower).
 
     :param lines: ``value`` (one raw line) and ``_source_file``.
-    :return: the bronze columns, ``raw_line`` and ``reason``.
+    :return: the bronze columns, ``raw_line`` and ``reason``; ``_rescued`` holds the fields an
+        event has beyond :data:`KNOWN_FIELDS` as JSON text (null when none).
     """
     doc = F.col("_doc")
     fields = lines.select(
@@ -106,6 +110,7 @@ def parse_events(lines: DataFrame) -> DataFrame:
         *[F.try_variant_get(doc, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
         F.try_variant_get(doc, "$.event_time", "double").alias("_event_time"),
         _typed(doc).alias("_typed"),
+        rescued(doc, KNOWN_FIELDS).alias(RESCUED),
     )
     typed = fields.select(
         *STRING_FIELDS,
@@ -113,8 +118,9 @@ def parse_events(lines: DataFrame) -> DataFrame:
         "value",
         F.col("_source_file"),
         _invalid_reason(F.col("value"), doc, F.col("event_type"), F.col("_event_time"), F.col("_typed")).alias("reason"),
+        RESCUED,
     ).select(
-        *STRING_FIELDS, "event_time",
+        *STRING_FIELDS, "event_time", RESCUED,
         # Only a quarantined line keeps its text: valid events are their fields, and a batch
         # held in memory for the two writes stays small.
         F.when(F.col("reason").isNotNull(), F.make_valid_utf8(F.col("value"))).alias("raw_line"),

@@ -30,3 +30,20 @@ def not_yet_written(new: DataFrame, written: DataFrame) -> DataFrame:
         same = new[name].eqNullSafe(written[name])
         condition = same if condition is None else condition & same
     return new.join(written, condition, "left_anti")
+
+
+RESCUED = "_rescued"
+
+
+def rescued(document: Column, known: tuple[str, ...]) -> Column:
+    """The fields of a JSON object ``document`` (a variant) that are not in ``known``, as JSON text,
+    or null when it has none (or is not an object): an ingest hop's ``_rescued`` column, so a
+    field the schema does not have yet is kept, not dropped (Auto Loader's rescued-data column).
+
+    Keys come out sorted and numbers normalised (``1.5e3`` is ``1500.0``): the values, not the
+    line's spelling, are what is kept; the line itself stays in its landing file.
+    """
+    names = F.array(*[F.lit(name) for name in known])
+    extra = F.map_filter(F.try_variant_get(document, "$", "map<string,variant>"),
+                         lambda key, _value: ~F.array_contains(names, key))
+    return F.when(F.size(extra) > 0, F.to_json(extra))
