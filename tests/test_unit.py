@@ -92,7 +92,17 @@ HOP = "{name: %s, kind: %s, table: tables/%s, time_column: t%s}"
     ([("a", "ingest", ""), ("a", "append", ", upstream: a")], "two hops are called 'a': rename one"),
     ([("a", "ingest", ""), ("b", "aggregate", "")], "hop b (kind aggregate) reads a table: add `upstream: <a hop above it>`"),
     ([("a", "ingest", ""), ("b", "ingest", ", upstream: a")], "hop b (kind ingest) reads the landing files, not 'a'"),
-], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream"])
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "append", ", upstream: [a, b]")],
+     "hop c (kind append) reads one table, not ['a', 'b']: name one upstream, or use kind join"),
+    ([("a", "ingest", ""), ("c", "join", ", upstream: [a], within: 1 hour")],
+     "hop c (kind join) needs `upstream: [<hop>, <hop>]` (two or more different hops above it) and `within: "),
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "join", ", upstream: [a, b]")], "hop c (kind join) needs"),
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "join", ", upstream: [a, b], within: soon")],
+     "hop c has within 'soon', not a duration: use e.g. `1 hour`"),
+    ([("a", "ingest", ""), ("c", "join", ", upstream: [a, d], within: 1 hour")],
+     "hop c has upstream 'd', which is not a hop of this spec"),
+], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream",
+        "two-upstreams-not-join", "join-one-upstream", "join-no-within", "join-bad-within", "join-unknown-upstream"])
 def test_a_spec_graph_error_names_the_file_the_hop_and_the_fix(pipelines, hops, problem):
     folder = pipelines()
     lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)
@@ -122,6 +132,10 @@ def test_ingest_hops_read_landing_folders_of_their_own_and_the_graph_has_a_sink_
     spec = load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
                 ("e", "append", ", upstream: a"), ("d", "aggregate", ", upstream: c"))
     assert spec.sink is None  # e never reaches d
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("b", "ingest", own.format("y")),
+                ("c", "join", ", upstream: [a, b], within: 1 hour"), ("d", "aggregate", ", upstream: c"))
+    assert spec.sink.name == "d" and spec.hop("c").upstreams == ("a", "b") and spec.hop("c").upstream is None
+    assert [hop.name for hop in spec.downstream_of("b")] == ["c", "d"] and spec.hop("c").within_ms == 3_600_000
     assert load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
                 ("d", "aggregate", ", upstream: c")).sink.name == "d"
     for top, hops, problem in [

@@ -59,8 +59,8 @@ def writes(spec: PipelineSpec, hop: HopSpec) -> AssetAlias:
 
 
 def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
-    """What the hop reads, as inlets: the landing folder or the table above."""
-    return [landing_asset(spec, hop) if hop.reads_landing else table_asset(spec, hop.upstream)]
+    """What the hop reads, as inlets: the landing folder or the tables above."""
+    return [landing_asset(spec, hop)] if hop.reads_landing else [table_asset(spec, name) for name in hop.upstreams]
 
 
 def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:

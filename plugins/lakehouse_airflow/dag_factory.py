@@ -82,7 +82,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         check = ShortCircuitOperator(
             task_id="check_new_data", python_callable=has_new_data, op_kwargs={"pipeline": spec.name}, retries=0
         )
-        # Hops as their spec's graph: an ingest hop after the check, any other after its upstream's gate.
+        # Hops as their spec's graph: an ingest hop after the check, any other after its upstreams' gates.
         gates = {}
         for hop in spec.hops:
             task = LakehouseSparkOperator(
@@ -102,7 +102,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                        f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
                        "gets an event.",
             )
-            (check if hop.reads_landing else gates[hop.upstream]) >> task >> gate
+            (check if hop.reads_landing else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
             gates[hop.name] = gate
         undo_hop = "ti.xcom_pull(task_ids='plan_undo')"
         planned = PythonOperator(task_id="plan_undo", python_callable=plan_undo, trigger_rule="one_failed", retries=0,
@@ -162,8 +162,7 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}` (its quality gate "
                        f"included); an event on `{spec.name}.{hop.name}` when it wrote rows.",
             )
-            if not hop.reads_landing:
-                tasks[hop.upstream] >> task
+            [tasks[upstream] for upstream in hop.upstreams] >> task
             tasks[hop.name] = task
     return dag
 

@@ -235,16 +235,28 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     return found
 
 
+def upstream_offset(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> dict | None:
+    """Of a batch's source offsets (``sources``), the one reading ``upstream``'s table: a
+    single-upstream hop's only one; for a join, the Delta source whose ``reservoirId`` is that
+    table's id, else the one at ``upstream``'s place in the spec's list (the join's order)."""
+    if len(hop.upstreams) <= 1:
+        return sources[0] if sources else None
+    table_id = delta_log.table_id(lake.table(lake.spec.hop(upstream)))
+    for source in sources:
+        if table_id is not None and source and source.get("reservoirId") == table_id:
+            return source
+    index = hop.upstreams.index(upstream)
+    return sources[index] if index < len(sources) else None
+
+
 def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:
     """Fill ``read_by``: for each batch's table version, the batch of each hop below that read it."""
-    for below in lake.spec.hops:
-        if below.upstream != hop.name:
-            continue
+    for below in lake.spec.feeds(hop.name):
         checkpoint = lake.checkpoint(below)
         ends = []
         for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
             try:
-                source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0]
+                source = upstream_offset(lake, below, hop.name, checkpoint_log.read_offsets(checkpoint, batch_id).sources)
                 ends.append((batch_id, checkpoint_log.delta_position(source)))
             except (ValueError, IndexError):
                 continue

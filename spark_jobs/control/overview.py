@@ -69,14 +69,15 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
     backlog = ({"landing": landing_backlog(lake, hop)} if hop.reads_landing
-               else {"upstream_versions": unread_upstream_versions(lake, hop)})
+               else {"upstream_versions": [version for upstream in hop.upstreams
+                                           for version in unread_upstream_versions(lake, hop, upstream)]})
     commit_age = _age(_epoch((last or {}).get("committed_at")), now)
     limit = lake.spec.freshness_s
     return {
         "hop": hop.name,
         "kind": hop.kind,
         "table": lake.table(hop),
-        "upstream": hop.upstream,
+        "upstream": ", ".join(hop.upstreams) or None,
         "last_batch": status["last_batch"],
         "last_committed_batch": status["last_committed_batch"],
         "pending_batch": status["pending_batch"],

@@ -73,28 +73,32 @@ class _HopView:
     """What planning needs of one hop, read once."""
 
     def __init__(self, lake: Lake, hop: HopSpec):
+        self.lake = lake
         self.hop = hop
         self.checkpoint = lake.checkpoint(hop)
         self.offsets = checkpoint_log.offset_batch_ids(self.checkpoint)
         self.committed = checkpoint_log.commit_batch_ids(self.checkpoint)
         self.ids = batches.query_ids(lake, hop)
         self.table = lake.table(hop)
-        self._positions: dict[int, tuple[int, bool]] = {}
+        self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
 
-    def position(self, batch_id: int) -> tuple[int, bool]:
-        """How far this (Delta-fed) hop had read its upstream table after ``batch_id``."""
+    def position(self, batch_id: int, upstream: str | None = None) -> tuple[int, bool]:
+        """How far this (Delta-fed) hop had read ``upstream``'s table (its only upstream's by
+        default) after ``batch_id``."""
+        name = upstream or self.hop.upstream
         if batch_id < 0:
             return -1, True
-        if batch_id not in self._positions:
-            source = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources[0]
-            self._positions[batch_id] = checkpoint_log.delta_position(source)
-        return self._positions[batch_id]
+        if (batch_id, name) not in self._positions:
+            sources = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources
+            self._positions[(batch_id, name)] = checkpoint_log.delta_position(
+                batches.upstream_offset(self.lake, self.hop, name, sources))
+        return self._positions[(batch_id, name)]
 
-    def last_clean_batch(self, cut: int) -> int:
-        """The last committed batch that read nothing of the upstream table past version ``cut``."""
+    def last_clean_batch(self, cut: int, upstream: str | None = None) -> int:
+        """The last committed batch that read nothing of ``upstream``'s table past version ``cut``."""
         kept = -1
         for batch_id in self.committed:
-            if self.position(batch_id)[0] > cut:
+            if self.position(batch_id, upstream)[0] > cut:
                 break
             kept = batch_id
         return kept
@@ -103,30 +107,35 @@ class _HopView:
         return batches.cut_version(self.table, self.ids, batch_id)
 
 
-def _targets(views: list[_HopView], requested: int, notes: list[str]) -> dict[str, int]:
+def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: dict[str, int]) -> dict[str, int]:
     """Each hop's target batch, consistent along every edge of the graph below the first view
-    (see the module doc); ``views`` are in the spec's order, so a hop's upstream comes first."""
-    targets = {views[0].hop.name: requested}
+    (see the module doc); ``views`` are in the spec's order, so a hop's upstreams come first. A
+    join below is constrained by each of its upstreams that rolls back. ``bounds``: the highest
+    target a hop may have (-1 for one that must start over)."""
+    never = 1 << 62
+    targets = {views[0].hop.name: min(requested, bounds.get(views[0].hop.name, never))}
     by_name = {view.hop.name: view for view in views}
     changed = True
     while changed:
         changed = False
         for down in views[1:]:
-            up = by_name[down.hop.upstream]
-            if up.hop.name not in targets:
+            ups = [by_name[name] for name in down.hop.upstreams if name in targets and name in by_name]
+            cuts = [(up, up.cut(targets[up.hop.name])) for up in ups]
+            cuts = [(up, cut) for up, cut in cuts if cut is not None]  # None: the hop above keeps every version
+            if not cuts:
                 targets.pop(down.hop.name, None)
                 continue
-            cut = up.cut(targets[up.hop.name])
-            if cut is None:  # the hop above keeps every version: nothing below is affected
-                targets.pop(down.hop.name, None)
-                continue
-            target = min(down.last_clean_batch(cut), targets.get(down.hop.name, 1 << 62))
-            position = down.position(target)
-            if target == -1 or position == (cut, True):
+            target = min([down.last_clean_batch(cut, up.hop.name) for up, cut in cuts]
+                         + [targets.get(down.hop.name, never), bounds.get(down.hop.name, never)])
+            straddled = next(((up, cut) for up, cut in cuts
+                              if target != -1 and down.position(target, up.hop.name) != (cut, True)), None)
+            if straddled is None:
                 targets[down.hop.name] = target
                 continue
             # Straddle: `down` read up to `position`, short of `cut`. Take `up` back to the batch
             # whose cut is exactly that position, if there is one; else `down` starts over.
+            up, cut = straddled
+            position = down.position(target, up.hop.name)
             earlier = [b for b in up.committed if b < targets[up.hop.name]] + [-1]
             match = next((b for b in sorted(earlier, reverse=True)
                           if position[1] and up.cut(b) is not None and up.cut(b) == position[0]), None)
@@ -151,12 +160,8 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
     requested = resolve_target(lake, head, to_batch, to_run, to_time)
     below = list(lake.spec.downstream_of(head.name))
     views = {hop.name: _HopView(lake, hop) for hop in [head, *below]}
-    notes: list[str] = []
     chain = [views[head.name]] + ([views[hop.name] for hop in below] if cascade else [])
-    targets = _targets(chain, requested, notes)
-    skip_to = _history_check(lake, views[head.name], targets, notes)
-    if targets[head.name] == -1 and requested != -1:
-        targets = _targets(chain, -1, notes)
+    targets, skips, notes = _consistent_targets(lake, chain, requested)
     refused: list[str] = []
     if not cascade:
         for feed in lake.spec.feeds(head.name):
@@ -170,17 +175,17 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
             refused.extend(problems)
             hops.append({"hop": name, "target_batch": target, "undone": undone, "tables": [], "refused": problems})
             continue
-        upstream = view.hop.upstream
-        upstream_cut = views[upstream].cut(targets[upstream]) if upstream in targets else None
-        step = _hop_step(lake, view, target, upstream_cut)
-        step["skip_to_version"] = skip_to if name == head.name and target >= 0 else None
+        restored = [upstream for upstream in view.hop.upstreams
+                    if upstream in targets and views[upstream].cut(targets[upstream]) is not None]
+        step = _hop_step(lake, view, target, restored)
+        step["skip_versions"] = skips.get(name, {})
         step["rebackfill"] = _rebackfill(lake, view.hop, step)
         if step["rebackfill"]:
             commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {name} --start {start} --end {end}`"
                                  for start, end in step["rebackfill"])
             notes.append(f"{name}: after the next run, backfill again what this rollback undoes and the stream will "
                          f"not bring back (and the same ranges for the hops below {name}): {commands}")
-        if step["undone"] or step["tables"] or step["skip_upstream_restore"] or step["skip_to_version"] is not None:
+        if step["undone"] or step["tables"] or step["restored_upstreams"] or step["skip_versions"]:
             hops.append(step)
     return {
         "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
@@ -207,26 +212,60 @@ def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_r
     return plan(lake, hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, cascade, given.get("to_time"))
 
 
-def _history_check(lake: Lake, view: _HopView, targets: dict[str, int], notes: list[str]) -> int | None:
-    """A Delta-fed hop rolled back to a batch that read its upstream table up to version p must
+def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tuple[dict, dict, list[str]]:
+    """The targets (:func:`_targets`), then each hop's history check against the upstreams this
+    rollback does not restore (for the head, all of them; below it, a join's other upstreams):
+    a hop that must start over is bounded to -1 and the targets are worked out again.
+    Returns the targets, the versions to skip to (``{hop: {upstream: version}}``) and the notes."""
+    bounds: dict[str, int] = {}
+    reset_notes: list[str] = []
+    by_name = {view.hop.name: view for view in chain}
+    while True:
+        notes: list[str] = []
+        targets = _targets(chain, requested, notes, bounds)
+        skips: dict[str, dict[str, int]] = {}
+        resets = []
+        for view in chain:
+            target = targets.get(view.hop.name)
+            if target is None or target < 0 or view.hop.reads_landing:
+                continue
+            unrestored = [upstream for upstream in view.hop.upstreams if upstream not in targets
+                          or by_name[upstream].cut(targets[upstream]) is None]
+            found, said = _history_check(lake, view, target, unrestored)
+            if found is None:
+                resets.append(view.hop.name)
+                reset_notes.extend(said)
+            else:
+                notes.extend(said)
+                if found:
+                    skips[view.hop.name] = found
+        if not resets:
+            return targets, skips, reset_notes + notes
+        bounds.update({name: -1 for name in resets})
+
+
+def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]) -> tuple[dict | None, list[str]]:
+    """A Delta-fed hop rolled back to a batch that read an upstream table up to version p must
     not re-read upstream appends that an earlier RESTORE undid after p, nor skip rows the table
     still holds: jump past that RESTORE only when the batch read all of p and no kept append
-    lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump past."""
-    target = targets[view.hop.name]
-    if view.hop.reads_landing or target < 0 or target not in view.offsets:
-        return None  # (a target whose offsets are gone is beyond retention: the plan refuses it)
-    version, complete = view.position(target)
-    verdict, restore = batches.replay_from(lake.upstream_table(view.hop), version, complete)
-    if verdict == "reset":
-        why = ("batch {0} read only part of version {1}" if not complete else
-               "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
-        notes.append(f"{view.hop.name}: starts over from {view.hop.upstream}'s table: an earlier rollback undid appends "
-                     f"there, and {why}")
-        targets[view.hop.name] = -1
-    if verdict == "jump":
-        notes.append(f"{view.hop.name}: goes on after {view.hop.upstream}'s version {restore} (a RESTORE), "
-                     "skipping appends it undid")
-    return restore if verdict == "jump" else None
+    lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump
+    past per upstream (of ``upstreams``), or None when the hop must start over; and the notes."""
+    if target not in view.offsets:
+        return {}, []  # (a target whose offsets are gone is beyond retention: the plan refuses it)
+    jumps, notes = {}, []
+    for upstream in upstreams:
+        version, complete = view.position(target, upstream)
+        verdict, restore = batches.replay_from(lake.table(lake.spec.hop(upstream)), version, complete)
+        if verdict == "reset":
+            why = ("batch {0} read only part of version {1}" if not complete else
+                   "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
+            return None, [f"{view.hop.name}: starts over from {upstream}'s table: an earlier rollback undid appends "
+                          f"there, and {why}"]
+        if verdict == "jump":
+            notes.append(f"{view.hop.name}: goes on after {upstream}'s version {restore} (a RESTORE), "
+                         "skipping appends it undid")
+            jumps[upstream] = restore
+    return jumps, notes
 
 
 def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
@@ -249,10 +288,10 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
         after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
         if record.get("mode") == "backfill" and record.get("status") == "succeeded" and after in undone:
             ranges.add((record["range_start"], record["range_end"]))
-    upstream = lake.spec.hop(hop.upstream)
-    if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
-        ranges.update((record["range_start"], record["range_end"]) for record in read_records(lake, upstream.name)
-                      if record.get("mode") == "backfill" and record.get("status") == "succeeded")
+    for upstream in map(lake.spec.hop, hop.upstreams):
+        if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
+            ranges.update((record["range_start"], record["range_end"]) for record in read_records(lake, upstream.name)
+                          if record.get("mode") == "backfill" and record.get("status") == "succeeded")
     return [list(pair) for pair in sorted(ranges)]
 
 
@@ -260,18 +299,19 @@ def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], ref
     cut = up.cut(targets[up.hop.name])
     if cut is None or not down.committed:
         return
-    clean = down.last_clean_batch(cut)
+    clean = down.last_clean_batch(cut, up.hop.name)
     if clean < down.committed[-1]:
         refused.append(f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
                        f"{up.hop.name} data being undone; roll back with cascade")
-    elif down.position(clean) != (cut, True):
+    elif down.position(clean, up.hop.name) != (cut, True):
         refused.append(f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
                        "run it first or roll back with cascade")
     else:
         targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
 
 
-def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None) -> dict:
+def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> dict:
+    """One hop's part of the plan; ``restored``: its upstreams this rollback restores."""
     hop = view.hop
     undone = [batch_id for batch_id in view.offsets if batch_id > target]
     tables = []
@@ -295,9 +335,10 @@ def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None)
         "tables": tables,
         "old_query_id": checkpoint_log.query_id(view.checkpoint),
         "new_query_id": str(uuid.uuid4()) if undone else checkpoint_log.query_id(view.checkpoint),
-        # The hop keeps batches that read the upstream table up to the version it returns to:
-        # its next batch must start after the restore commit, not re-read the undone ones.
-        "skip_upstream_restore": upstream_cut is not None and target >= 0,
+        # The hop keeps batches that read an upstream table up to the version it returns to:
+        # its next batch must start after that table's restore commit, not re-read the undone ones.
+        "skip_upstream_restore": bool(restored) and target >= 0,
+        "restored_upstreams": list(restored) if target >= 0 else [],
         "state_version": target + 1 if checkpoint_log.state_files(view.checkpoint) else None,
         "source_log_cut": None,
         "reread": "",
@@ -309,14 +350,18 @@ def _hop_step(lake: Lake, view: _HopView, target: int, upstream_cut: int | None)
         step["source_log_cut"] = cut
         step["reread_files"] = files
         step["reread"] = f"{len(files)} landing files"
-    elif undone and upstream_cut is not None:
-        step["reread"] = f"what {hop.upstream} writes after its restore" if target >= 0 else \
-            f"{hop.upstream}'s restored table from its snapshot"
     elif undone:
-        version, complete = view.position(target)
-        step["reread"] = (f"{lake.spec.hop(hop.upstream).name} table from version {version + 1 if complete else version}"
-                          if target >= 0 else f"{hop.upstream} table from its current snapshot")
+        step["reread"] = "; ".join(_reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams)
     return step
+
+
+def _reread(view: _HopView, target: int, upstream: str, restored: bool) -> str:
+    if restored:
+        return f"what {upstream} writes after its restore" if target >= 0 else f"{upstream}'s restored table from its snapshot"
+    if target < 0:
+        return f"{upstream} table from its current snapshot"
+    version, complete = view.position(target, upstream)
+    return f"{upstream} table from version {version + 1 if complete else version}"
 
 
 
@@ -346,11 +391,10 @@ def format_plan(plan: dict) -> str:
                          + (f", file source log past {step['source_log_cut']}" if step["source_log_cut"] is not None else "")
                          + ", new query id")
             lines.append(f"    next run re-reads {step['reread']}")
-        if step["skip_upstream_restore"]:
-            lines.append("    source offset moves past the restore commit of the table above")
-        if step.get("skip_to_version") is not None:
-            lines.append(f"    source offset moves past version {step['skip_to_version']} of the table above "
-                         "(an earlier RESTORE)")
+        for upstream in step.get("restored_upstreams", []):
+            lines.append(f"    source offset moves past the restore commit of {upstream}'s table")
+        for upstream, version in (step.get("skip_versions") or {}).items():
+            lines.append(f"    source offset moves past version {version} of {upstream}'s table (an earlier RESTORE)")
     lines.extend(f"  note: {note}" for note in plan["notes"])
     lines.extend(f"  REFUSED: {reason}" for reason in plan["refused"])
     return "\n".join(lines)
@@ -447,13 +491,27 @@ def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
         checkpoint_log.truncate_file_source(checkpoint, step["source_log_cut"], lake.spec.source_log_compact_interval)
     if step["state_version"] is not None:
         checkpoint_log.drop_state_after(checkpoint, step["state_version"])
-    if step["skip_upstream_restore"] or step.get("skip_to_version") is not None:
-        restored = journal["restored"].get(lake.upstream_table(hop), step.get("skip_to_version"))
-        if restored is not None:
-            offsets = checkpoint_log.read_offsets(checkpoint, target)
-            moved = [checkpoint_log.delta_offset_after(offsets.sources[0], restored), *offsets.sources[1:]]
-            checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
-                target, offsets.watermark_ms, offsets.timestamp_ms, moved))
+    # Each upstream restored by this rollback, or by an earlier one past what the hop keeps,
+    # moves the hop's source offset past that RESTORE commit (journals written before joins
+    # name no upstream: the hop's only one).
+    skips = dict(step.get("skip_versions") or {})
+    if step.get("skip_to_version") is not None:
+        skips[hop.upstreams[0]] = step["skip_to_version"]
+    restored_upstreams = step.get("restored_upstreams") or (list(hop.upstreams[:1]) if step["skip_upstream_restore"] else [])
+    for upstream in restored_upstreams:
+        version = journal["restored"].get(lake.table(lake.spec.hop(upstream)))
+        if version is not None:
+            skips[upstream] = version
+    if skips:
+        offsets = checkpoint_log.read_offsets(checkpoint, target)
+        moved = list(offsets.sources)
+        for upstream, version in skips.items():
+            source = batches.upstream_offset(lake, hop, upstream, offsets.sources)
+            if source is not None:
+                index = next(i for i, each in enumerate(offsets.sources) if each is source)
+                moved[index] = checkpoint_log.delta_offset_after(source, version)
+        checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
+            target, offsets.watermark_ms, offsets.timestamp_ms, moved))
     if step["new_query_id"] != checkpoint_log.query_id(checkpoint):
         checkpoint_log.set_query_id(checkpoint, step["new_query_id"])
 

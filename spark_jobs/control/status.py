@@ -56,7 +56,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
             "batch_log": [info.to_dict() for info in infos],
             "rollback_horizon": batches.horizon(lake, hop, infos),
             "min_batches_to_retain": lake.spec.min_batches_to_retain,
-            "feeds": [below.name for below in lake.spec.hops if below.upstream == hop.name],
+            "feeds": [below.name for below in lake.spec.feeds(hop.name)],
         }
     return extra | {
         "hop": hop.name,
@@ -192,17 +192,19 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
 
 
 def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
-    unread = unread_upstream_versions(lake, hop)
+    unread = {upstream: versions for upstream in hop.upstreams if (versions := unread_upstream_versions(lake, hop, upstream))}
     if not unread:
         return None
     if not checkpoint_log.offset_batch_ids(checkpoint):
-        return f"upstream table at version {unread[-1]}, never read"
-    return f"upstream version{'s' if len(unread) > 1 else ''} {_ranges(unread)} not read yet"
+        return "; ".join(f"{name} table at version {versions[-1]}, never read" for name, versions in unread.items())
+    return "; ".join(f"{name} version{'s' if len(versions) > 1 else ''} {_ranges(versions)} not read yet"
+                     for name, versions in unread.items())
 
 
-def unread_upstream_versions(lake: Lake, hop) -> list[int]:
-    """The versions of the Delta-fed ``hop``'s upstream table its stream has yet to take rows
-    from: the stream DAG's "new data?" check and the Lakehouse page's backlog.
+def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> list[int]:
+    """The versions of ``upstream``'s table (the Delta-fed ``hop``'s only upstream by default) its
+    stream has yet to take rows from: the stream DAG's "new data?" check and the Lakehouse
+    page's backlog.
 
     The stream reads with ``skipChangeCommits``, so only commits that add and remove nothing
     bring rows; below an ingest hop it also leaves out a backfill's rows (``streamed_rows``), so
@@ -211,18 +213,22 @@ def unread_upstream_versions(lake: Lake, hop) -> list[int]:
     only in part (a snapshot read over several batches) is unread; a stream that never ran has
     every version to read.
     """
-    upstream = lake.upstream_table(hop)
-    version = delta_log.table_version(upstream) if upstream else None
+    name = upstream or hop.upstream
+    if name is None:
+        return []
+    table = lake.table(lake.spec.hop(name))
+    version = delta_log.table_version(table)
     if version is None:
         return []
     checkpoint = lake.checkpoint(hop)
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
     if not offsets:
         return list(range(version + 1))
-    read_to, complete = checkpoint_log.delta_position(checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources[0])
-    backfills_bring_none = lake.spec.hop(hop.upstream).reads_landing
+    source = batches.upstream_offset(lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources)
+    read_to, complete = checkpoint_log.delta_position(source)
+    backfills_bring_none = lake.spec.hop(name).reads_landing
     return ([] if complete else [read_to]) + [
-        commit.version for commit in batches.commits(upstream, after=read_to) if commit.appends_only
+        commit.version for commit in batches.commits(table, after=read_to) if commit.appends_only
         and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]
 
 
@@ -232,22 +238,26 @@ def stream_lag(lake: Lake, hop) -> str | None:
     Rows a stream wrote upstream reach the hop's stream later; if a backfill rewrote the
     hop's range first, the stream would then add those rows a second time. So a backfill
     waits until the hop's stream has read every streamed upstream commit (a backfill's or a
-    RESTORE's commits do not count: the stream does not take their rows).
+    RESTORE's commits do not count: the stream does not take their rows); a join's, of each
+    of its upstreams.
     """
-    upstream = lake.upstream_table(hop)
-    if upstream is None:
+    if not hop.upstreams:
         return None
     checkpoint = lake.checkpoint(hop)
     planned = checkpoint_log.planned_batch(checkpoint)
     if planned is not None:
         return f"{hop.name}'s stream has batch {planned} planned but not committed"
-    first_unread = checkpoint_log.first_unread_version(checkpoint)
-    unread = [commit.version for commit in batches.effective_commits(upstream)
-              if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
-    if not unread:
-        return None
-    return (f"{hop.name}'s stream has not read {hop.upstream} version{'s' if len(unread) > 1 else ''} "
-            f"{_ranges(unread)} yet")
+    offsets = checkpoint_log.offset_batch_ids(checkpoint)
+    sources = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources if offsets else []
+    lags = []
+    for name in hop.upstreams:
+        version, complete = checkpoint_log.delta_position(batches.upstream_offset(lake, hop, name, sources))
+        first_unread = version + 1 if complete else version
+        unread = [commit.version for commit in batches.effective_commits(lake.table(lake.spec.hop(name)))
+                  if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
+        if unread:
+            lags.append(f"{name} version{'s' if len(unread) > 1 else ''} {_ranges(unread)}")
+    return f"{hop.name}'s stream has not read {', '.join(lags)} yet" if lags else None
 
 
 def _ranges(versions: list[int]) -> str:

@@ -4,7 +4,7 @@ A **Source** is where a hop's rows come from: ``stream()`` for the run-once and 
 ``read(start_ms, end_ms)`` for a backfill. A **Sink** is how a hop writes: ``stream_writer()``, the
 streaming batch write (idempotent per batch id), and ``backfill()``, the overwrite of a range.
 :data:`HOP_KINDS` names the pair of each hop kind of the spec (``ingest``, ``append``,
-``aggregate``); a new kind is one more Source or Sink class and one more entry there (and its
+``aggregate``, ``join``); a new kind is one more Source or Sink class and one more entry there (and its
 name in :data:`spark_jobs.model.spec.HOP_KINDS`).
 
 Both get the :class:`~spark_jobs.engine.runner.HopRun` they serve (``run``): its session, lake,
@@ -80,12 +80,13 @@ class LandingFiles:
 
 
 class UpstreamTable:
-    """The Delta table of the hop above: its appends as a stream, a time range as a batch read."""
+    """The Delta table of the hop above (or of ``name``, one of a join's upstreams): its appends
+    as a stream, a time range as a batch read."""
 
-    def __init__(self, run):
+    def __init__(self, run, name: str | None = None):
         self.run = run
-        self.table = run.lake.upstream_table(run.hop)
-        self.upstream = run.spec.hop(run.hop.upstream)
+        self.upstream = run.spec.hop(name or run.hop.upstream)
+        self.table = run.lake.table(self.upstream)
 
     def stream(self, max_files_per_trigger: int | None = None):
         # Streams read appends only: commits that rewrite files (a backfill's replaceWhere, a
@@ -109,6 +110,30 @@ class UpstreamTable:
     def missing(self) -> str | None:
         """The upstream table's path while it does not exist yet (nothing to read)."""
         return None if table_exists(self.table) else self.table
+
+
+class UpstreamTables:
+    """A join's upstream tables, each read as :class:`UpstreamTable` reads one: its transform gets
+    ``{upstream hop name: frame}``, in the spec's order (the order it should join them in).
+
+    A backfill of ``[start, end)`` reads each upstream over the range widened by the hop's
+    ``within`` on both sides, so every pair the join can make for a row of the range is there;
+    the sink keeps the joined rows of the range.
+    """
+
+    def __init__(self, run):
+        self.run = run
+        self.sources = {name: UpstreamTable(run, name) for name in run.hop.upstreams}
+
+    def stream(self, max_files_per_trigger: int | None = None) -> dict:
+        return {name: source.stream(max_files_per_trigger) for name, source in self.sources.items()}
+
+    def read(self, start_ms: int, end_ms: int, version: int | None = None) -> dict:
+        within = self.run.hop.within_ms
+        return {name: source.read(start_ms - within, end_ms + within) for name, source in self.sources.items()}
+
+    def missing(self) -> str | None:
+        return next((source.missing() for source in self.sources.values() if source.missing()), None)
 
 
 # -- sinks -------------------------------------------------------------------------------------------
@@ -243,7 +268,8 @@ class AppendSink:
         run, hop = self.run, self.run.hop
         frame = run.transformed_range(start_ms, end_ms, inputs)
         in_range = range_predicate(frame, hop.time_column, start_ms, end_ms)
-        frame, dropped = run.drop_failing(frame, None, (hop.time_column,))
+        # A join read its upstreams around the range (UpstreamTables.read): keep the range's rows.
+        frame, dropped = run.drop_failing(frame.where(in_range), None, (hop.time_column,))
         writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
         if hop.partition_by:
             writer = writer.partitionBy(*hop.partition_by)
@@ -347,4 +373,5 @@ HOP_KINDS = {
     "ingest": (LandingFiles, IngestSink),
     "append": (UpstreamTable, AppendSink),
     "aggregate": (UpstreamTable, MergeSink),
+    "join": (UpstreamTables, AppendSink),
 }

@@ -275,7 +275,9 @@ _STATE_FILE = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|change
 
 
 def state_files(checkpoint: str) -> dict[str, dict[int, list[tuple[str, str]]]]:
-    """``{partition dir: {version: [(path, kind)]}}`` for every state store partition.
+    """``{store dir: {version: [(path, kind)]}}`` for every state store of every partition: the
+    partition's folder, or for an operator with several stores (a stream-stream join's four)
+    each store's folder in it (``state/0/3/left-keyToNumValues``).
 
     Kinds: ``delta``/``snapshot`` (HDFS-backed store), ``changelog``/``zip`` (RocksDB, with a
     ``_<uuid>`` suffix in checkpoint format v2).
@@ -287,15 +289,26 @@ def state_files(checkpoint: str) -> dict[str, dict[int, list[tuple[str, str]]]]:
         if not operator.rstrip("/").rsplit("/", 1)[-1].isdigit():
             continue
         for partition in listing(fs, operator):
-            if not partition.rstrip("/").rsplit("/", 1)[-1].isdigit():
-                continue
-            versions: dict[int, list[tuple[str, str]]] = {}
-            for path in listing(fs, partition):
-                match = _STATE_FILE.match(path.rsplit("/", 1)[-1])
-                if match:
-                    versions.setdefault(int(match.group(1)), []).append((path, match.group(2)))
-            found[partition.rstrip("/")] = versions
+            if partition.rstrip("/").rsplit("/", 1)[-1].isdigit():
+                _store_files(fs, partition.rstrip("/"), found)
     return found
+
+
+def _store_files(fs, folder: str, found: dict, depth: int = 0) -> None:
+    versions: dict[int, list[tuple[str, str]]] = {}
+    stores = []
+    for path in listing(fs, folder):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        match = _STATE_FILE.match(name)
+        if match:
+            versions.setdefault(int(match.group(1)), []).append((path, match.group(2)))
+        elif depth == 0 and not name.startswith((".", "_")) and fs.isdir(path):
+            stores.append(path.rstrip("/"))
+    if versions or not stores:  # one store here (RocksDB's SSTs/ folder is part of it)
+        found[folder] = versions
+        return
+    for store in stores:
+        _store_files(fs, store, found, depth + 1)
 
 
 def state_loadable(versions: dict[int, list[tuple[str, str]]], version: int) -> bool:
@@ -372,15 +385,6 @@ def delta_position(source: dict | None) -> tuple[int, bool]:
     if index < 0:
         return version - 1, True
     return version, False
-
-
-def first_unread_version(checkpoint: str) -> int:
-    """The first version of its upstream table a Delta-fed hop has not wholly read (0: never ran)."""
-    offsets = offset_batch_ids(checkpoint)
-    if not offsets:
-        return 0
-    version, complete = delta_position(read_offsets(checkpoint, offsets[-1]).sources[0])
-    return version + 1 if complete else version
 
 
 def delta_offset_after(source: dict, version: int) -> dict:

@@ -104,3 +104,13 @@ def rows_with_value(table: str, column: str, after: int | None, upto: int | None
             if column in nulls:
                 total += int(stats["numRecords"]) - int(nulls[column])
     return total
+
+
+def table_id(table: str) -> str | None:
+    """The table's id (its ``metaData`` action's), which a Delta stream source's offsets name as
+    ``reservoirId``; None when no JSON commit left has a ``metaData`` action."""
+    for version in versions(table):
+        for action in read_commit(table, version):
+            if "metaData" in action:
+                return action["metaData"].get("id")
+    return None

@@ -84,9 +84,6 @@ class Lake:
     def locks(self) -> str:
         return self.path("_ops/locks")
 
-    def upstream_table(self, hop: HopSpec) -> str | None:
-        return self.table(self.spec.hop(hop.upstream)) if hop.upstream else None
-
     def tables_of(self, hop: HopSpec) -> list[str]:
         """Every table the hop writes: its own and, for ingest hops, the quarantine."""
         quarantine = self.quarantine(hop)

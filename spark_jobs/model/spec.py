@@ -18,10 +18,11 @@ import yaml
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.times import duration_ms
 
-# Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log)
-# or the Delta table of the hop above. The engine pairs each kind with a Source and a Sink
+# Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log),
+# the Delta table of the hop above, or (a join) the tables of two or more hops above. The engine
+# pairs each kind with a Source and a Sink
 # (spark_jobs/engine/hops.py); the control layer asks only :attr:`HopSpec.reads_landing`.
-HOP_KINDS = {"ingest": "landing", "append": "table", "aggregate": "table"}
+HOP_KINDS = {"ingest": "landing", "append": "table", "aggregate": "table", "join": "tables"}
 
 
 def repo_root() -> Path:
@@ -42,12 +43,27 @@ class HopSpec:
     kind: str
     table: str
     time_column: str
-    upstream: str | None = None
+    # The hops whose tables it reads: one for append and aggregate, two or more for a join
+    # (in the order its transform joins them), none for an ingest hop.
+    upstreams: tuple[str, ...] = ()
     quarantine: str | None = None
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
+    # A join's bound: how far apart in event time two rows it joins can be (``1 hour``); a
+    # backfill reads its upstreams this much around its range.
+    within: str | None = None
+
+    @property
+    def upstream(self) -> str | None:
+        """The one hop whose table this hop reads; None for an ingest hop and for a join (see
+        :attr:`upstreams`)."""
+        return self.upstreams[0] if len(self.upstreams) == 1 else None
+
+    @property
+    def within_ms(self) -> int:
+        return duration_ms(self.within) if self.within else 0
 
     @property
     def reads_landing(self) -> bool:
@@ -127,7 +143,7 @@ class PipelineSpec:
 
     def feeds(self, name: str) -> tuple[HopSpec, ...]:
         """The hops that read ``name``'s table directly."""
-        return tuple(hop for hop in self.hops if hop.upstream == name)
+        return tuple(hop for hop in self.hops if name in hop.upstreams)
 
     @property
     def sink(self) -> HopSpec | None:
@@ -142,7 +158,7 @@ class PipelineSpec:
         below: list[HopSpec] = []
         reached = {name}
         for hop in self.hops:
-            if hop.upstream in reached:
+            if reached.intersection(hop.upstreams):
                 below.append(hop)
                 reached.add(hop.name)
         return tuple(below)
@@ -181,7 +197,8 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         kind=raw["kind"],
         table=raw["table"],
         time_column=raw["time_column"],
-        upstream=raw.get("upstream"),
+        upstreams=_upstreams(raw, source),
+        within=raw.get("within"),
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
         keys=tuple(raw.get("keys") or ()),
@@ -189,28 +206,63 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     )
 
 
+def _upstreams(raw: dict, source: Path) -> tuple[str, ...]:
+    value = raw.get("upstream")
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else None
+    if not names or not all(isinstance(name, str) for name in names):
+        raise UsageError(f"{source}: hop {raw['name']} has upstream {value!r}: name a hop above it, or a list of "
+                         "hops for a join")
+    return names
+
+
 def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:
-    """Hop names are unique; a hop that reads a table names a hop listed above it as its
-    ``upstream`` (hops run top to bottom, so no cycle can be written); an ingest hop names none,
-    and has a landing folder (its own or the pipeline's); only an ingest hop has one."""
+    """Hop names are unique; a hop that reads tables names hops listed above it as its
+    ``upstream`` (hops run top to bottom, so no cycle can be written): one, or for a join two or
+    more; an ingest hop names none, and has a landing folder (its own or the pipeline's); only
+    an ingest hop has one."""
     names = [hop.name for hop in hops]
     for index, hop in enumerate(hops):
         if hop.name in names[:index]:
             raise UsageError(f"{path}: two hops are called {hop.name!r}: rename one")
-        if hop.landing is not None and not hop.reads_landing:
-            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
-                             "remove its landing key")
-        if hop.reads_landing and not (hop.landing or landing):
-            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) has no landing folder: add `landing: <path "
-                             "under LAKEHOUSE_HOME>` to the hop or to the pipeline")
-        if hop.reads_landing and hop.upstream is not None:
-            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not {hop.upstream!r}: "
-                             "remove its upstream key")
-        if not hop.reads_landing and hop.upstream is None:
-            raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
-        if hop.upstream is not None and hop.upstream not in names[:index]:
-            where = "below it: hops run top to bottom, so list it above" if hop.upstream in names else "not a hop of this spec"
-            raise UsageError(f"{path}: hop {hop.name} has upstream {hop.upstream!r}, which is {where}")
+        _check_reads(hop, path, landing)
+        if hop.kind == "join" or len(hop.upstreams) > 1:
+            _check_join(hop, path)
+        for upstream in hop.upstreams:
+            if upstream not in names[:index]:
+                where = "below it: hops run top to bottom, so list it above" if upstream in names else "not a hop of this spec"
+                raise UsageError(f"{path}: hop {hop.name} has upstream {upstream!r}, which is {where}")
+
+
+def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
+    """An ingest hop has a landing folder and no upstream; any other hop an upstream and no landing."""
+    if hop.landing is not None and not hop.reads_landing:
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
+                         "remove its landing key")
+    if hop.reads_landing and not (hop.landing or landing):
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) has no landing folder: add `landing: <path "
+                         "under LAKEHOUSE_HOME>` to the hop or to the pipeline")
+    if hop.reads_landing and hop.upstreams:
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not "
+                         f"{', '.join(hop.upstreams)!r}: remove its upstream key")
+    if not hop.reads_landing and not hop.upstreams:
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
+
+
+def _check_join(hop: HopSpec, path: Path) -> None:
+    """A join reads two or more different hops and has a bound; only a join reads several."""
+    if hop.kind != "join":
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads one table, not {list(hop.upstreams)}: "
+                         "name one upstream, or use kind join")
+    if len(set(hop.upstreams)) < 2 or not hop.within:
+        raise UsageError(f"{path}: hop {hop.name} (kind join) needs `upstream: [<hop>, <hop>]` (two or more "
+                         "different hops above it) and `within: <duration>` (how far apart in event time two "
+                         "joined rows can be)")
+    try:
+        duration_ms(str(hop.within))
+    except (ValueError, KeyError):
+        raise UsageError(f"{path}: hop {hop.name} has within {hop.within!r}, not a duration: use e.g. `1 hour`") from None
 
 
 _KNOBS = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",

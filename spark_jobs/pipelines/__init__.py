@@ -7,7 +7,7 @@ beside the spec is imported as part of a package made of the specs' folder, so i
 its siblings relatively (``from . import demo_transforms``). It defines:
 
 - ``TRANSFORMS``: ``{hop name: fn(frame, spec, inputs) -> frame}``, the same call for streams and
-  backfills;
+  backfills; a join hop's ``frame`` is ``{upstream hop name: frame}``, in the spec's order;
 - ``STATIC_INPUTS`` (optional): ``{hop name: fn(spark, lake) -> {name: DataFrame}}``, re-read on
   every run (a stream-static join);
 - ``QUALITY_FRAMES`` (optional): ``{hop name: fn(frame) -> frame}``, what the hop's suite checks
