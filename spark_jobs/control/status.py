@@ -195,10 +195,13 @@ def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
     unread = {upstream: versions for upstream in hop.upstreams if (versions := unread_upstream_versions(lake, hop, upstream))}
     if not unread:
         return None
-    if not checkpoint_log.offset_batch_ids(checkpoint):
-        return "; ".join(f"{name} table at version {versions[-1]}, never read" for name, versions in unread.items())
-    return "; ".join(f"{name} version{'s' if len(versions) > 1 else ''} {_ranges(versions)} not read yet"
-                     for name, versions in unread.items())
+    never = not checkpoint_log.offset_batch_ids(checkpoint)
+    reasons = []
+    for name, versions in unread.items():
+        label = f"{name}'s" if len(hop.upstreams) > 1 else "upstream"  # a join names which upstream
+        reasons.append(f"{label} table at version {versions[-1]}, never read" if never else
+                       f"{label} version{'s' if len(versions) > 1 else ''} {_ranges(versions)} not read yet")
+    return "; ".join(reasons)
 
 
 def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> list[int]:
