@@ -235,18 +235,23 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     return found
 
 
-def upstream_offset(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> dict | None:
-    """Of a batch's source offsets (``sources``), the one reading ``upstream``'s table: a
+def upstream_index(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> int | None:
+    """Which of a batch's source offsets (``sources``) reads ``upstream``'s table: a
     single-upstream hop's only one; for a join, the Delta source whose ``reservoirId`` is that
     table's id, else the one at ``upstream``'s place in the spec's list (the join's order)."""
-    if len(hop.upstreams) <= 1:
-        return sources[0] if sources else None
-    table_id = delta_log.table_id(lake.table(lake.spec.hop(upstream)))
-    for source in sources:
-        if table_id is not None and source and source.get("reservoirId") == table_id:
-            return source
-    index = hop.upstreams.index(upstream)
-    return sources[index] if index < len(sources) else None
+    if len(hop.upstreams) > 1:
+        table_id = delta_log.table_id(lake.table(lake.spec.hop(upstream)))
+        for index, source in enumerate(sources):
+            if table_id is not None and source and source.get("reservoirId") == table_id:
+                return index
+    index = hop.upstreams.index(upstream) if len(hop.upstreams) > 1 else 0
+    return index if index < len(sources) else None
+
+
+def upstream_offset(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> dict | None:
+    """The source offset that reads ``upstream``'s table (:func:`upstream_index`), or None."""
+    index = upstream_index(lake, hop, upstream, sources)
+    return None if index is None else sources[index]
 
 
 def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:

@@ -175,9 +175,7 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
             refused.extend(problems)
             hops.append({"hop": name, "target_batch": target, "undone": undone, "tables": [], "refused": problems})
             continue
-        restored = [upstream for upstream in view.hop.upstreams
-                    if upstream in targets and views[upstream].cut(targets[upstream]) is not None]
-        step = _hop_step(lake, view, target, restored)
+        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step["skip_versions"] = skips.get(name, {})
         step["rebackfill"] = _rebackfill(lake, view.hop, step)
         if step["rebackfill"]:
@@ -229,8 +227,8 @@ def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tu
             target = targets.get(view.hop.name)
             if target is None or target < 0 or view.hop.reads_landing:
                 continue
-            unrestored = [upstream for upstream in view.hop.upstreams if upstream not in targets
-                          or by_name[upstream].cut(targets[upstream]) is None]
+            restored = _restored_upstreams(view.hop, by_name, targets)
+            unrestored = [upstream for upstream in view.hop.upstreams if upstream not in restored]
             found, said = _history_check(lake, view, target, unrestored)
             if found is None:
                 resets.append(view.hop.name)
@@ -242,6 +240,12 @@ def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tu
         if not resets:
             return targets, skips, reset_notes + notes
         bounds.update({name: -1 for name in resets})
+
+
+def _restored_upstreams(hop: HopSpec, views: dict[str, _HopView], targets: dict[str, int]) -> list[str]:
+    """The upstreams of ``hop`` whose tables this rollback restores (a target with a cut)."""
+    return [upstream for upstream in hop.upstreams
+            if upstream in targets and views[upstream].cut(targets[upstream]) is not None]
 
 
 def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]) -> tuple[dict | None, list[str]]:
@@ -506,10 +510,9 @@ def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
         offsets = checkpoint_log.read_offsets(checkpoint, target)
         moved = list(offsets.sources)
         for upstream, version in skips.items():
-            source = batches.upstream_offset(lake, hop, upstream, offsets.sources)
-            if source is not None:
-                index = next(i for i, each in enumerate(offsets.sources) if each is source)
-                moved[index] = checkpoint_log.delta_offset_after(source, version)
+            index = batches.upstream_index(lake, hop, upstream, offsets.sources)
+            if index is not None:
+                moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
         checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
             target, offsets.watermark_ms, offsets.timestamp_ms, moved))
     if step["new_query_id"] != checkpoint_log.query_id(checkpoint):

@@ -33,10 +33,11 @@ def processed_files(lake: Lake, hop: HopSpec) -> set[str]:
     return {checkpoint_log.listed_path(entry["path"]) for entry in entries}
 
 
-def new_landing_files(lake: Lake, hop: HopSpec) -> list[str]:
-    """The files of the ingest ``hop``'s landing folder its stream has not taken yet."""
+def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) -> list[str]:
+    """The files of the ingest ``hop``'s landing folder (``files``, if listed already) its stream
+    has not taken yet."""
     processed = processed_files(lake, hop)
-    return [path for path in landing_files(lake, hop) if path not in processed]
+    return [path for path in (landing_files(lake, hop) if files is None else files) if path not in processed]
 
 
 def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
@@ -83,15 +84,16 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
 
 
 def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
-    ingest = [spec for spec in lake.spec.hops if spec.reads_landing]
+    listed = {spec.name: landing_files(lake, spec) for spec in lake.spec.hops if spec.reads_landing}
     detail = bool(hop and hop != "all")
     hops = [hop] if detail else list(lake.spec.hop_names)
     return {
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
         # Every landing folder together (a pipeline with several sources has one per ingest hop).
-        "landing": {"files": sum(len(landing_files(lake, spec)) for spec in ingest),
-                    "new_files": sum(len(new_landing_files(lake, spec)) for spec in ingest)},
+        "landing": {"files": sum(map(len, listed.values())),
+                    "new_files": sum(len(new_landing_files(lake, lake.spec.hop(name), files))
+                                     for name, files in listed.items())},
         "hops": [hop_status(lake, name, detail) for name in hops],
     }
 
