@@ -63,7 +63,11 @@ def run(minutes: float, log_dir: Path) -> dict:
     work = Path(tempfile.mkdtemp(prefix="lakehouse-busy-"))
     base = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))}
     try:
-        platform_env = {**base, "AIRFLOW_HOME": str(work / "airflow"), "LAKEHOUSE_HOME": str(work / "platform-lake")}
+        # The example pipeline alone on both sides (always-on streams ad_events only).
+        (work / "pipelines").mkdir()
+        shutil.copy(ROOT / "include" / "pipelines" / "ad_events.yaml", work / "pipelines")
+        platform_env = {**base, "AIRFLOW_HOME": str(work / "airflow"), "LAKEHOUSE_HOME": str(work / "platform-lake"),
+                        "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
         from tests.conftest import free_port
 
         platform_env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())

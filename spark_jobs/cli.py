@@ -25,8 +25,9 @@ def cmd_generate(args) -> int:
     start = parse_time(args.start, "--start") if args.start else None
     result = service.generate(args.pipeline, args.events, args.files, args.seed, start, args.bad_fraction,
                               args.late_fraction)
-    _emit(args, as_dict(result), f"wrote {result.events} lines ({result.bad_lines} invalid, {result.late_events} late) "
-          f"in {len(result.files)} files to {service.open_lake(args.pipeline).landing}")
+    folders = sorted({path.rsplit("/", 1)[0] for path in result.files})
+    _emit(args, as_dict(result), f"wrote {result.events} events ({result.bad_lines} invalid lines, {result.late_events} "
+          f"late) in {len(result.files)} files to {', '.join(folders)}")
     return 0
 
 

@@ -59,7 +59,8 @@ def dagbag(tmp_path_factory):
 
 
 @pytest.mark.parametrize("dag_file, dag_ids", [
-    ("lakehouse_pipelines.py", {"ad_events__stream", "ad_events__backfill", "ad_events__rollback"}),
+    ("lakehouse_pipelines.py", {f"{name}__{kind}" for name in ("ad_events", "shop")
+                                for kind in ("stream", "backfill", "rollback")}),
     ("lakehouse_spec_errors.py", set()),
 ], ids=["pipelines", "spec_errors"])  # a set's order differs per process: xdist needs stable ids
 def test_each_dag_file_imports_without_errors(tmp_path, dag_file, dag_ids):

@@ -208,18 +208,21 @@ def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
     assert [asset.name for asset in backfill.get_task("gold_a").inlets] == ["forks.positive_a"]
 
 
-def test_a_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_driver(factory, tmp_path):
+def test_shops_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_driver(factory):
+    """The shipped ``shop`` pipeline's graph: two sources side by side, the join after both."""
     from spark_jobs.model.spec import load_spec
-    from tests.test_join import SPEC
 
     dag_factory, _ = factory
-    (tmp_path / "paid.yaml").write_text(SPEC)
-    spec = load_spec(tmp_path / "paid.yaml")
+    spec = load_spec(Path(__file__).parents[1] / "include/pipelines/shop.yaml")
     stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
-    assert sorted(stream.get_task("paid").upstream_task_ids) == ["gate_orders", "gate_payments"]
-    assert sorted(backfill.get_task("paid").upstream_task_ids) == ["orders", "payments"]
-    assert sorted(stream.get_task("all_gates_passed").upstream_task_ids) == ["gate_revenue"]
-    assert [asset.name for asset in stream.get_task("paid").inlets] == ["paid.orders", "paid.payments"]
+    assert sorted(stream.get_task("bronze_orders").upstream_task_ids) == \
+        sorted(stream.get_task("bronze_payments").upstream_task_ids) == ["check_new_data"]
+    assert sorted(stream.get_task("silver_paid").upstream_task_ids) == ["gate_bronze_payments", "gate_silver_orders"]
+    assert sorted(backfill.get_task("silver_paid").upstream_task_ids) == ["bronze_payments", "silver_orders"]
+    assert sorted(stream.get_task("all_gates_passed").upstream_task_ids) == ["gate_gold_merchant_revenue"]
+    assert [asset.name for asset in stream.get_task("silver_paid").inlets] == ["shop.silver_orders",
+                                                                               "shop.bronze_payments"]
+    assert [asset.name for asset in stream.get_task("bronze_payments").inlets] == ["shop.landing:landing/shop/payments"]
     # The aggregate below the join is reached from every hop: it ends the DAG run's driver.
     assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
-        == {"revenue", "undo"}
+        == {"gold_merchant_revenue", "undo"}

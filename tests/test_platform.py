@@ -30,20 +30,21 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
             trickle_every: int = 10, lake: str = "local", spark: str = "local",
             quality: Path | None = None) -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
-    example spec with another ``freshness`` if given, a sample file every ``trickle_every``
+    example spec alone (with another ``freshness`` if given), a sample file every ``trickle_every``
     seconds, its ``--lake`` and ``--spark``, and the quality suites of ``quality`` if given;
     returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
     if quality is not None:
         env["LAKEHOUSE_QUALITY"] = str(quality)
-    if freshness:
-        specs = tmp_path / "pipelines"
-        specs.mkdir()
-        text = (ROOT / "include/pipelines/ad_events.yaml").read_text()
-        assert "freshness: 15 minutes" in text
-        (specs / "ad_events.yaml").write_text(text.replace("freshness: 15 minutes", f"freshness: {freshness}"))
-        env["LAKEHOUSE_PIPELINES"] = str(specs)
+    # The example pipeline alone (shop's DAGs, unpaused, would run beside the walk's on 2 cores;
+    # tests/test_shop.py runs its stream DAG).
+    specs = tmp_path / f"pipelines-{port}"
+    specs.mkdir()
+    text = (ROOT / "include/pipelines/ad_events.yaml").read_text()
+    assert "freshness: 15 minutes" in text
+    (specs / "ad_events.yaml").write_text(text.replace("freshness: 15 minutes", f"freshness: {freshness or '15 minutes'}"))
+    env["LAKEHOUSE_PIPELINES"] = str(specs)
     if user_dags:
         folder = tmp_path / "team-dags"
         folder.mkdir()

@@ -4,7 +4,10 @@ pipeline", "Add your own pipeline").
 The loop is the same for every pipeline; what an event looks like is the pipeline's
 :class:`Sample`: the shipped YSB ad events here, a team's from ``<name>_sample.py`` beside its
 spec (plain Python: ``event(rng, time_ms) -> dict``, ``BAD_LINES``, optionally
-``prepare(lake) -> path or None`` for static inputs written once).
+``prepare(lake) -> path or None`` for static inputs written once). A pipeline with several
+sources whose rows belong together (payments of orders) defines instead
+``landing_files(rng, start_ms, events, bad_fraction, late_fraction) -> SampleFiles``: one file's
+text per ingest hop, written to each hop's own landing folder.
 
 Files are written under a dot-prefixed name and renamed when complete, so a running stream
 never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``).
@@ -18,7 +21,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from spark_jobs.logs.fs import filesystem, listing, write_text
 from spark_jobs.model.errors import UsageError
@@ -54,14 +57,29 @@ class GenerateResult:
     campaigns_file: str | None
 
 
+@dataclass
+class SampleFiles:
+    """What a multi-source sample's ``landing_files`` hook returns for one file index: each
+    ingest hop's file (``{hop: (suffix, text)}``), how many events it made, how many of its
+    lines are invalid and how many events late, and the event times (epoch ms) it wrote."""
+
+    files: dict[str, tuple[str, str]]
+    events: int
+    bad: int = 0
+    late: int = 0
+    times: list[int] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Sample:
     """A pipeline's sample events: one event as a dict for a seeded generator and an event time,
-    the invalid lines to mix in, and static inputs written before the first file."""
+    the invalid lines to mix in, and static inputs written before the first file; or a
+    ``landing_files`` hook for several sources."""
 
-    event: Callable[[random.Random, int], dict]
+    event: Callable[[random.Random, int], dict] | None
     bad_lines: tuple[str, ...]
     prepare: Callable[[Lake], str | None] = lambda lake: None
+    landing_files: Callable[..., SampleFiles] | None = None
 
 
 @functools.cache
@@ -110,9 +128,12 @@ def sample_of(spec: PipelineSpec) -> Sample:
             return SHIPPED[spec.name]
         where = spec.source.parent / f"{spec.name}_sample.py" if spec.source else f"{spec.name}_sample.py"
         raise UsageError(f"pipeline {spec.name} has no sample data: add {where} with event(rng, time_ms) and BAD_LINES")
-    if not callable(getattr(module, "event", None)):
-        raise UsageError(f"{module.__file__}: define event(rng, time_ms) -> dict (one sample event)")
-    return Sample(module.event, tuple(getattr(module, "BAD_LINES", ())), getattr(module, "prepare", lambda lake: None))
+    landing_files = getattr(module, "landing_files", None)
+    if not callable(getattr(module, "event", None)) and not callable(landing_files):
+        raise UsageError(f"{module.__file__}: define event(rng, time_ms) -> dict (one sample event), or "
+                         "landing_files(rng, start_ms, events, bad_fraction, late_fraction) for several sources")
+    return Sample(getattr(module, "event", None), tuple(getattr(module, "BAD_LINES", ())),
+                  getattr(module, "prepare", lambda lake: None), landing_files)
 
 
 def generate(
@@ -124,42 +145,41 @@ def generate(
     bad_fraction: float = 0.0,
     late_fraction: float = 0.0,
 ) -> GenerateResult:
-    """Write ``events`` lines spread over ``files`` new landing files.
+    """Write ``events`` lines spread over ``files`` new landing files (per source).
 
     Event times start at ``start_ms`` (default: now) and advance 10 ms per event. A
     ``bad_fraction`` of lines are invalid (one of :data:`BAD_LINES`), a ``late_fraction`` of
     events carry a time 5 minutes in the past.
     """
     sample = sample_of(lake.spec)
-    if bad_fraction and not sample.bad_lines:
+    if bad_fraction and not sample.bad_lines and sample.landing_files is None:
         raise UsageError(f"pipeline {lake.spec.name}'s sample has no BAD_LINES: add some, or leave out --bad-fraction")
     rng = random.Random(seed)
     start = int(time.time() * 1000) if start_ms is None else start_ms
     prepared = sample.prepare(lake)
-    fs = filesystem(lake.landing)
-    fs.makedirs(lake.landing, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(start / 1000))
     tag = uuid.UUID(int=rng.getrandbits(128), version=4).hex[:8]
     per_file = [events // files + (1 if index < events % files else 0) for index in range(files)]
+    folders = {name: lake.landing_of(lake.spec.hop(name)) for name in lake.spec.landings}
     written, bad, late, times = [], 0, 0, []
+    # One source: its events' file for the first ingest hop; invalid lines go on cycling through
+    # BAD_LINES from file to file (the lambda reads ``bad`` when called).
+    make = sample.landing_files or (lambda *args: _event_file(sample, next(iter(folders)), bad, *args))
     position = 0
     for index, count in enumerate(per_file):
-        lines = []
-        for _ in range(count):
-            event_time = start + position * (1000 // EVENTS_PER_SECOND)
-            position += 1
-            if rng.random() < bad_fraction:
-                lines.append(sample.bad_lines[bad % len(sample.bad_lines)])
-                bad += 1
-                continue
-            if rng.random() < late_fraction:
-                event_time -= LATE_BY_MS
-                late += 1
-            times.append(event_time)
-            lines.append(json.dumps(sample.event(rng, event_time), separators=(",", ":")))
-        path = f"{lake.landing}/events-{stamp}-{tag}-{index:04d}.json"
-        write_text(path, "".join(line + "\n" for line in lines))
-        written.append(path)
+        made = make(rng, start + position * (1000 // EVENTS_PER_SECOND), count, bad_fraction, late_fraction)
+        position += count
+        unknown = sorted(set(made.files) - set(folders))
+        if unknown:
+            raise UsageError(f"pipeline {lake.spec.name}'s sample writes files for {unknown[0]}, which is not an "
+                             f"ingest hop: use one of {', '.join(folders)}")
+        for hop, (suffix, text) in made.files.items():
+            folder = folders[hop]
+            filesystem(folder).makedirs(folder, exist_ok=True)
+            path = f"{folder}/events-{stamp}-{tag}-{index:04d}{suffix}"
+            write_text(path, text)
+            written.append(path)
+        bad, late, times = bad + made.bad, late + made.late, times + made.times
     return GenerateResult(
         files=written,
         events=events,
@@ -169,6 +189,24 @@ def generate(
         last_event_time_ms=max(times) if times else None,
         campaigns_file=prepared,
     )
+
+
+def _event_file(sample: Sample, hop: str, bad_before: int, rng: random.Random, start_ms: int, events: int,
+                bad_fraction: float, late_fraction: float) -> SampleFiles:
+    """One JSON-lines file of ``sample.event``'s events for the single ingest ``hop``."""
+    lines, bad, late, times = [], 0, 0, []
+    for position in range(events):
+        event_time = start_ms + position * (1000 // EVENTS_PER_SECOND)
+        if rng.random() < bad_fraction:
+            lines.append(sample.bad_lines[(bad_before + bad) % len(sample.bad_lines)])
+            bad += 1
+            continue
+        if rng.random() < late_fraction:
+            event_time -= LATE_BY_MS
+            late += 1
+        times.append(event_time)
+        lines.append(json.dumps(sample.event(rng, event_time), separators=(",", ":")))
+    return SampleFiles({hop: (".json", "".join(line + "\n" for line in lines))}, events, bad, late, times)
 
 
 def as_dict(result: GenerateResult) -> dict:
