@@ -94,6 +94,23 @@ def cmd_rollback(args) -> int:
     return 0
 
 
+def cmd_refresh(args) -> int:
+    from spark_jobs.control.rollback import format_plan
+
+    from_ms = parse_time(args.from_time, "--from") if args.from_time else None
+    undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=args.from_time,
+                                  dry_run=args.dry_run, quality=args.quality, wait_s=args.wait)
+    text = format_plan(undone.plan)
+    if ran is None:
+        _emit(args, undone.to_dict(), text + "\ndry run: nothing changed")
+        return 2 if undone.plan["refused"] else 0
+    document = {**undone.to_dict(), "run": ran.to_dict()}
+    _emit(args, document, text + f"\nrecomputed with the code as it is now: {ran.action} {ran.run_id}\n"
+          + "\n".join(map(_summary_line, ran.records)))
+    ran.raise_for_gate()
+    return 0
+
+
 def cmd_quality(args) -> int:
     from spark_jobs.control.suites import format_summary
 
@@ -173,6 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also undo the hops below that read the undone data (default); --no-cascade: leave them")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
+
+    refresh = command("refresh", "recompute a hop (and the hops below) with the code as it is now: a rollback "
+                                 "to the start (or --from a time) and a run", cmd_refresh)
+    refresh.add_argument("--hop", required=True)
+    refresh.add_argument("--from", dest="from_time",
+                         help="keep the batches committed by this time (ISO-8601, UTC); only for a change the "
+                              "hops' state can follow (default: from the start)")
+    refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
+    refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 
     checkpoint = commands.add_parser("checkpoint", help="inspect and repair streaming checkpoints")
     actions = checkpoint.add_subparsers(dest="action", required=True)

@@ -196,23 +196,58 @@ def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files
         progress: Progress = stderr) -> RunResult:
     """Process what is new: each hop run-once (``availableNow``) then its gate, or always-on with
     ``continuous`` until SIGINT/SIGTERM."""
-    from spark_jobs.engine.runner import HopRun, run_continuous
-
     lake = open_lake(pipeline)
-    hops = lake.spec.select_hops(hop)
+    return _run(lake, lake.spec.select_hops(hop), run_id=run_id, max_files_per_trigger=max_files_per_trigger,
+                quality=quality, wait_s=wait_s, continuous=continuous, trigger_interval=trigger_interval,
+                progress=progress)
+
+
+def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: int | None = None,
+         quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
+         progress: Progress = stderr) -> RunResult:
+    from spark_jobs.engine.runner import HopRun, check_code_changes, run_continuous
+
     run_id = checked_run_id(run_id)
     _check_quality_mode(quality)
     if max_files_per_trigger is not None and max_files_per_trigger < 1:
         raise UsageError("--max-files-per-trigger must be >= 1")
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
         spark = _session(lake, "run")
+        check_code_changes(spark, lake, hops, progress)  # before any query starts
         if continuous:
             records = run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress, fence=fence)
-            return RunResult(run_id, "run", records, pipeline=pipeline)
+            return RunResult(run_id, "run", records, pipeline=lake.spec.name)
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,
             lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence).run_once(max_files_per_trigger))
-    return RunResult(run_id, "run", records, failed, pipeline)
+    return RunResult(run_id, "run", records, failed, lake.spec.name)
+
+
+def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: str | None = None,
+            dry_run: bool = False, quality: str = "gate", wait_s: float = 0.0,
+            progress: Progress = stderr) -> tuple[RollbackResult, RunResult | None]:
+    """Recompute ``hop`` and every hop below it with the code as it is now: a rollback of them to
+    the start (or to the batches committed by ``from_ms``, when the change is one their state
+    can follow), then a run of those hops. ``dry_run``: the rollback's plan only."""
+    from spark_jobs.model.errors import CodeChanged
+
+    lake = open_lake(pipeline)
+    target = lake.spec.hop(hop)
+    hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
+    if from_ms is not None:
+        from spark_jobs.engine.runner import check_code_changes
+
+        try:
+            check_code_changes(_session(lake, "refresh"), lake, hops, progress)
+        except CodeChanged as error:
+            raise UsageError(f"--from {from_text or iso(from_ms)} keeps hop {error.hop}'s state as the old code built "
+                             "it, and the new code's change is one that state cannot follow: leave out --from to "
+                             "recompute from the start") from None
+    undone = rollback(pipeline, hop, to_batch=-1 if from_ms is None else None, to_time_ms=from_ms,
+                      to_time_text=from_text, dry_run=dry_run, wait_s=wait_s, progress=progress)
+    if dry_run:
+        return undone, None
+    return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress)
 
 
 def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run_id: str | None = None,

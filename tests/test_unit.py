@@ -393,3 +393,38 @@ def test_a_multi_source_sample_writes_each_sources_file_and_payments_name_their_
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
     assert main(["generate", "one", "--events", "1"]) == 2
     assert "sample writes files for orders, which is not an ingest hop: use one of bronze" in capsys.readouterr().err
+
+
+GOLD_PLAN = """\
+~Project [kind#10, window#20-T60000ms.start AS window_start#30, count#21L]
++- ~Aggregate [window#25-T60000ms, kind#10], [window#25-T60000ms AS window#20-T60000ms, kind#10, count(1) AS count#21L]
+   +- ~Project [named_struct(start, (event_ts#11-T60000ms % 60000000)) AS window#25-T60000ms, kind#10, \
+exists(tags#13, lambdafunction(lambda x_1#40 = a, lambda x_1#40, false)) AS tagged#41]
+      +- ~Filter isnotnull(event_ts#11-T60000ms)
+         +- ~EventTimeWatermark 4846bf13-83ec-44ae-b376-d951bbf09d57, event_ts#11: timestamp, 1 minutes
+            +- StreamingRelation FileSource[/lake/a], [kind#10, event_ts#11, _batch_id#12L], name=<Unassigned>"""
+
+
+@pytest.mark.parametrize("edit, kind", [
+    (lambda plan: plan.replace("#1", "#7").replace("4846bf13", "00000000"), "unchanged"),
+    (lambda plan: plan.replace("/lake/a", "/elsewhere/b"), "unchanged"),
+    (lambda plan: plan.replace("lambda x_1", "lambda x_9"), "unchanged"),  # PySpark's per-process numbering
+    (lambda plan: plan.replace("count#21L]\n", "count#21L, kind#10 AS k#31]\n", 1), "compatible"),
+    (lambda plan: plan.replace("1 minutes", "2 minutes").replace("-T60000ms", "-T120000ms"), "compatible"),
+    (lambda plan: plan.replace("% 60000000", "% 120000000"), "incompatible"),
+    (lambda plan: plan.replace("isnotnull(event_ts#11-T60000ms)", "(kind#10 = a)"), "incompatible"),
+    (lambda plan: plan.replace("~Aggregate [window#25-T60000ms, kind#10]", "~Aggregate [window#25-T60000ms]"),
+     "incompatible"),
+], ids=["ids", "paths", "lambdas", "column-above-the-state", "watermark-delay", "window", "filter-below", "key"])
+def test_a_query_fingerprint_tells_changes_its_state_can_follow(edit, kind):
+    """Expected kinds by Spark's rules for a restarted query: only what feeds the state (keys,
+    windows, filters before it) is incompatible; ids, paths and the watermark delay are not."""
+    from spark_jobs.control import fingerprint
+    from spark_jobs.model.spec import HopSpec
+
+    hop = HopSpec(name="gold", kind="aggregate", table="t", time_column="window_start", upstreams=("silver",),
+                  keys=("kind", "window_start"))
+    old, new = (fingerprint.of_plan(plan, hop, "code") for plan in (GOLD_PLAN, edit(GOLD_PLAN)))
+    assert old.stateful == ("Aggregate",)
+    assert fingerprint.change(old, new) == kind
+    assert fingerprint.change(None, new) == "unchanged"  # no committed batch: any code may start

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from spark_jobs.control import fingerprint as fingerprints
 from spark_jobs.control import suites
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import HOP_KINDS
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
-from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
+from spark_jobs.model.errors import CheckpointDamaged, CodeChanged, LakehouseError, RunFailed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import RunRecord, TableChange
 from spark_jobs.model.spec import HopSpec
@@ -60,6 +61,7 @@ class HopRun:
             table: TableChange(delta_log.table_version(table), None) for table in lake.tables_of(hop)
         }
         self._seen_batches: set[int] = set()
+        self._fingerprint: fingerprints.Fingerprint | None = None
         source, sink = HOP_KINDS[hop.kind]
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
@@ -92,6 +94,8 @@ class HopRun:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
         record.finish(status, error)
         write_record(self.lake, record)
+        if status == "succeeded" and self._fingerprint is not None:
+            fingerprints.save(self.lake, self.hop, self._fingerprint)  # what the checkpoint goes on with
         return record
 
     def note_progress(self, query) -> None:
@@ -135,11 +139,29 @@ class HopRun:
         # Read when the query starts; they bound how far back a rollback can reach.
         self.spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(self.spec.min_batches_to_retain))
         self.spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", str(self.spec.source_log_compact_interval))
-        inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
-        frame = self.code.transform(self.hop, self.source.stream(max_files_per_trigger), self.spec, inputs)
+        frame = self.streaming_frame(max_files_per_trigger)
+        self.check_code(frame)
         writer = self.sink.stream_writer(frame, query_id)
         name = f"{self.spec.name}.{self.hop.name}"
         return writer.queryName(name).option("checkpointLocation", self.checkpoint).trigger(**trigger).start()
+
+    def streaming_frame(self, max_files_per_trigger: int | None = None):
+        """The hop's transform over its streaming source (no query started)."""
+        inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
+        return self.code.transform(self.hop, self.source.stream(max_files_per_trigger), self.spec, inputs)
+
+    def check_code(self, frame) -> None:
+        """Refuse a query its checkpoint's state cannot follow (:class:`CodeChanged`); say so
+        when the query changed compatibly; the fingerprint goes into the run record."""
+        new = fingerprints.of_plan(plan_text(frame), self.hop, self.code.code_hash(self.spec))
+        old = fingerprints.recorded(self.lake, self.hop)
+        change = fingerprints.change(old, new)
+        if change == "incompatible":
+            raise CodeChanged(fingerprints.refusal(self.lake, self.hop, old, new), self.hop.name)
+        if change == "compatible":
+            self.progress(fingerprints.note(self.hop))
+        self.record.fingerprint = new.to_dict()
+        self._fingerprint = new
 
     def drop_failing(self, kept, quarantined, keep: tuple[str, ...]):
         """Apply the suite's ``drop`` rules: failing rows join the quarantine rows, with the rule."""
@@ -233,6 +255,30 @@ class HopRun:
             + (f", {record.rows_quarantined:,} quarantined" if self.lake.quarantine(self.hop) else "")
         )
         return record
+
+
+def plan_text(frame) -> str:
+    """Spark's text of ``frame``'s analysed logical plan (analysis only, no job)."""
+    return frame._jdf.queryExecution().analyzed().toString()
+
+
+def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = _stderr) -> None:
+    """Before any query of a run starts: each hop whose checkpoint was run with other code (its
+    recorded code hash differs) has its new query compared with the recorded one; a change its
+    state cannot follow raises :class:`CodeChanged` naming the fix. Hops with the same code
+    hash, or no committed batch, cost nothing here."""
+    code = pipeline_code(lake.spec)
+    current = code.code_hash(lake.spec)
+    for hop in hops:
+        old = fingerprints.recorded(lake, hop)
+        if old is None or old.code == current:
+            continue
+        run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
+        if run.upstream_missing():
+            continue
+        new = fingerprints.of_plan(plan_text(run.streaming_frame()), hop, current)
+        if fingerprints.change(old, new) == "incompatible":
+            raise CodeChanged(fingerprints.refusal(lake, hop, old, new), hop.name)
 
 
 def _drop_rules(lake: Lake, hop: HopSpec, quarantine: str | None) -> list[dict]:

@@ -46,6 +46,18 @@ class QualityGateFailed(RunFailed):
     """A ``fail`` rule of a hop's quality suite failed on the run's increment."""
 
 
+class CodeChanged(LakehouseError):
+    """A hop's query changed in a way its checkpoint's state cannot follow; ``lakehouse refresh``
+    recomputes with the new code (spark_jobs.control.fingerprint).
+
+    :param hop: the hop whose state cannot follow.
+    """
+
+    def __init__(self, message: str, hop: str):
+        super().__init__(message)
+        self.hop = hop
+
+
 class CheckpointDamaged(LakehouseError):
     """A checkpoint file is damaged or out of step; ``lakehouse checkpoint validate`` says how to fix it."""
 

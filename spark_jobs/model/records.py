@@ -47,6 +47,8 @@ class RunRecord:
     progress: list[dict] = field(default_factory=list)
     error: str | None = None
     quality: dict | None = None  # the gate's summary (spark_jobs.engine.quality), once checked
+    # The streaming query's fingerprint (spark_jobs.control.fingerprint): code, query, state.
+    fingerprint: dict | None = None
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status

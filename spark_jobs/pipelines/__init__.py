@@ -23,8 +23,11 @@ new pipeline.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 from spark_jobs.model.errors import UsageError
@@ -66,6 +69,19 @@ class PipelineCode:
 
     def split_ingested(self, parsed):
         return self.module.split_ingested(parsed)
+
+    def code_hash(self, spec: PipelineSpec) -> str:
+        """A hash of the spec's file and the code its transforms can run: the loaded modules of
+        the pipeline module's package (its siblings; the sample data left out) and of
+        ``spark_jobs.transforms``. Equal hashes: the queries are the same, no plan to compare."""
+        package = self.module.__name__.rpartition(".")[0]
+        files = sorted({module.__file__ for name, module in list(sys.modules.items())
+                        if getattr(module, "__file__", None) and not name.endswith("_sample")
+                        and name.startswith((package + ".", "spark_jobs.transforms."))})
+        digest = hashlib.sha256()
+        for path in [*files, *([str(spec.source)] if spec.source else [])]:
+            digest.update(path.rsplit("/", 1)[-1].encode() + b"\0" + Path(path).read_bytes())
+        return digest.hexdigest()[:16]
 
 
 def pipeline_code(spec: PipelineSpec) -> PipelineCode:

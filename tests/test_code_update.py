@@ -1,0 +1,141 @@
+"""Code updates (issue 16, part 3): a team changes its pipeline's code between runs.
+
+Each run records each hop's query fingerprint (the analysed plan and the spec's parameters);
+``run`` compares a changed hop's new query with the one its checkpoint was run with before any
+query starts. A change the state can follow (silver's filter: a stateless hop) goes on with
+the new code; one it cannot (gold's window) is refused with one line naming ``lakehouse
+refresh``, and the refresh recomputes the hops with the new code. The tables are compared with
+the code's rules applied to the landing files, here in plain Python.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.cli import main
+from spark_jobs.logs import delta_log
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+NAME = "upd"
+KINDS = ("a", "b", "c")
+START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
+TABLES = {"bronze": f"tables/bronze/{NAME}", "silver": f"tables/silver/{NAME}", "gold": f"tables/gold/{NAME}_per_minute"}
+
+
+def events_of(files: list[Path]) -> list[dict]:
+    """The valid events of these landing files (the skeleton's bronze rules)."""
+    events = []
+    for path in files:
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in KINDS
+                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
+                event["amount"] = Decimal(str(event["amount"]))
+                events.append(event)
+    return events
+
+
+def gold_of(silver: list[dict], window_ms: int) -> dict:
+    counts: Counter = Counter()
+    sums: Counter = Counter()
+    for event in silver:
+        key = (event["kind"], event["event_time"] - event["event_time"] % window_ms)
+        counts[key] += 1
+        sums[key] += event["amount"]
+    return {key: (count, sums[key]) for key, count in counts.items()}
+
+
+def tables(spark, home: Path) -> dict:
+    def rows(hop: str):
+        return spark.read.format("delta").load(str(home / TABLES[hop])).collect()
+
+    return {"silver": sorted(row.id for row in rows("silver")),
+            "gold": {(row.kind, int(row.window_start.timestamp() * 1000)): (row.events, row.amount)
+                     for row in rows("gold")}}
+
+
+def expected(silver: list[dict], window_ms: int) -> dict:
+    return {"silver": sorted(event["id"] for event in silver), "gold": gold_of(silver, window_ms)}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new))
+    # The next command imports the team's code anew, as a new process would.
+    for name in [name for name in sys.modules if name.startswith("lakehouse_pipelines_")]:
+        del sys.modules[name]
+
+
+def _land(home: Path, minute: int, seed: int) -> list[Path]:
+    before = set((home / "landing" / NAME).glob("*.json")) if (home / "landing" / NAME).exists() else set()
+    assert main(["generate", NAME, "--events", "300", "--seed", str(seed), "--bad-fraction", "0.02",
+                 "--start", f"2026-03-01T00:{minute:02d}:00"]) == 0
+    return sorted(set((home / "landing" / NAME).glob("*.json")) - before)
+
+
+def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_recomputes(
+        spark, tmp_path, monkeypatch, capsys):
+    specs, home = tmp_path / "team", tmp_path / "lake"
+    specs.mkdir()
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    assert main(["new", NAME]) == 0
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))  # the gates are not what is tested here
+    first = events_of(_land(home, 0, seed=1))
+    assert main(["run", NAME]) == 0
+    assert tables(spark, home) == expected([e for e in first if e["amount"] > 0], 60_000)
+    records = {path.name.split(".")[1]: json.loads(path.read_text()) for path in (home / "_ops/runs" / NAME).glob("*")}
+    assert records["gold"]["fingerprint"]["stateful"] == ["Aggregate"] and records["silver"]["fingerprint"]["state"] is None
+
+    # A compatible change: silver (stateless) keeps amounts above 50 now. The stream goes on;
+    # rows written before keep the old code's results.
+    _edit(specs / f"{NAME}_transforms.py", 'F.col("amount") > 0', 'F.col("amount") > 50')
+    second = events_of(_land(home, 10, seed=2))
+    capsys.readouterr()
+    assert main(["run", NAME]) == 0
+    assert "[silver] the query changed since the last run, not its state: the stream goes on" in capsys.readouterr().err
+    silver = [e for e in first if e["amount"] > 0] + [e for e in second if e["amount"] > 50]
+    assert tables(spark, home) == expected(silver, 60_000)
+
+    # An incompatible change: gold's window. Refused before any query starts (bronze has not
+    # read the new file), one line naming the fix.
+    _edit(specs / f"{NAME}.yaml", "window: 1 minute", "window: 2 minutes")
+    third = events_of(_land(home, 20, seed=3))
+    versions = {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()}
+    runs = sorted((home / "_ops/runs" / NAME).glob("*"))
+    capsys.readouterr()
+    assert main(["run", NAME]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and error.startswith("error: hop gold's query changed since its checkpoint was "
+                                                         "written and what its state (Aggregate) was built by changed")
+    assert f"`lakehouse refresh {NAME} --hop gold`" in error
+    assert {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()} == versions
+    assert sorted((home / "_ops/runs" / NAME).glob("*")) == runs
+    # --from would keep the state the old code built: refused, nothing changed.
+    assert main(["refresh", NAME, "--hop", "gold", "--from", "2026-03-01T00:00:00"]) == 2
+    assert "leave out --from to recompute from the start" in capsys.readouterr().err
+    assert main(["refresh", NAME, "--hop", "silver", "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert [step["hop"] for step in plan["hops"]] == ["silver", "gold"]
+    assert {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()} == versions
+
+    # The fix: silver and gold from the start with the code as it is now; the next run takes
+    # the new file through every hop. Every table is the new code applied to all the data.
+    assert main(["refresh", NAME, "--hop", "silver"]) == 0
+    everything = first + second + third
+    assert tables(spark, home) == expected([e for e in first + second if e["amount"] > 50], 120_000)
+    assert main(["run", NAME]) == 0
+    assert tables(spark, home) == expected([e for e in everything if e["amount"] > 50], 120_000)
+    assert sorted(row.id for row in spark.read.format("delta").load(str(home / TABLES["bronze"])).collect()) == \
+        sorted(e["id"] for e in everything)
