@@ -97,8 +97,9 @@ def cmd_rollback(args) -> int:
 def cmd_refresh(args) -> int:
     from spark_jobs.control.rollback import format_plan
 
-    from_ms = parse_time(args.from_time, "--from") if args.from_time else None
-    undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=args.from_time,
+    from_text = args.from_time or None  # the refresh DAG passes an empty --from for "from the start"
+    from_ms = parse_time(from_text, "--from") if from_text else None
+    undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=from_text,
                                   dry_run=args.dry_run, quality=args.quality, wait_s=args.wait)
     text = format_plan(undone.plan)
     if ran is None:
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument("--hop", required=True)
     refresh.add_argument("--from", dest="from_time",
                          help="keep the batches committed by this time (ISO-8601, UTC); only for a change the "
-                              "hops' state can follow (default: from the start)")
+                              "hops' state can follow (default, or empty: from the start)")
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
     refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")

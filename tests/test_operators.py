@@ -116,6 +116,16 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
     assert arguments == ["rollback", "ad_events", "--hop", "silver", f"--to-run={RUN_ID}", "--cascade", "--wait", "900"]
 
 
+@pytest.mark.parametrize("from_time, expected", [(None, ""), ("2026-03-01T10:00:00", "2026-03-01T10:00:00")],
+                         ids=["from-the-start", "from-a-time"])
+def test_refresh_task_submits_refresh_of_the_hop(factory, from_time, expected):
+    dag_factory, spec = factory
+    task = dag_factory.build_refresh_dag(spec).get_task("refresh")
+    params = {"hop": "gold", "from_time": from_time, "dry_run": False}
+    options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params})[0])
+    assert arguments == ["refresh", "ad_events", "--hop", "gold", "--from", expected, "--wait", "900"]
+
+
 def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(factory, tmp_path):
     """``make run-cluster``'s master wants Spark's shared secret: spark-submit reads it from the
     cluster's properties file (``$LAKEHOUSE_SPARK_PROPERTIES``), so the argv names only the file."""

@@ -43,6 +43,14 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     return not plan["nothing_to_do"] and not params.get("dry_run", True)
 
 
+def plan_refresh(pipeline: str, params: dict, ti) -> bool:
+    """The refresh DAG's plan task: the rollback a refresh starts with (to the start, or to the
+    batches committed by ``from_time``), as :func:`plan_rollback` plans and logs it."""
+    return plan_rollback(pipeline, {"hop": params["hop"], "to_batch": None if params.get("from_time") else -1,
+                                    "to_time": params.get("from_time"), "cascade": True,
+                                    "dry_run": params.get("dry_run", True)}, ti)
+
+
 def verify_rollback(pipeline: str, dag_run) -> dict:
     """The rollback DAG's verify task: the journal this run wrote is complete and on disk."""
     from airflow.exceptions import AirflowFailException

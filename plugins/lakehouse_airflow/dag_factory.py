@@ -16,7 +16,7 @@ from airflow.providers.standard.operators.python import PythonOperator, ShortCir
 from airflow.sdk import DAG, Param
 
 from lakehouse_airflow.assets import reads, writes
-from lakehouse_airflow.checks import has_new_data, plan_rollback, plan_undo, verify_rollback
+from lakehouse_airflow.checks import has_new_data, plan_refresh, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
@@ -216,6 +216,50 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
     return dag
 
 
+REFRESH_DOC = """\
+### {name}: recompute a hop with the code as it is now
+
+After a change of a hop's code or spec that its checkpoint's state cannot follow (`{name}__stream`
+then fails naming this fix), or to recompute results an earlier version of the code got wrong:
+`plan` rolls the hop and every hop below it back (to the start, or to the batches committed by
+`from_time` when the change is one their state can follow) and shows the plan (XCom `plan`);
+with `dry_run` off, `refresh` restores the tables, rewinds the checkpoints and runs those hops
+with the current code (a Spark application), and `verify` checks the rollback's journal. The same
+as `lakehouse refresh {name} --hop HOP [--from TIME]`.
+"""
+
+
+def build_refresh_dag(spec: PipelineSpec) -> DAG:
+    with DAG(
+        dag_id=f"{spec.name}__refresh",
+        schedule=None,
+        start_date=_start_date(spec.backfill_start),
+        catchup=False,
+        max_active_runs=1,
+        default_args={**DEFAULT_ARGS, "retries": 0},
+        doc_md=REFRESH_DOC.format(name=spec.name),
+        tags=["lakehouse", spec.name, "refresh"],
+        params={
+            "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names),
+                         description="Hop to recompute (the hops below follow)"),
+            "from_time": Param(None, type=["null", "string"], pattern=_ISO,
+                               description="Keep the batches committed by this time (UTC, ISO-8601); empty: from the start"),
+            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+        },
+    ) as dag:
+        planned = ShortCircuitOperator(task_id="plan", python_callable=plan_refresh, op_kwargs={"pipeline": spec.name})
+        refresh = LakehouseSparkOperator(
+            task_id="refresh",
+            command="refresh",
+            pipeline=spec.name,
+            arguments=["--hop", "{{ params.hop }}", "--from", "{{ params.from_time or '' }}", *WAIT_ARGS],
+            doc_md="Roll back as planned, then run the hops with the current code (a Spark application).",
+        )
+        verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})
+        planned >> refresh >> verify
+    return dag
+
+
 def _check_buildable(spec: PipelineSpec) -> None:
     """What Airflow would refuse when building the spec's DAGs: its schedule and backfill start."""
     from airflow.timetables.trigger import CronTriggerTimetable
@@ -249,7 +293,8 @@ def build_all() -> dict[str, DAG]:
     here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file."""
     dags: dict[str, DAG] = {}
     for spec in usable_specs()[0]:
-        for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec)):
+        for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec),
+                    build_refresh_dag(spec)):
             dags[dag.dag_id] = dag
     return dags
 
