@@ -25,7 +25,7 @@ from bench.common import RESULTS, machine, write_json
 PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
-         "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "gold_events": 2_000,
+         "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.5, "s3_events": 2_000, "cluster_events": 2_000}
 
 
@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
     parser.add_argument("--soak-seed", type=int, default=1000, help="soak: the first sequence's seed")
+    parser.add_argument("--soak-shop-steps", type=int, default=100,
+                        help="soak: random steps of the shop pipeline's model after ad_events'")
     parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
     parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
     parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
@@ -116,8 +118,8 @@ def run(args: argparse.Namespace) -> dict:
         _step(f"s3: the S3 lake against the local lake, {args.s3_events:,} events x {args.repeats}")
         result["s3"] = s3.run(args.s3_events, args.repeats)
     if "soak" in args.only:
-        _step(f"soak: {args.soak_steps} random model steps")
-        result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed)
+        _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's")
+        result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed, args.soak_shop_steps)
     _alone(args, result)
     result["duration_s"] = round(time.time() - began, 1)
     return result
@@ -125,8 +127,10 @@ def run(args: argparse.Namespace) -> dict:
 
 def _failed(result: dict) -> list[str]:
     """What makes the suite exit 1 after writing its results: a soak sequence that broke the model."""
-    return [f"soak seed {failure['seed']}: {failure['error'].splitlines()[0]}"
-            for failure in result.get("soak", {}).get("failures", [])]
+    soaked = result.get("soak", {})
+    return [f"soak seed {failure['seed']}: {failure['error'].splitlines()[0]}" for failure in soaked.get("failures", [])] \
+        + [f"soak shop seed {failure['seed']}: {failure['error'].splitlines()[0]}"
+           for failure in soaked.get("shop", {}).get("failures", [])]
 
 
 def markdown(result: dict) -> str:

@@ -1,6 +1,8 @@
 """The long soak of the model check (issue 14): hundreds of random steps of landings, runs,
 rollbacks, backfills and SIGKILLs, each checked against the plain-Python model in
 ``tests/model.py``; figures: steps, operations of each kind, refusals, settle points, failures.
+Then the ``shop`` pipeline's model (``tests/shop_model.py``: a graph of hops with a
+stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m tests.model --seed S --steps N``).
@@ -16,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 
-def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
+def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
     from tests.model import ModelMismatch, run_sequence, write_spec
     from tests.test_model import SOAK_REGRESSIONS
@@ -59,7 +61,39 @@ def run(steps: int, sequence_steps: int, first_seed: int) -> dict:
                 os.environ[key] = value
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "refusals": dict(refusals), "settles": settles, "failures": failures,
-            "seconds": round(time.time() - began, 1)}
+            "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed)}
+
+
+def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
+    """The shop model's sequences (a fresh lake each, the shipped spec, code and suites)."""
+    from tests.shop_model import run_sequence
+
+    began = time.time()
+    done, seeds, failures, operations = 0, [], [], Counter()
+    saved = os.environ.get("LAKEHOUSE_HOME")
+    for key in ("LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY"):
+        os.environ.pop(key, None)
+    try:
+        while done < steps:
+            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            home = Path(tempfile.mkdtemp(prefix=f"soak-shop-{seed}-")) / "lake"
+            os.environ["LAKEHOUSE_HOME"] = str(home)
+            try:
+                transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
+                operations.update(line.split(" ")[0] for line in transcript)
+            except AssertionError as error:
+                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
+            print(f"[soak] shop seed {seed}: {length} steps, {len(failures)} failures so far, "
+                  f"{time.time() - began:.0f} s", flush=True)
+            seeds.append(seed)
+            done += length
+    finally:
+        if saved is None:
+            os.environ.pop("LAKEHOUSE_HOME", None)
+        else:
+            os.environ["LAKEHOUSE_HOME"] = saved
+    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
+            "failures": failures, "seconds": round(time.time() - began, 1)}
 
 
 def markdown(result: dict) -> str:
@@ -71,4 +105,13 @@ def markdown(result: dict) -> str:
              f"Settle points where every table equalled the landing files: {result['settles']}.",
              f"**Failures: {len(result['failures'])}**"]
     lines += [f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}" for f in result["failures"]]
+    shop = result.get("shop")
+    if shop and shop["steps"]:
+        operations = ", ".join(f"{name} {count}" for name, count in sorted(shop["operations"].items()))
+        lines += ["", f"shop (a join and two sources, `tests/shop_model.py`): {shop['steps']} random steps in "
+                      f"{shop['sequences']} sequences (seeds {', '.join(map(str, shop['seeds']))}), "
+                      f"{shop['seconds'] / 60:.1f} min: {operations}; every table equal to the landing files after "
+                      f"every run. **Failures: {len(shop['failures'])}**"]
+        lines += [f"- shop seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in shop["failures"]]
     return "\n".join(lines)

@@ -18,132 +18,15 @@ allowed lateness (the conditions under which Spark's join and de-duplication dro
 from __future__ import annotations
 
 import json
-import random
 import shutil
-from collections import Counter
-from datetime import UTC, datetime
-from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
+from tests.shop_model import NAME, TABLES, Landing, assert_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
-
-NAME = "shop"
-HOUR_MS = 3_600_000
-START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
-MERCHANTS = ("m-1", "m-2", "m-3")
-CURRENCIES = ("EUR", "USD")
-HEADER = "payment_id,order_id,paid_amount,status,paid_time"
-TABLES = {"orders": "tables/bronze/shop_orders", "payments": "tables/bronze/shop_payments",
-          "latest": "tables/silver/shop_orders", "paid": "tables/silver/shop_paid",
-          "revenue": "tables/gold/shop_merchant_revenue"}
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-class Landing:
-    """Orders written as JSON lines and payments as CSV files, and what the tables must then hold."""
-
-    def __init__(self, home: Path, seed: int):
-        self.home, self.rng = home, random.Random(seed)
-        self.orders: list[dict] = []   # every valid order line, resends included
-        self.payments: list[dict] = []
-        self.files = 0
-        self.last: dict | None = None
-
-    def _write(self, source: str, suffix: str, text: str) -> None:
-        folder = self.home / f"landing/{NAME}/{source}"
-        folder.mkdir(parents=True, exist_ok=True)
-        self.files += 1
-        (folder / f".{self.files:04d}{suffix}").write_text(text)
-        (folder / f".{self.files:04d}{suffix}").rename(folder / f"{self.files:04d}{suffix}")
-
-    def increment(self, hour: int, orders: int = 40, pay_now: bool = True) -> list[dict]:
-        """``orders`` orders in ``hour`` (hours after START_MS), in time order; a resend of one of
-        them and of the previous increment's last order (in time for the watermark), an order of
-        amount zero (bronze's suite drops it) and a bad line; their payments (most orders have
-        one, a few a failed attempt first) landed now or returned to land later."""
-        new = []
-        for index in range(orders):
-            order = {"order_id": f"o-{hour}-{index}", "customer_id": f"c-{self.rng.randrange(50)}",
-                     "merchant_id": self.rng.choice(MERCHANTS), "currency": self.rng.choice(CURRENCIES),
-                     "amount": Decimal(0 if index == 7 else self.rng.randrange(100, 50_000)) / 100,
-                     "order_time": START_MS + hour * HOUR_MS + index * (HOUR_MS // orders)}
-            new.append(order)
-        resends = [new[3]] + ([self.last] if self.last else [])
-        self.last = new[-1]
-        lines = [json.dumps({**order, "amount": float(order["amount"]), "order_time": iso(order["order_time"])})
-                 for order in new + resends]
-        self.orders.extend(new + resends)
-        self._write("orders", ".json", "".join(line + "\n" for line in lines) + '{"order_id": "o-no-time"}\n')
-        # Paid 0 to 80 minutes after the order (past the hour: not joined); a payment that lands a
-        # run later is paid 50 to 60 minutes after it, so it is never older than the join's
-        # watermark then: the newest order read (the hour's last, at 58.5 minutes) less the
-        # allowed lateness (10 minutes). Spark drops a row older than that from a join's input.
-        low, high = (0, 80) if pay_now else (50, 60)
-        payments = []
-        for order in new:
-            if self.rng.random() < 0.8:
-                paid = order["order_time"] + self.rng.randrange(low * 60_000, high * 60_000)
-                if self.rng.random() < 0.1:
-                    payments.append({"payment_id": f"f-{order['order_id']}", "order_id": order["order_id"],
-                                     "paid_amount": order["amount"], "status": "failed", "paid_time": paid - 1000})
-                payments.append({"payment_id": f"p-{order['order_id']}", "order_id": order["order_id"],
-                                 "paid_amount": order["amount"], "status": "paid", "paid_time": paid})
-        if pay_now:
-            self.pay(payments)
-        return payments
-
-    def pay(self, payments: list[dict]) -> None:
-        self.payments.extend(payments)
-        rows = [f"{p['payment_id']},{p['order_id']},{p['paid_amount']:.2f},{p['status']},{iso(p['paid_time'])}"
-                for p in payments]
-        self._write("payments", ".csv", HEADER + "\r\n" + "".join(row + "\r\n" for row in rows) + "p-x,o-x,1.00\r\n")
-
-    def expected(self) -> dict:
-        kept = [order for order in self.orders if order["amount"] > 0]
-        latest = {order["order_id"]: order for order in kept}
-        paid = sorted((payment["order_id"], payment["payment_id"]) for payment in self.payments
-                      if payment["status"] == "paid" and payment["order_id"] in latest
-                      and 0 <= payment["paid_time"] - latest[payment["order_id"]]["order_time"] <= HOUR_MS)
-        revenue: Counter = Counter()
-        counts: Counter = Counter()
-        for order_id, payment_id in paid:
-            order = latest[order_id]
-            key = (order["merchant_id"], order["currency"], order["order_time"] - order["order_time"] % HOUR_MS)
-            counts[key] += 1
-            revenue[key] += next(p["paid_amount"] for p in self.payments if p["payment_id"] == payment_id)
-        return {"orders": sorted(order["order_id"] for order in kept),
-                "payments": sorted(p["payment_id"] for p in self.payments), "latest": sorted(latest),
-                "paid": paid, "revenue": {key: (counts[key], revenue[key]) for key in counts}}
-
-
-def actual(spark, home: Path) -> dict:
-    def rows(name: str):
-        return spark.read.format("delta").load(str(home / TABLES[name])).collect()
-
-    return {
-        "orders": sorted(row.order_id for row in rows("orders")),
-        "payments": sorted(row.payment_id for row in rows("payments")),
-        "latest": sorted(row.order_id for row in rows("latest")),
-        "paid": sorted((row.order_id, row.payment_id) for row in rows("paid")),
-        "revenue": {(row.merchant_id, row.currency, int(row.window_start.timestamp() * 1000)):
-                    (row.paid_orders, row.revenue) for row in rows("revenue")},
-    }
-
-
-def assert_tables(spark, home: Path, expected: dict) -> None:
-    """Each table as ``expected`` says, a failure naming the table and the rows that differ."""
-    found = actual(spark, home)
-    for name, rows in expected.items():
-        extra, missing = sorted(set(found[name]) - set(rows)), sorted(set(rows) - set(found[name]))
-        assert found[name] == rows, f"{TABLES[name]}: extra {extra[:5]}, missing {missing[:5]}"
 
 
 @pytest.fixture
