@@ -151,13 +151,9 @@ class HopRun:
         return self.code.transform(self.hop, self.source.stream(max_files_per_trigger), self.spec, inputs)
 
     def check_code(self, frame) -> None:
-        """Refuse a query its checkpoint's state cannot follow (:class:`CodeChanged`); say so
-        when the query changed compatibly; the fingerprint goes into the run record."""
-        new = fingerprints.of_plan(plan_text(frame), self.hop, self.code.code_hash(self.spec))
-        old = fingerprints.recorded(self.lake, self.hop)
-        change = fingerprints.change(old, new)
-        if change == "incompatible":
-            raise CodeChanged(fingerprints.refusal(self.lake, self.hop, old, new), self.hop.name)
+        """Refuse a query its checkpoint's state cannot follow; say so when the query changed
+        compatibly; the fingerprint goes into the run record."""
+        change, new = code_change(self.lake, self.hop, frame, self.code.code_hash(self.spec))
         if change == "compatible":
             self.progress(fingerprints.note(self.hop))
         self.record.fingerprint = new.to_dict()
@@ -262,23 +258,30 @@ def plan_text(frame) -> str:
     return frame._jdf.queryExecution().analyzed().toString()
 
 
+def code_change(lake: Lake, hop: HopSpec, frame, code_hash: str) -> tuple[str, fingerprints.Fingerprint]:
+    """How ``frame`` (the hop's streaming query, not started) differs from what its checkpoint
+    was run with, and its fingerprint; :class:`CodeChanged` naming the fix when the checkpoint's
+    state cannot follow it."""
+    new = fingerprints.of_plan(plan_text(frame), hop, code_hash)
+    old = fingerprints.recorded(lake, hop)
+    change = fingerprints.change(old, new)
+    if change == "incompatible":
+        raise CodeChanged(fingerprints.refusal(lake, hop, old, new), hop.name)
+    return change, new
+
+
 def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = _stderr) -> None:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
-    recorded code hash differs) has its new query compared with the recorded one; a change its
-    state cannot follow raises :class:`CodeChanged` naming the fix. Hops with the same code
-    hash, or no committed batch, cost nothing here."""
-    code = pipeline_code(lake.spec)
-    current = code.code_hash(lake.spec)
+    recorded code hash differs) has its new query compared with the recorded one (:func:`code_change`).
+    Hops with the same code hash, or no committed batch, cost nothing here."""
+    current = pipeline_code(lake.spec).code_hash(lake.spec)
     for hop in hops:
         old = fingerprints.recorded(lake, hop)
         if old is None or old.code == current:
             continue
         run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
-        if run.upstream_missing():
-            continue
-        new = fingerprints.of_plan(plan_text(run.streaming_frame()), hop, current)
-        if fingerprints.change(old, new) == "incompatible":
-            raise CodeChanged(fingerprints.refusal(lake, hop, old, new), hop.name)
+        if not run.upstream_missing():
+            code_change(lake, hop, run.streaming_frame(), current)
 
 
 def _drop_rules(lake: Lake, hop: HopSpec, quarantine: str | None) -> list[dict]:
