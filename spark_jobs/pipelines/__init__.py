@@ -27,7 +27,6 @@ import hashlib
 import importlib
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 
 from spark_jobs.model.errors import UsageError
@@ -75,12 +74,16 @@ class PipelineCode:
         the pipeline module's package (its siblings; the sample data left out) and of
         ``spark_jobs.transforms``. Equal hashes: the queries are the same, no plan to compare."""
         package = self.module.__name__.rpartition(".")[0]
-        files = sorted({module.__file__ for name, module in list(sys.modules.items())
-                        if getattr(module, "__file__", None) and not name.endswith("_sample")
-                        and name.startswith((package + ".", "spark_jobs.transforms."))})
+        modules = sorted((name, module) for name, module in list(sys.modules.items())
+                         if getattr(module, "__file__", None) and not name.endswith("_sample")
+                         and name.startswith((package + ".", "spark_jobs.transforms.")))
         digest = hashlib.sha256()
-        for path in [*files, *([str(spec.source)] if spec.source else [])]:
-            digest.update(path.rsplit("/", 1)[-1].encode() + b"\0" + Path(path).read_bytes())
+        for name, module in modules:
+            # The loader's source: spark-submit ships the package as a zip, where no file can be opened.
+            source = module.__spec__.loader.get_source(module.__name__) if module.__spec__ else None
+            digest.update(name.rpartition(".")[2].encode() + b"\0" + (source or module.__file__).encode())
+        if spec.source:
+            digest.update(spec.source.read_bytes())
         return digest.hexdigest()[:16]
 
 
