@@ -102,14 +102,15 @@ def format_status(status: dict) -> str:
     lines = [
         f"pipeline {status['pipeline']}  (LAKEHOUSE_HOME={status['lakehouse_home']})",
         f"landing: {status['landing']['files']} files, {status['landing']['new_files']} not yet ingested",
-        f"{'hop':<8}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  table versions / last run",
     ]
+    width = max([8, *(len(hop["hop"]) + 2 for hop in status["hops"])])  # the widest hop name, shop's included
+    lines.append(f"{'hop':<{width}}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  table versions / last run")
     for hop in status["hops"]:
         versions = ", ".join(f"{table.rsplit('/', 2)[-2]}/{table.rsplit('/', 1)[-1]}@{version}"
                              for table, version in hop["table_versions"].items())
         last_batch = "-" if hop["last_batch"] is None else hop["last_batch"]
         pending = "-" if hop["pending_batch"] is None else hop["pending_batch"]
-        lines.append(f"{hop['hop']:<8}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6}  {versions}")
+        lines.append(f"{hop['hop']:<{width}}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6}  {versions}")
         run = hop["last_run"]
         if run:
             lines.append(
