@@ -26,7 +26,7 @@ PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "s
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "gold_events": 2_000,
-         "big_file_lines": 10_000, "busy_minutes": 0.5, "s3_events": 2_000, "cluster_events": 2_000}
+         "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

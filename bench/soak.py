@@ -11,11 +11,26 @@ The long sequences that ever failed (``tests/test_model.SOAK_REGRESSIONS``) run 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def _lake_environment():
+    """The lake's variables as they were before, whatever the sequences set."""
+    saved = {key: os.environ.get(key) for key in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -> dict:
@@ -27,10 +42,9 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -
     began = time.time()
     operations, refusals = Counter(), Counter()
     done, settles, seeds, failures = 0, 0, [], []
-    saved = {key: os.environ.get(key) for key in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")}
     planned = list(SOAK_REGRESSIONS)  # every long sequence that ever failed first, then fresh seeds
     next_seed = first_seed
-    try:
+    with _lake_environment():
         while done < steps:
             if planned:
                 seed, length = planned.pop(0)
@@ -53,12 +67,6 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -
                   f"{time.time() - began:.0f} s", flush=True)
             seeds.append(seed)
             done += length
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "refusals": dict(refusals), "settles": settles, "failures": failures,
             "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed)}
@@ -70,10 +78,9 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
 
     began = time.time()
     done, seeds, failures, operations = 0, [], [], Counter()
-    saved = os.environ.get("LAKEHOUSE_HOME")
-    for key in ("LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY"):
-        os.environ.pop(key, None)
-    try:
+    with _lake_environment():
+        for key in ("LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY"):
+            os.environ.pop(key, None)
         while done < steps:
             seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
             home = Path(tempfile.mkdtemp(prefix=f"soak-shop-{seed}-")) / "lake"
@@ -87,11 +94,6 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
                   f"{time.time() - began:.0f} s", flush=True)
             seeds.append(seed)
             done += length
-    finally:
-        if saved is None:
-            os.environ.pop("LAKEHOUSE_HOME", None)
-        else:
-            os.environ["LAKEHOUSE_HOME"] = saved
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "failures": failures, "seconds": round(time.time() - began, 1)}
 

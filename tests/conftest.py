@@ -129,6 +129,23 @@ def hadoop_lines(data: bytes) -> list[str]:
     return [line.decode("utf-8", errors="replace") for line in lines]
 
 
+def skeleton_events(files) -> list[dict]:
+    """The valid events of landing files of a pipeline made by ``lakehouse new`` (its bronze rules:
+    an object with a string ``id``, a ``kind`` of a, b or c, a number ``amount``, an integer
+    ``event_time``), in file order."""
+    events = []
+    for path in files:
+        for line in Path(path).read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in ("a", "b", "c")
+                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
+                events.append(event)
+    return events
+
+
 def valid_event(line: str) -> dict | None:
     """The event in a line, or None when the rules of DESIGN/issue make it invalid."""
     if "\ufffd" in line or len(line.encode("utf-8")) > 1 << 20:

@@ -20,29 +20,18 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import delta_log
+from tests.conftest import skeleton_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 NAME = "upd"
-KINDS = ("a", "b", "c")
 START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 TABLES = {"bronze": f"tables/bronze/{NAME}", "silver": f"tables/silver/{NAME}", "gold": f"tables/gold/{NAME}_per_minute"}
 
 
 def events_of(files: list[Path]) -> list[dict]:
-    """The valid events of these landing files (the skeleton's bronze rules)."""
-    events = []
-    for path in files:
-        for line in path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in KINDS
-                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
-                event["amount"] = Decimal(str(event["amount"]))
-                events.append(event)
-    return events
+    """The valid events of these landing files (the skeleton's bronze rules), amounts as decimals."""
+    return [{**event, "amount": Decimal(str(event["amount"]))} for event in skeleton_events(files)]
 
 
 def gold_of(silver: list[dict], window_ms: int) -> dict:

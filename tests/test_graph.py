@@ -18,11 +18,11 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
+from tests.conftest import skeleton_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 NAME = "forks"
-KINDS = ("a", "b", "c")
 SPEC = f"""\
 name: {NAME}
 description: two sources, a fan-out, branches that never meet
@@ -63,17 +63,7 @@ START_MS = 1_772_323_200_000
 
 
 def _valid_events(folder: Path) -> list[dict]:
-    events = []
-    for path in sorted(folder.glob("*.json")):
-        for line in path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in KINDS
-                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
-                events.append(event)
-    return events
+    return skeleton_events(sorted(folder.glob("*.json")))
 
 
 def _expected(home: Path) -> dict[str, object]:

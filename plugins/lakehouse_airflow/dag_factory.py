@@ -179,28 +179,33 @@ then `verify` checks the result. A rollback waits for a running job of the pipel
 """
 
 
-def build_rollback_dag(spec: PipelineSpec) -> DAG:
-    plan = "ti.xcom_pull(task_ids='plan', key='plan')"
-    with DAG(
-        dag_id=f"{spec.name}__rollback",
+def _manual_dag(spec: PipelineSpec, kind: str, doc: str, params: dict) -> DAG:
+    """A DAG the user triggers (no schedule, one run at a time, no retries): ``<pipeline>__<kind>``."""
+    return DAG(
+        dag_id=f"{spec.name}__{kind}",
         schedule=None,
         start_date=_start_date(spec.backfill_start),
         catchup=False,
         max_active_runs=1,
         default_args={**DEFAULT_ARGS, "retries": 0},
-        doc_md=ROLLBACK_DOC.format(name=spec.name),
-        tags=["lakehouse", spec.name, "rollback"],
-        params={
-            "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names), description="Hop to roll back"),
-            "to_batch": Param(None, type=["null", "integer"], minimum=-1,
-                              description="Last batch to keep (-1: none); or use to_run / to_time"),
-            "to_run": Param(None, type=["null", "string"], pattern=_RUN_ID, description="Undo this run and later ones"),
-            "to_time": Param(None, type=["null", "string"], pattern=_ISO,
-                             description="Keep batches committed by this time (UTC, ISO-8601)"),
-            "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
-            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
-        },
-    ) as dag:
+        doc_md=doc.format(name=spec.name),
+        tags=["lakehouse", spec.name, kind],
+        params=params,
+    )
+
+
+def build_rollback_dag(spec: PipelineSpec) -> DAG:
+    plan = "ti.xcom_pull(task_ids='plan', key='plan')"
+    with _manual_dag(spec, "rollback", ROLLBACK_DOC, {
+        "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names), description="Hop to roll back"),
+        "to_batch": Param(None, type=["null", "integer"], minimum=-1,
+                          description="Last batch to keep (-1: none); or use to_run / to_time"),
+        "to_run": Param(None, type=["null", "string"], pattern=_RUN_ID, description="Undo this run and later ones"),
+        "to_time": Param(None, type=["null", "string"], pattern=_ISO,
+                         description="Keep batches committed by this time (UTC, ISO-8601)"),
+        "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
+        "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+    }) as dag:
         planned = ShortCircuitOperator(task_id="plan", python_callable=plan_rollback,
                                        op_kwargs={"pipeline": spec.name})
         execute = LakehouseSparkOperator(
@@ -230,23 +235,13 @@ as `lakehouse refresh {name} --hop HOP [--from TIME]`.
 
 
 def build_refresh_dag(spec: PipelineSpec) -> DAG:
-    with DAG(
-        dag_id=f"{spec.name}__refresh",
-        schedule=None,
-        start_date=_start_date(spec.backfill_start),
-        catchup=False,
-        max_active_runs=1,
-        default_args={**DEFAULT_ARGS, "retries": 0},
-        doc_md=REFRESH_DOC.format(name=spec.name),
-        tags=["lakehouse", spec.name, "refresh"],
-        params={
-            "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names),
-                         description="Hop to recompute (the hops below follow)"),
-            "from_time": Param(None, type=["null", "string"], pattern=_ISO,
-                               description="Keep the batches committed by this time (UTC, ISO-8601); empty: from the start"),
-            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
-        },
-    ) as dag:
+    with _manual_dag(spec, "refresh", REFRESH_DOC, {
+        "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names),
+                     description="Hop to recompute (the hops below follow)"),
+        "from_time": Param(None, type=["null", "string"], pattern=_ISO,
+                           description="Keep the batches committed by this time (UTC, ISO-8601); empty: from the start"),
+        "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+    }) as dag:
         planned = ShortCircuitOperator(task_id="plan", python_callable=plan_refresh, op_kwargs={"pipeline": spec.name})
         refresh = LakehouseSparkOperator(
             task_id="refresh",
