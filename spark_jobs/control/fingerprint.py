@@ -16,7 +16,7 @@ When the query changed and the state did not (a stateless hop, or a change above
 operators), the stream goes on with the new code, as Spark allows. When the state's part
 changed (another window, key, join condition or filter before the state), the checkpoint's
 state was built by other code: ``run`` refuses, naming ``lakehouse refresh`` (recompute from
-the start with the new code) and a backfill. The fingerprint the checkpoint was last run with
+the start with the new code). The fingerprint the checkpoint was last run with
 is kept in ``_ops/fingerprints/<pipeline>/<hop>.json`` (and each run record has its own).
 Plain Python: no JVM here.
 """
