@@ -100,6 +100,30 @@ def lakehouse(*args: str, env: dict | None = None, check: bool = True, **kwargs)
     return done
 
 
+def killed_mid_run(argv: list[str], delay_s: float, after: Path | None = None) -> tuple[bool, int, str]:
+    """``lakehouse ARGV`` in a process group of its own (the CLI and its JVM), SIGKILLed
+    ``delay_s`` seconds after ``after`` exists (after its start when ``None``) unless it ended
+    first: whether it was killed, its exit code and its standard output."""
+    import signal
+    import time
+
+    job = subprocess.Popen([str(VENV_BIN / "lakehouse"), *argv], env=os.environ.copy(), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    deadline = time.time() + 300
+    while after is not None and job.poll() is None and not after.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    try:
+        job.wait(timeout=delay_s)
+        killed = False
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        killed = True
+    out = job.stdout.read()
+    job.stdout.close()
+    return killed, job.returncode, out
+
+
 # -- expected values, computed from the files without the code under test ----------------------
 
 def landing_lines(home: Path | str) -> list[tuple[str, str]]:

@@ -34,8 +34,6 @@ import io
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -43,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, write_text
-from tests.conftest import VENV_BIN, hadoop_lines, valid_event
+from tests.conftest import hadoop_lines, killed_mid_run, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
 SPAN_MS = 40 * 60 * 1000  # every event time lies in [T0, T0 + SPAN_MS), within the allowed lateness
@@ -396,20 +394,9 @@ class Runner:
             argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
         step.argv = argv
         delay = self.rng.uniform(3, 25)
-        job = subprocess.Popen([str(VENV_BIN / "lakehouse"), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
-        try:
-            job.wait(timeout=delay)
-            killed = False
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)  # the job and its JVM, by their process group
-            job.wait()
-            killed = True
-        out = job.stdout.read().decode()
-        job.stdout.close()
-        job.stderr.close()
-        if not killed and job.returncode not in (0, 2):
-            raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {job.returncode} before the kill")
+        killed, returncode, out = killed_mid_run(argv, delay)  # the job and its JVM, by their process group
+        if not killed and returncode not in (0, 2):
+            raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {returncode} before the kill")
         if "://" in self.home:  # a killed job's lease lives on until it expires: wait for it, as a user would
             argv = [*argv, "--wait", "120"]
         code, out2 = self.cli(argv)  # again, to completion: finishes a crashed rollback, replays a run
@@ -417,7 +404,7 @@ class Runner:
             self._note_backfill(argv)
         if code == 0 and kind == "rollback":
             self._note_resets(json.loads(out2)["plan"])
-            if not killed and job.returncode == 0:
+            if not killed and returncode == 0:
                 self._note_resets(json.loads(out)["plan"])
         step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
 

@@ -7,8 +7,9 @@ After every run every table must equal what the landing files say. The landings 
 conditions under which Spark's join and de-duplication drop nothing (README, "The second
 pipeline"): each increment is the next hour's orders, with the previous increment's late
 payments landed first, and resends within the watermark. A rollback the platform refuses must
-change no table and no checkpoint. Backfills and SIGKILLs are ``tests/model.py``'s (on
-ad_events); here the rollback through a join and a fan-in of two sources is what is explored.
+change no table and no checkpoint. A run or a rollback may be SIGKILLed at a random moment and
+then run again to completion. Backfills are ``tests/model.py``'s (on ad_events); here the rollback
+through a join and a fan-in of two sources, and crashes in them, are what is explored.
 
 ``python -m tests.shop_model --seed S --steps N`` runs one sequence (LAKEHOUSE_HOME is a new
 folder each time); ``tests/test_shop.py`` and the benchmark suite's soak call :func:`run_sequence`.
@@ -27,6 +28,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+
+from tests.conftest import killed_mid_run
 
 NAME = "shop"
 HOUR_MS = 3_600_000
@@ -162,52 +165,90 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+class _Sequence:
+    """One random sequence's lake, landings, random source and transcript."""
+
+    def __init__(self, spark, home: Path, seed: int, log):
+        self.spark, self.home, self.seed, self.log = spark, home, seed, log
+        self.rng = random.Random(seed)
+        self.landing = Landing(home, seed)
+        self.transcript: list[str] = []
+        self.hour, self.later = 0, []
+
+    def note(self, text: str) -> None:
+        self.transcript.append(text)
+        self.log(f"[shop seed {self.seed}] {len(self.transcript)}. {text}")
+
+    def check(self) -> None:
+        assert_tables(self.spark, self.home, self.landing.expected(), " after: " + "; ".join(self.transcript))
+
+    def land(self) -> None:
+        """The last increment's late payments first, then the next hour's orders."""
+        self.landing.pay(self.later)
+        pay_now = self.rng.random() < 0.7
+        payments = self.landing.increment(self.hour, orders=self.rng.randrange(8, 30), pay_now=pay_now)
+        self.later = [] if pay_now else payments
+        self.note(f"land hour {self.hour} ({len(self.later)} payments held back)")
+        self.hour += 1
+
+    def run(self) -> None:
+        code, _out, err = _cli(["run", NAME])
+        assert code == 0, err[-2000:]
+        self.check()
+
+    def kill(self, argv: list[str]) -> None:
+        """``argv`` SIGKILLed at a random moment (its process group: the CLI and its JVM), then
+        the same command again to completion (a crashed rollback finishes, a run replays)."""
+        delay = self.rng.uniform(2, 20)
+        killed, code, _out = killed_mid_run(argv, delay)
+        again, _out, err = _cli(argv)
+        self.note(f"{' '.join(argv[:4])} {'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
+                  f"again: exit {again}")
+        if argv[0] == "run":
+            assert again == 0, err[-2000:]
+            self.check()
+
+    def rollback(self, hop: str, batches: list[int], killing: bool) -> None:
+        """Back to a random batch the hop still holds (or its start); a refusal changes nothing."""
+        target = self.rng.choice([-1, *batches[:-1]]) if len(batches) > 1 or self.rng.random() < 0.5 else -1
+        argv = ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"]
+        if killing:
+            self.kill(argv)
+            return
+        before = _tree(self.home)
+        code, _out, err = _cli(argv)
+        self.note(f"rollback {hop} --to-batch {target}" + (" (refused)" if code else ""))
+        if code:
+            assert _tree(self.home) == before, f"a refused rollback changed files: {err[-500:]}"
+
+    def step(self) -> None:
+        from spark_jobs.logs import checkpoint_log
+
+        operation = self.rng.choices(("land", "run", "rollback", "kill"), (0.4, 0.3, 0.2, 0.1))[0]
+        if operation == "land" or self.hour == 0:
+            self.land()
+        elif operation == "run":
+            self.note("run")
+            self.run()
+        else:
+            hop = self.rng.choice(HOPS)
+            batches = checkpoint_log.commit_batch_ids(str(self.home / f"checkpoints/{NAME}/{hop}"))
+            if operation == "kill" and (not batches or self.rng.random() < 0.7):
+                self.kill(["run", NAME])
+            elif batches:
+                self.rollback(hop, batches, killing=operation == "kill")
+
+
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
     """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``), checked after each
     run, and a final run; the transcript (to keep a failing sequence as a regression case)."""
-    from spark_jobs.logs import checkpoint_log
-
-    rng = random.Random(seed)
-    landing = Landing(home, seed)
-    transcript: list[str] = []
-    hour, later = 0, []
-
-    def note(text: str) -> None:
-        transcript.append(text)
-        log(f"[shop seed {seed}] {len(transcript)}. {text}")
-
-    def run() -> None:
-        code, _out, err = _cli(["run", NAME])
-        assert code == 0, err[-2000:]
-        assert_tables(spark, home, landing.expected(), " after: " + "; ".join(transcript))
-
+    sequence = _Sequence(spark, home, seed, log)
     for _ in range(steps):
-        operation = rng.choices(("land", "run", "rollback"), (0.4, 0.35, 0.25))[0]
-        if operation == "land" or hour == 0:
-            landing.pay(later)  # the last increment's late payments first, then the next hour's orders
-            pay_now = rng.random() < 0.7
-            payments = landing.increment(hour, orders=rng.randrange(8, 30), pay_now=pay_now)
-            later = [] if pay_now else payments
-            note(f"land hour {hour} ({len(later)} payments held back)")
-            hour += 1
-        elif operation == "run":
-            note("run")
-            run()
-        else:
-            hop = rng.choice(HOPS)
-            batches = checkpoint_log.commit_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
-            if not batches:
-                continue
-            target = rng.choice([-1, *batches[:-1]]) if len(batches) > 1 or rng.random() < 0.5 else -1
-            before = _tree(home)
-            code, out, err = _cli(["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"])
-            note(f"rollback {hop} --to-batch {target}" + (" (refused)" if code else ""))
-            if code:
-                assert _tree(home) == before, f"a refused rollback changed files: {err[-500:]}"
-    landing.pay(later)
-    note("final run")
-    run()
-    return transcript
+        sequence.step()
+    sequence.landing.pay(sequence.later)
+    sequence.note("final run")
+    sequence.run()
+    return sequence.transcript
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,13 +7,12 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import VENV_BIN, expected_gold, gold_counter, table_rows
+from tests.conftest import expected_gold, gold_counter, killed_mid_run, table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -28,19 +27,10 @@ def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_pa
     # killed at a seeded random moment after its first committed batch and before it ends.
     seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
     extra = random.Random(seed).uniform(0, 4)
-    process = subprocess.Popen([str(VENV_BIN / "lakehouse"), "run", "ad_events", "--max-files-per-trigger", "2"],
-                               env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    bronze_commits = lake_home / "checkpoints/ad_events/bronze/commits"
-    deadline = time.time() + 300
-    while process.poll() is None and not (bronze_commits / "0").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    time.sleep(extra)
-    alive = process.poll() is None
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze's first commit (exit {process.returncode})")
-    assert alive and process.returncode == -signal.SIGKILL, "the run ended before the kill: not a mid-run kill"
+    killed, code, _out = killed_mid_run(["run", "ad_events", "--max-files-per-trigger", "2"], extra,
+                                        after=lake_home / "checkpoints/ad_events/bronze/commits/0")
+    print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze's first commit (exit {code})")
+    assert killed and code == -signal.SIGKILL, "the run ended before the kill: not a mid-run kill"
     time.sleep(1)
     assert main(["run", "ad_events", "--max-files-per-trigger", "2"]) == 0
 

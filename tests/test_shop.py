@@ -18,6 +18,8 @@ allowed lateness (the conditions under which Spark's join and de-duplication dro
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
+from tests.conftest import killed_mid_run
 from tests.shop_model import NAME, TABLES, Landing, assert_tables
 
 ROOT = Path(__file__).parents[1]
@@ -70,6 +73,14 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     assert_tables(spark, home, landing.expected())
     landing.pay(later)
     landing.increment(3)
+    # This run is SIGKILLed (the CLI and its JVM) at a seeded random moment after bronze_orders
+    # committed its batch, then run again: as if it had never been interrupted (each hop's batch
+    # is the one the killed run planned, or the same one planned again).
+    seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
+    extra = random.Random(seed).uniform(0, 6)
+    killed, code, _out = killed_mid_run(["run", NAME], extra, after=home / f"checkpoints/{NAME}/bronze_orders/commits/2")
+    print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze_orders' batch 2 (exit {code})")
+    assert killed, "the run ended before the kill: not a mid-run kill"
     assert main(["run", NAME]) == 0
     expected = landing.expected()
     assert_tables(spark, home, expected)
