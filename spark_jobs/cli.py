@@ -196,8 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "to the start (or --from a time) and a run", cmd_refresh)
     refresh.add_argument("--hop", required=True)
     refresh.add_argument("--from", dest="from_time",
-                         help="keep the batches committed by this time (ISO-8601, UTC); only for a change the "
-                              "hops' state can follow (default, or empty: from the start)")
+                         help="keep the batches committed by this time (ISO-8601, UTC); a hop whose state the "
+                              "change cannot follow has its state rebuilt there with the new code (default, or "
+                              "empty: from the start)")
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
     refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")

@@ -227,26 +227,38 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
             dry_run: bool = False, quality: str = "gate", wait_s: float = 0.0,
             progress: Progress = stderr) -> tuple[RollbackResult, RunResult | None]:
     """Recompute ``hop`` and every hop below it with the code as it is now: a rollback of them to
-    the start (or to the batches committed by ``from_ms``, when the change is one their state
-    can follow), then a run of those hops. ``dry_run``: the rollback's plan only."""
-    from spark_jobs.model.errors import CodeChanged
+    the start (or to the batches committed by ``from_ms``), then a run of those hops. From a
+    point, a hop whose new code changed what its state was built by has its state rebuilt there
+    with the new code first (:mod:`spark_jobs.control.rebuild`). ``dry_run``: the plan only."""
+    from spark_jobs.control import rebuild
+    from spark_jobs.logs import checkpoint_log
 
     lake = open_lake(pipeline)
     target = lake.spec.hop(hop)
     hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
+    rebuilt: list[str] = []
     if from_ms is not None:
-        from spark_jobs.engine.runner import check_code_changes
+        from spark_jobs.engine.runner import incompatible_changes
 
-        try:
-            check_code_changes(_session(lake, "refresh"), lake, hops, progress)
-        except CodeChanged as error:
-            raise UsageError(f"--from {from_text or iso(from_ms)} keeps hop {error.hop}'s state as the old code built "
-                             "it, and the new code's change is one that state cannot follow: leave out --from to "
-                             "recompute from the start") from None
+        rebuilt = [error.hop for error in incompatible_changes(_session(lake, "refresh"), lake, hops, progress)]
+        for name in rebuilt:
+            reason = rebuild.refusal(lake, lake.spec.hop(name), from_text or iso(from_ms))
+            if reason:
+                raise UsageError(reason)
     undone = rollback(pipeline, hop, to_batch=-1 if from_ms is None else None, to_time_ms=from_ms,
                       to_time_text=from_text, dry_run=dry_run, wait_s=wait_s, progress=progress)
+    targets = {step["hop"]: step["target_batch"] for step in undone.plan["hops"]}
+    for name in rebuilt:
+        batch = targets.get(name, (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1])
+        if batch >= 0:
+            undone.plan["notes"].append(f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
+                                        "is one the old state cannot follow), then the batches after it are replayed")
     if dry_run:
         return undone, None
+    for name in rebuilt:
+        committed = checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name)))
+        if committed:
+            rebuild.restart_at(lake, lake.spec.hop(name), committed[-1])
     return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress)
 
 

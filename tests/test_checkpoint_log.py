@@ -93,3 +93,40 @@ def test_offset_log_v2_lines_parse(tmp_path):
     path = tmp_path / "0"
     path.write_text('v2\n{"batchWatermarkMs":0}\n0:{"logOffset":4}\n1:-')
     assert cl.parse_log_file(cl.filesystem(str(path)), str(path)) == (2, [{"batchWatermarkMs": 0}, {"logOffset": 4}, "1:-"])
+
+
+def test_a_restart_keeps_one_batchs_offsets_as_batch_0_and_a_crash_in_the_swap_is_finished(tmp_path):
+    """``restart_at`` (a state rebuild, :mod:`spark_jobs.control.rebuild`): the new checkpoint
+    holds the new id and, as ``offsets/0``, the chosen batch's file line for line; a staged
+    restart that was whole when the process stopped is swapped in by the next start, a partial
+    one is dropped and the checkpoint kept."""
+    checkpoint = tmp_path / "ckpt"
+    for folder in ("offsets", "commits", "state/0/0"):
+        (checkpoint / folder).mkdir(parents=True)
+    header = {"batchWatermarkMs": 7000, "batchTimestampMs": 9, "conf": {"spark.sql.shuffle.partitions": "1"}}
+    source = {"sourceVersion": 1, "reservoirId": "r", "reservoirVersion": 4, "index": -1, "isStartingVersion": False}
+    for batch in range(3):
+        (checkpoint / f"offsets/{batch}").write_text(f"v1\n{json.dumps({**header, 'batch': batch})}\n{json.dumps(source)}")
+        (checkpoint / f"commits/{batch}").write_text("v1\n{}")
+    (checkpoint / "metadata").write_text('{"id":"old"}\n')
+    (checkpoint / "state/0/0/1.delta").write_bytes(b"state")
+    chosen = (checkpoint / "offsets/1").read_text()
+
+    cl.restart_at(str(checkpoint), 1, "new")
+    assert sorted(str(path.relative_to(checkpoint)) for path in checkpoint.rglob("*") if not path.name.startswith(".")) \
+        == ["metadata", "offsets", "offsets/0"]
+    assert (checkpoint / "offsets/0").read_text() == chosen and cl.query_id(str(checkpoint)) == "new"
+    assert cl.read_offsets(str(checkpoint), 0).watermark_ms == 7000 and cl.planned_batch(str(checkpoint)) == 0
+    assert not (tmp_path / "ckpt.restarted").exists()
+
+    staged = tmp_path / "ckpt.restarted"
+    (staged / "offsets").mkdir(parents=True)
+    (staged / "offsets/0").write_text(chosen.replace('"reservoirVersion": 4', '"reservoirVersion": 5'))
+    cl.finish_restart(str(checkpoint))  # no metadata yet: the stop came while staging
+    assert not staged.exists() and (checkpoint / "offsets/0").read_text() == chosen
+    (staged / "offsets").mkdir(parents=True)
+    (staged / "offsets/0").write_text(chosen.replace('"reservoirVersion": 4', '"reservoirVersion": 5'))
+    (staged / "metadata").write_text('{"id":"newer"}\n')
+    cl.finish_restart(str(checkpoint))  # whole: swapped in
+    assert not staged.exists() and cl.query_id(str(checkpoint)) == "newer"
+    assert cl.read_offsets(str(checkpoint), 0).sources[0]["reservoirVersion"] == 5

@@ -11,7 +11,9 @@ the code's rules applied to the landing files, here in plain Python.
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -111,9 +113,9 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     assert f"`lakehouse refresh {NAME} --hop gold`" in error
     assert {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()} == versions
     assert sorted((home / "_ops/runs" / NAME).glob("*")) == runs
-    # --from would keep the state the old code built: refused, nothing changed.
-    assert main(["refresh", NAME, "--hop", "gold", "--from", "2026-03-01T00:00:00"]) == 2
-    assert "leave out --from to recompute from the start" in capsys.readouterr().err
+    # From a point: gold's state would be rebuilt there with the new code (the plan says so).
+    assert main(["refresh", NAME, "--hop", "gold", "--from", "2100-01-01T00:00:00", "--dry-run"]) == 0
+    assert re.search(r"gold: its state is rebuilt at batch \d+ with the new code", capsys.readouterr().out)
     assert main(["refresh", NAME, "--hop", "silver", "--dry-run", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert [step["hop"] for step in plan["hops"]] == ["silver", "gold"]
@@ -126,5 +128,34 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
 
     _run_id, state, tasks = dag_test(f"{NAME}__refresh", conf={"hop": "silver", "from_time": None, "dry_run": False})
     assert state == "success" and tasks == {"plan": "success", "refresh": "success", "verify": "success"}, tasks
-    assert tables(spark, home) == expected([e for e in first + second if e["amount"] > 50], 120_000)
+    silver = [e for e in first + second if e["amount"] > 50]
+    assert tables(spark, home) == expected(silver, 120_000)
+
+    # Producers start resending events, so silver de-duplicates now: a stateful operator where
+    # there was none, which its checkpoint cannot follow. Refreshed from a point between two runs:
+    # silver's state is rebuilt there from bronze with the new code (the events read before the
+    # point are in it), the run after the point is replayed with it.
+    third = _land(home, 20, seed=3)
     assert main(["run", NAME]) == 0
+    time.sleep(1.1)  # commit times have the filesystem's resolution
+    point = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    time.sleep(1.1)
+    fourth = _land(home, 21, seed=4)
+    assert main(["run", NAME]) == 0
+    silver += [e for e in events_of(third + fourth) if e["amount"] > 50]
+    _edit(specs / f"{NAME}_transforms.py", 'return events.where(F.col("amount") > 50)',
+          'return events.withWatermark("event_ts", "10 minutes").dropDuplicates(["id", "event_time"])'
+          '.where(F.col("amount") > 50)')
+    capsys.readouterr()
+    assert main(["run", NAME]) == 2
+    assert "its stateful operators changed (none -> Deduplicate)" in capsys.readouterr().err
+    assert main(["refresh", NAME, "--hop", "silver", "--from", point, "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert [step["hop"] for step in done["plan"]["hops"]] == ["silver", "gold"] and done["plan"]["hops"][0]["undone"] == [2]
+    assert "silver: its state is rebuilt at batch 1 with the new code" in " ".join(done["plan"]["notes"])
+    assert tables(spark, home) == expected(silver, 120_000)
+    # Resent lines of the runs before and after the point (within the watermark): silver keeps one of each.
+    resent = [line for path in (third[0], fourth[0]) for line in path.read_text().splitlines()[:40]]
+    (home / "landing" / NAME / "resent.json").write_text("\n".join(resent) + "\n")
+    assert main(["run", NAME]) == 0
+    assert tables(spark, home) == expected(silver, 120_000)

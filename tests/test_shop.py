@@ -7,8 +7,9 @@ below it. Its quality gates run on every run (the shipped suites).
 Every table is compared with what the landing files say, computed here in plain Python: after
 runs where payments land with their orders and runs where they land a run later (the join's
 state holds the orders meanwhile), resends of an order in the same file and in the next run's
-(silver keeps one), after a rollback of each source (the hops below follow, the other source
-does not), and a backfill into an empty lake equals the stream.
+(silver keeps one), after a run SIGKILLed at a random moment and run again, after a rollback of
+each source (the hops below follow, the other source does not), and a backfill into an empty
+lake equals the stream.
 The stream equals the backfill when no row arrives later than the watermark allows: each
 file's payments are never older than the newest orders of earlier runs minus the allowed
 lateness, and an order's resend lands before the watermark passes the order's time plus the

@@ -428,3 +428,14 @@ def test_a_query_fingerprint_tells_changes_its_state_can_follow(edit, kind):
     assert old.stateful == ("Aggregate",)
     assert fingerprint.change(old, new) == kind
     assert fingerprint.change(None, new) == "unchanged"  # no committed batch: any code may start
+
+
+def test_a_state_rebuild_is_refused_for_a_hop_that_reads_landing_files(tmp_path):
+    from spark_jobs.control import rebuild
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    lake = Lake(str(tmp_path), get_spec("ad_events"))
+    said = rebuild.refusal(lake, lake.spec.hop("bronze"), "2026-03-01T00:00:00")
+    assert said.startswith("--from 2026-03-01T00:00:00: hop bronze reads landing files") and "leave out --from" in said
+    assert rebuild.refusal(lake, lake.spec.hop("gold"), "2026-03-01T00:00:00") is None

@@ -227,10 +227,11 @@ REFRESH_DOC = """\
 After a change of a hop's code or spec that its checkpoint's state cannot follow (`{name}__stream`
 then fails naming this fix), or to recompute results an earlier version of the code got wrong:
 `plan` rolls the hop and every hop below it back (to the start, or to the batches committed by
-`from_time` when the change is one their state can follow) and shows the plan (XCom `plan`);
-with `dry_run` off, `refresh` restores the tables, rewinds the checkpoints and runs those hops
-with the current code (a Spark application), and `verify` checks the rollback's journal. The same
-as `lakehouse refresh {name} --hop HOP [--from TIME]`.
+`from_time`) and shows the plan (XCom `plan`); with `dry_run` off, `refresh` restores the tables,
+rewinds the checkpoints (from `from_time`, a hop whose state the change cannot follow has its
+state rebuilt there with the current code) and runs those hops with the current code (a Spark
+application), and `verify` checks the rollback's journal. The same as
+`lakehouse refresh {name} --hop HOP [--from TIME]`.
 """
 
 

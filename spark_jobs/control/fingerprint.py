@@ -15,10 +15,10 @@ of it, read by the engine before the query starts) and the spec's parameters of 
 When the query changed and the state did not (a stateless hop, or a change above the stateful
 operators), the stream goes on with the new code, as Spark allows. When the state's part
 changed (another window, key, join condition or filter before the state), the checkpoint's
-state was built by other code: ``run`` refuses, naming ``lakehouse refresh`` (recompute from
-the start with the new code). The fingerprint the checkpoint was last run with
-is kept in ``_ops/fingerprints/<pipeline>/<hop>.json`` (and each run record has its own).
-Plain Python: no JVM here.
+state was built by other code: ``run`` refuses, naming ``lakehouse refresh`` (recompute with the
+new code from the start, or from a point with the state rebuilt there: :mod:`.rebuild`). The
+fingerprint the checkpoint was last run with is kept in ``_ops/fingerprints/<pipeline>/<hop>.json``
+(and each run record has its own). Plain Python: no JVM here.
 """
 
 from __future__ import annotations
@@ -168,8 +168,9 @@ def refusal(lake: Lake, hop: HopSpec, old: Fingerprint, new: Fingerprint) -> str
             f"what its state ({', '.join(new.stateful)}) was built by changed: a key, a window, a condition or a "
             "filter before it")
     return (f"hop {hop.name}'s query changed since its checkpoint was written and {what}, so the checkpoint cannot "
-            f"go on with the new code: recompute with it from the start with `lakehouse refresh {lake.spec.name} "
-            f"--hop {hop.name}` (the hops below follow), or put the old code back")
+            f"go on with the new code: recompute with it with `lakehouse refresh {lake.spec.name} --hop {hop.name}` "
+            "(from the start, or --from TIME to keep what was written before then; the hops below follow), "
+            "or put the old code back")
 
 
 def note(hop: HopSpec) -> str:

@@ -170,7 +170,7 @@ class IngestSink:
             finally:
                 batch.unpersist()
 
-        return parsed.writeStream.foreachBatch(write_batch)
+        return parsed.writeStream.foreachBatch(run.each_batch(write_batch))
 
     def _not_backfilled(self, batch, valid, invalid):
         """Leave out the lines a backfill already wrote from this batch's files.
@@ -258,7 +258,7 @@ class AppendSink:
             finally:
                 batch.unpersist()
 
-        return frame.writeStream.foreachBatch(write_batch)
+        return frame.writeStream.foreachBatch(run.each_batch(write_batch))
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
         return start_ms, end_ms
@@ -327,7 +327,7 @@ class MergeSink:
                 session.conf.unset("spark.databricks.delta.write.txnVersion")
                 batch.unpersist()
 
-        return frame.writeStream.outputMode("update").foreachBatch(merge_batch)
+        return frame.writeStream.outputMode("update").foreachBatch(run.each_batch(merge_batch))
 
     def recomputed(self, batch, batch_id: int):
         """The keys the stream's batch changed, each aggregated again from the upstream table.

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from spark_jobs.control import fingerprint as fingerprints
-from spark_jobs.control import suites
+from spark_jobs.control import rebuild, suites
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import HOP_KINDS
 from spark_jobs.logs import checkpoint_log, delta_log
@@ -62,6 +62,7 @@ class HopRun:
         }
         self._seen_batches: set[int] = set()
         self._fingerprint: fingerprints.Fingerprint | None = None
+        self.state_only_batch: int | None = None
         source, sink = HOP_KINDS[hop.kind]
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
@@ -141,9 +142,23 @@ class HopRun:
         self.spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", str(self.spec.source_log_compact_interval))
         frame = self.streaming_frame(max_files_per_trigger)
         self.check_code(frame)
+        self.state_only_batch = rebuild.state_only_batch(self.lake, self.hop, query_id)
         writer = self.sink.stream_writer(frame, query_id)
         name = f"{self.spec.name}.{self.hop.name}"
         return writer.queryName(name).option("checkpointLocation", self.checkpoint).trigger(**trigger).start()
+
+    def each_batch(self, write: Callable) -> Callable:
+        """The sink's ``write(batch, batch_id)`` for ``foreachBatch``; for the batch a state
+        rebuild planned (:mod:`spark_jobs.control.rebuild`), the query runs to fill its state
+        stores and the sink writes an empty batch (its commits keep the batch's transaction)."""
+        def write_batch(batch, batch_id: int) -> None:
+            if batch_id != self.state_only_batch:
+                return write(batch, batch_id)
+            batch.write.format("noop").mode("overwrite").save()
+            self.progress(f"[{self.hop.name}] batch {batch_id}: state rebuilt with the new code, no row written")
+            return write(batch.sparkSession.createDataFrame([], batch.schema), batch_id)
+
+        return write_batch
 
     def streaming_frame(self, max_files_per_trigger: int | None = None):
         """The hop's transform over its streaming source (no query started)."""
@@ -197,9 +212,11 @@ class HopRun:
         return self.close("skipped")
 
     def refuse_damaged_checkpoint(self) -> None:
-        """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis."""
+        """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis.
+        A checkpoint that a state rebuild was swapping in when it stopped is swapped in first."""
         from spark_jobs.control.validate import validate_hop
 
+        checkpoint_log.finish_restart(self.checkpoint)
         findings = validate_hop(self.lake, self.hop)
         if findings:
             first = findings[0]
@@ -270,18 +287,32 @@ def code_change(lake: Lake, hop: HopSpec, frame, code_hash: str) -> tuple[str, f
     return change, new
 
 
-def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = _stderr) -> None:
+def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
+                         progress: Progress = _stderr) -> list[CodeChanged]:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
-    recorded code hash differs) has its new query compared with the recorded one (:func:`code_change`).
-    Hops with the same code hash, or no committed batch, cost nothing here."""
+    recorded code hash differs) has its new query compared with the recorded one
+    (:func:`code_change`); the refusals of the hops whose state cannot follow. Hops with the same
+    code hash, or no committed batch, cost nothing here."""
     current = pipeline_code(lake.spec).code_hash(lake.spec)
+    refused = []
     for hop in hops:
         old = fingerprints.recorded(lake, hop)
         if old is None or old.code == current:
             continue
         run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
         if not run.upstream_missing():
-            code_change(lake, hop, run.streaming_frame(), current)
+            try:
+                code_change(lake, hop, run.streaming_frame(), current)
+            except CodeChanged as error:
+                refused.append(error)
+    return refused
+
+
+def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = _stderr) -> None:
+    """:class:`CodeChanged` for the first hop whose state cannot follow its new code."""
+    refused = incompatible_changes(spark, lake, hops, progress)
+    if refused:
+        raise refused[0]
 
 
 def _drop_rules(lake: Lake, hop: HopSpec, quarantine: str | None) -> list[dict]:

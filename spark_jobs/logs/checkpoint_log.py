@@ -149,6 +149,44 @@ def set_query_id(checkpoint: str, new_id: str) -> None:
     _write_atomically(filesystem(checkpoint), f"{checkpoint}/metadata", json.dumps({"id": new_id}) + "\n")
 
 
+def restart_at(checkpoint: str, batch_id: int, new_id: str) -> None:
+    """Replace the checkpoint by a new query's (id ``new_id``) whose only entry is ``offsets/0``
+    = ``offsets/<batch_id>`` (its header: watermark, timestamp, confs such as the state's
+    partitions; its source offsets), not committed. Its first start runs batch 0 over everything
+    its Delta sources hold up to those offsets (with no start offset, Delta's source reads the
+    table's snapshot as of the end offset, then nothing more), under that batch's watermark: the
+    state the query would hold there.
+
+    Staged beside the checkpoint first (its ``metadata`` written last marks it whole), then
+    swapped in by :func:`finish_restart`, which the next start of the hop calls again after a crash.
+    """
+    fs = filesystem(checkpoint)
+    version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
+    staged = f"{checkpoint}.restarted"
+    remove_tree(fs, staged)
+    fs.makedirs(f"{staged}/offsets", exist_ok=True)
+    write_log_file(fs, f"{staged}/offsets/0", version, lines)
+    set_query_id(staged, new_id)
+    finish_restart(checkpoint)
+
+
+def finish_restart(checkpoint: str) -> None:
+    """Swap in a whole staged restart of :func:`restart_at` (a partial one is removed)."""
+    fs = filesystem(checkpoint)
+    staged = f"{checkpoint}.restarted"
+    if not fs.exists(staged):
+        return
+    if not fs.exists(f"{staged}/metadata"):
+        remove_tree(fs, staged)
+        return
+    version, lines = _read_log_file(fs, f"{staged}/offsets/0")
+    remove_tree(fs, checkpoint)
+    fs.makedirs(f"{checkpoint}/offsets", exist_ok=True)
+    write_log_file(fs, f"{checkpoint}/offsets/0", version, lines)
+    set_query_id(checkpoint, query_id(staged))
+    remove_tree(fs, staged)
+
+
 def log_files(checkpoint: str, log: str) -> dict[int, str]:
     """``{batch id: path}`` of ``offsets/`` or ``commits/``."""
     return _numbered(filesystem(checkpoint), f"{checkpoint}/{log}")

@@ -1,0 +1,55 @@
+"""A stateful hop's state rebuilt at a batch, for code its old state cannot follow
+(``lakehouse refresh P --hop X --from T``, issue 16).
+
+After the rollback to the batch ``N`` committed by ``T``, the hop's checkpoint is replaced by a new
+query's whose batch 0 is planned with batch ``N``'s offsets, watermark and confs
+(:func:`spark_jobs.logs.checkpoint_log.restart_at`). Its next run runs batch 0 with the new code
+over everything the hop's upstream tables held up to there, which fills the state stores as the
+new code would have; that batch writes no row (:func:`state_only_batch`: the tables already hold
+what batches up to ``N`` wrote, by the old code). The batches after it are the replay, written by
+the new code. Hops that read landing files have no table snapshot to read from: refused.
+
+The record of which batch fills state only is ``_ops/rebuilds/<pipeline>/<hop>.json``, tied to
+the new query's id (a later rollback to the start gives the hop another id, which ends it).
+Plain Python: no JVM here.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs.fs import filesystem, read_json, write_json
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
+
+
+def _folder(lake: Lake) -> str:
+    return lake.path(f"_ops/rebuilds/{lake.spec.name}")
+
+
+def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
+    """Why ``hop``'s state cannot be rebuilt at a point, or None."""
+    if hop.kind == "ingest":
+        return (f"--from {from_text}: hop {hop.name} reads landing files, whose stream keeps no snapshot to rebuild "
+                f"its state from: leave out --from to recompute it from the start")
+    return None
+
+
+def restart_at(lake: Lake, hop: HopSpec, batch_id: int) -> str:
+    """Replace ``hop``'s checkpoint by a new query's whose batch 0 rebuilds the state batch
+    ``batch_id`` ended with, and record that batch 0 writes no row; the new query id."""
+    new_id = str(uuid.uuid4())
+    folder = _folder(lake)
+    filesystem(folder).makedirs(folder, exist_ok=True)
+    write_json(folder, f"{hop.name}.json", {"query_id": new_id, "batch_id": 0, "rebuilt_from_batch": batch_id,
+                                            "at": time.time()})
+    checkpoint_log.restart_at(lake.checkpoint(hop), batch_id, new_id)
+    return new_id
+
+
+def state_only_batch(lake: Lake, hop: HopSpec, query_id: str) -> int | None:
+    """The batch of the query ``query_id`` that fills state only, if a rebuild planned one."""
+    document = read_json(f"{_folder(lake)}/{hop.name}.json")
+    return document["batch_id"] if document and document.get("query_id") == query_id else None
