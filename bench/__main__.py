@@ -1,6 +1,7 @@
 """The benchmark suite: ``python -m bench`` (``make bench``; ``make bench-smoke`` in CI).
 
-Runs, in order: throughput (run vs plain PySpark vs backfill), one file of half a million
+Runs, in order: throughput (run vs plain PySpark vs backfill), the shop pipeline's run against
+its backfill, one file of half a million
 lines, the quality gates' share, rollback at two table sizes, gold's recount, the S3 lake against the
 local lake, the soak (in this process, one warm JVM), then a 2-worker standalone cluster against
 local[2], Airflow's parse time, task overhead and nothing-new task, and last the cost of always-on
@@ -19,14 +20,30 @@ import os
 import sys
 import time
 
-from bench import airflow_overhead, big_file, busy, charts, cluster, cost, gold_merge, quality, rollback, s3, soak, throughput
+from bench import (
+    airflow_overhead,
+    big_file,
+    busy,
+    charts,
+    cluster,
+    cost,
+    gold_merge,
+    quality,
+    rollback,
+    s3,
+    shop,
+    soak,
+    throughput,
+)
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost", "busy")
+PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost",
+         "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "gold_events": 2_000,
-         "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000}
+         "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
+         "shop_orders": 2_000}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gold-events", type=int, default=200_000, help="gold_merge: events in the lake")
     parser.add_argument("--s3-events", type=int, default=200_000, help="s3: events in each lake")
     parser.add_argument("--cluster-events", type=int, default=200_000, help="cluster: events in the lake")
+    parser.add_argument("--shop-orders", type=int, default=200_000, help="shop: orders in the landing files")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
     parser.add_argument("--soak-sequence", type=int, default=50, help="soak: steps per sequence (a fresh lake each)")
@@ -101,6 +119,9 @@ def run(args: argparse.Namespace) -> dict:
     if "throughput" in args.only:
         _step(f"throughput: {args.events:,} events x 3 ways x {args.repeats}")
         result["throughput"] = throughput.run(args.events, args.repeats)
+    if "shop" in args.only:
+        _step(f"shop: {args.shop_orders:,} orders, run and backfill x {args.repeats}")
+        result["shop"] = shop.run(args.shop_orders, args.repeats)
     if "big_file" in args.only:
         _step(f"big file: {args.big_file_lines:,} lines in one file")
         result["big_file"] = big_file.run(args.big_file_lines)
@@ -139,6 +160,7 @@ def markdown(result: dict) -> str:
              f"{result['started']}, {m['cpus']} cores ({m['cpu']}), Spark master {m['spark_master']}, "
              f"Python {m['python']}; the suite took {result['duration_s'] / 60:.1f} min."]
     sections = (("throughput", "Throughput: the same work three ways", throughput.markdown),
+                ("shop", "The shop pipeline (a join and de-duplication): run against backfill", shop.markdown),
                 ("cost", "Cost: always-on against run-once", cost.markdown),
                 ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),

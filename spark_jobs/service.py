@@ -230,7 +230,7 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     the start (or to the batches committed by ``from_ms``), then a run of those hops. From a
     point, a hop whose new code changed what its state was built by has its state rebuilt there
     with the new code first (:mod:`spark_jobs.control.rebuild`). ``dry_run``: the plan only."""
-    from spark_jobs.control import rebuild
+    from spark_jobs.control import batches, rebuild
     from spark_jobs.logs import checkpoint_log
 
     lake = open_lake(pipeline)
@@ -256,9 +256,10 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     if dry_run:
         return undone, None
     for name in rebuilt:
-        committed = checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name)))
+        each = lake.spec.hop(name)
+        committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
         if committed:
-            rebuild.restart_at(lake, lake.spec.hop(name), committed[-1])
+            rebuild.restart_at(lake, each, committed[-1], set(batches.query_ids(lake, each)))
     return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress)
 
 

@@ -159,3 +159,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     (home / "landing" / NAME / "resent.json").write_text("\n".join(resent) + "\n")
     assert main(["run", NAME]) == 0
     assert tables(spark, home) == expected(silver, 120_000)
+    # Back to the rebuilt batch 0 (the state-only one) and replayed: the same tables again.
+    assert main(["rollback", NAME, "--hop", "silver", "--to-batch", "0"]) == 0
+    assert main(["run", NAME]) == 0
+    assert tables(spark, home) == expected(silver, 120_000)

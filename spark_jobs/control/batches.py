@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
+from spark_jobs.control.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records, read_rollbacks
@@ -114,27 +115,51 @@ def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, i
     return "jump", restore
 
 
-def query_ids(lake: Lake, hop: HopSpec) -> set[str]:
-    """Ids the hop's checkpoint has had: the current one and those rollbacks replaced."""
+@dataclass(frozen=True)
+class Lineage:
+    """The query ids a hop's checkpoint has had: the current one and those rollbacks replaced
+    (``ids``), and those a state rebuild replaced (``folded``, :mod:`spark_jobs.control.rebuild`):
+    the rebuilt query's batch 0 stands for all of their batches, so theirs count as batch 0."""
+
+    ids: frozenset[str]
+    folded: frozenset[str] = frozenset()
+
+    def __contains__(self, query_id: object) -> bool:
+        return query_id in self.ids or query_id in self.folded
+
+    def __iter__(self):
+        return iter(self.ids | self.folded)
+
+    def batch_of(self, commit: TableCommit) -> int | None:
+        """The batch of this checkpoint that made ``commit`` (None: another writer's, or none)."""
+        if commit.app_id not in self or commit.batch_id is None:
+            return None
+        return 0 if commit.app_id in self.folded else commit.batch_id
+
+
+def query_ids(lake: Lake, hop: HopSpec) -> Lineage:
+    """Ids the hop's checkpoint has had: the current one, those rollbacks replaced, and those
+    a state rebuild folded into its batch 0."""
     ids = {checkpoint_log.query_id(lake.checkpoint(hop))}
     for journal in read_rollbacks(lake):
         for step in journal.get("plan", {}).get("hops", []):
             if step.get("hop") == hop.name:
                 ids.add(step.get("old_query_id"))
-    return {query for query in ids if query}
+    folded = folded_ids(lake, hop)
+    return Lineage(frozenset(query for query in ids if query and query not in folded), folded)
 
 
-def batch_versions(table: str, ids: set[str]) -> dict[int, int]:
+def batch_versions(table: str, ids: Lineage) -> dict[int, int]:
     """``{batch id: table version}`` of the batches of this checkpoint still in the table."""
-    return {c.batch_id: c.version for c in effective_commits(table) if c.app_id in ids and c.batch_id is not None}
+    return {batch: c.version for c in effective_commits(table) if (batch := ids.batch_of(c)) is not None}
 
 
-def cut_version(table: str, ids: set[str], after_batch: int) -> int | None:
+def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     """The version the table returns to when batches after ``after_batch`` are undone: the one
     before their first commit (None: they wrote nothing there). Later commits by other
     writers (a backfill) are undone with them; the plan says so."""
     undone = [c.version for c in effective_commits(table)
-              if c.app_id in ids and c.batch_id is not None and c.batch_id > after_batch]
+              if (batch := ids.batch_of(c)) is not None and batch > after_batch]
     return min(undone) - 1 if undone else None
 
 

@@ -10,7 +10,10 @@ what batches up to ``N`` wrote, by the old code). The batches after it are the r
 the new code. Hops that read landing files have no table snapshot to read from: refused.
 
 The record of which batch fills state only is ``_ops/rebuilds/<pipeline>/<hop>.json``, tied to
-the new query's id (a later rollback to the start gives the hop another id, which ends it).
+the new query's id (a later rollback gives the hop another id, which ends it). It also names the
+query ids the checkpoint had before: their batches come before the new batch 0, which stands for
+them when a rollback plans (:class:`spark_jobs.control.batches.Lineage`): a rollback to batch 0 or
+later keeps them, one to the start undoes them too.
 Plain Python: no JVM here.
 """
 
@@ -37,14 +40,15 @@ def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
     return None
 
 
-def restart_at(lake: Lake, hop: HopSpec, batch_id: int) -> str:
+def restart_at(lake: Lake, hop: HopSpec, batch_id: int, replaced: set[str]) -> str:
     """Replace ``hop``'s checkpoint by a new query's whose batch 0 rebuilds the state batch
-    ``batch_id`` ended with, and record that batch 0 writes no row; the new query id."""
+    ``batch_id`` ended with, and record that batch 0 writes no row and stands for the batches
+    of the query ids ``replaced`` (every id the checkpoint had); the new query id."""
     new_id = str(uuid.uuid4())
     folder = _folder(lake)
     filesystem(folder).makedirs(folder, exist_ok=True)
     write_json(folder, f"{hop.name}.json", {"query_id": new_id, "batch_id": 0, "rebuilt_from_batch": batch_id,
-                                            "at": time.time()})
+                                            "replaced_query_ids": sorted(replaced), "at": time.time()})
     checkpoint_log.restart_at(lake.checkpoint(hop), batch_id, new_id)
     return new_id
 
@@ -53,3 +57,9 @@ def state_only_batch(lake: Lake, hop: HopSpec, query_id: str) -> int | None:
     """The batch of the query ``query_id`` that fills state only, if a rebuild planned one."""
     document = read_json(f"{_folder(lake)}/{hop.name}.json")
     return document["batch_id"] if document and document.get("query_id") == query_id else None
+
+
+def folded_ids(lake: Lake, hop: HopSpec) -> frozenset[str]:
+    """The query ids whose batches a rebuild folded into its query's batch 0 (none without one)."""
+    document = read_json(f"{_folder(lake)}/{hop.name}.json")
+    return frozenset(document.get("replaced_query_ids", ())) if document else frozenset()
