@@ -51,6 +51,21 @@ def link_landing(source_home: Path, home: Path) -> None:
             os.link(path, target)
 
 
+def timed_lakehouse(source_home: Path, home: Path, argv: list[str]) -> float:
+    """``lakehouse ARGV`` in this process on the fresh lake ``home`` given ``source_home``'s
+    landing files: its seconds."""
+    from spark_jobs.cli import main
+
+    link_landing(source_home, home)
+    os.environ["LAKEHOUSE_HOME"] = str(home)
+    began = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - began
+    if code != 0:
+        raise RuntimeError(f"lakehouse {' '.join(argv)} exited {code}")
+    return elapsed
+
+
 def lakehouse_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "spark_jobs.cli", *args]
 

@@ -16,10 +16,9 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
-from bench.common import CORES, link_landing, spread, stats
+from bench.common import CORES, spread, stats, timed_lakehouse
 
 WAYS = ("run", "backfill")
 RANGE = ("2026-03-01T00:00:00", "2026-03-03T00:00:00")  # holds every generated order and payment
@@ -39,19 +38,8 @@ def _rows(spark, home: Path) -> dict[str, object]:
 
 
 def _one(way: str, spark, source: Path, home: Path) -> tuple[float, dict]:
-    from spark_jobs.cli import main
-
-    link_landing(source, home)
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    began = time.perf_counter()
-    if way == "run":
-        code = main(["run", "shop", "--quality=off", "--run-id", "bench"])
-    else:
-        code = main(["backfill", "shop", "--start", RANGE[0], "--end", RANGE[1], "--quality=off", "--run-id", "bench"])
-    elapsed = time.perf_counter() - began
-    if code != 0:
-        raise RuntimeError(f"lakehouse {way} shop exited {code}")
-    return elapsed, _rows(spark, home)
+    argv = ["run", "shop"] if way == "run" else ["backfill", "shop", "--start", RANGE[0], "--end", RANGE[1]]
+    return timed_lakehouse(source, home, [*argv, "--quality=off", "--run-id", "bench"]), _rows(spark, home)
 
 
 def _hop_times(home: Path) -> dict[str, float]:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import CORES, link_landing, spread, stats
+from bench.common import CORES, link_landing, spread, stats, timed_lakehouse
 
 WAYS = ("run", "plain", "backfill", "plain_minimal")
 SAME_WORK = ("run", "plain", "backfill")  # plain_minimal skips rules, so it keeps lines the others quarantine
@@ -117,22 +117,13 @@ def _lakehouse_counts(spark, home: Path) -> dict[str, int]:
 
 
 def _one(way: str, spark, source: Path, home: Path) -> tuple[float, dict[str, int]]:
-    from spark_jobs.cli import main
-
-    link_landing(source, home)
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    began = time.perf_counter()
     if way.startswith("plain"):
+        link_landing(source, home)
+        began = time.perf_counter()
         tables = plain_batch(spark, home, "minimal" if way == "plain_minimal" else "same")
         return time.perf_counter() - began, _counts(spark, tables)
-    if way == "run":
-        code = main(["run", "ad_events", "--quality=off", "--run-id", "bench"])
-    else:
-        code = main(["backfill", "ad_events", "--start", RANGE[0], "--end", RANGE[1], "--quality=off", "--run-id", "bench"])
-    elapsed = time.perf_counter() - began
-    if code != 0:
-        raise RuntimeError(f"lakehouse {way} exited {code}")
-    return elapsed, _lakehouse_counts(spark, home)
+    argv = (["run", "ad_events"] if way == "run" else ["backfill", "ad_events", "--start", RANGE[0], "--end", RANGE[1]])
+    return timed_lakehouse(source, home, [*argv, "--quality=off", "--run-id", "bench"]), _lakehouse_counts(spark, home)
 
 
 def hop_times(home: Path) -> dict[str, float]:
