@@ -132,21 +132,21 @@ def hop_times(home: Path) -> dict[str, float]:
             for hop in ("bronze", "silver", "gold")}
 
 
-def run(events: int, repeats: int, files: int = 20) -> dict:
+def run(events: int, repeats: int, files: int = 20, warm_up: bool = True) -> dict:
     from spark_jobs.cli import main
     from spark_jobs.engine.session import build_session
 
     spark = build_session("lakehouse-bench")
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-throughput-"))
     try:
-        source, warm_up = root / "source", root / "warm-up-source"
-        for home, count in ((source, events), (warm_up, min(events, WARM_UP_EVENTS))):
+        source, warm_source = root / "source", root / "warm-up-source"
+        for home, count in ((source, events), (warm_source, min(events, WARM_UP_EVENTS)))[:2 if warm_up else 1]:
             os.environ["LAKEHOUSE_HOME"] = str(home)
             main(["generate", "ad_events", "--events", str(count), "--files", str(files), "--seed", "5",
                   "--start", f"{RANGE[0]}", "--bad-fraction", "0.01"])
             add_hostile_lines(home, max(count // 1000, len(HOSTILE_LINES)))
-        for way in WAYS:  # JVM, code paths, Delta: warm (on a smaller set) before measuring
-            _one(way, spark, warm_up, root / f"warm-up-{way}")
+        for way in WAYS if warm_up else ():  # JVM, code paths, Delta: warm (on a smaller set) before measuring
+            _one(way, spark, warm_source, root / f"warm-up-{way}")
         seconds: dict[str, list[float]] = {way: [] for way in WAYS}
         hops: dict[str, list[dict]] = {"run": [], "backfill": []}
         for attempt in range(repeats):
