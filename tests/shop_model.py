@@ -8,8 +8,11 @@ conditions under which Spark's join and de-duplication drop nothing (README, "Th
 pipeline"): each increment is the next hour's orders, with the previous increment's late
 payments landed first, and resends within the watermark. A rollback the platform refuses must
 change no table and no checkpoint. A run or a rollback may be SIGKILLed at a random moment and
-then run again to completion. Backfills are ``tests/model.py``'s (on ad_events); here the rollback
-through a join and a fan-in of two sources, and crashes in them, are what is explored.
+then run again to completion. A backfill of every hop over a range of whole landed hours may run
+at any point (refused, changing nothing, while a stream has not read the range's files); when a
+later rollback's plan says to backfill a range again (``rebackfill``), the model does so after
+the next run, at that hop and every hop that reads it, as a user would, before the tables are
+checked.
 
 ``python -m tests.shop_model --seed S --steps N`` runs one sequence (LAKEHOUSE_HOME is a new
 folder each time); ``tests/test_shop.py`` and the benchmark suite's soak call :func:`run_sequence`.
@@ -146,6 +149,9 @@ def assert_tables(spark, home: Path, expected: dict, context: str = "") -> None:
 
 
 HOPS = ("bronze_orders", "bronze_payments", "silver_orders", "silver_paid", "gold_merchant_revenue")
+# Each hop and the hops that read it, directly or not (the spec's graph, in HOPS' order).
+BELOW = {"bronze_orders": HOPS[2:], "bronze_payments": HOPS[3:], "silver_orders": HOPS[3:],
+         "silver_paid": HOPS[4:], "gold_merchant_revenue": ()}
 
 
 def _tree(home: Path) -> dict[str, tuple]:
@@ -174,6 +180,7 @@ class _Sequence:
         self.landing = Landing(home, seed)
         self.transcript: list[str] = []
         self.hour, self.later = 0, []
+        self.owed: set[tuple[str, str, str]] = set()  # (hop, start, end) to backfill again after the next run
 
     def note(self, text: str) -> None:
         self.transcript.append(text)
@@ -194,18 +201,51 @@ class _Sequence:
     def run(self) -> None:
         code, _out, err = _cli(["run", NAME])
         assert code == 0, err[-2000:]
+        self.pay_debts()
         self.check()
+
+    def pay_debts(self) -> None:
+        """The backfills the rollbacks' plans asked for, each hop's before those of the hops below."""
+        for hop, start, end in sorted(self.owed, key=lambda debt: (HOPS.index(debt[0]), debt[1:])):
+            code, _out, err = _cli(["backfill", NAME, "--hop", hop, "--start", start, "--end", end])
+            assert code == 0, f"the backfill a rollback's plan asked for was refused: {err[-1000:]}"
+            self.note(f"backfill again {hop} {start} .. {end}")
+        self.owed.clear()
+
+    def note_plan(self, out: str) -> None:
+        """What a rollback's plan (its --json output) says to backfill again, at each hop and below."""
+        for step in json.loads(out)["plan"]["hops"]:
+            for start, end in step.get("rebackfill", []):
+                self.owed.update((hop, start, end) for hop in (step["hop"], *BELOW[step["hop"]]))
+
+    def backfill(self) -> None:
+        """Every hop over whole landed hours, often with the hour after (where their late payments
+        fall; without it the join's backfill needs payments beyond the range's end); a refusal (a
+        stream has not read those files yet) changes nothing."""
+        first = self.rng.randrange(self.hour)
+        last = self.rng.randrange(first, self.hour) + self.rng.choice((1, 2))  # the end, exclusive
+        start, end = (iso(START_MS + hour * HOUR_MS)[:-1] for hour in (first, last))
+        before = _tree(self.home)
+        code, _out, err = _cli(["backfill", NAME, "--start", start, "--end", end])
+        self.note(f"backfill {start} .. {end}" + (" (refused)" if code else ""))
+        if code:
+            assert _tree(self.home) == before, f"a refused backfill changed files: {err[-500:]}"
 
     def kill(self, argv: list[str]) -> None:
         """``argv`` SIGKILLed at a random moment (its process group: the CLI and its JVM), then
         the same command again to completion (a crashed rollback finishes, a run replays)."""
         delay = self.rng.uniform(2, 20)
-        killed, code, _out = killed_mid_run(argv, delay)
-        again, _out, err = _cli(argv)
+        killed, code, first_out = killed_mid_run(argv, delay)
+        again, out, err = _cli(argv)
         self.note(f"{' '.join(argv[:4])} {'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
                   f"again: exit {again}")
+        if argv[0] == "rollback":
+            for done, text in ((not killed and code == 0, first_out), (again == 0, out)):
+                if done:
+                    self.note_plan(text)
         if argv[0] == "run":
             assert again == 0, err[-2000:]
+            self.pay_debts()
             self.check()
 
     def rollback(self, hop: str, batches: list[int], killing: bool) -> None:
@@ -216,17 +256,21 @@ class _Sequence:
             self.kill(argv)
             return
         before = _tree(self.home)
-        code, _out, err = _cli(argv)
+        code, out, err = _cli(argv)
         self.note(f"rollback {hop} --to-batch {target}" + (" (refused)" if code else ""))
         if code:
             assert _tree(self.home) == before, f"a refused rollback changed files: {err[-500:]}"
+        else:
+            self.note_plan(out)
 
     def step(self) -> None:
         from spark_jobs.logs import checkpoint_log
 
-        operation = self.rng.choices(("land", "run", "rollback", "kill"), (0.4, 0.3, 0.2, 0.1))[0]
+        operation = self.rng.choices(("land", "run", "rollback", "kill", "backfill"), (0.35, 0.25, 0.2, 0.1, 0.1))[0]
         if operation == "land" or self.hour == 0:
             self.land()
+        elif operation == "backfill":
+            self.backfill()
         elif operation == "run":
             self.note("run")
             self.run()
