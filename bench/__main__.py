@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> dict:
         _step(f"throughput: {args.events:,} events x 3 ways x {args.repeats}")
         result["throughput"] = throughput.run(args.events, args.repeats, warm_up=not args.smoke)
     if "shop" in args.only:
-        _step(f"shop: {args.shop_orders:,} orders, run and backfill x {args.repeats}")
+        _step(f"shop: {args.shop_orders:,} orders, run, a plain PySpark script and backfill x {args.repeats}")
         result["shop"] = shop.run(args.shop_orders, args.repeats, warm_up=not args.smoke)
     if "big_file" in args.only:
         _step(f"big file: {args.big_file_lines:,} lines in one file")

@@ -36,3 +36,31 @@ def test_a_driver_started_like_every_job_loads_spark_from_the_archive(tmp_path):
                      if " org.apache.spark." in line and "$$Lambda" not in line and "delta-spark" not in line]
     from_archive = [line for line in spark_classes if "source: shared objects file (top)" in line]
     assert len(spark_classes) > 3000 and len(from_archive) > 0.95 * len(spark_classes), (len(from_archive), len(spark_classes))
+
+
+def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readlink(spark, lake_home, tmp_path):
+    """Without Hadoop's native library, a FileContext rename on a local disk starts `readlink`
+    processes (spark_jobs/engine/session.py, ``NO_SHELL_CONFS``): a run's checkpoint and Delta
+    log files go through the FileSystem API, whose rename starts none. Java Flight Recorder's
+    ProcessStart events of this process's JVM over two increments of all hops say which
+    processes it started. (Each file created still gets a `chmod` from Hadoop's local file
+    system, whatever the configuration.)"""
+    from tests.conftest import increment
+
+    jvm = spark._jvm
+    recording = jvm.jdk.jfr.Recording()
+    recording.enable("jdk.ProcessStart")
+    recording.start()
+    try:
+        increment(0)
+        increment(1)
+    finally:
+        recording.stop()
+    dump = jvm.java.io.File(str(tmp_path / "processes.jfr")).toPath()
+    recording.dump(dump)
+    recording.close()
+    commands = [event.getString("command") for event in jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)]
+    assert (lake_home / "tables/gold/campaign_views_10s/_delta_log/00000000000000000001.json").exists()
+    ours = [command for command in commands if str(lake_home) in command]
+    # 4 per rename (source, target, their checksum files) before; a `chmod` per created file stays.
+    assert ours and not [command for command in ours if command.startswith("readlink")], ours[:5]
