@@ -204,7 +204,8 @@ def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files
 
 def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: int | None = None,
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
-         progress: Progress = stderr) -> RunResult:
+         progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
+    """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
     from spark_jobs.engine.runner import HopRun, check_code_changes, run_continuous
 
     run_id = checked_run_id(run_id)
@@ -212,6 +213,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     if max_files_per_trigger is not None and max_files_per_trigger < 1:
         raise UsageError("--max-files-per-trigger must be >= 1")
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
+        if first is not None:
+            first()
         spark = _session(lake, "run")
         check_code_changes(spark, lake, hops, progress)  # before any query starts
         if continuous:
@@ -255,12 +258,16 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
                                         "is one the old state cannot follow), then the batches after it are replayed")
     if dry_run:
         return undone, None
-    for name in rebuilt:
-        each = lake.spec.hop(name)
-        committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
-        if committed:
-            rebuild.restart_at(lake, each, committed[-1], set(batches.query_ids(lake, each)))
-    return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress)
+
+    def rebuild_states() -> None:  # under the run's lock: no other writer between the swap and the run
+        for name in rebuilt:
+            each = lake.spec.hop(name)
+            committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
+            if committed:
+                rebuild.restart_at(lake, each, committed[-1], set(batches.query_ids(lake, each)))
+
+    return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress,
+                        first=rebuild_states)
 
 
 def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run_id: str | None = None,

@@ -149,7 +149,25 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     capsys.readouterr()
     assert main(["run", NAME]) == 2
     assert "its stateful operators changed (none -> Deduplicate)" in capsys.readouterr().err
+    # The state's checkpoint is swapped while the refresh holds the pipeline's lock (a run between
+    # the rollback and the swap would read the old checkpoint or have it replaced under it).
+    from spark_jobs.control import rebuild
+    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.model.errors import PipelineBusy
+    from spark_jobs.service import open_lake
+
+    swaps = []
+
+    def restart_under_the_lock(lake, hop, *args):
+        with pytest.raises(PipelineBusy), pipeline_lock(open_lake(NAME), "probe", wait_s=0):
+            pass
+        swaps.append(hop.name)
+        return real_restart(lake, hop, *args)
+
+    real_restart = rebuild.restart_at
+    monkeypatch.setattr(rebuild, "restart_at", restart_under_the_lock)
     assert main(["refresh", NAME, "--hop", "silver", "--from", point, "--json"]) == 0
+    assert swaps == ["silver"]
     done = json.loads(capsys.readouterr().out)
     assert [step["hop"] for step in done["plan"]["hops"]] == ["silver", "gold"] and done["plan"]["hops"][0]["undone"] == [2]
     assert "silver: its state is rebuilt at batch 1 with the new code" in " ".join(done["plan"]["notes"])
