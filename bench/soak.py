@@ -72,8 +72,14 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -
             "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed)}
 
 
+# Shop's sequences that ever failed, run first: seed 41 (20 steps) found silver_orders writing
+# a backfilled order's resend a second time (fixed by the hop's `unique`).
+SHOP_REGRESSIONS = (41,)
+
+
 def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
-    """The shop model's sequences (a fresh lake each, the shipped spec, code and suites)."""
+    """The shop model's sequences (a fresh lake each, the shipped spec, code and suites): the
+    :data:`SHOP_REGRESSIONS` first, then seeds from ``first_seed`` on."""
     from tests.shop_model import run_sequence
 
     began = time.time()
@@ -82,7 +88,9 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
         for key in ("LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY"):
             os.environ.pop(key, None)
         while done < steps:
-            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            fresh = [seed for seed in range(first_seed, first_seed + len(seeds) + 2) if seed not in SHOP_REGRESSIONS]
+            planned = [*SHOP_REGRESSIONS, *fresh]
+            seed, length = planned[len(seeds)], min(sequence_steps, steps - done)
             home = Path(tempfile.mkdtemp(prefix=f"soak-shop-{seed}-")) / "lake"
             os.environ["LAKEHOUSE_HOME"] = str(home)
             try:

@@ -101,8 +101,13 @@ HOP = "{name: %s, kind: %s, table: tables/%s, time_column: t%s}"
      "hop c has within 'soon', not a duration: use e.g. `1 hour`"),
     ([("a", "ingest", ""), ("c", "join", ", upstream: [a, d], within: 1 hour")],
      "hop c has upstream 'd', which is not a hop of this spec"),
+    ([("a", "ingest", ""), ("b", "aggregate", ", upstream: a, unique: [k]")],
+     "hop b has unique: ['k'], which only append and join hops take: remove it"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: a, unique: k")],
+     "hop b has unique: 'k': give a list of column names"),
 ], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream",
-        "two-upstreams-not-join", "join-one-upstream", "join-no-within", "join-bad-within", "join-unknown-upstream"])
+        "two-upstreams-not-join", "join-one-upstream", "join-no-within", "join-bad-within", "join-unknown-upstream",
+        "unique-on-aggregate", "unique-not-a-list"])
 def test_a_spec_graph_error_names_the_file_the_hop_and_the_fix(pipelines, hops, problem):
     folder = pipelines()
     lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)

@@ -49,6 +49,11 @@ class HopSpec:
     quarantine: str | None = None
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
+    # An append or join hop whose table holds each of these columns' values once (a transform
+    # that drops resends): a stream's batch leaves out the rows whose key the table already
+    # holds, which only a backfill can have written (the stream's own state drops the others).
+    # A key's rows share their time_column value. Not part of the query: no fingerprint change.
+    unique: tuple[str, ...] = ()
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
     # A join's bound: how far apart in event time two rows it joins can be (``1 hour``); a
@@ -202,8 +207,19 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
         keys=tuple(raw.get("keys") or ()),
+        unique=_unique(raw, source),
         landing=raw.get("landing"),
     )
+
+
+def _unique(raw: dict, source: Path) -> tuple[str, ...]:
+    value = raw.get("unique") or ()
+    if value and raw["kind"] not in ("append", "join"):
+        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}, which only append and join hops take: "
+                         "remove it (an aggregate's keys are unique already)")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}: give a list of column names")
+    return tuple(value)
 
 
 def _upstreams(raw: dict, source: Path) -> tuple[str, ...]:
