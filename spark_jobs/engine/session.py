@@ -52,12 +52,13 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
 
 # Checkpoint and Delta log files through Hadoop's FileSystem API, not its FileContext one. Without
 # Hadoop's native library (a pip-installed PySpark has none) a FileContext rename on a local disk
-# starts a `readlink` process for the source and the target and their checksum files, and its
-# create a `chmod`: about 75 processes a second in a busy driver (Java Flight Recorder's
-# ProcessStart events), every checkpoint and Delta log file being written then renamed. Both
-# managers do the same on a local disk (test that the target is absent, then rename: neither is
-# atomic there, nor on S3), and the pipeline lock keeps writers of one pipeline apart. An
-# in-process run took about a sixth less CPU and wall time (README, "What is not done").
+# starts a `readlink` process for the source, the target and their checksum files: with the
+# `chmod` of each created file (which stays), about 75 processes a second in a busy driver (Java
+# Flight Recorder's ProcessStart events), every checkpoint and Delta log file being written then
+# renamed. Both managers do the same on a local disk (test that the target is absent, then
+# rename: neither is atomic there, nor on S3), and the pipeline lock keeps writers of one
+# pipeline apart. An in-process run took about a sixth less CPU and wall time (README, "Design
+# notes").
 # ``LocalLogStore`` is Delta's own for file: paths (the same rename, under a JVM-wide lock).
 NO_SHELL_CONFS = {
     "spark.sql.streaming.checkpointFileManagerClass":
