@@ -28,7 +28,7 @@ from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
-from spark_jobs.model.times import parse_time
+from spark_jobs.model.times import iso, parse_time
 
 Progress = Callable[[str], None]
 
@@ -280,7 +280,10 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
       stream only replays batches (a hop fed by landing files re-reads every file, so only
       Delta-fed hops lose them).
     - A hop that starts over from an ingest hop's snapshot skips that table's backfilled rows
-      (its stream reads streamed rows only), so it owes every backfill of the ingest hop.
+      (its stream reads streamed rows only), so it owes every backfill of the ingest hop. A join
+      owes the range widened by its ``within``: a backfilled row pairs with rows up to that far
+      away in event time, outside the range (shop's model, seed 42: payments of 06:00..08:00
+      backfilled, their orders of 05:xx were never joined again).
     """
     if hop.reads_landing:
         return []
@@ -294,9 +297,16 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
             ranges.add((record["range_start"], record["range_end"]))
     for upstream in map(lake.spec.hop, hop.upstreams):
         if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
-            ranges.update((record["range_start"], record["range_end"]) for record in read_records(lake, upstream.name)
+            ranges.update(_widened(record["range_start"], record["range_end"], hop.within_ms)
+                          for record in read_records(lake, upstream.name)
                           if record.get("mode") == "backfill" and record.get("status") == "succeeded")
     return [list(pair) for pair in sorted(ranges)]
+
+
+def _widened(start: str, end: str, margin_ms: int) -> tuple[str, str]:
+    if not margin_ms:
+        return start, end
+    return iso(parse_time(start, "start") - margin_ms), iso(parse_time(end, "end") + margin_ms)
 
 
 def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
