@@ -347,12 +347,16 @@ class Runner:
         hops below it, each range whose backfilled rows the rollback undid and the stream will not
         write again (a hop's own backfills its RESTORE undoes; bronze's backfills, for a hop that
         starts over from bronze's snapshot). The tables at the next settle say whether that was enough."""
-        for hop_step in plan["hops"]:
-            for start, end in hop_step.get("rebackfill", []):
-                span = tuple(int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000)
-                             for t in (start, end))
+        def span(start: str, end: str) -> tuple[int, int]:
+            return tuple(int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000) for t in (start, end))
+
+        listed = [(each["hop"], span(each["start"], each["end"])) for each in plan["backfills"]]
+        for hop_step in plan["hops"]:  # the list covers each step's ranges at its hop and every hop below
+            for start, end in (span(*pair) for pair in hop_step["rebackfill"]):
                 for hop in HOPS[HOPS.index(hop_step["hop"]):]:
-                    self.owed[hop].append(span)
+                    assert any(name == hop and first <= start and end <= last for name, (first, last) in listed), plan
+        for hop, owed in listed:
+            self.owed[hop].append(owed)
 
     def _backfill_argv(self, hop: str) -> list[str]:
         start = T0 - 60_000 + self.rng.randrange(SPAN_MS + 60_000)

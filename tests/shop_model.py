@@ -154,6 +154,13 @@ BELOW = {"bronze_orders": HOPS[2:], "bronze_payments": HOPS[3:], "silver_orders"
          "silver_paid": HOPS[4:], "gold_merchant_revenue": ()}
 
 
+def _covered(hop: str, start: str, end: str, backfills: list[dict]) -> bool:
+    """Whether one backfill of ``hop`` in a plan's list spans ``start`` .. ``end``."""
+    moment = datetime.fromisoformat
+    return any(each["hop"] == hop and moment(each["start"]) <= moment(start) and moment(end) <= moment(each["end"])
+               for each in backfills)
+
+
 def _tree(home: Path) -> dict[str, tuple]:
     """Every file under the tables and checkpoints with its size: what a refused operation must not change."""
     return {str(path.relative_to(home)): (path.stat().st_size,) for folder in ("tables", "checkpoints")
@@ -213,10 +220,12 @@ class _Sequence:
         self.owed.clear()
 
     def note_plan(self, out: str) -> None:
-        """What a rollback's plan (its --json output) says to backfill again, at each hop and below."""
-        for step in json.loads(out)["plan"]["hops"]:
-            for start, end in step.get("rebackfill", []):
-                self.owed.update((hop, start, end) for hop in (step["hop"], *BELOW[step["hop"]]))
+        """What a rollback's plan (its --json output) says to backfill again after the next run."""
+        plan = json.loads(out)["plan"]
+        for step in plan["hops"]:  # the list covers each step's ranges at its hop and every hop below
+            for start, end in step["rebackfill"]:
+                assert all(_covered(hop, start, end, plan["backfills"]) for hop in (step["hop"], *BELOW[step["hop"]]))
+        self.owed.update((each["hop"], each["start"], each["end"]) for each in plan["backfills"])
 
     def backfill(self) -> None:
         """Every hop over whole landed hours, often with the hour after (where their late payments

@@ -268,12 +268,14 @@ def test_a_rollback_that_undoes_backfills_says_which_to_run_again(spark, lake_ho
     document = _rollback(capsys, "--hop", "gold", "--to-batch", "0")
     step = document["plan"]["hops"][0]
     assert step["rebackfill"] == [["2026-04-01T00:00:00.000", "2026-04-01T00:07:00.000"]]
+    assert document["plan"]["backfills"] == [{"hop": "gold", "start": "2026-04-01T00:00:00.000",
+                                              "end": "2026-04-01T00:07:00.000"}]
     assert any("backfill again" in note and "--hop gold --start 2026-04-01T00:00:00.000" in note
                for note in document["plan"]["notes"])
     assert main(["run", "ad_events"]) == 0
     assert gold_counter(spark, lake_home) != expected_gold(lake_home)  # what the plan warns about
-    for start, end in step["rebackfill"]:
-        assert main(["backfill", "ad_events", "--hop", "gold", "--start", start, "--end", end]) == 0
+    for each in document["plan"]["backfills"]:
+        assert main(["backfill", "ad_events", "--hop", each["hop"], "--start", each["start"], "--end", each["end"]]) == 0
     assert_tables_match_landing(lake_home)
 
 

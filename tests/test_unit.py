@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -444,3 +445,36 @@ def test_a_state_rebuild_is_refused_for_a_hop_that_reads_landing_files(tmp_path)
     said = rebuild.refusal(lake, lake.spec.hop("bronze"), "2026-03-01T00:00:00")
     assert said.startswith("--from 2026-03-01T00:00:00: hop bronze reads landing files") and "leave out --from" in said
     assert rebuild.refusal(lake, lake.spec.hop("gold"), "2026-03-01T00:00:00") is None
+
+
+def test_a_rollback_plan_widens_a_joins_rebackfill_and_lists_each_hops_backfills_once(tmp_path):
+    """Shop's model, seed 42: a join that starts over owes an ingest upstream's backfilled range
+    widened by its ``within`` (payments of 06:00..08:00 pair with orders from 05:00), and the
+    plan's list then named silver_paid twice over overlapping ranges. Plain files, no JVM."""
+    from spark_jobs.control import rollback
+    from spark_jobs.model.lake import Lake
+
+    lake = Lake(str(tmp_path), get_spec("shop"))
+    runs = Path(lake.runs)
+    runs.mkdir(parents=True)
+    for hop, start, end in (("bronze_payments", "06:00", "08:00"), ("bronze_orders", "22:00", "23:00")):
+        record = {"run_id": f"bf-{hop}", "hop": hop, "mode": "backfill", "status": "succeeded", "started_at": 1,
+                  "range_start": f"2026-03-01T{start}:00.000", "range_end": f"2026-03-01T{end}:00.000"}
+        (runs / f"bf-{hop}.{hop}.json").write_text(json.dumps(record))
+    starts_over = {"target_batch": -1, "undone": [0, 1], "tables": []}
+    # within is 1 hour in shop.yaml: the payments' range one hour wider each side; bronze_orders
+    # feeds the join through silver_orders, whose own step owes that range as it was
+    assert rollback._rebackfill(lake, lake.spec.hop("silver_paid"), starts_over) == [
+        ["2026-03-01T05:00:00.000", "2026-03-01T09:00:00.000"]]
+    assert rollback._rebackfill(lake, lake.spec.hop("silver_orders"), starts_over) == [
+        ["2026-03-01T22:00:00.000", "2026-03-01T23:00:00.000"]]
+    assert rollback._rebackfill(lake, lake.spec.hop("silver_paid"), {**starts_over, "target_batch": 0}) == []
+
+    steps = [{"hop": "silver_orders", "rebackfill": [["2026-03-01T06:00:00.000", "2026-03-01T08:00:00.000"],
+                                                     ["2026-03-01T10:00:00.000", "2026-03-01T11:00:00.000"]]},
+             {"hop": "silver_paid", "rebackfill": [["2026-03-01T05:00:00.000", "2026-03-01T09:00:00.000"],
+                                                   ["2026-03-01T09:00:00.000", "2026-03-01T09:30:00.000"]]}]
+    listed = [(each["hop"], each["start"][11:16], each["end"][11:16]) for each in rollback._backfills(lake, steps)]
+    assert listed == [("silver_orders", "06:00", "08:00"), ("silver_orders", "10:00", "11:00"),
+                      ("silver_paid", "05:00", "09:30"), ("silver_paid", "10:00", "11:00"),
+                      ("gold_merchant_revenue", "05:00", "09:30"), ("gold_merchant_revenue", "10:00", "11:00")]

@@ -178,13 +178,14 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step["skip_versions"] = skips.get(name, {})
         step["rebackfill"] = _rebackfill(lake, view.hop, step)
-        if step["rebackfill"]:
-            commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {name} --start {start} --end {end}`"
-                                 for start, end in step["rebackfill"])
-            notes.append(f"{name}: after the next run, backfill again what this rollback undoes and the stream will "
-                         f"not bring back (and the same ranges for the hops below {name}): {commands}")
         if step["undone"] or step["tables"] or step["restored_upstreams"] or step["skip_versions"]:
             hops.append(step)
+    backfills = _backfills(lake, hops)
+    if backfills:
+        commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {each['hop']} --start {each['start']} "
+                             f"--end {each['end']}`" for each in backfills)
+        notes.append(f"after the next run, backfill again, in this order, what this rollback undoes and the stream "
+                     f"will not bring back: {commands}")
     return {
         "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
         "pipeline": lake.spec.name,
@@ -194,6 +195,7 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         "hops": hops,
         "notes": notes,
         "refused": refused,
+        "backfills": backfills,
         "nothing_to_do": not hops,
     }
 
@@ -301,6 +303,27 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
                           for record in read_records(lake, upstream.name)
                           if record.get("mode") == "backfill" and record.get("status") == "succeeded")
     return [list(pair) for pair in sorted(ranges)]
+
+
+def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
+    """The backfills to run after the replay, in the spec's order: each step's ``rebackfill`` ranges
+    at its hop and at every hop below it, overlapping or touching ranges of one hop merged (a
+    backfill is idempotent, so one over the union does what the parts would)."""
+    owed: dict[str, list[tuple[int, int]]] = {}
+    for step in steps:
+        for hop in (step["hop"], *(below.name for below in lake.spec.downstream_of(step["hop"]))):
+            owed.setdefault(hop, []).extend((parse_time(start, "start"), parse_time(end, "end"))
+                                            for start, end in step.get("rebackfill", []))
+    backfills = []
+    for hop in lake.spec.hop_names:
+        merged: list[list[int]] = []
+        for start, end in sorted(owed.get(hop, [])):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        backfills.extend({"hop": hop, "start": iso(start), "end": iso(end)} for start, end in merged)
+    return backfills
 
 
 def _widened(start: str, end: str, margin_ms: int) -> tuple[str, str]:
