@@ -155,13 +155,18 @@ def _gate(spark, lake: Lake, hop: HopSpec, record: RunRecord, mode: str, progres
     return summary
 
 
-def _hops_gated(spark, lake: Lake, hops, mode: str, progress: Progress, run_hop) -> tuple[list, GateFailure | None]:
-    """Run each hop (``run_hop(hop)`` gives its record) then its gate; stop below a failed gate in
+def _hops_gated(spark, lake: Lake, hops, mode: str, progress: Progress, run_hop,
+                after=None) -> tuple[list, GateFailure | None]:
+    """Run each hop (``run_hop(hop)`` gives its record) then its gate, then ``after(hop)`` (which
+    gives the summary of a gate of its own that failed, if any); stop below a failed gate in
     ``gate`` mode."""
     records = []
     for hop in hops:
         records.append(run_hop(hop))
         summary = _gate(spark, lake, hop, records[-1], mode, progress)
+        stopped = summary and summary["gate"] == "failed" and mode == "gate"
+        if not stopped and after is not None and records[-1].status == "succeeded":
+            summary = after(hop) or summary
         if summary and summary["gate"] == "failed" and mode == "gate":
             return records, GateFailure(hop.name, summary)
     return records, None
@@ -222,8 +227,26 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
             return RunResult(run_id, "run", records, pipeline=lake.spec.name)
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence).run_once(max_files_per_trigger))
+            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence).run_once(max_files_per_trigger),
+            lambda each: _repair(spark, lake, each, run_id, quality, progress, fence))
     return RunResult(run_id, "run", records, failed, lake.spec.name)
+
+
+def _repair(spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress, fence) -> dict | None:
+    """After the hop's stream, the backfills it owes (:mod:`spark_jobs.control.repairs`), each
+    gated like a backfill; the summary of a gate that failed, if one did."""
+    from spark_jobs.control.repairs import owed
+    from spark_jobs.engine.runner import HopRun
+
+    for start_ms, end_ms in owed(lake, hop):
+        progress(f"[{hop.name}] repair: recomputing {iso(start_ms)} .. {iso(end_ms)}, where a backfill above "
+                 "wrote rows this hop's stream does not read")
+        repair = HopRun(spark, lake, hop, f"{run_id}.repair", "backfill", progress, fence)
+        repair.record.repair = True
+        summary = _gate(spark, lake, hop, repair.backfill(start_ms, end_ms), mode, progress)
+        if summary and summary["gate"] == "failed":
+            return summary
+    return None
 
 
 def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: str | None = None,

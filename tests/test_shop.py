@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -154,3 +155,17 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     landing.increment(5)
     assert main(["run", NAME]) == 0
     assert_tables(spark, other, landing.expected())
+    # A backfill over a streamed hour and one whose files no stream read yet (shop's model, seeds
+    # 45 and 47): it rewrites silver_orders' rows of 05:xx, so its commit is one the join's stream
+    # skips, and the orders of 06:xx reach the join only through silver_paid's backfill; their
+    # payments made after 07:00 (outside the range) come through the stream, which pairs streamed
+    # rows only. The run repairs the join over the range widened by its `within`, then gold.
+    landing.increment(6)
+    assert main(["backfill", NAME, "--start", "2026-03-01T05:00:00", "--end", "2026-03-01T07:00:00"]) == 0
+    capsys.readouterr()
+    assert main(["run", NAME]) == 0
+    said = capsys.readouterr().err
+    assert_tables(spark, other, landing.expected())
+    repaired = re.search(r"\[silver_paid\] repair: recomputing (\S+) \.\. (\S+),", said)
+    assert repaired and repaired[1] <= "2026-03-01T05:00" and repaired[2] >= "2026-03-01T08:00", said[-2000:]
+    assert "[gold_merchant_revenue] repair: recomputing" in said

@@ -28,7 +28,7 @@ from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
-from spark_jobs.model.times import iso, parse_time
+from spark_jobs.model.times import iso, merged_spans, parse_time
 
 Progress = Callable[[str], None]
 
@@ -314,16 +314,8 @@ def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
         for hop in (step["hop"], *(below.name for below in lake.spec.downstream_of(step["hop"]))):
             owed.setdefault(hop, []).extend((parse_time(start, "start"), parse_time(end, "end"))
                                             for start, end in step.get("rebackfill", []))
-    backfills = []
-    for hop in lake.spec.hop_names:
-        merged: list[list[int]] = []
-        for start, end in sorted(owed.get(hop, [])):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        backfills.extend({"hop": hop, "start": iso(start), "end": iso(end)} for start, end in merged)
-    return backfills
+    return [{"hop": hop, "start": iso(start), "end": iso(end)}
+            for hop in lake.spec.hop_names for start, end in merged_spans(owed.get(hop, []))]
 
 
 def _widened(start: str, end: str, margin_ms: int) -> tuple[str, str]:

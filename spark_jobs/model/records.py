@@ -49,6 +49,8 @@ class RunRecord:
     quality: dict | None = None  # the gate's summary (spark_jobs.engine.quality), once checked
     # The streaming query's fingerprint (spark_jobs.control.fingerprint): code, query, state.
     fingerprint: dict | None = None
+    # A backfill a run made after its stream (spark_jobs.control.repairs), not one a user asked for.
+    repair: bool = False
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status

@@ -30,3 +30,14 @@ def duration_ms(text: str) -> int:
     """``10 seconds``, ``1 minute``, ``2 hours`` as milliseconds."""
     amount, unit = text.split()
     return int(amount) * _UNIT_MS[unit.rstrip("s")]
+
+
+def merged_spans(spans) -> list[tuple[int, int]]:
+    """``[start, end)`` spans with the overlapping or touching ones merged, oldest first."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
