@@ -238,10 +238,10 @@ def _repair(spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: P
     from spark_jobs.control.repairs import owed
     from spark_jobs.engine.runner import HopRun
 
-    for start_ms, end_ms in owed(lake, hop):
+    for number, (start_ms, end_ms) in enumerate(owed(lake, hop), 1):
         progress(f"[{hop.name}] repair: recomputing {iso(start_ms)} .. {iso(end_ms)}, where a backfill above "
                  "wrote rows this hop's stream does not read")
-        repair = HopRun(spark, lake, hop, f"{run_id}.repair", "backfill", progress, fence)
+        repair = HopRun(spark, lake, hop, f"{run_id}.repair-{number}", "backfill", progress, fence)
         repair.record.repair = True
         summary = _gate(spark, lake, hop, repair.backfill(start_ms, end_ms), mode, progress)
         if summary and summary["gate"] == "failed":
