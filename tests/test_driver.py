@@ -127,11 +127,25 @@ def test_the_hop_tasks_of_a_dag_run_follow_one_driver_that_a_killed_one_is_repla
 
     try:
         _run_bronze_kill_then_silver_and_gold(dag, context, address_file)
+        assert_tables_match_landing(lake_home)
+        records = {hop["hop"]: hop["last_run"] for hop in service.status("ad_events")["hops"]}
+        assert {hop: record["run_id"] for hop, record in records.items()} == dict.fromkeys(("bronze", "silver", "gold"),
+                                                                                          run_id)
+        # Kept warm (as `make run` does): the next DAG runs follow the first one's driver, and
+        # their last hop leaves it running.
+        monkeypatch.setenv("LAKEHOUSE_DRIVER_KEEP_WARM", "600")
+        pids = []
+        for number, hops in ((1, ("bronze",)), (2, ("bronze", "silver", "gold"))):
+            service.generate("ad_events", 100, files=1, seed=10 + number, start_ms=1_775_000_100_000)
+            later = {**context, "run_id": f"manual__warm-{number}",
+                     "dag_run": SimpleNamespace(dag_id=dag.dag_id, run_id=f"manual__warm-{number}")}
+            for hop in hops:
+                _execute(dag.get_task(hop), later)
+                pids.append(DriverAddress.read(dag.get_task(hop).driver_command(later)[0]).pid)
+        assert len(set(pids)) == 1 and _running(pids[0])
+        assert_tables_match_landing(lake_home)
     finally:
         stop_drivers(tmp_path / "drivers")  # a failed assertion leaves none running
-    assert_tables_match_landing(lake_home)
-    records = {hop["hop"]: hop["last_run"] for hop in service.status("ad_events")["hops"]}
-    assert {hop: record["run_id"] for hop, record in records.items()} == dict.fromkeys(("bronze", "silver", "gold"), run_id)
 
 
 def _run_bronze_kill_then_silver_and_gold(dag, context: dict, address_file) -> None:

@@ -10,6 +10,7 @@ hook, the connection and the templates are real). The real spark-submit runs are
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -181,6 +182,25 @@ def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_subm
     releases = {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
                 if getattr(task, "releases_driver", False)}
     assert releases == {"gold", "undo"}  # in both DAGs, gold is the last hop
+    assert all(task.releases() for dag in (stream(spec), backfill(spec)) for task in dag.tasks
+               if getattr(task, "releases_driver", False))
+    # Kept warm (`make run`): the DAG's runs share its driver, which only `undo` ends, until the
+    # pipeline code changes; it waits that long idle.
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_KEEP_WARM", "600")
+    warm, warm_argv, _ = driver(stream, "bronze")
+    assert warm != address and driver(stream, "gold", run_id="manual__other")[0] == warm
+    assert _split(warm_argv)[1][:5] == ["serve", "--address", str(warm), "--idle", "600"]
+    assert driver(backfill, "gold", run_id="manual__other")[0] == driver(backfill, "bronze")[0] != warm
+    assert {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
+            if getattr(task, "releases", None) and task.releases()} == {"undo"}
+    pipelines = tmp_path / "team"
+    shutil.copytree(Path(__file__).parents[1] / "include" / "pipelines", pipelines)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(pipelines))
+    before = driver(stream, "bronze")[0]
+    assert driver(stream, "silver", run_id="manual__other")[0] == before
+    (pipelines / "shop_transforms.py").write_text((pipelines / "shop_transforms.py").read_text() + "\n# changed\n")
+    assert driver(stream, "bronze")[0] != before
+    monkeypatch.delenv("LAKEHOUSE_DRIVER_KEEP_WARM")
     execute = dag_factory.build_rollback_dag(spec).get_task("execute")
     assert not execute.shares_driver and not execute._uses_shared_driver()
     with mock.patch.dict("os.environ", {"LAKEHOUSE_DRIVER": "task"}):

@@ -72,6 +72,12 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": env.get("AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "8793"),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            # An idle platform's CPU (README, "Busy fraction"): the scheduler's loop sleeps 2 s when
+            # it found nothing to do (1 s by default; a task may start up to 2 s later), and a DAG
+            # file is parsed again every 2 minutes (30 s by default), so a spec's change shows then.
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": env.get("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "2"),
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": env.get(
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL", "120"),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW_CONN_SPARK_DEFAULT": env.get(
                 "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"})
@@ -477,6 +483,10 @@ def main() -> int:
                         help="where Spark tasks run: local[2] in each task, or a standalone master with two workers")
     args = parser.parse_args()
     env = platform_env(port=args.port)
+    if args.action == "run":
+        # A stream or backfill DAG's Spark driver waits this long idle for the DAG's next run
+        # (README, "One Spark application per DAG run"): a warm JVM instead of a new one each run.
+        env.setdefault("LAKEHOUSE_DRIVER_KEEP_WARM", "600")
     if args.action == "env":
         found = running_platform(env)
         if found and found.get("sql_alchemy_conn"):

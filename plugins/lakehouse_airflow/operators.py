@@ -19,6 +19,12 @@ from airflow.sdk import BaseOperatorLink
 from lakehouse_airflow.hooks import LakehouseSparkHook
 
 
+def _keep_warm_s() -> int:
+    """``$LAKEHOUSE_DRIVER_KEEP_WARM``: seconds a stream or backfill DAG's driver waits idle for
+    the DAG's next run (0: each DAG run has a driver of its own)."""
+    return int(os.environ.get("LAKEHOUSE_DRIVER_KEEP_WARM") or 0)
+
+
 class LakehouseSparkOperator(SparkSubmitOperator):
     """Submit ``lakehouse <command> <pipeline> <arguments>`` through the ``spark_default``
     connection (``local[*]``, ``spark://...``, ``k8s://...``).
@@ -36,6 +42,8 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         drivers on the cluster (then each task submits its own application).
     :param releases_driver: the DAG run's last Spark task on its usual path: the shared driver
         ends after this command (otherwise after ``$LAKEHOUSE_DRIVER_IDLE`` seconds, 60, idle).
+        With ``$LAKEHOUSE_DRIVER_KEEP_WARM`` (seconds) a stream or backfill DAG's driver is not
+        released: the DAG's next runs follow it, and it ends after that long idle.
     """
 
     template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields)
@@ -85,18 +93,27 @@ class LakehouseSparkOperator(SparkSubmitOperator):
     def driver_command(self, context: Any) -> tuple[Path, list[str], dict[str, str]]:
         """The shared driver of this task's DAG run: its address file, and the spark-submit argv
         and environment that start it (this task's own, with ``serve`` for the CLI command)."""
-        from spark_jobs.control.driver import driver_dir, driver_key
+        from spark_jobs.control.driver import code_stamp, driver_dir, driver_key
 
         hook = self._get_hook()
         hook._name = f"lakehouse-{self.pipeline}-{context['dag_run'].dag_id}"
         hook._application_args = ["serve"]
         env = dict(hook._env_vars or {})  # given to spark-submit's process in client mode
-        key = driver_key(context["dag_run"].dag_id, context["dag_run"].run_id, hook._build_spark_submit_command(self.application),
-                         env)
+        warm = _keep_warm_s()
+        # A warm driver serves the DAG's next runs too: it must have loaded the same pipeline code.
+        run = None if warm else context["dag_run"].run_id
+        key = driver_key(context["dag_run"].dag_id, run, hook._build_spark_submit_command(self.application), env,
+                         code_stamp())
         address = driver_dir() / f"{key}.json"
-        hook._application_args = ["serve", "--address", str(address), "--idle", os.environ.get("LAKEHOUSE_DRIVER_IDLE", "60"),
+        idle = str(warm) if warm else os.environ.get("LAKEHOUSE_DRIVER_IDLE", "60")
+        hook._application_args = ["serve", "--address", str(address), "--idle", idle,
                                   "--log", str(address.with_suffix(".log"))]
         return address, hook._build_spark_submit_command(self.application), env
+
+    def releases(self) -> bool:
+        """Whether the driver ends after this task's command: ``releases_driver``, unless the
+        driver of a stream or backfill DAG is kept warm for its next run."""
+        return self.releases_driver and not (_keep_warm_s() and self.command in ("run", "backfill"))
 
     def _start_driver(self, address: Path, argv: list[str], env: dict[str, str]):
         from spark_jobs.control.driver import wait_for_address
@@ -127,7 +144,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
                 address = DriverAddress.read(address_file) or self._start_driver(address_file, argv, env)
             self.log.info("lakehouse %s on the shared driver (pid %s)", " ".join(self.application_args), address.pid)
             try:
-                code = send(address, self.application_args, self.releases_driver, self.log.info, on_connect=keep)
+                code = send(address, self.application_args, self.releases(), self.log.info, on_connect=keep)
             except DriverGone as gone:  # it was ending (idle): start another
                 self.log.info("%s", gone)
                 address_file.unlink(missing_ok=True)

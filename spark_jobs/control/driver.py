@@ -66,6 +66,19 @@ def driver_key(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def code_stamp() -> str:
+    """A hash of the pipeline specs and their code (``$LAKEHOUSE_PIPELINES``): a driver imports a
+    pipeline's modules once, so a driver that outlives a DAG run is not used after they change."""
+    from spark_jobs.model.spec import pipelines_dir
+
+    digest = hashlib.sha256()
+    folder = pipelines_dir()
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+        if path.suffix in (".py", ".yaml", ".yml") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 @dataclass
 class DriverAddress:
     """A driver's address file: where it listens, its token, and its process and group."""
