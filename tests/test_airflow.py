@@ -118,9 +118,9 @@ def test_dag_shapes(dagbag):
         **{f"gate_{hop}": {"in": [], "out": [f"ad_events.{hop}.writes"]} for hop in reads}}
     assert dagbag["assets"]["ad_events__backfill"] == {
         hop: {"in": reads[hop], "out": [f"ad_events.{hop}.writes"]} for hop in reads}
-    # The spec's `freshness: 15 minutes`, as the stream DAG's deadline alert.
+    # The spec's `freshness: 45 minutes`, as the stream DAG's deadline alert.
     assert dagbag["deadlines"]["ad_events__stream"] == [
-        ["DagRunQueuedAtDeadline", 900.0, "lakehouse_airflow.freshness.freshness_missed", {"pipeline": "ad_events"}]]
+        ["DagRunQueuedAtDeadline", 2700.0, "lakehouse_airflow.freshness.freshness_missed", {"pipeline": "ad_events"}]]
     assert dagbag["deadlines"]["ad_events__backfill"] == dagbag["deadlines"]["ad_events__rollback"] == []
 
 

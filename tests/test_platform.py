@@ -42,8 +42,8 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
     specs = tmp_path / f"pipelines-{port}"
     specs.mkdir()
     text = (ROOT / "include/pipelines/ad_events.yaml").read_text()
-    assert "freshness: 15 minutes" in text
-    (specs / "ad_events.yaml").write_text(text.replace("freshness: 15 minutes", f"freshness: {freshness or '15 minutes'}"))
+    assert "freshness: 45 minutes" in text
+    (specs / "ad_events.yaml").write_text(text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}"))
     env["LAKEHOUSE_PIPELINES"] = str(specs)
     if user_dags:
         folder = tmp_path / "team-dags"

@@ -28,15 +28,21 @@ from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import merged_spans, parse_time
 
 
-def _range(record: dict) -> tuple[int, int] | None:
+def backfilled(record: dict) -> tuple[int, int] | None:
+    """The ``[start, end)`` span (epoch ms) a run record's succeeded backfill wrote, else None."""
     if record.get("mode") != "backfill" or record.get("status") != "succeeded" or not record.get("range_start"):
         return None
     return parse_time(record["range_start"], "start"), parse_time(record["range_end"], "end")
 
 
+def widened(span: tuple[int, int], margin_ms: int) -> tuple[int, int]:
+    """``span`` with ``margin_ms`` more on each side: what a join pairs a span's rows with."""
+    return span[0] - margin_ms, span[1] + margin_ms
+
+
 def _covered(span: tuple[int, int], after_s: float, backfills: list[dict]) -> bool:
     """Whether a backfill of the hop that started after ``after_s`` covers ``span``."""
-    return any(record["started_at"] > after_s and (bounds := _range(record)) and bounds[0] <= span[0]
+    return any(record["started_at"] > after_s and (bounds := backfilled(record)) and bounds[0] <= span[0]
                and span[1] <= bounds[1] for record in backfills)
 
 
@@ -55,8 +61,9 @@ def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
 
 def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
     """The ranges ``hop``'s run recomputes after its stream, merged, oldest first."""
-    if hop.reads_landing:
-        return []
+    joins = [each for each in lake.spec.hops if each.kind == "join"]
+    if hop.reads_landing or not any(join == hop or hop in lake.spec.downstream_of(join.name) for join in joins):
+        return []  # repairs start at a join: a hop neither a join nor below one owes none
     records = read_records(lake)
     mine = [record for record in records if record.get("hop") == hop.name]
     spans: list[tuple[int, int]] = []
@@ -64,10 +71,10 @@ def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
         above = {each.name for each in lake.spec.hops if hop in lake.spec.downstream_of(each.name)}
         batches = _batches(lake, hop)
         for record in records:
-            bounds = _range(record) if record.get("hop") in above else None
+            bounds = backfilled(record) if record.get("hop") in above else None
             if bounds is None:
                 continue
-            low, high = bounds[0] - hop.within_ms, bounds[1] + hop.within_ms
+            low, high = widened(bounds, hop.within_ms)
             for started, watermark in batches:
                 # The batch's rows are not older than its watermark, so the pairs it could make
                 # with the range are not older than the watermark less `within`.
@@ -75,7 +82,7 @@ def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
                 if started > record["ended_at"] and span[0] < span[1] and not _covered(span, started, mine):
                     spans.append(span)
     for record in records:
-        if record.get("repair") and record.get("hop") in hop.upstreams and (bounds := _range(record)):
+        if record.get("repair") and record.get("hop") in hop.upstreams and (bounds := backfilled(record)):
             if not _covered(bounds, record["ended_at"], mine):
                 spans.append(bounds)
     return merged_spans(spans)

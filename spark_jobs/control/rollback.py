@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 
 from spark_jobs.control import batches
+from spark_jobs.control.repairs import backfilled, widened
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model.errors import RollbackRefused, UsageError
@@ -295,14 +296,13 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
               for commit in table["other_writers_undone"]}
     for record in read_records(lake, hop.name):
         after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
-        if record.get("mode") == "backfill" and record.get("status") == "succeeded" and after in undone:
-            ranges.add((record["range_start"], record["range_end"]))
+        if (span := backfilled(record)) and after in undone:
+            ranges.add(span)
     for upstream in map(lake.spec.hop, hop.upstreams):
         if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
-            ranges.update(_widened(record["range_start"], record["range_end"], hop.within_ms)
-                          for record in read_records(lake, upstream.name)
-                          if record.get("mode") == "backfill" and record.get("status") == "succeeded")
-    return [list(pair) for pair in sorted(ranges)]
+            ranges.update(widened(span, hop.within_ms) for record in read_records(lake, upstream.name)
+                          if (span := backfilled(record)))
+    return [[iso(start), iso(end)] for start, end in sorted(ranges)]
 
 
 def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
@@ -316,12 +316,6 @@ def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
                                             for start, end in step.get("rebackfill", []))
     return [{"hop": hop, "start": iso(start), "end": iso(end)}
             for hop in lake.spec.hop_names for start, end in merged_spans(owed.get(hop, []))]
-
-
-def _widened(start: str, end: str, margin_ms: int) -> tuple[str, str]:
-    if not margin_ms:
-        return start, end
-    return iso(parse_time(start, "start") - margin_ms), iso(parse_time(end, "end") + margin_ms)
 
 
 def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
