@@ -97,6 +97,11 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
         ti.xcom_push(key="data_docs", value=_address(pipeline, summary["data_docs"]))
     if summary["gate"] == "failed":
         raise AirflowFailException(f"quality gate of {hop} failed: {', '.join(summary['failed'])}")
+    for repair in suites.read_repair_summaries(lake, run_id, hop):  # checked in the hop's task after its stream
+        log.info("%s", suites.format_summary(repair))
+        if repair["gate"] == "failed":
+            raise AirflowFailException(f"quality gate of {hop} failed on the run's repair {repair['run_id']}: "
+                                       f"{', '.join(repair['failed'])}")
     announce(outlet_events, pipeline, hop, run_id)
     return {key: summary.get(key) for key in ("hop", "gate", "rows", "warned")}
 
@@ -122,9 +127,10 @@ def plan_undo(pipeline: str, run_id: str) -> str:
 
     lake = Lake.open(get_spec(pipeline))
     for hop in lake.spec.hops:
-        summary = suites.read_summary(lake, run_id, hop.name)
-        if summary and summary["gate"] == "failed":
-            log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),
-                     run_id, hop.name)
-            return hop.name
+        summaries = [suites.read_summary(lake, run_id, hop.name), *suites.read_repair_summaries(lake, run_id, hop.name)]
+        for summary in summaries:
+            if summary and summary["gate"] == "failed":
+                log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),
+                         run_id, hop.name)
+                return hop.name
     raise AirflowSkipException("no gate failed in this run: nothing to undo")

@@ -87,6 +87,21 @@ def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
     return read_json(f"{results_dir(lake)}/{run_id}.{hop}.json")
 
 
+def read_repair_summaries(lake: Lake, run_id: str, hop: str) -> list[dict]:
+    """The gate summaries of the run's repairs of ``hop`` (run ids ``<run>.repair-N``, README: "A
+    join after a backfill"), in their order."""
+    folder = results_dir(lake)
+    fs = filesystem(folder)
+    if not fs.exists(folder):
+        return []
+    prefix, suffix = f"{run_id}.repair-", f".{hop}.json"
+    numbers = sorted(int(middle) for name in (path.rsplit("/", 1)[-1] for path in fs.ls(folder, detail=False))
+                     if name.startswith(prefix) and name.endswith(suffix)
+                     and (middle := name[len(prefix):-len(suffix)]).isdigit())
+    return [summary for number in numbers
+            if (summary := read_summary(lake, f"{run_id}.repair-{number}", hop)) is not None]
+
+
 def page_rendered(page: str | None) -> bool:
     """Whether a gate's Data Docs page exists yet (it is rendered where it is first read)."""
     return bool(page) and filesystem(page).exists(page)
