@@ -3,6 +3,8 @@ published port is on 127.0.0.1, no secret is written in it, and what it builds e
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import yaml
 
@@ -17,6 +19,10 @@ def test_compose_file_is_sound():
     assert {"postgres", "api-server", "scheduler", "dag-processor", "triggerer", "spark-master", "spark-worker",
             "s3"} <= set(services)
     shared = compose["x-lakehouse"]["environment"]
+    sys.path.insert(0, str(ROOT / "include" / "scripts"))
+    from lakehouse_platform import IDLE_SETTINGS
+
+    assert {key: shared.get(key) for key in IDLE_SETTINGS} == IDLE_SETTINGS  # the launcher's, in containers too
     assert shared["LAKEHOUSE_HOME"].startswith("s3a://") and shared["AWS_ENDPOINT_URL"] == "http://s3:8333"
     assert "AWS_SECRET_ACCESS_KEY:?" in (ROOT / "docker-compose.yaml").read_text()
     for name, service in services.items():
