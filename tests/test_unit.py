@@ -486,7 +486,7 @@ def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(tmp_path, monke
     join's repair wrote (run id ``<run>.repair-N``) must fail the hop's gate task, and the undo
     planner must name the hop. Plain files, no JVM; ``Recorder`` stands in for Airflow's task
     instance (only ``xcom_push`` is called)."""
-    from airflow.exceptions import AirflowFailException, AirflowSkipException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
     from lakehouse_airflow.checks import plan_undo, quality_gate
 
     from spark_jobs.control import suites

@@ -23,7 +23,7 @@ def has_new_data(pipeline: str) -> bool:
 def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     """The rollback DAG's plan task: log the plan, push it to XCom (key ``plan``) and go on to
     execute only when something is to be undone and ``dry_run`` is off. A refused plan fails."""
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from spark_jobs.control import rollback
     from spark_jobs.model.errors import LakehouseError
@@ -53,7 +53,7 @@ def plan_refresh(pipeline: str, params: dict, ti) -> bool:
 
 def verify_rollback(pipeline: str, dag_run) -> dict:
     """The rollback DAG's verify task: the journal this run wrote is complete and on disk."""
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from spark_jobs.control import rollback
     from spark_jobs.logs.ops import read_rollbacks
@@ -77,7 +77,7 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
     ``quality``, and ``data_docs``: the page's address) and fail when a ``fail`` rule failed.
     When it passes and the run wrote rows, the hop's table asset gets its event
     (:func:`lakehouse_airflow.assets.announce`)."""
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from spark_jobs.control import suites
 
@@ -121,7 +121,7 @@ def plan_undo(pipeline: str, run_id: str) -> str:
     whose gate failed in this run; the undo task rolls that hop (and the hops below that read
     from it) back to before the run. A hop that failed by itself needs no undo: its next run
     replays the batch."""
-    from airflow.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowSkipException
 
     from spark_jobs.control import suites
 
