@@ -183,6 +183,19 @@ class Api:
                 raise
             return ""
 
+    def failures(self, dag_id: str, run_id: str, lines: int = 30) -> str:
+        """A failed run's failed tasks, each with the end of its log (an assertion's message)."""
+        quoted = urllib.parse.quote(run_id, safe="")
+        tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
+        report = [f"{dag_id} {run_id}: {[(task['task_id'], task['state']) for task in tasks]}"]
+        for task in tasks:
+            if task["state"] in ("failed", "upstream_failed", "up_for_retry"):
+                log = self.task_log(dag_id, run_id, task["task_id"], max(task["try_number"], 1))
+                content = json.loads(log)["content"] if log else []
+                events = [entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content]
+                report += [f"--- {task['task_id']}:", *events[-lines:]]
+        return "\n".join(report)
+
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
         quoted = urllib.parse.quote(run_id, safe="")
         return self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}")["state"]
@@ -268,7 +281,7 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
         time.sleep(1)
     assert alerts[0]["freshness"] == "10 seconds", alerts
     held.close()  # the lock: bronze goes on, and the backfill's tasks take the lock in turn
-    assert api.wait_for_run("ad_events__stream", stream) == "success"
+    assert api.wait_for_run("ad_events__stream", stream) == "success", api.failures("ad_events__stream", stream)
     # The team's DAG scheduled on gold's asset ran on this run's event, which names gold's version.
     gold = api.wait_for_asset_run("team__on_gold", "ad_events__stream", stream)
     commits = sorted(int(path.stem) for path in (lake / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
@@ -278,7 +291,8 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
     # several days makes one run each (test_airflow, through Airflow's CLI).
     assert backfill["id"] and [run["run_type"] for run in backfill_runs] == ["backfill"], backfill_runs
     for run in backfill_runs:
-        assert api.wait_for_run("ad_events__backfill", run["dag_run_id"]) == "success", run
+        run_id = run["dag_run_id"]
+        assert api.wait_for_run("ad_events__backfill", run_id) == "success", api.failures("ad_events__backfill", run_id)
     # The stream and the backfill over the same days, each task under the lock in turn: every line once.
     assert_tables_match_landing(lake)
     # Nothing new: the stream run skips its Spark tasks, emits no asset event, and so the team's DAG
@@ -287,7 +301,7 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
     # are new to gold's stream. So a first run may still have work; the second cannot.
     for _ in range(2):
         idle = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
-        assert api.wait_for_run("ad_events__stream", idle) == "success"
+        assert api.wait_for_run("ad_events__stream", idle) == "success", api.failures("ad_events__stream", idle)
         if api.task_state("ad_events__stream", idle, "bronze") == "skipped":
             break
     assert api.task_state("ad_events__stream", idle, "bronze") == "skipped"
@@ -343,7 +357,7 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
         browser.wait_for("!!document.querySelector('#link')", what="the triggered rollback")
         rollback_run = urllib.parse.unquote(browser.eval("location.search").split("triggered=")[1])
         browser.screenshot(SCREENSHOTS / "07-rollback-triggered.png")
-    assert api.wait_for_run("ad_events__rollback", rollback_run) == "success"
+    assert api.wait_for_run("ad_events__rollback", rollback_run) == "success", api.failures("ad_events__rollback", rollback_run)
     journals = [json.loads(path.read_text()) for path in (lake / "_ops/rollbacks/ad_events").glob("*.json")]
     assert [journal["status"] for journal in journals] == ["succeeded"], journals
 
@@ -448,7 +462,7 @@ def _walk_the_cluster(tmp_path) -> None:
                                          "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
         stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
-        assert api.wait_for_run("ad_events__stream", stream) == "success"
+        assert api.wait_for_run("ad_events__stream", stream) == "success", api.failures("ad_events__stream", stream)
         # The three hop tasks followed one application (the DAG run's shared driver), with
         # executors on both workers.
         applications = {worker.name: {app.name for app in worker.glob("app-*")} for worker in cluster.glob("work-*")}
