@@ -25,7 +25,10 @@ EVENT_TYPES = {"view", "click", "purchase"}
 STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
 
 
-C1_ONLY = "-XX:TieredStopAtLevel=1"
+# With C1 only the JVM reserves 48 MiB for compiled code, not 240: a JVM that lives minutes (an
+# always-on session, a DAG run's shared driver) filled it, compiled nothing more, and ran
+# interpreted, slowly and with deep stacks (a StackOverflowError in shop's always-on test).
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 TEST_JVM_GC = "-XX:+UseSerialGC"
 
 # Every Spark application of the tests (this process's and those in subprocesses) evaluates
