@@ -224,6 +224,12 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
         check_code_changes(spark, lake, hops, progress)  # before any query starts
         if continuous:
             records = run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress, fence=fence)
+            # Once the streams stopped: the pairs a backfill before the session owes with the
+            # rows the session streamed (a run-once run repairs after each hop's stream).
+            for each in hops:
+                summary = _repair(spark, lake, each, run_id, quality, progress, fence)
+                if summary and summary["gate"] == "failed" and quality == "gate":
+                    return RunResult(run_id, "run", records, GateFailure(each.name, summary), lake.spec.name)
             return RunResult(run_id, "run", records, pipeline=lake.spec.name)
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,

@@ -18,7 +18,7 @@ import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
 import psutil
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, expected_gold, free_port, gold_counter
+from tests.conftest import ROOT, VENV_BIN, free_port
 
 LAUNCHER = ROOT / "include/scripts/lakehouse_platform.py"
 
@@ -549,39 +549,3 @@ def test_embedded_postgres_listens_on_loopback_behind_a_password_and_stops_by_pi
     finally:
         restarted.stop()
         server.remove()
-
-
-@pytest.mark.spark
-def test_continuous_mode_keeps_gold_current_until_stopped(spark, lake_home):
-    lakehouse = str(VENV_BIN / "lakehouse")
-    generate = [lakehouse, "generate", "ad_events", "--events", "500", "--seed"]
-    subprocess.run([*generate, "1", "--start", "2026-03-06T00:00:00"], check=True, capture_output=True)
-    process = subprocess.Popen([lakehouse, "run", "ad_events", "--continuous", "--trigger-interval", "2 seconds",
-                                "--json", "--run-id", "always-on"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        def gold_is_current() -> bool:
-            deadline = time.time() + 180
-            while time.time() < deadline:
-                try:
-                    if gold_counter(spark, lake_home) == expected_gold(lake_home):
-                        return True
-                except Exception:  # gold's table may not exist yet
-                    pass
-                time.sleep(3)
-            return False
-
-        assert gold_is_current()
-        subprocess.run([*generate, "2", "--start", "2026-03-06T00:00:30"], check=True, capture_output=True)
-        assert gold_is_current()
-        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends; pyspark's JVM ignores it
-        out, _ = process.communicate(timeout=120)
-        assert process.returncode == 0
-        records = json.loads(out)["hops"]
-        assert [(r["hop"], r["mode"], r["status"]) for r in records] == [
-            ("bronze", "continuous", "succeeded"), ("silver", "continuous", "succeeded"), ("gold", "continuous", "succeeded")]
-        assert sum(r["rows_in"] for r in records if r["hop"] == "bronze") == 1000
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()

@@ -23,14 +23,17 @@ import os
 import random
 import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
-from tests.conftest import killed_mid_run
-from tests.shop_model import NAME, TABLES, Landing, assert_tables
+from tests.conftest import VENV_BIN, killed_mid_run
+from tests.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
 
 ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
@@ -169,3 +172,40 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     repaired = re.search(r"\[silver_paid\] repair: recomputing (\S+) \.\. (\S+),", said)
     assert repaired and repaired[1] <= "2026-03-01T05:00" and repaired[2] >= "2026-03-01T08:00", said[-2000:]
     assert "[gold_merchant_revenue] repair: recomputing" in said
+
+    # The same after an always-on session (`run --continuous`, stopped with Ctrl-C): it keeps the
+    # tables current while it runs, and repairs the join when it stops, as a run-once run does
+    # after each hop's stream (its payments of 08:xx meet the orders of 07:xx the backfill wrote).
+    landing.increment(7)
+    assert main(["backfill", NAME, "--start", "2026-03-01T06:00:00", "--end", "2026-03-01T08:00:00"]) == 0
+    stderr = tmp_path / "always-on.log"
+    with stderr.open("w") as err:
+        session = subprocess.Popen([str(VENV_BIN / "lakehouse"), "run", NAME, "--continuous", "--trigger-interval",
+                                    "2 seconds", "--json", "--run-id", "always-on"],
+                                   stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+    try:
+        landing.increment(8)  # while it runs
+        expected = landing.expected()
+
+        def current() -> bool:  # every row landed, and the pairs of the orders of 08:xx, streamed on both sides
+            found = actual(spark, other)
+            return all(found[name] == expected[name] for name in ("orders", "payments", "latest")) and {
+                pair for pair in expected["paid"] if pair[0].startswith("o-8-")} <= set(found["paid"])
+
+        deadline = time.time() + 180
+        while not current():
+            assert session.poll() is None and time.time() < deadline, stderr.read_text()[-2000:]
+            time.sleep(2)
+        os.killpg(session.pid, signal.SIGINT)  # what Ctrl-C sends; pyspark's JVM ignores it
+        out, _ = session.communicate(timeout=180)
+    finally:
+        if session.poll() is None:
+            os.killpg(session.pid, signal.SIGKILL)
+            session.wait()
+    said = stderr.read_text()
+    assert session.returncode == 0, said[-2000:]
+    assert out.startswith("{"), out[:2000]
+    assert [(hop["hop"], hop["mode"], hop["status"]) for hop in json.loads(out)["hops"]] == [
+        (hop, "continuous", "succeeded") for hop in HOPS]
+    assert "[silver_paid] repair: recomputing" in said, said[-2000:]
+    assert_tables(spark, other, expected)

@@ -527,3 +527,22 @@ def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(tmp_path, monke
     with pytest.raises(AirflowFailException, match="failed on the run's repair R.repair-2"):
         quality_gate("shop", "silver_paid", "R", Recorder())
     assert plan_undo("shop", "R") == "silver_paid"  # the first hop, in the spec's order, whose gate failed
+
+
+def test_an_always_on_query_that_stopped_by_itself_fails_the_session():
+    """``run --continuous`` checks each query every second: one with an exception fails the
+    session, and so does one that is no longer active with none (a query the session did not
+    stop). A stand-in for Spark's StreamingQuery: only the two members the check reads."""
+    from spark_jobs.engine.runner import query_failure
+
+    class Query:
+        def __init__(self, active: bool, error: Exception | None = None):
+            self.isActive, self.error = active, error
+
+        def exception(self):
+            return self.error
+
+    assert query_failure("gold", Query(active=True)) is None
+    assert query_failure("gold", Query(active=True, error=RuntimeError("boom\nat ..."))) == "gold failed: boom"
+    assert query_failure("gold", Query(active=False, error=RuntimeError("boom"))) == "gold failed: boom"
+    assert query_failure("gold", Query(active=False)).startswith("gold's query stopped without an error")

@@ -331,6 +331,19 @@ def _first_line(error: BaseException | object) -> str:
     return text.splitlines()[0][:500] if text else type(error).__name__
 
 
+def query_failure(hop: str, query) -> str | None:
+    """Why an always-on ``query`` that the session did not stop is no longer running, else None:
+    its exception, or that it stopped with none (stopped from elsewhere, or its thread ended in an
+    error raised while Spark handled another, as a StackOverflowError once did)."""
+    active = query.isActive  # read first: Spark sets the exception before the query turns inactive
+    if query.exception() is not None:
+        return f"{hop} failed: {_first_line(query.exception())}"
+    if active:
+        return None
+    return (f"{hop}'s query stopped without an error to show (the driver's log may say why); "
+            "run again to go on from its checkpoint")
+
+
 def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,
                    stop: threading.Event | None = None, progress: Progress = _stderr,
                    fence: Callable[[], None] = _unfenced) -> list[RunRecord]:
@@ -356,8 +369,8 @@ def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, tr
                 query = queries.get(run.hop.name)
                 if query is not None:
                     run.note_progress(query)
-                    if query.exception() is not None:
-                        raise RunFailed(f"{run.hop.name} failed: {_first_line(query.exception())}")
+                    if (failure := query_failure(run.hop.name, query)) is not None:
+                        raise RunFailed(failure)
             stop.wait(1)
     finally:
         for query in queries.values():
