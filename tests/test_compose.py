@@ -18,6 +18,7 @@ def test_compose_file_is_sound():
     services = compose["services"]
     assert {"postgres", "api-server", "scheduler", "dag-processor", "triggerer", "spark-master", "spark-worker",
             "s3"} <= set(services)
+    assert services["triggerer"]["profiles"] == ["triggerer"]  # off unless asked for, as the launcher's
     shared = compose["x-lakehouse"]["environment"]
     sys.path.insert(0, str(ROOT / "include" / "scripts"))
     from lakehouse_platform import IDLE_SETTINGS

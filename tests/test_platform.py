@@ -271,7 +271,7 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
     backfill = api.call("POST", "/backfills", {"dag_id": "ad_events__backfill", "from_date": "2026-03-01T00:00:00Z",
                                                "to_date": "2026-03-01T00:00:00Z", "max_active_runs": 1})
     assert api.task_state("ad_events__stream", stream, "bronze") == "running"  # it was created mid-task
-    # The stream DAG's freshness deadline (10 seconds here) passes while bronze waits: the triggerer
+    # The stream DAG's freshness deadline (10 seconds here) passes while bronze waits: the executor
     # runs the callback, which writes the alert the page shows (held until then, whatever the
     # machine's speed: a run done within its deadline raises none).
     deadline = time.time() + 180

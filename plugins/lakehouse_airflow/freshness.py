@@ -2,10 +2,11 @@
 
 Airflow 3.3's deadline alerts judge DAG runs, not tables: the nearest native form of "a hop's
 newest commit is older than its freshness" is "a stream DAG run not done ``freshness`` after it
-was queued" (its hops commit when it ends). When that deadline passes, the triggerer calls
-:func:`freshness_missed`, which measures every hop's commit age from the lake's files (no JVM),
-logs the stale ones and writes the alert to ``_ops/alerts/<pipeline>/``, where the Lakehouse
-page shows it beside the red mark it draws on each stale hop.
+was queued" (its hops commit when it ends). When that deadline passes, the scheduler's executor
+calls :func:`freshness_missed` (a sync callback: no triggerer needed), which measures every
+hop's commit age from the lake's files (no JVM), logs the stale ones and writes the alert to
+``_ops/alerts/<pipeline>/``, where the Lakehouse page shows it beside the red mark it draws on
+each stale hop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback
 
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.logs.ops import write_alert
@@ -39,21 +40,21 @@ def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
     if spec.freshness_s is None or in_dag_test():
         return None
     return DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=dt.timedelta(seconds=spec.freshness_s),
-                         callback=AsyncCallback(freshness_missed, kwargs={"pipeline": spec.name}),
+                         callback=SyncCallback(freshness_missed, kwargs={"pipeline": spec.name}),
                          name=f"{spec.name} freshness {spec.freshness}")
 
 
 def _run_id(dag_run) -> str | None:
-    """The run's id from the callback's context (the triggerer passes the run as the REST API's
-    JSON: ``dag_run_id``)."""
+    """The run's id from the callback's context (Airflow passes the run as the REST API's JSON:
+    ``dag_run_id``)."""
     if isinstance(dag_run, dict):
         return dag_run.get("dag_run_id") or dag_run.get("run_id")
     return getattr(dag_run, "run_id", None)
 
 
-async def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
+def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
     """The deadline's callback: record which hops are stale now (``_ops/alerts/``), and log it.
-    Returns the log line: Airflow stores a callback's result as text (a dict stops the triggerer)."""
+    Returns the log line."""
     lake = Lake.open(get_spec(pipeline))
     view = pipeline_overview(lake)
     ages = {hop["hop"]: hop["freshness"]["last_commit_age_s"] for hop in view["hops"]}
