@@ -1,7 +1,7 @@
 """Busy fraction at the default cadence (issue 18, part 5).
 
-``make run``'s platform as a user starts it (Airflow's scheduler, API server, DAG processor and
-triggerer, the embedded PostgreSQL, the stream DAG on the spec's schedule, the launcher's trickle
+``make run``'s platform as a user starts it (Airflow's scheduler, API server and DAG processor,
+the embedded PostgreSQL, the stream DAG on the spec's schedule, the launcher's trickle
 of a sample file every minute) against always-on streaming (``lakehouse run --continuous``) fed
 the same trickle, each alone on the machine for the same wall time. Busy fraction: CPU seconds
 of every process each started, per wall second (2.0 would be both cores all the time). The
