@@ -480,6 +480,35 @@ def test_a_rollback_plan_widens_a_joins_rebackfill_and_lists_each_hops_backfills
                       ("gold_merchant_revenue", "05:00", "09:30"), ("gold_merchant_revenue", "10:00", "11:00")]
 
 
+def test_a_rollback_plan_to_a_run_says_which_of_its_repairs_it_leaves(tmp_path):
+    """The stream DAG's undo rolls back to before the run; a repair the run made at a hop whose
+    stream wrote no batch in it is not undone (it would be backfilled again from the same rows),
+    and the plan says so with the command that redoes it. Plain files, no JVM."""
+    from spark_jobs.control import rollback
+    from spark_jobs.model.lake import Lake
+
+    lake = Lake(str(tmp_path), get_spec("shop"))
+    gold = lake.spec.hop("gold_merchant_revenue")
+    runs = Path(lake.runs)
+    runs.mkdir(parents=True)
+    for run_id in ("R.repair-1", "S.repair-1"):
+        record = {"run_id": run_id, "hop": gold.name, "mode": "backfill", "status": "succeeded", "repair": True,
+                  "started_at": 1, "range_start": "2026-03-01T05:00:00.000", "range_end": "2026-03-01T09:00:00.000",
+                  "tables": {lake.table(gold): {"version_after": 5}}}
+        (runs / f"{run_id}.{gold.name}.json").write_text(json.dumps(record))
+
+    def restoring(version: int) -> list[dict]:
+        return [{"hop": gold.name, "tables": [{"table": lake.table(gold), "restore_to": version}]}]
+
+    [note] = rollback._repairs_kept(lake, [gold], "R", [])  # the plan does nothing at gold
+    assert note.startswith("gold_merchant_revenue: the run's repair R.repair-1 (2026-03-01T05:00:00.000 .. ")
+    assert note.endswith("`lakehouse backfill shop --hop gold_merchant_revenue --start 2026-03-01T05:00:00.000 "
+                         "--end 2026-03-01T09:00:00.000`")
+    assert rollback._repairs_kept(lake, [gold], "R", restoring(5)) == [note]  # the restore keeps its commit
+    assert rollback._repairs_kept(lake, [gold], "R", restoring(4)) == []  # the restore undoes it
+    assert rollback._repairs_kept(lake, [gold], "T", []) == []  # another run's repairs are not this run's
+
+
 @pytest.mark.quality
 def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(tmp_path, monkeypatch):
     """The stream DAG's hop task runs with ``--quality=report``, so a failed ``fail`` rule on what a

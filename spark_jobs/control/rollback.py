@@ -182,6 +182,8 @@ def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | N
         if step["undone"] or step["tables"] or step["restored_upstreams"] or step["skip_versions"]:
             hops.append(step)
     backfills = _backfills(lake, hops)
+    if to_run is not None:
+        notes.extend(_repairs_kept(lake, [view.hop for view in chain], to_run, hops))
     if backfills:
         commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {each['hop']} --start {each['start']} "
                              f"--end {each['end']}`" for each in backfills)
@@ -303,6 +305,27 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
             ranges.update(widened(span, hop.within_ms) for record in read_records(lake, upstream.name)
                           if (span := backfilled(record)))
     return [[iso(start), iso(end)] for start, end in sorted(ranges)]
+
+
+def _repairs_kept(lake: Lake, hops: list[HopSpec], run_id: str, steps: list[dict]) -> list[str]:
+    """Notes on the repairs run ``run_id`` made (:mod:`spark_jobs.control.repairs`) at ``hops``
+    that the plan's ``steps`` leave in place: a rollback undoes stream batches, and a restore
+    past a repair would backfill it again from the same upstream rows (:func:`_rebackfill`), so
+    only fixing those rows (or the code) and backfilling changes what it wrote."""
+    restored = {step["hop"]: {table["table"]: table["restore_to"] for table in step["tables"]} for step in steps}
+    notes = []
+    for hop in hops:
+        main = lake.table(hop)
+        for record in read_records(lake, hop.name):
+            after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
+            cut = restored.get(hop.name, {}).get(main)
+            if (record.get("repair") and str(record.get("run_id", "")).startswith(f"{run_id}.repair-")
+                    and backfilled(record) and after is not None and (cut is None or cut >= after)):
+                notes.append(f"{hop.name}: the run's repair {record['run_id']} ({record['range_start']} .. "
+                             f"{record['range_end']}) stays: it recomputed rows from the tables above; fix them (or "
+                             f"the code), then `lakehouse backfill {lake.spec.name} --hop {hop.name} --start "
+                             f"{record['range_start']} --end {record['range_end']}`")
+    return notes
 
 
 def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
