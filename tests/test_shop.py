@@ -86,7 +86,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     killed, code, _out = killed_mid_run(["run", NAME], extra, after=home / f"checkpoints/{NAME}/bronze_orders/commits/2")
     print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze_orders' batch 2 (exit {code})")
     assert killed, "the run ended before the kill: not a mid-run kill"
-    assert main(["run", NAME]) == 0
+    assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
     expected = landing.expected()
     assert_tables(spark, home, expected)
     assert len(expected["paid"]) > 60
@@ -112,7 +112,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
         ["bronze_payments"] if steps["silver_paid"]["target_batch"] >= 0 else [])
     assert delta_log.table_version(str(home / TABLES["orders"])) == orders_version
     assert checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/bronze_orders")) == orders_offsets
-    assert main(["run", NAME]) == 0
+    assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
     assert_tables(spark, home, expected)
 
     # Undo the orders' last two batches through both hops below them; a new increment lands
@@ -127,7 +127,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     assert any(note.startswith("silver_paid: starts over from bronze_payments's table")
                for note in document["plan"]["notes"]), document["plan"]["notes"]
     landing.increment(4)
-    assert main(["run", NAME]) == 0
+    assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
     expected = landing.expected()
     assert_tables(spark, home, expected)
     # status and checkpoint validate read the join's two sources and its state stores (one
