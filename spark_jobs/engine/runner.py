@@ -213,10 +213,13 @@ class HopRun:
 
     def refuse_damaged_checkpoint(self) -> None:
         """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis.
-        A checkpoint that a state rebuild was swapping in when it stopped is swapped in first."""
+        First what a stopped run left is mended: a checkpoint a state rebuild was swapping in is
+        swapped in, the files of a log write killed half-way are removed."""
         from spark_jobs.control.validate import validate_hop
 
         checkpoint_log.finish_restart(self.checkpoint)
+        for leftover in checkpoint_log.drop_leftovers(self.checkpoint):
+            self.progress(f"[{self.hop.name}] removed {leftover}: an interrupted write's")
         findings = validate_hop(self.lake, self.hop)
         if findings:
             first = findings[0]

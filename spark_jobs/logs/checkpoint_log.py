@@ -256,7 +256,8 @@ def drop_batches_after(checkpoint: str, batch_id: int) -> list[str]:
     """Remove ``commits/`` then ``offsets/`` entries past ``batch_id``, newest first; return them.
 
     Commits go first so that a crash in between leaves offsets ahead of commits (a batch to
-    redo), never commits ahead of offsets.
+    redo), never commits ahead of offsets. For -1 (a query that starts over) both folders go
+    whole, with what interrupted writes left in them (:func:`drop_leftovers`).
     """
     fs = filesystem(checkpoint)
     removed = []
@@ -265,6 +266,30 @@ def drop_batches_after(checkpoint: str, batch_id: int) -> list[str]:
             if number > batch_id:
                 remove(fs, path)
                 removed.append(f"{log}/{number}")
+    if batch_id < 0:
+        for log in ("commits", "offsets"):
+            remove_tree(fs, f"{checkpoint}/{log}")
+    return removed
+
+
+def drop_leftovers(checkpoint: str) -> list[str]:
+    """Remove from ``offsets/`` and ``commits/`` every file that is neither a batch's log file
+    nor the ``.crc`` of one: what a write killed half-way leaves (Spark's ``.<n>.<uuid>.tmp``
+    and its ``.crc``, this package's ``.<n>.lakehouse-tmp``, a checksum whose file is gone).
+    Spark skips them when it reads the logs, but a query with no batch yet refuses to start
+    while they are there (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY: "should be empty on batch
+    0"). Returns them, as ``<log>/<name>``."""
+    fs = filesystem(checkpoint)
+    removed = []
+    for log in ("offsets", "commits"):
+        paths = listing(fs, f"{checkpoint}/{log}")
+        kept = {name for name in (path.rstrip("/").rsplit("/", 1)[-1] for path in paths) if name.isdigit()}
+        kept |= {f".{name}.crc" for name in kept}
+        for path in paths:
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            if name not in kept and fs.isfile(path):
+                fs.rm(path)
+                removed.append(f"{log}/{name}")
     return removed
 
 
