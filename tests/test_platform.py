@@ -171,7 +171,15 @@ class Api:
                 if run["state"] == "success":
                     return event
             time.sleep(3)
-        raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}")
+        quoted = urllib.parse.quote(source_run, safe="")
+        runs = [(run["dag_run_id"], run["state"]) for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]]
+        events = self.call("GET", f"/assets/events?source_run_id={quoted}")["asset_events"]
+        tasks = self.call("GET", f"/dags/{source_dag}/dagRuns/{quoted}/taskInstances")["task_instances"]
+        logs = [self.log_lines(source_dag, source_run, task["task_id"], max(task["try_number"], 1))
+                for task in tasks if task["task_id"].startswith("gate_")]
+        raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}: its runs {runs}; "
+                             f"the source run's events {[(e['asset_id'], e['extra']) for e in events]}; "
+                             + "\n".join(line for log in logs for line in log[-15:]))
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """What the UI shows of a task's log so far (empty before the task wrote any)."""
@@ -183,6 +191,12 @@ class Api:
                 raise
             return ""
 
+    def log_lines(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[str]:
+        """A task's log, one line per event, under a header naming the task."""
+        log = self.task_log(dag_id, run_id, task_id, try_number)
+        content = json.loads(log)["content"] if log else []
+        return [f"--- {task_id}:", *(entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content)]
+
     def failures(self, dag_id: str, run_id: str, lines: int = 30) -> str:
         """A failed run's failed tasks, each with the end of its log (an assertion's message)."""
         quoted = urllib.parse.quote(run_id, safe="")
@@ -190,10 +204,8 @@ class Api:
         report = [f"{dag_id} {run_id}: {[(task['task_id'], task['state']) for task in tasks]}"]
         for task in tasks:
             if task["state"] in ("failed", "upstream_failed", "up_for_retry"):
-                log = self.task_log(dag_id, run_id, task["task_id"], max(task["try_number"], 1))
-                content = json.loads(log)["content"] if log else []
-                events = [entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content]
-                report += [f"--- {task['task_id']}:", *events[-lines:]]
+                log = self.log_lines(dag_id, run_id, task["task_id"], max(task["try_number"], 1))
+                report += [log[0], *log[1:][-lines:]]
         return "\n".join(report)
 
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
@@ -408,7 +420,13 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         ours = [line for line in listening.splitlines() if f":{port} " in line]
         assert ours and all("127.0.0.1:" in line for line in ours), ours
         assert list((tmp_path / "lake/landing/ad_events").glob("events-*.json"))
-        _walk_the_ui(base, user, password, lake, held, spark)
+        try:
+            _walk_the_ui(base, user, password, lake, held, spark)
+        except AssertionError as failed:  # what Airflow's scheduler said meanwhile, for CI's excerpt
+            log = tmp_path / "airflow/logs/scheduler.log"
+            said = [line for line in log.read_text(errors="replace").splitlines()
+                    if any(word in line for word in ("ERROR", "WARNING", "team__on_gold", "Traceback"))]
+            raise AssertionError(f"{failed}\nscheduler.log:\n" + "\n".join(said[-40:])) from failed
 
         second = subprocess.run([sys.executable, str(LAUNCHER), "run", "--port", str(free_port())], env=env,
                                 capture_output=True, text=True, timeout=60)
