@@ -4,8 +4,9 @@ Runs, in order: throughput (run vs plain PySpark vs backfill), the shop pipeline
 its backfill, one file of half a million
 lines, the quality gates' share, rollback at two table sizes, gold's recount, the S3 lake against the
 local lake, the soak (in this process, one warm JVM), then a 2-worker standalone cluster against
-local[2], Airflow's parse time, task overhead and nothing-new task, and last the cost of always-on
-against run-once and the busy fraction (subprocesses under :mod:`bench.meter`). Writes
+local[2], Airflow's parse time, task overhead and nothing-new task, a nothing-new stream DAG run
+through ``make run``'s scheduler, and last the cost of always-on against run-once and the busy
+fraction (subprocesses under :mod:`bench.meter`). Writes
 ``bench/results/latest.json``, ``latest.md`` and PNG charts, and prints the Markdown. Every
 size is a flag; ``--smoke`` makes all of them tiny and skips the warm-up runs (its figures mean nothing).
 
@@ -31,14 +32,15 @@ from bench import (
     quality,
     rollback,
     s3,
+    scheduled,
     shop,
     soak,
     throughput,
 )
 from bench.common import RESULTS, machine, write_json
 
-PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow", "cost",
-         "busy")
+PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow",
+         "scheduled", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "gold_events": 2_000,
@@ -103,6 +105,9 @@ def _alone(args: argparse.Namespace, result: dict) -> None:
     if "airflow" in args.only:
         _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
         result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
+    if "scheduled" in args.only:
+        _step(f"scheduled: nothing-new stream DAG runs through make run's scheduler x {max(args.repeats, 3)}")
+        result["scheduled"] = scheduled.run(max(args.repeats, 3), RESULTS)
     if "cost" in args.only:
         _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
         result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)
@@ -164,6 +169,7 @@ def markdown(result: dict) -> str:
                 ("cost", "Cost: always-on against run-once", cost.markdown),
                 ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
                 ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
+                ("scheduled", "A nothing-new stream DAG run through make run's scheduler", scheduled.markdown),
                 ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
                 ("quality", "Quality gates' share of hop time", quality.markdown),
                 ("big_file", "One file of many lines", big_file.markdown),
