@@ -57,6 +57,25 @@ def _summary(home: Path, run_id: str, hop: str) -> dict:
     return json.loads((home / "_ops" / "quality" / "ad_events" / f"{run_id}.{hop}.json").read_text())
 
 
+def _counted_as_written(spark, home: Path, run_id: str, hop_name: str) -> bool:
+    """Whether the gate took its counts as the run wrote its rows; either way its result must
+    equal the one computed from the rows read back (the gate as it is without counts)."""
+    from spark_jobs.engine import quality
+    from spark_jobs.engine.expectations import without_run_identity
+    from spark_jobs.service import open_lake
+
+    summary = _summary(home, run_id, hop_name)
+    result = json.loads(Path(summary["result"]).read_text())
+    record = json.loads((home / "_ops/runs/ad_events" / f"{run_id}.{hop_name}.json").read_text())
+    lake = open_lake("ad_events")
+    again = quality.check(spark, lake, lake.spec.hop(hop_name), dict(record, counted=None))
+    assert again["counted_as_written"] is False
+    assert without_run_identity(json.loads(Path(again["result"]).read_text())) == without_run_identity(result), hop_name
+    assert {key: again[key] for key in ("gate", "rows", "failed", "warned", "rules")} == \
+        {key: summary[key] for key in ("gate", "rows", "failed", "warned", "rules")}
+    return summary["counted_as_written"]
+
+
 def _rule(summary: dict, name: str) -> dict:
     return next(rule for rule in summary["rules"] if rule["rule"] == name)
 
@@ -97,14 +116,21 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     assert _silver_views(spark, lake_home) == _views_in_landing(lake_home)
     record = json.loads((lake_home / "_ops/runs/ad_events/r1.silver.json").read_text())
     assert record["quality"]["gate"] == "passed" and record["quality"]["warned"] == [CAMPAIGN_RULE]
+    # Counted as written, the gate reads nothing back, unless a rule failed (its first failing
+    # values are read from the rows) or gold's counts do not add up (two batches changed a window).
+    assert len(record["batch_ids"]) >= 2 and record["counted"]["batches"] == len(record["batch_ids"])
+    assert not _counted_as_written(spark, lake_home, "r1", "silver")
+    assert not _counted_as_written(spark, lake_home, "r1", "gold")
 
     # fail, on a clean increment: the earlier run's accepted orphans are not this run's rows.
     suites("silver", CAMPAIGN_RULE, "fail")
     _landing_batch(lake_home, 2, orphans=0)
-    assert main(["run", "ad_events", "--run-id", "r2"]) == 0
+    assert main(["run", "ad_events", "--run-id", "r2", "--max-files-per-trigger", "1"]) == 0
     summary = _summary(lake_home, "r2", "silver")
     assert summary["gate"] == "passed" and _rule(summary, CAMPAIGN_RULE)["failing"] in (0, None)
     assert summary["rows"] == len(_views_in_landing(lake_home, "20260402T000200")) > 0  # seed 2's file only
+    # Silver's counts of two batches add up; gold's two batches may have changed one window twice.
+    assert _counted_as_written(spark, lake_home, "r2", "silver") and not _counted_as_written(spark, lake_home, "r2", "gold")
 
     # drop: the failing rows go to silver's quarantine with the rule; written + quarantined = read.
     suites("silver", CAMPAIGN_RULE, "drop")
@@ -117,6 +143,8 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     stored = _silver_views(spark, lake_home) + sorted((json.loads(r.raw_line)["ad_id"], r.event_time) for r in quarantine)
     assert sorted(stored) == _views_in_landing(lake_home)
     assert _summary(lake_home, "r3", "silver")["gate"] == "passed"
+    # The rows kept, counted as written; gold's one batch, counted before its MERGE.
+    assert _counted_as_written(spark, lake_home, "r3", "silver") and _counted_as_written(spark, lake_home, "r3", "gold")
 
     # fail: the gate fails, the hops below do not run, the message says how to undo.
     suites("silver", CAMPAIGN_RULE, "fail")

@@ -16,6 +16,7 @@ import datetime
 import decimal
 import json
 import uuid
+from collections.abc import Callable
 from importlib import metadata
 
 from spark_jobs.control.suites import EXAMPLES
@@ -165,15 +166,45 @@ def evaluate(frame, expectations: list[dict]) -> tuple[int, list[dict]]:
         counts.append(F.sum(F.when(condition, 1).otherwise(0)).alias(f"u{index}"))
         counts.append(_considered(expectation).alias(f"c{index}"))
     totals = marked.agg(*counts).first().asDict()
+    return totals["rows"], results_of(expectations, totals,
+                                      lambda index: _examples(marked, expectations[index], conditions[index]))
+
+
+def results_of(expectations: list[dict], totals: dict, examples: Callable[[int], list | None]) -> list[dict]:
+    """GX's result dict for each rule from its counts (``rows``, ``u<i>`` failing, ``c<i>``
+    considered); ``examples(i)`` gives rule i's first failing values, asked only when it has some."""
     results = []
     for index, expectation in enumerate(expectations):
         unexpected, considered = totals.get(f"u{index}"), totals.get(f"c{index}")
-        if conditions[index] is None:
+        if expectation["type"] == "expect_table_row_count_to_be_between":
             results.append(_result(expectation, _between_result(expectation, totals["rows"])))
             continue
-        examples = _examples(marked, expectation, conditions[index]) if unexpected else []
-        results.append(_result(expectation, _map_result(expectation, totals["rows"], considered, unexpected, examples)))
-    return totals["rows"], results
+        found = examples(index) if unexpected else []
+        results.append(_result(expectation, _map_result(expectation, totals["rows"], considered, unexpected, found)))
+    return results
+
+
+def written_counts(expectations: list[dict], keys: tuple[str, ...] = ()) -> list | None:
+    """The counts of :func:`evaluate` as aggregate columns over the rows a batch writes, for
+    ``DataFrame.observe`` (no job of their own; the counts of a run's batches add up), or None
+    when a rule needs the whole increment at once: a compound-unique rule, except over exactly
+    ``keys`` when the table holds each key once (a MERGE on them; each key's last change is the
+    increment, so no row fails it)."""
+    from pyspark.sql import functions as F
+
+    counts = [F.count(F.lit(1)).alias("rows")]
+    for index, expectation in enumerate(expectations):
+        kind = expectation["type"]
+        if kind == "expect_table_row_count_to_be_between":
+            continue
+        if kind == "expect_compound_columns_to_be_unique":
+            if not keys or set(expectation["kwargs"]["column_list"]) != set(keys):
+                return None
+            unexpected = F.sum(F.lit(0))
+        else:
+            unexpected = F.sum(F.when(_unexpected(expectation, None)[1], 1).otherwise(0))
+        counts += [unexpected.alias(f"u{index}"), _considered(expectation).alias(f"c{index}")]
+    return counts
 
 
 def _considered(expectation: dict):

@@ -246,11 +246,13 @@ class AppendSink:
             try:
                 kept, dropped = run.drop_failing(self._not_held(batch) if hop.unique else batch, None,
                                                  (hop.time_column,))
+                kept, counts = run.counting(kept)
                 # The transaction a Delta sink would write: a replayed batch id is skipped.
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
                 kept.write.format("delta").mode("append").partitionBy(*hop.partition_by).options(
                     **idempotent).save(table)
+                run.counted(counts)
                 if quarantine is None:
                     return
                 if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
@@ -325,7 +327,7 @@ class MergeSink:
                 batch.unpersist()
                 return
             session = batch.sparkSession
-            changed = self.recomputed(batch, batch_id)
+            changed = self.recomputed(batch, batch_id).persist()  # merged, then counted for the gate
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -340,12 +342,14 @@ class MergeSink:
                     changed.write.format("delta").mode("append").options(
                         txnAppId=query_id, txnVersion=str(batch_id)).save(table)
                     has_rows = True
-                    return
-                target.alias("t").merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll(
-                ).execute()
+                else:
+                    target.alias("t").merge(changed.alias("s"), condition).whenMatchedUpdateAll(
+                    ).whenNotMatchedInsertAll().execute()
+                run.count_now(changed, tuple(run.hop.keys))  # from the cache the write filled
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
                 session.conf.unset("spark.databricks.delta.write.txnVersion")
+                changed.unpersist()
                 batch.unpersist()
 
         return frame.writeStream.outputMode("update").foreachBatch(run.each_batch(merge_batch))

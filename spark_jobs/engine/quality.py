@@ -6,11 +6,21 @@ their policies and the results as files are :mod:`spark_jobs.control.suites`.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import os
 import time
 
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
-from spark_jobs.engine.expectations import evaluate, in_gx_order, is_native, passes, suite_result
+from spark_jobs.engine.expectations import (
+    evaluate,
+    in_gx_order,
+    is_native,
+    passes,
+    results_of,
+    suite_result,
+    written_counts,
+)
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -100,6 +110,12 @@ def gx_validation(frame, suite: dict):
 _MARK = "_lakehouse_rule"  # a meta key that matches GX's results back to the suite's rules
 
 
+def _marked(suite: dict) -> list[dict]:
+    """The suite's rules, each marked with its index (:data:`_MARK`)."""
+    return [dict(rule, meta=dict(rule.get("meta", {}), **{_MARK: index}))
+            for index, rule in enumerate(suite.get("expectations", []))]
+
+
 def validate(frame, suite: dict) -> tuple[int, dict]:
     """``(rows, result)``: the suite checked on ``frame``, the result as GX's JSON.
 
@@ -110,8 +126,7 @@ def validate(frame, suite: dict) -> tuple[int, dict]:
     """
     loaded = datetime.datetime.now(datetime.timezone.utc)
     types = dict(frame.dtypes)
-    rules = [dict(rule, meta=dict(rule.get("meta", {}), **{_MARK: index}))
-             for index, rule in enumerate(suite.get("expectations", []))]
+    rules = _marked(suite)
     native = [rule for rule in rules if is_native(rule, types)]
     rows, native_results = evaluate(frame, native)
     results = {rule["meta"][_MARK]: result for rule, result in zip(native, native_results)}
@@ -119,6 +134,12 @@ def validate(frame, suite: dict) -> tuple[int, dict]:
     gx_result = validate_frame(frame, dict(suite, expectations=others)) if others else None
     for result in (gx_result or {}).get("results", []):
         results[result["expectation_config"]["meta"][_MARK]] = result
+    return rows, _document(suite, rules, results, gx_result, loaded)
+
+
+def _document(suite: dict, rules: list[dict], results: dict, gx_result: dict | None,
+              loaded: datetime.datetime) -> dict:
+    """The suite's result in GX's order from each marked rule's result (``results`` by mark)."""
     errors = [result for result in (gx_result or {}).get("results", []) if result["exception_info"].get("raised_exception")
               or any(isinstance(info, dict) and info.get("raised_exception")
                      for info in result["exception_info"].values())]
@@ -130,7 +151,38 @@ def validate(frame, suite: dict) -> tuple[int, dict]:
     document = suite_result(suite, ordered, loaded)
     if gx_result:
         document["meta"] = gx_result["meta"]  # GX's own batch markers and version
-    return rows, document
+    return document
+
+
+def suite_digest(suite: dict) -> str:
+    """What identifies the suite's rules (counts taken under other rules do not apply)."""
+    return hashlib.sha256(json.dumps(suite.get("expectations", []), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def counted_rules(suite: dict | None, frame, keys: tuple[str, ...] = ()) -> list | None:
+    """The aggregate columns that count ``suite`` on ``frame`` (the rows a batch writes, as the
+    gate sees them) as they are written, or None when a rule cannot be counted so: not native
+    on the frame's types, or needing the whole increment
+    (:func:`~spark_jobs.engine.expectations.written_counts`)."""
+    if suite is None or not suite.get("expectations"):
+        return None
+    types = dict(frame.dtypes)
+    if not all(is_native(rule, types) for rule in suite["expectations"]):
+        return None
+    return written_counts(suite["expectations"], keys)
+
+
+def validate_counted(suite: dict, totals: dict) -> tuple[int, dict] | None:
+    """``(rows, result)`` as :func:`validate` gives for the rows counted as the run wrote them
+    (``totals``: :func:`counted_rules`' counts, summed); None when a rule has failing rows,
+    whose first values only the rows themselves give (the caller reads them back)."""
+    rules = _marked(suite)
+    if any(totals.get(f"u{index}") for index in range(len(rules))):
+        return None
+    loaded = datetime.datetime.now(datetime.timezone.utc)
+    found = results_of(rules, totals, lambda index: [])
+    results = {rule["meta"][_MARK]: result for rule, result in zip(rules, found)}
+    return totals["rows"], _document(suite, rules, results, None, loaded)
 
 
 def summarize(result: dict) -> list[dict]:
@@ -175,6 +227,18 @@ def render_data_docs(result_path: str, page_path: str) -> str:
     return write_text(page_path, DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result)))
 
 
+def _counted(record: dict, suite: dict, change: dict) -> dict | None:
+    """The counts the run took as it wrote its rows (``record["counted"]``), when they are of
+    this suite and of every row its versions hold (a count lost, or a write Delta skipped,
+    leaves them short: then the rows are read back)."""
+    counted = record.get("counted")
+    if not counted or counted.get("suite") != suite_digest(suite) or counted.get("rows") != record.get("rows_out"):
+        return None
+    if change.get("version_after") in (None, change.get("version_before")):
+        return None
+    return counted
+
+
 def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False) -> dict | None:
     """Validate the rows ``record``'s run wrote to the hop's table; write the GX result JSON to
     ``_ops/quality/`` (and its Data Docs page with ``data_docs``); return the summary (None: the
@@ -185,16 +249,20 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     began = time.time()
     table = lake.table(hop)
     change = record["tables"].get(table) or {}
-    frame = increment(spark, table, change.get("version_before"), change.get("version_after"), tuple(hop.keys))
+    counted = _counted(record, suite, change)
+    found = validate_counted(suite, counted) if counted else None
+    frame = None if found else increment(spark, table, change.get("version_before"), change.get("version_after"),
+                                         tuple(hop.keys))
     name = f"{record['run_id']}.{hop.name}"
     summary = {"suite": suite.get("name"), "run_id": record["run_id"], "hop": hop.name,
-               "versions": [change.get("version_before"), change.get("version_after")], "rows": 0}
-    if frame is None:
+               "versions": [change.get("version_before"), change.get("version_after")], "rows": 0,
+               "counted_as_written": found is not None}
+    if found is None and frame is None:
         summary.update(gate="passed", rules=[], note="no table yet: nothing to check")
     else:
         from spark_jobs.pipelines import pipeline_code
 
-        summary["rows"], result = validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
+        summary["rows"], result = found or validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
         rules = summarize(result)
         failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
         summary.update(gate="failed" if failed else "passed", failed=failed,
@@ -208,6 +276,7 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
             fs.rm(page)  # a page of an earlier check of this run: rendered anew from this result
         if data_docs:
             render_data_docs(summary["result"], page)
-    summary["seconds"] = round(time.time() - began, 3)
+    spent_writing = counted.get("seconds", 0) if found else 0  # a MERGE's count, run in the hop's write
+    summary["seconds"] = round(time.time() - began + spent_writing, 3)
     write_json(results_dir(lake), f"{name}.json", summary)
     return summary

@@ -66,6 +66,8 @@ class HopRun:
         source, sink = HOP_KINDS[hop.kind]
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
+        self._counts: dict | None = None  # the gate's counts of the rows written so far (counting)
+        self._counting: list | None = None  # their columns, once the first batch's frame said if it can
 
     def fence(self) -> None:
         """The pipeline lock's check, which the sinks call before each commit; a refusal is kept,
@@ -93,6 +95,7 @@ class HopRun:
                 record.rows_in = record.rows_out + record.rows_quarantined
         if self.hop.reads_landing:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
+        record.counted = self._counts if self._counts and self._counts["batches"] else None
         record.finish(status, error)
         write_record(self.lake, record)
         if status == "succeeded" and self._fingerprint is not None:
@@ -173,6 +176,62 @@ class HopRun:
             self.progress(fingerprints.note(self.hop))
         self.record.fingerprint = new.to_dict()
         self._fingerprint = new
+
+    def _count_columns(self, frame, keys: tuple[str, ...]) -> list:
+        """The gate's counts as aggregate columns (:func:`quality.counted_rules`), decided on the
+        first batch's frame; empty when a rule cannot be counted as rows are written."""
+        if self._counting is None:
+            suite = suites.load_suite(self.spec, self.hop)
+            columns = quality.counted_rules(suite, self.code.quality_frame(self.hop, frame), keys)
+            self._counting = [] if columns is None else columns
+            self._counts = None if columns is None else {"suite": quality.suite_digest(suite), "batches": 0}
+        return self._counting if self._counts is not None else []
+
+    def counting(self, frame):
+        """``(frame, observation)``: the rows a batch writes, counted by the hop's suite as they are
+        written (``DataFrame.observe``: no job of its own, and the gate then reads nothing back)
+        when every rule can be counted so; else ``(frame, None)``. After the write,
+        :meth:`counted` takes the counts."""
+        columns = self._count_columns(frame, ())
+        if not columns:
+            return frame, None
+        from pyspark.sql import Observation
+
+        observation = Observation()
+        checked = self.code.quality_frame(self.hop, frame).observe(observation, *columns)
+        return checked.select(*frame.columns), observation
+
+    def counted(self, observation) -> None:
+        """Add what ``observation`` counted as its batch was written. None came when Delta skipped
+        the write (a batch committed before): the run's counts are dropped, and the gate reads the
+        rows back."""
+        if observation is None or self._counts is None:
+            return
+        if not observation._jo.future().isCompleted():
+            self._counts = None
+            return
+        self._add_counts(observation.get)
+
+    def count_now(self, frame, keys: tuple[str, ...]) -> None:
+        """Count the rows a MERGE just wrote (``frame``, its source, cached: one small job over
+        the cache; Spark does not observe a MERGE's source). Its table holds each of ``keys``
+        once, but a key two batches change would be counted twice: counts hold for a run of one
+        batch only. A MERGE that Delta skipped leaves the counts apart from the table's, so the
+        gate reads the rows back."""
+        columns = self._count_columns(frame, keys)
+        if not columns:
+            return
+        if self._counts["batches"]:
+            self._counts = None
+            return
+        began = time.time()
+        totals = self.code.quality_frame(self.hop, frame).agg(*columns).first().asDict()
+        self._add_counts(dict(totals, seconds=round(time.time() - began, 3)))  # the gate's time, spent here
+
+    def _add_counts(self, totals: dict) -> None:
+        for name, value in totals.items():
+            self._counts[name] = value if self._counts.get(name) is None else self._counts[name] + (value or 0)
+        self._counts["batches"] += 1
 
     def drop_failing(self, kept, quarantined, keep: tuple[str, ...]):
         """Apply the suite's ``drop`` rules: failing rows join the quarantine rows, with the rule."""

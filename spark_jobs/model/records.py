@@ -51,6 +51,9 @@ class RunRecord:
     fingerprint: dict | None = None
     # A backfill a run made after its stream (spark_jobs.control.repairs), not one a user asked for.
     repair: bool = False
+    # The gate's counts, taken as the run's batches wrote their rows (spark_jobs.engine.quality.
+    # counted_rules): the suite's digest, "batches", "rows" and each rule's "u<i>"/"c<i>".
+    counted: dict | None = None
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status
