@@ -283,13 +283,12 @@ def drop_leftovers(checkpoint: str) -> list[str]:
     removed = []
     for log in ("offsets", "commits"):
         paths = listing(fs, f"{checkpoint}/{log}")
-        kept = {name for name in (path.rstrip("/").rsplit("/", 1)[-1] for path in paths) if name.isdigit()}
-        kept |= {f".{name}.crc" for name in kept}
+        batches = [path for path in paths if path.rsplit("/", 1)[-1].isdigit()]
+        kept = {*batches, *map(crc_path, batches)}
         for path in paths:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            if name not in kept and fs.isfile(path):
+            if path not in kept and fs.isfile(path):
                 fs.rm(path)
-                removed.append(f"{log}/{name}")
+                removed.append(f"{log}/{path.rsplit('/', 1)[-1]}")
     return removed
 
 
