@@ -106,9 +106,10 @@ def _alone(args: argparse.Namespace, result: dict) -> None:
         _step(f"airflow: parse, task overhead and nothing new x {args.repeats}")
         result["airflow"] = airflow_overhead.run(args.repeats, args.airflow_events, RESULTS)
     if "scheduled" in args.only:
-        _step(f"scheduled: nothing-new stream DAG runs through make run's scheduler x {max(args.repeats, 3)}")
-        result["scheduled"] = scheduled.run(max(args.repeats, 3), RESULTS, *(
-            (10.0, ()) if args.smoke else ()))  # smoke: the launcher's idle sleep only, 10 s idle
+        minutes = 1 if args.smoke else max(args.repeats, 3)
+        _step(f"scheduled: nothing-new stream DAG runs through make run's scheduler, {minutes} minutes")
+        result["scheduled"] = scheduled.run(minutes, RESULTS, *(
+            (10.0, False) if args.smoke else ()))  # smoke: the launcher's settings only, 10 s idle
     if "cost" in args.only:
         _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
         result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)

@@ -55,9 +55,14 @@ GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKI
 # PostgreSQL 2.2 -> 1.5 with these; the triggerer's, DAG processor's and API server's own loops
 # (each a fixed 1 s or 0.1 s) do not change.
 IDLE_SETTINGS = {
-    # The scheduler's loop sleeps 5 s when it found nothing to do (1 s by default): a task may
-    # start up to 5 s after the one before it ends.
-    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "5",
+    # An idle scheduler loop comes round every 5 s (1 s by default): its executor, Airflow's
+    # LocalExecutor made prompt (lakehouse_airflow.executor), waits up to 4 s for a task to end,
+    # returning as soon as one does or a scheduled DAG run is due, then the loop sleeps 1 s. A
+    # task's end is acted on at once; a triggered run starts up to 5 s after it is made. (With
+    # Airflow's own LocalExecutor, set the sleep to 5 s for the same idle cost.)
+    "AIRFLOW__CORE__EXECUTOR": "lakehouse_airflow.executor.PromptLocalExecutor",
+    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1",
+    "AIRFLOW__LAKEHOUSE__EXECUTOR_IDLE_WAIT": "4",
     # Heartbeats every 15 s (5 s), so "unhealthy" after 60 s without one (30 s).
     "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "15",
     "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "15",
@@ -93,7 +98,6 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin"),
             # SQLite until the launcher starts PostgreSQL and puts its address here (``run``).
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlite_url(airflow_home),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",

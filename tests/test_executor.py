@@ -1,0 +1,105 @@
+"""``PromptLocalExecutor`` (plugins/lakehouse_airflow/executor.py): an idle heartbeat waits on its
+workers' report queue, returns when a report comes, and stops waiting in time for the next
+scheduled DAG run.
+
+Real LocalExecutor queues and worker processes, a real (SQLite) metadata DB for the due time.
+One test replaces the parent class's hand-over to the workers with a recorder (a mock of that
+call only, said where it is). The end-to-end proof is the real scheduler: ``test_platform.py``
+runs every DAG through it, and ``python -m bench --only scheduled`` measures the runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.unit, pytest.mark.airflow]
+
+
+@pytest.fixture
+def executor(airflow_in_process):
+    from lakehouse_airflow.executor import PromptLocalExecutor
+
+    found = PromptLocalExecutor(parallelism=1)
+    found.start()
+    found._due_asked = time.time()  # no scheduled run: the due-time tests set their own
+    yield found
+    found.end()
+
+
+def _timed_sync(executor) -> float:
+    began = time.monotonic()
+    executor.sync()
+    return time.monotonic() - began
+
+
+def test_an_idle_heartbeat_waits_its_bound_when_nothing_reports(executor):
+    executor.idle_wait_s = 0.5
+    assert _timed_sync(executor) >= 0.5
+
+
+def test_a_report_ends_the_wait_and_reaches_the_event_buffer(executor):
+    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.utils.state import TaskInstanceState
+
+    executor.idle_wait_s = 120.0
+    executor._due, executor._due_asked = time.time() + 90, time.time()  # known: a run due in 90 s
+    key = TaskInstanceKey("dag", "task", "run", 1)
+    threading.Timer(0.3, lambda: executor.result_queue.put((key, TaskInstanceState.SUCCESS, None))).start()
+    assert _timed_sync(executor) < 60  # returned on the report, not after 90 s
+    assert executor.get_event_buffer()[key][0] == TaskInstanceState.SUCCESS
+    # A run may have ended on that report, moving its DAG's next due time: the next wait asks again.
+    now = time.time()
+    executor._wait_s(now)
+    assert executor._due_asked == now
+
+
+def test_a_heartbeat_that_handed_work_over_does_not_wait(executor, monkeypatch):
+    from airflow.executors.local_executor import LocalExecutor
+
+    handed = []
+    # A mock of the parent's hand-over to the workers only: no workload is built or run here.
+    monkeypatch.setattr(LocalExecutor, "_process_workloads", lambda self, workloads: handed.extend(workloads))
+    executor.idle_wait_s = 120.0
+    executor._process_workloads(["workload"])
+    assert handed == ["workload"] and _timed_sync(executor) < 60
+    executor.idle_wait_s = 0.3
+    assert _timed_sync(executor) >= 0.3  # the next idle heartbeat waits again
+
+
+def test_the_wait_ends_when_the_next_scheduled_run_is_due(executor):
+    executor.idle_wait_s = 120.0
+    executor.loop_sleep_s = 1.0
+    now = time.time()
+    executor._due, executor._due_asked = now + 3.0, now
+    assert executor._wait_s(now) == pytest.approx(2.05)  # the loop after the 1-s sleep begins at 3.05
+    executor._due = now + 0.5
+    assert executor._wait_s(now) == 0.0  # due sooner than the sleep: no wait at all
+    executor._due, executor._due_asked = None, now
+    assert executor._wait_s(now) == 120.0
+
+
+def test_the_next_due_is_the_earliest_future_one_of_an_unpaused_dag(airflow_in_process):
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.utils.session import create_session
+    from lakehouse_airflow.executor import next_due
+
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    rows = {"due_later": (False, 300), "due_soon": (False, 120), "paused": (True, 60), "overdue": (False, -60)}
+    with create_session() as session:
+        if session.get(DagBundleModel, "executor-test") is None:
+            session.add(DagBundleModel(name="executor-test"))
+            session.flush()
+        for dag_id, (paused, seconds) in rows.items():
+            session.merge(DagModel(dag_id=f"executor_test_{dag_id}", bundle_name="executor-test", is_paused=paused,
+                                   is_stale=False, next_dagrun_create_after=now + dt.timedelta(seconds=seconds)))
+    try:
+        assert next_due() == (now + dt.timedelta(seconds=120)).timestamp()
+    finally:
+        with create_session() as session:
+            for dag_id in rows:
+                session.query(DagModel).filter(DagModel.dag_id == f"executor_test_{dag_id}").delete()
