@@ -32,6 +32,26 @@ def test_parse_events_keeps_valid_events_typed(spark):
     assert t.invalid_lines(parsed).count() == 0
 
 
+def test_a_sample_event_takes_the_plain_shape_and_parses_the_same(spark):
+    """The generator's events (every known field, of its type, nothing else) match
+    ``PLAIN_SHAPE``, which lets a line skip the per-field type checks and the rescued map; the
+    row is what those would have given: typed, nothing rescued."""
+    import json
+    import random
+
+    from pyspark.sql import functions as F
+
+    from spark_jobs.control.generator import SHIPPED
+
+    event = SHIPPED["ad_events"].event(random.Random(7), T0 + 5)
+    line = json.dumps(event, separators=(",", ":"))
+    shape = spark.createDataFrame([(line,)], "value string").select(F.schema_of_variant(F.parse_json("value"))).first()[0]
+    assert shape == t.PLAIN_SHAPE
+    rows = [row.asDict() for row in t.valid_events(t.parse_events(_lines(spark, [line]))).collect()]
+    assert rows == [{**event, "event_ts": dt.datetime(2026, 3, 1, 0, 0, 0, 5000), "event_date": dt.date(2026, 3, 1),
+                     "_rescued": None, "_source_file": "f.json"}]
+
+
 def test_parse_events_rescues_fields_the_schema_does_not_have(spark):
     """Unknown fields are kept as JSON text in ``_rescued`` (null when there are none); a known
     field of the wrong type is quarantined as before, unknown fields or not."""

@@ -22,6 +22,10 @@ EVENT_TIME_RANGE = (946_684_800_000, 4_102_444_800_000)  # epoch ms of 2000-01-0
 _NUMBER_KIND = "^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL\\(.*)$"  # schema_of_variant of a JSON number
 
 KNOWN_FIELDS = (*STRING_FIELDS, "event_time")  # any other field of an event is kept in RESCUED
+# ``schema_of_variant`` of an event with exactly the known fields, each of its type (keys sorted),
+# as the generator and most sources write them: such a line is typed and has nothing to rescue.
+PLAIN_SHAPE = "OBJECT<" + ", ".join(f"{name}: {'BIGINT' if name == 'event_time' else 'STRING'}"
+                                    for name in sorted(KNOWN_FIELDS)) + ">"
 BRONZE_COLUMNS = (
     "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "event_ts", "ip_address",
     "event_date", RESCUED, "_source_file",
@@ -102,15 +106,19 @@ def parse_events(lines: DataFrame) -> DataFrame:
     :return: the bronze columns, ``raw_line`` and ``reason``; ``_rescued`` holds the fields an
         event has beyond :data:`KNOWN_FIELDS` as JSON text (null when none).
     """
-    doc = F.col("_doc")
+    doc, plain = F.col("_doc"), F.col("_plain")
     fields = lines.select(
         "value", "_source_file", F.try_parse_json(F.col("value")).alias("_doc")
+    ).select(
+        "value", "_source_file", "_doc", (F.schema_of_variant(doc) == PLAIN_SHAPE).alias("_plain"),
     ).select(
         "value", "_source_file", "_doc",
         *[F.try_variant_get(doc, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
         F.try_variant_get(doc, "$.event_time", "double").alias("_event_time"),
-        _typed(doc).alias("_typed"),
-        rescued(doc, KNOWN_FIELDS).alias(RESCUED),
+        # A line of PLAIN_SHAPE (one look at the whole document) skips the per-field type
+        # checks and the rescued map: it is typed and has no other field.
+        F.when(plain, F.lit(True)).otherwise(_typed(doc)).alias("_typed"),
+        F.when(~plain, rescued(doc, KNOWN_FIELDS)).alias(RESCUED),
     )
     typed = fields.select(
         *STRING_FIELDS,
