@@ -62,7 +62,8 @@ def _typed(parsed: Column) -> Column:
     return functools.reduce(operator.and_, [F.coalesce(check, F.lit(True)) for check in checks])
 
 
-def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time: Column, typed: Column) -> Column:
+def _invalid_reason(line: Column, parsed: Column, fields: dict[str, Column], event_time: Column, typed: Column,
+                    plain: Column) -> Column:
     """Why a parsed line is not an event, or null when it is one (first failed rule wins).
 
     A line with bytes that are not UTF-8 is quarantined (its ``raw_line`` shows them as
@@ -70,12 +71,16 @@ def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time
     that must be strings and hold an object, array or number are quarantined too; unknown extra
     fields are ignored. ``event_time`` must lie in [2000-01-01, 2100-01-01).
 
-    ``parsed``, ``event_type``, ``event_time`` and ``typed`` (:func:`_typed`) are columns
-    computed once per line. Whether the document is an object is asked only when a required
-    field is missing (a document that is not an object has none), and which field has the
-    wrong type only when ``typed`` is false, since those checks read the document again.
+    ``parsed``, ``fields`` (the string fields, by name), ``event_time``, ``typed``
+    (:func:`_typed`) and ``plain`` (the line is of :data:`PLAIN_SHAPE`) are columns computed
+    once per line. A plain line has every required field, so only another line looks for a
+    missing one (reading the time again, as text: present but not a number is another reason);
+    whether the document is an object is asked only when a required field is missing (a
+    document that is not an object has none), and which field has the wrong type only when
+    ``typed`` is false, since those checks read the document again.
     """
-    required = [F.try_variant_get(parsed, f"$.{name}", "string") for name in REQUIRED_FIELDS]
+    required = [fields[name] if name in fields else F.try_variant_get(parsed, f"$.{name}", "string")
+                for name in REQUIRED_FIELDS]
     missing = F.when(~F.schema_of_variant(parsed).startswith("OBJECT"), F.lit("not a JSON object"))
     for name, value in zip(REQUIRED_FIELDS, required):
         missing = missing.when(value.isNull(), F.lit(f"missing {name}"))
@@ -88,9 +93,9 @@ def _invalid_reason(line: Column, parsed: Column, event_type: Column, event_time
         F.when(F.octet_length(line) > MAX_LINE_BYTES, F.lit(f"line longer than {MAX_LINE_BYTES} bytes"))
         .when(~F.is_valid_utf8(line), F.lit("not valid UTF-8"))
         .when(parsed.isNull(), F.lit("not a JSON object"))
-        .when(F.greatest(*[value.isNull() for value in required]), missing)
+        .when(~plain & F.greatest(*[value.isNull() for value in required]), missing)
         .when(~typed, mistyped)
-        .when(~event_type.isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
+        .when(~fields["event_type"].isin(*EVENT_TYPES), F.lit("event_type is not one of " + "|".join(EVENT_TYPES)))
         .when((event_time < EVENT_TIME_RANGE[0]) | (event_time >= EVENT_TIME_RANGE[1]),
               F.lit("event_time out of range (2000..2100)"))
     )
@@ -112,7 +117,7 @@ def parse_events(lines: DataFrame) -> DataFrame:
     ).select(
         "value", "_source_file", "_doc", (F.schema_of_variant(doc) == PLAIN_SHAPE).alias("_plain"),
     ).select(
-        "value", "_source_file", "_doc",
+        "value", "_source_file", "_doc", "_plain",
         *[F.try_variant_get(doc, f"$.{name}", "string").alias(name) for name in STRING_FIELDS],
         F.try_variant_get(doc, "$.event_time", "double").alias("_event_time"),
         # A line of PLAIN_SHAPE (one look at the whole document) skips the per-field type
@@ -125,7 +130,8 @@ def parse_events(lines: DataFrame) -> DataFrame:
         F.col("_event_time").cast("long").alias("event_time"),
         "value",
         F.col("_source_file"),
-        _invalid_reason(F.col("value"), doc, F.col("event_type"), F.col("_event_time"), F.col("_typed")).alias("reason"),
+        _invalid_reason(F.col("value"), doc, {name: F.col(name) for name in STRING_FIELDS}, F.col("_event_time"),
+                        F.col("_typed"), plain).alias("reason"),
         RESCUED,
     ).select(
         *STRING_FIELDS, "event_time", RESCUED,
