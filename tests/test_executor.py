@@ -82,6 +82,19 @@ def test_the_wait_ends_when_the_next_scheduled_run_is_due(executor):
     assert executor._wait_s(now) == 120.0
 
 
+def test_a_due_time_that_cannot_be_read_leaves_the_plain_wait(executor, monkeypatch):
+    from lakehouse_airflow import executor as module
+    from sqlalchemy.exc import OperationalError
+
+    def unreadable():
+        raise OperationalError("SELECT", {}, Exception("the metadata DB went away"))
+
+    monkeypatch.setattr(module, "next_due", unreadable)  # our own query, made to fail as a lost DB would
+    executor.idle_wait_s = 4.0
+    executor._due_asked = float("-inf")
+    assert executor._wait_s(time.time()) == 4.0
+
+
 def test_the_next_due_is_the_earliest_future_one_of_an_unpaused_dag(airflow_in_process):
     from airflow.models.dag import DagModel
     from airflow.models.dagbundle import DagBundleModel
