@@ -1,8 +1,10 @@
 """Registers the lakehouse with Airflow's API server: the gate tasks' Data Docs extra link, and
 the backfill DAG's timetable, the Lakehouse pages (README: "The Lakehouse page") as a FastAPI app shown through external
-views: an entry in the navigation and a tab on every DAG's page."""
+views: an entry in the navigation and a tab on every DAG's page; and a listener that makes an idle
+DAG processor wake less often (``lakehouse_airflow.dag_processor``)."""
 
 from airflow.plugins_manager import AirflowPlugin
+from lakehouse_airflow import dag_processor
 from lakehouse_airflow.operators import DataDocsLink
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
 from lakehouse_airflow.ui import URL_PREFIX, LazyApp
@@ -12,6 +14,7 @@ class LakehousePlugin(AirflowPlugin):
     name = "lakehouse"
     operator_extra_links = [DataDocsLink()]
     timetables = [BackfillOnlyTimetable]  # the backfill DAG's: no scheduled runs
+    listeners = [dag_processor]  # on_starting: the DAG processor's idle loop
     fastapi_apps = [{"app": LazyApp("lakehouse_airflow.ui.app:app"), "url_prefix": URL_PREFIX, "name": "Lakehouse"}]
     external_views = [
         {"name": "Lakehouse", "href": f"{URL_PREFIX.lstrip('/')}/", "destination": "nav", "url_route": "lakehouse"},

@@ -1,8 +1,9 @@
 """``PromptLocalExecutor`` (plugins/lakehouse_airflow/executor.py): an idle heartbeat waits on its
-workers' report queue, returns when a report comes, and stops waiting in time for the next
-scheduled DAG run.
+workers' report queue, returns when a report comes, stops waiting in time for the next
+scheduled DAG run, and (PostgreSQL) when a run is made outside the scheduler.
 
-Real LocalExecutor queues and worker processes, a real (SQLite) metadata DB for the due time.
+Real LocalExecutor queues and worker processes, a real (SQLite) metadata DB for the due time, a
+real PostgreSQL server for the wake (its ``dag_run`` table reduced to the columns the trigger reads).
 One test replaces the parent class's hand-over to the workers with a recorder (a mock of that
 call only, said where it is). The end-to-end proof is the real scheduler: ``test_platform.py``
 runs every DAG through it, and ``python -m bench --only scheduled`` measures the runs.
@@ -116,3 +117,106 @@ def test_the_next_due_is_the_earliest_future_one_of_an_unpaused_dag(airflow_in_p
         with create_session() as session:
             for dag_id in rows:
                 session.query(DagModel).filter(DagModel.dag_id == f"executor_test_{dag_id}").delete()
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory):
+    """A PostgreSQL server (the launcher's embedded one) with a ``dag_run`` table of the columns
+    the wake's trigger reads; a SQLAlchemy engine on it."""
+    import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
+    from sqlalchemy import create_engine, text
+
+    server = metadata_db.Postgres(tmp_path_factory.mktemp("wake") / "postgres")
+    try:
+        server.start()
+        engine = create_engine(server.url())
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE dag_run (id serial PRIMARY KEY, dag_id text, run_type text, state text)"))
+        yield engine
+        engine.dispose()
+    finally:
+        server.remove()
+
+
+def _run_made(engine, run_type: str, state: str = "queued") -> int:
+    from sqlalchemy import text
+
+    with engine.begin() as connection:
+        return connection.execute(text("INSERT INTO dag_run (dag_id, run_type, state) VALUES ('d', :t, :s) RETURNING id"),
+                                  {"t": run_type, "s": state}).scalar()
+
+
+def _state_set(engine, run: int, state: str) -> None:
+    from sqlalchemy import text
+
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE dag_run SET state = :s WHERE id = :i"), {"s": state, "i": run})
+
+
+def _woken(wake, timeout: float) -> bool:
+    from multiprocessing.connection import wait
+
+    if not wait([wake], timeout):
+        return False
+    return wake.drain() > 0
+
+
+def test_the_wake_comes_for_runs_made_outside_the_scheduler_and_cleared_ones(postgres):
+    from lakehouse_airflow.executor import RunWake
+
+    wake = RunWake.open(postgres)
+    again = RunWake.open(postgres)  # a second scheduler (or a restart): the trigger replaced, not doubled
+    try:
+        run = _run_made(postgres, "manual")
+        assert _woken(wake, 5) and _woken(again, 5)
+        assert not _woken(wake, 0.3)  # drained: one notification per run
+        _run_made(postgres, "backfill")
+        assert _woken(wake, 5)
+        scheduled = _run_made(postgres, "scheduled")  # the scheduler's own: it acts on it in the same loop
+        assert not _woken(wake, 0.5)
+        for state in ("running", "success"):  # the scheduler moving runs on: nothing
+            _state_set(postgres, scheduled, state)
+        assert not _woken(wake, 0.5)
+        _state_set(postgres, scheduled, "queued")  # cleared from the UI: queued again
+        assert _woken(wake, 5)
+        _state_set(postgres, run, "queued")  # already queued: nothing new
+        assert not _woken(wake, 0.3)
+    finally:
+        wake.close()
+        again.close()
+
+
+def test_a_triggered_run_ends_the_idle_wait(executor, postgres):
+    from lakehouse_airflow.executor import RunWake
+
+    executor._wake = RunWake.open(postgres)
+    executor.idle_wait_s = 120.0
+    executor._due, executor._due_asked = time.time() + 90, time.time()
+    threading.Timer(0.3, lambda: _run_made(postgres, "manual")).start()
+    assert _timed_sync(executor) < 60  # returned on the notification, not after 90 s
+    executor.idle_wait_s = 0.3
+    assert _timed_sync(executor) >= 0.3  # drained: the next idle heartbeat waits again
+
+
+def test_a_lost_wake_connection_leaves_the_plain_wait_and_is_opened_again(executor, postgres, monkeypatch):
+    from lakehouse_airflow import executor as module
+    from sqlalchemy import text
+
+    executor._wake = module.RunWake.open(postgres)
+    with postgres.begin() as connection:  # as a restarted PostgreSQL ends it
+        connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": executor._wake.connection.get_backend_pid()})
+    executor.idle_wait_s = 5.0
+    executor._due, executor._due_asked = None, time.time()
+    executor._wake_tried = time.time()
+    assert _timed_sync(executor) < 5 and executor._wake is None  # the ended connection woke it, then was let go
+    executor.idle_wait_s = 0.3
+    assert _timed_sync(executor) >= 0.3 and executor._wake is None  # the plain wait, no retry yet
+    opened = module.RunWake.open
+    # Airflow's own metadata DB is SQLite here: the retry is pointed at the test's PostgreSQL.
+    monkeypatch.setattr(module.RunWake, "open", classmethod(lambda cls, engine=None: opened(postgres)))
+    executor._wake_tried = time.time() - module.WAKE_RETRY_S - 1
+    _timed_sync(executor)
+    assert executor._wake is not None
+    _run_made(postgres, "manual")
+    executor.idle_wait_s = 120.0
+    assert _timed_sync(executor) < 60  # woken through the connection opened again

@@ -427,6 +427,10 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
             said = [line for line in (log.read_text(errors="replace") if log.exists() else "").splitlines()
                     if any(word in line for word in ("ERROR", "WARNING", "team__on_gold", "Traceback"))]
             raise AssertionError(f"{failed}\nscheduler.log:\n" + "\n".join(said[-40:])) from failed
+        # The DAG processor's idle loop was stretched by the plugin's listener (IDLE_SETTINGS).
+        assert "comes round every 5 s" in (tmp_path / "airflow/logs/dag-processor.log").read_text(errors="replace")
+        # The scheduler's executor listens for runs made outside it (the walk triggered some).
+        assert "LISTEN lakehouse_scheduler_wake" in (tmp_path / "airflow/logs/scheduler.log").read_text(errors="replace")
 
         second = subprocess.run([sys.executable, str(LAUNCHER), "run", "--port", str(free_port())], env=env,
                                 capture_output=True, text=True, timeout=60)

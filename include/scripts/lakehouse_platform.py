@@ -55,14 +55,18 @@ GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKI
 # PostgreSQL 2.2 -> 1.5 with these; the triggerer's, DAG processor's and API server's own loops
 # (each a fixed 1 s or 0.1 s) do not change.
 IDLE_SETTINGS = {
-    # An idle scheduler loop comes round every 5 s (1 s by default): its executor, Airflow's
-    # LocalExecutor made prompt (lakehouse_airflow.executor), waits up to 4 s for a task to end,
-    # returning as soon as one does or a scheduled DAG run is due, then the loop sleeps 1 s. A
-    # task's end is acted on at once; a triggered run starts up to 5 s after it is made. (With
-    # Airflow's own LocalExecutor, set the sleep to 5 s for the same idle cost.)
+    # An idle scheduler loop comes round every 10 s (1 s by default): its executor, Airflow's
+    # LocalExecutor made prompt (lakehouse_airflow.executor), waits up to 9 s, returning as soon as
+    # a task ends, a scheduled DAG run is due or (PostgreSQL's notification) a run is triggered or
+    # cleared, then the loop sleeps 1 s. (With Airflow's own LocalExecutor, a 5-s sleep costs about
+    # the same idle, and a triggered run waits up to 5 s.)
     "AIRFLOW__CORE__EXECUTOR": "lakehouse_airflow.executor.PromptLocalExecutor",
     "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1",
-    "AIRFLOW__LAKEHOUSE__EXECUTOR_IDLE_WAIT": "4",
+    "AIRFLOW__LAKEHOUSE__EXECUTOR_IDLE_WAIT": "9",
+    # A task's supervisor wakes every second (5 s) while the task runs: when the task closed its
+    # sockets before its process had exited, the supervisor saw the exit only at its next wake, so
+    # a 0.1-s task could take 5 s (Task SDK ``_monitor_subprocess``). It heartbeats as often.
+    "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
     # Heartbeats every 15 s (5 s), so "unhealthy" after 60 s without one (30 s).
     "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "15",
     "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "15",
@@ -77,6 +81,9 @@ IDLE_SETTINGS = {
     "AIRFLOW__SCHEDULER__POOL_METRICS_INTERVAL": "60",
     "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "60",
     "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "600",
+    # The DAG processor's loop, every second whatever Airflow's settings, every 5 s when it has
+    # nothing to parse (lakehouse_airflow.dag_processor): callbacks and parse requests wait up to 5 s.
+    "AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT": "4",
     # A DAG file is parsed again every 2 minutes (30 s by default), so a spec's change shows then.
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "120",
 }

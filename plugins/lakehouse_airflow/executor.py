@@ -3,8 +3,8 @@
 Airflow's scheduler sleeps ``scheduler_idle_sleep_time`` after a loop that queued no task and
 saw none end, so a task that ends during the sleep is noticed only when the sleep is over: the
 next task of the DAG run, or the run's end, waits up to that long. The platform keeps an idle
-scheduler cheap with a loop every 5 s (README: "Busy fraction at the default cadence"), and a
-stream DAG run that found nothing new took about 8 s, most of it asleep after a 0.1-s task.
+scheduler cheap with a slow idle loop (README: "Busy fraction at the default cadence"); at a 5-s
+sleep a stream DAG run that found nothing new took about 8 s, most of it asleep after a 0.1-s task.
 
 :class:`PromptLocalExecutor` waits in its heartbeat instead, when it sent no work this
 heartbeat and no report is waiting: on the queue its workers report on, for at most
@@ -13,14 +13,21 @@ returning as soon as a worker reports, and never past the moment the scheduler's
 begin for the next scheduled DAG run to be created on time (the earliest
 ``next_dagrun_create_after`` of the unpaused DAGs: asked again once that moment passed, after a
 worker reported, and at least once a minute). The launcher sets the scheduler's own sleep to 1 s
-and this wait to 4 s, so an idle loop still comes round every 5 s (the same idle cost), a task's
-end is acted on at once, and a scheduled run starts at its time. A triggered run still starts up
-to 5 s after it is made.
+and this wait to 9 s, so an idle loop comes round every 10 s, a task's end is acted on at once,
+and a scheduled run starts at its time.
+
+On PostgreSQL the wait also ends when a DAG run is made outside the scheduler (triggered from the
+UI, the REST API or the CLI, a backfill's) or a finished run is queued again (its tasks cleared):
+the executor installs a trigger on ``dag_run`` that sends a notification (``pg_notify`` on
+:data:`WAKE_CHANNEL`; runs the scheduler makes itself send none) and LISTENs on a connection of
+its own, so such a run starts about a second after it is made. Without PostgreSQL, or when the
+trigger cannot be installed (logged), it starts within one idle loop.
 """
 
 from __future__ import annotations
 
 import time
+from multiprocessing.connection import wait
 
 from airflow.configuration import conf
 from airflow.executors.local_executor import LocalExecutor
@@ -28,6 +35,21 @@ from sqlalchemy.exc import SQLAlchemyError
 
 DUE_REFRESH_S = 60.0  # a DAG unpaused or rescheduled is seen this late at most (it runs anyway)
 DUE_MARGIN_S = 0.05  # the loop after the wait begins this long after the run is due, not before
+WAKE_CHANNEL = "lakehouse_scheduler_wake"
+WAKE_RETRY_S = 60.0  # a lost listening connection is opened again this late at most
+# Runs the scheduler creates itself (scheduled) send nothing; a manual, backfill or asset-triggered
+# run does when made, and a run does when it is queued again (cleared).
+WAKE_SQL = f"""
+CREATE OR REPLACE FUNCTION lakehouse_wake_scheduler() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{WAKE_CHANNEL}', NEW.dag_id);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER lakehouse_wake_on_new_run AFTER INSERT ON dag_run FOR EACH ROW
+    WHEN (NEW.run_type <> 'scheduled') EXECUTE FUNCTION lakehouse_wake_scheduler();
+CREATE OR REPLACE TRIGGER lakehouse_wake_on_queued_run AFTER UPDATE OF state ON dag_run FOR EACH ROW
+    WHEN (NEW.state = 'queued' AND OLD.state IS DISTINCT FROM 'queued') EXECUTE FUNCTION lakehouse_wake_scheduler();
+"""
 
 
 class PromptLocalExecutor(LocalExecutor):
@@ -40,6 +62,27 @@ class PromptLocalExecutor(LocalExecutor):
         self._sent = False
         self._due: float | None = None  # epoch s of the next scheduled DAG run, None when none
         self._due_asked = float("-inf")
+        self._wake: RunWake | None = None
+        self._wake_tried = float("-inf")
+
+    def start(self) -> None:
+        super().start()  # forks the workers: the listening connection is opened after, in this process only
+        self._open_wake(time.time())
+
+    def end(self) -> None:
+        super().end()
+        if self._wake is not None:
+            self._wake.close()
+            self._wake = None
+
+    def _open_wake(self, now: float) -> None:
+        self._wake_tried = now
+        try:
+            self._wake = RunWake.open()
+            if self._wake is not None:
+                self.log.info("an idle wait ends when a DAG run is made outside the scheduler (LISTEN %s)", WAKE_CHANNEL)
+        except Exception as error:  # noqa: BLE001 - any failure only leaves the plain wait
+            self.log.warning("runs made outside the scheduler start within one idle loop: no wake (%s)", error)
 
     def _process_workloads(self, workload_list):
         self._sent = self._sent or bool(workload_list)
@@ -47,12 +90,25 @@ class PromptLocalExecutor(LocalExecutor):
 
     def sync(self) -> None:
         if not self._sent and self.idle_wait_s > 0:
-            # The queue's read end: poll() returns when a report is there to read, reading none of it.
-            self.result_queue._reader.poll(self._wait_s(time.time()))
+            now = time.time()
+            if self._wake is None and now - self._wake_tried > WAKE_RETRY_S:
+                self._open_wake(now)
+            # The queue's read end is ready when a report is there (nothing is read from it here).
+            waiting_on = [self.result_queue._reader] + ([self._wake] if self._wake is not None else [])
+            if self._wake in wait(waiting_on, self._wait_s(now)):
+                self._drain_wake()
         if not self.result_queue.empty():  # a run may end on this report: its DAG's next due time moves
             self._due_asked = float("-inf")
         self._sent = False
         super().sync()
+
+    def _drain_wake(self) -> None:
+        try:
+            self._wake.drain()
+        except Exception as error:  # noqa: BLE001 - a lost connection: opened again later
+            self.log.warning("the wake connection failed (%s): opened again within %.0f s", error, WAKE_RETRY_S)
+            self._wake.close()
+            self._wake = None
 
     def _wait_s(self, now: float) -> float:
         """How long an idle heartbeat may wait: up to ``idle_wait_s``, and no longer than lets the
@@ -81,3 +137,52 @@ def next_due() -> float | None:
             DagModel.is_paused.is_(False), DagModel.is_stale.is_(False),
             DagModel.next_dagrun_create_after > func.now()))
     return due.timestamp() if due is not None else None
+
+
+class RunWake:
+    """A PostgreSQL connection of the scheduler's own, LISTENing on :data:`WAKE_CHANNEL`; ready to
+    read (``fileno``) when a notification came."""
+
+    def __init__(self, connection):
+        self.connection = connection  # psycopg2's, in autocommit
+
+    @classmethod
+    def open(cls, engine=None) -> RunWake | None:
+        """On Airflow's metadata DB (``engine``: Airflow's own by default): the trigger installed,
+        then LISTEN; None when the DB is not PostgreSQL through psycopg2."""
+        if engine is None:
+            from airflow import settings
+
+            engine = settings.engine
+        if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg2":
+            return None
+        pooled = engine.raw_connection()
+        connection = pooled.driver_connection
+        pooled.detach()  # held for good: closing it closes it, never returns it to the pool
+        connection.rollback()
+        connection.autocommit = True
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = '5s'")  # never hold the scheduler's start for long
+                cursor.execute(WAKE_SQL)
+                cursor.execute(f"LISTEN {WAKE_CHANNEL}")
+        except Exception:
+            connection.close()
+            raise
+        return cls(connection)
+
+    def fileno(self) -> int:
+        return self.connection.fileno()
+
+    def drain(self) -> int:
+        """Read the notifications that came; how many. Raises when the connection is lost."""
+        self.connection.poll()
+        count = len(self.connection.notifies)
+        self.connection.notifies.clear()
+        if not count:  # ready with nothing to read: the server may have ended the connection (poll() says nothing)
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        return count
+
+    def close(self) -> None:
+        self.connection.close()
