@@ -8,8 +8,9 @@ scheduled run (from its ``run_after``, the cron tick, to its end) and one run tr
 the REST API right after it, as the UI triggers one (from its ``run_after``, when it was made).
 The Spark tasks must have been skipped (else the sample is refused). Last, the DAG paused, the
 scheduler's and PostgreSQL's CPU over an idle window. One launch per setting, side by side: the
-launcher's (``PromptLocalExecutor``, a 1-s sleep) and Airflow's LocalExecutor with a 5-s sleep
-(the platform's before, the same idle loop period).
+launcher's (``PromptLocalExecutor``: a 1-s sleep, a wait of up to 9 s that a task's end, a
+due scheduled run or a triggered one ends) and Airflow's LocalExecutor with a 5-s sleep (the
+platform's before).
 
     python -m bench --only scheduled [--repeats N]
 """
@@ -178,7 +179,9 @@ def measure(repeats: int, idle_s: float, log: Path, settings: dict[str, str] | N
             "idle_cpu_per_half_hour_s": round(sum(idle.values()) * 1800 / idle_s, 1)}
 
 
-BEFORE = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "5"}
+# Airflow's LocalExecutor at a 5-s sleep, its task supervisors waking every 5 s (Airflow's default).
+BEFORE = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "5",
+          "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}
 
 
 def run(repeats: int, log_dir: Path, idle_s: float = 240.0, before: bool = True) -> dict:
