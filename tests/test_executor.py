@@ -186,6 +186,26 @@ def test_the_wake_comes_for_runs_made_outside_the_scheduler_and_cleared_ones(pos
         again.close()
 
 
+def test_airflow_migrations_can_still_alter_the_columns_the_wake_reads(postgres):
+    """The trigger reads ``run_type`` and ``state`` in its function's body: a migration that
+    changes their type (as Airflow's have changed column lengths) is not refused."""
+    from lakehouse_airflow.executor import RunWake
+    from sqlalchemy import text
+
+    wake = RunWake.open(postgres)
+    try:
+        with postgres.begin() as connection:
+            for column in ("run_type", "state", "dag_id"):
+                connection.execute(text(f"ALTER TABLE dag_run ALTER COLUMN {column} TYPE varchar(250)"))
+        _run_made(postgres, "manual")
+        assert _woken(wake, 5)
+    finally:
+        wake.close()
+        with postgres.begin() as connection:
+            for column in ("run_type", "state", "dag_id"):
+                connection.execute(text(f"ALTER TABLE dag_run ALTER COLUMN {column} TYPE text"))
+
+
 def test_a_triggered_run_ends_the_idle_wait(executor, postgres):
     from lakehouse_airflow.executor import RunWake
 

@@ -38,17 +38,19 @@ DUE_MARGIN_S = 0.05  # the loop after the wait begins this long after the run is
 WAKE_CHANNEL = "lakehouse_scheduler_wake"
 WAKE_RETRY_S = 60.0  # a lost listening connection is opened again this late at most
 # Runs the scheduler creates itself (scheduled) send nothing; a manual, backfill or asset-triggered
-# run does when made, and a run does when it is queued again (cleared).
+# run does when made, and a run does when it is queued again (cleared). The columns are read in the
+# function's body, not in the trigger's definition, so Airflow's migrations can still alter them.
 WAKE_SQL = f"""
 CREATE OR REPLACE FUNCTION lakehouse_wake_scheduler() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('{WAKE_CHANNEL}', NEW.dag_id);
+    IF (TG_OP = 'INSERT' AND NEW.run_type <> 'scheduled')
+       OR (TG_OP = 'UPDATE' AND NEW.state = 'queued' AND OLD.state IS DISTINCT FROM 'queued') THEN
+        PERFORM pg_notify('{WAKE_CHANNEL}', NEW.dag_id);
+    END IF;
     RETURN NULL;
 END $$;
-CREATE OR REPLACE TRIGGER lakehouse_wake_on_new_run AFTER INSERT ON dag_run FOR EACH ROW
-    WHEN (NEW.run_type <> 'scheduled') EXECUTE FUNCTION lakehouse_wake_scheduler();
-CREATE OR REPLACE TRIGGER lakehouse_wake_on_queued_run AFTER UPDATE OF state ON dag_run FOR EACH ROW
-    WHEN (NEW.state = 'queued' AND OLD.state IS DISTINCT FROM 'queued') EXECUTE FUNCTION lakehouse_wake_scheduler();
+CREATE OR REPLACE TRIGGER lakehouse_wake AFTER INSERT OR UPDATE ON dag_run
+    FOR EACH ROW EXECUTE FUNCTION lakehouse_wake_scheduler();
 """
 
 
@@ -159,9 +161,9 @@ class RunWake:
         pooled = engine.raw_connection()
         connection = pooled.driver_connection
         pooled.detach()  # held for good: closing it closes it, never returns it to the pool
-        connection.rollback()
-        connection.autocommit = True
         try:
+            connection.rollback()
+            connection.autocommit = True
             with connection.cursor() as cursor:
                 cursor.execute("SET lock_timeout = '5s'")  # never hold the scheduler's start for long
                 cursor.execute(WAKE_SQL)
