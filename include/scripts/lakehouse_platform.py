@@ -52,8 +52,8 @@ GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKI
 
 # An idle platform's CPU (README, "Busy fraction"), each overridable from the environment.
 # Measured idle over 5 minutes with no DAG (2026-11-27): the scheduler 4.3 -> 2.1 CPU-s and
-# PostgreSQL 2.2 -> 1.5 with these; the triggerer's, DAG processor's and API server's own loops
-# (each a fixed 1 s or 0.1 s) do not change.
+# PostgreSQL 2.2 -> 1.5 with these; the triggerer's and API server's own loops (a fixed 1 s or
+# 0.1 s) do not change, and the DAG processor's fixed 1 s is stretched by the lakehouse plugin.
 IDLE_SETTINGS = {
     # An idle scheduler loop comes round every 10 s (1 s by default): its executor, Airflow's
     # LocalExecutor made prompt (lakehouse_airflow.executor), waits up to 9 s, returning as soon as
