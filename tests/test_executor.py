@@ -48,6 +48,7 @@ def test_a_report_ends_the_wait_and_reaches_the_event_buffer(executor):
 
     executor.idle_wait_s = 120.0
     executor._due, executor._due_asked = time.time() + 90, time.time()  # known: a run due in 90 s
+    executor._overdue = time.time() - 30  # a past due time already given its wait of 0
     key = TaskInstanceKey("dag", "task", "run", 1)
     threading.Timer(0.3, lambda: executor.result_queue.put((key, TaskInstanceState.SUCCESS, None))).start()
     assert _timed_sync(executor) < 60  # returned on the report, not after 90 s
@@ -56,6 +57,7 @@ def test_a_report_ends_the_wait_and_reaches_the_event_buffer(executor):
     now = time.time()
     executor._wait_s(now)
     assert executor._due_asked == now
+    assert executor._overdue is None  # and a due time past may end a wait once more
 
 
 def test_a_heartbeat_that_handed_work_over_does_not_wait(executor, monkeypatch):
@@ -90,33 +92,91 @@ def test_a_due_time_that_cannot_be_read_leaves_the_plain_wait(executor, monkeypa
     def unreadable():
         raise OperationalError("SELECT", {}, Exception("the metadata DB went away"))
 
-    monkeypatch.setattr(module, "next_due", unreadable)  # our own query, made to fail as a lost DB would
+    monkeypatch.setattr(module, "due_times", unreadable)  # our own query, made to fail as a lost DB would
     executor.idle_wait_s = 4.0
     executor._due_asked = float("-inf")
     assert executor._wait_s(time.time()) == 4.0
 
 
-def test_the_next_due_is_the_earliest_future_one_of_an_unpaused_dag(airflow_in_process):
+@pytest.fixture
+def dag_rows(airflow_in_process):
+    """Makes ``DagModel`` rows (dag_id suffix -> paused, seconds from now to its next run, at
+    max_active_runs, import errors) in the real metadata DB; removes them after."""
     from airflow.models.dag import DagModel
     from airflow.models.dagbundle import DagBundleModel
     from airflow.utils.session import create_session
-    from lakehouse_airflow.executor import next_due
 
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    rows = {"due_later": (False, 300), "due_soon": (False, 120), "paused": (True, 60), "overdue": (False, -60)}
+    made = []
+
+    def make(rows: dict[str, tuple[bool, float, bool, bool]]) -> dt.datetime:
+        now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        with create_session() as session:
+            if session.get(DagBundleModel, "executor-test") is None:
+                session.add(DagBundleModel(name="executor-test"))
+                session.flush()
+            for dag_id, (paused, seconds, at_max, broken) in rows.items():
+                made.append(f"executor_test_{dag_id}")
+                session.merge(DagModel(dag_id=made[-1], bundle_name="executor-test", is_paused=paused, is_stale=False,
+                                       exceeds_max_non_backfill=at_max, has_import_errors=broken,
+                                       next_dagrun_create_after=now + dt.timedelta(seconds=seconds)))
+        return now
+
+    yield make
     with create_session() as session:
-        if session.get(DagBundleModel, "executor-test") is None:
-            session.add(DagBundleModel(name="executor-test"))
-            session.flush()
-        for dag_id, (paused, seconds) in rows.items():
-            session.merge(DagModel(dag_id=f"executor_test_{dag_id}", bundle_name="executor-test", is_paused=paused,
-                                   is_stale=False, next_dagrun_create_after=now + dt.timedelta(seconds=seconds)))
+        session.query(DagModel).filter(DagModel.dag_id.in_(made)).delete()
+
+
+def test_the_due_times_are_of_dags_the_scheduler_may_make_a_run_of(dag_rows):
+    from lakehouse_airflow.executor import due_times
+
+    now = dag_rows({"due_later": (False, 300, False, False), "due_soon": (False, 120, False, False),
+                    "paused": (True, 60, False, False), "at_max_active_runs": (False, 30, True, False),
+                    "import_error": (False, 20, False, True),
+                    "held_overdue": (False, -120, True, False), "overdue": (False, -60, False, False)})
+    assert due_times() == ((now - dt.timedelta(seconds=60)).timestamp(), (now + dt.timedelta(seconds=120)).timestamp())
+
+
+def test_a_run_due_while_its_dag_was_held_back_gets_no_wait_once(executor, dag_rows):
+    """A tick passed while the DAG was at max_active_runs: the wait after the holding run's end does
+    not wait (the scheduler's next loop creates the run), once for that due time."""
+    executor.idle_wait_s, executor.loop_sleep_s = 120.0, 1.0
+    now = dag_rows({"held": (False, -30, True, False), "later": (False, 60, False, False)}).timestamp()
+    executor._due_asked = float("-inf")
+    assert executor._wait_s(time.time()) == pytest.approx(now + 60.05 - 1.0 - time.time(), abs=1)  # held: waits
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:  # the holding run ended: the scheduler clears the flag
+        session.query(DagModel).filter(DagModel.dag_id == "executor_test_held").update({"exceeds_max_non_backfill": False})
+    executor._due_asked = float("-inf")  # as after a worker's report
+    assert executor._wait_s(time.time()) == 0.0
+    executor._due_asked = float("-inf")  # the scheduler passed over it: not a second time
+    assert executor._wait_s(time.time()) == pytest.approx(now + 60.05 - 1.0 - time.time(), abs=1)
+
+
+def test_a_queued_run_is_due_once_its_dag_has_room(dag_rows):
+    """A run triggered while its DAG was at max_active_runs waits queued; once the running run ended
+    (before the scheduler starts the queued one), its queued time is the earliest due."""
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from lakehouse_airflow.executor import due_times
+
+    now = dag_rows({"busy": (False, 3600, True, False)})
+    queued_at = now - dt.timedelta(seconds=40)
+    with create_session() as session:
+        session.query(DagModel).filter(DagModel.dag_id == "executor_test_busy").update({"max_active_runs": 1})
+        for run_id, state, at in (("holding", "running", now - dt.timedelta(seconds=90)), ("queued", "queued", queued_at)):
+            session.add(DagRun(dag_id="executor_test_busy", run_id=f"executor_test_{run_id}", run_type="manual",
+                               state=state, queued_at=at))
     try:
-        assert next_due() == (now + dt.timedelta(seconds=120)).timestamp()
+        assert due_times() == (None, None)  # held: at max_active_runs, one running
+        with create_session() as session:
+            session.query(DagRun).filter(DagRun.run_id == "executor_test_holding").update({"state": "success"})
+        assert due_times() == (queued_at.timestamp(), None)
     finally:
         with create_session() as session:
-            for dag_id in rows:
-                session.query(DagModel).filter(DagModel.dag_id == f"executor_test_{dag_id}").delete()
+            session.query(DagRun).filter(DagRun.dag_id == "executor_test_busy").delete()
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,13 @@ heartbeat and no report is waiting: on the queue its workers report on, for at m
 ``[lakehouse] executor_idle_wait`` seconds (``AIRFLOW__LAKEHOUSE__EXECUTOR_IDLE_WAIT``),
 returning as soon as a worker reports, and never past the moment the scheduler's next loop must
 begin for the next scheduled DAG run to be created on time (the earliest
-``next_dagrun_create_after`` of the unpaused DAGs: asked again once that moment passed, after a
-worker reported, and at least once a minute). The launcher sets the scheduler's own sleep to 1 s
-and this wait to 9 s, so an idle loop comes round every 10 s, a task's end is acted on at once,
-and a scheduled run starts at its time.
+``next_dagrun_create_after`` of the DAGs the scheduler may create a run of: asked again once that
+moment passed, after a worker reported, and at least once a minute). A run whose time came while
+its DAG was at ``max_active_runs`` is created by the scheduler's first loop after the holding run
+ended, and so is a run queued meanwhile (triggered, say) started: the wait after the holding
+run's last report asks, finds it due, and does not wait (once per due time between reports).
+The launcher sets the scheduler's own sleep to 1 s and this wait to 9 s, so an idle loop comes
+round every 10 s, a task's end is acted on at once, and a scheduled run starts at its time.
 
 On PostgreSQL the wait also ends when a DAG run is made outside the scheduler (triggered from the
 UI, the REST API or the CLI, a backfill's) or a finished run is queued again (its tasks cleared):
@@ -64,6 +67,7 @@ class PromptLocalExecutor(LocalExecutor):
         self._sent = False
         self._due: float | None = None  # epoch s of the next scheduled DAG run, None when none
         self._due_asked = float("-inf")
+        self._overdue: float | None = None  # the due time past already given a wait of 0
         self._wake: RunWake | None = None
         self._wake_tried = float("-inf")
 
@@ -100,7 +104,7 @@ class PromptLocalExecutor(LocalExecutor):
             if self._wake in wait(waiting_on, self._wait_s(now)):
                 self._drain_wake()
         if not self.result_queue.empty():  # a run may end on this report: its DAG's next due time moves
-            self._due_asked = float("-inf")
+            self._due_asked, self._overdue = float("-inf"), None
         self._sent = False
         super().sync()
 
@@ -117,28 +121,50 @@ class PromptLocalExecutor(LocalExecutor):
         scheduler's next loop (after its own sleep) begin once the next scheduled run is due."""
         if now - self._due_asked > DUE_REFRESH_S or (self._due is not None and self._due <= now):
             try:
-                self._due = next_due()
+                earliest, self._due = due_times()
             except SQLAlchemyError as error:  # only a shorter wait is lost: the scheduler goes on
                 self.log.warning("next scheduled run's time not read (%s): waiting up to %.0f s", error,
                                  self.idle_wait_s)
-                self._due = None
+                earliest = self._due = None
             self._due_asked = now
+            if earliest is not None and earliest != self._due and earliest != self._overdue:
+                # Past, and no longer held back (a run of its DAG just ended): the scheduler's next
+                # loop creates or starts it. Once per due time between reports: one the scheduler
+                # passes over for a reason of its own must not shorten every wait.
+                self._overdue = earliest
+                return 0.0
         if self._due is None:
             return self.idle_wait_s
         return min(self.idle_wait_s, max(0.0, self._due + DUE_MARGIN_S - self.loop_sleep_s - now))
 
 
-def next_due() -> float | None:
-    """Epoch seconds of the earliest future ``next_dagrun_create_after`` of an unpaused DAG."""
+def due_times() -> tuple[float | None, float | None]:
+    """Epoch seconds of the earliest moment a DAG run is due, past or not, and of the earliest one
+    still to come. Due: the ``next_dagrun_create_after`` of a DAG the scheduler may create a
+    scheduled run of (its own conditions: unpaused, not stale, parsed without error, not at
+    ``max_active_runs``), and the ``queued_at`` of a queued run (not a backfill's) the scheduler may
+    start (its DAG unpaused, not stale, with fewer running runs than ``max_active_runs``)."""
     from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from sqlalchemy import func, select
+    from airflow.utils.state import DagRunState
+    from sqlalchemy import case, func, select
+    from sqlalchemy.orm import aliased
 
+    due = DagModel.next_dagrun_create_after
+    running = aliased(DagRun)
+    startable = (select(func.min(DagRun.queued_at)).join(DagModel, DagModel.dag_id == DagRun.dag_id).where(
+        DagRun.state == DagRunState.QUEUED, DagRun.backfill_id.is_(None), DagModel.is_paused.is_(False),
+        DagModel.is_stale.is_(False),
+        select(func.count()).where(running.dag_id == DagRun.dag_id, running.state == DagRunState.RUNNING,
+                                   running.backfill_id.is_(None)).scalar_subquery() < DagModel.max_active_runs))
     with create_session() as session:
-        due = session.scalar(select(func.min(DagModel.next_dagrun_create_after)).where(
-            DagModel.is_paused.is_(False), DagModel.is_stale.is_(False),
-            DagModel.next_dagrun_create_after > func.now()))
-    return due.timestamp() if due is not None else None
+        earliest, future = session.execute(select(func.min(due), func.min(case((due > func.now(), due)))).where(
+            DagModel.is_paused.is_(False), DagModel.is_stale.is_(False), DagModel.has_import_errors.is_(False),
+            DagModel.exceeds_max_non_backfill.is_(False))).one()
+        queued = session.scalar(startable)
+    earliest = min((found for found in (earliest, queued) if found is not None), default=None)
+    return tuple(found.timestamp() if found is not None else None for found in (earliest, future))
 
 
 class RunWake:
