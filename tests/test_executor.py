@@ -45,6 +45,7 @@ def test_an_idle_heartbeat_waits_its_bound_when_nothing_reports(executor):
 def test_a_report_ends_the_wait_and_reaches_the_event_buffer(executor):
     from airflow.models.taskinstancekey import TaskInstanceKey
     from airflow.utils.state import TaskInstanceState
+    from lakehouse_airflow.executor import QUICK_LOOPS
 
     executor.idle_wait_s = 120.0
     executor._due, executor._due_asked = time.time() + 90, time.time()  # known: a run due in 90 s
@@ -58,6 +59,7 @@ def test_a_report_ends_the_wait_and_reaches_the_event_buffer(executor):
     executor._wait_s(now)
     assert executor._due_asked == now
     assert executor._overdue is None  # and a due time past may end a wait once more
+    assert executor._quick_left == QUICK_LOOPS  # and the next waits ask whether a run is the scheduler's alone
 
 
 def test_a_heartbeat_that_handed_work_over_does_not_wait(executor, monkeypatch):
@@ -177,6 +179,50 @@ def test_a_queued_run_is_due_once_its_dag_has_room(dag_rows):
     finally:
         with create_session() as session:
             session.query(DagRun).filter(DagRun.dag_id == "executor_test_busy").delete()
+
+
+def test_a_run_whose_tasks_no_one_else_holds_is_the_schedulers_to_decide(executor, dag_rows):
+    """After a stream run's last gate: ``plan_undo`` undecided (its trigger rule is the scheduler's),
+    nothing queued or running: no wait, for a few waits after a report; a task held elsewhere
+    (running, a retry's delay) or no running run: the usual wait."""
+    import uuid
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from lakehouse_airflow.executor import QUICK_LOOPS, runs_to_decide
+    from sqlalchemy import insert, update
+
+    dag_rows({"deciding": (False, 3600, True, False)})
+    tasks = TaskInstance.__table__
+
+    def set_task(state):
+        with create_session() as session:
+            session.execute(update(tasks).where(tasks.c.dag_id == "executor_test_deciding",
+                                                tasks.c.task_id == "plan_undo").values(state=state))
+
+    with create_session() as session:
+        session.add(DagRun(dag_id="executor_test_deciding", run_id="executor_test_run", run_type="manual", state="running"))
+        session.flush()
+        for task_id, state in (("gate_gold", "success"), ("plan_undo", None), ("all_gates_passed", "success")):
+            session.execute(insert(tasks).values(id=uuid.uuid4(), dag_id="executor_test_deciding", task_id=task_id,
+                                                 run_id="executor_test_run", map_index=-1, try_number=1, state=state,
+                                                 pool="default_pool", priority_weight=1))
+    try:
+        assert runs_to_decide()
+        executor._quick_left = QUICK_LOOPS  # as after a report
+        assert [executor._scheduler_decides() for _ in range(QUICK_LOOPS + 2)] == [True] * QUICK_LOOPS + [False] * 2
+        for held in ("running", "up_for_retry", "deferred"):
+            set_task(held)
+            assert not runs_to_decide()
+        set_task("skipped")
+        with create_session() as session:
+            session.query(DagRun).filter(DagRun.run_id == "executor_test_run").update({"state": "success"})
+        assert not runs_to_decide()
+    finally:
+        with create_session() as session:
+            session.execute(tasks.delete().where(tasks.c.dag_id == "executor_test_deciding"))
+            session.query(DagRun).filter(DagRun.dag_id == "executor_test_deciding").delete()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,11 @@ moment passed, after a worker reported, and at least once a minute). A run whose
 its DAG was at ``max_active_runs`` is created by the scheduler's first loop after the holding run
 ended, and so is a run queued meanwhile (triggered, say) started: the wait after the holding
 run's last report asks, finds it due, and does not wait (once per due time between reports).
+Nor does it wait while a running DAG run has no task the workers or a trigger hold (every task
+finished or not yet decided): the scheduler's next loop decides its tasks (trigger rules: a
+stream DAG run's ``plan_undo`` and ``undo`` are skipped after its last gate passed) or ends it, and
+each of those loops would otherwise begin an idle wait later (up to :data:`QUICK_LOOPS` loops
+after a report).
 The launcher sets the scheduler's own sleep to 1 s and this wait to 9 s, so an idle loop comes
 round every 10 s, a task's end is acted on at once, and a scheduled run starts at its time.
 
@@ -38,6 +43,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 DUE_REFRESH_S = 60.0  # a DAG unpaused or rescheduled is seen this late at most (it runs anyway)
 DUE_MARGIN_S = 0.05  # the loop after the wait begins this long after the run is due, not before
+QUICK_LOOPS = 4  # after a report, this many waits at most are skipped for runs the scheduler decides alone
 WAKE_CHANNEL = "lakehouse_scheduler_wake"
 WAKE_RETRY_S = 60.0  # a lost listening connection is opened again this late at most
 # Runs the scheduler creates itself (scheduled) send nothing; a manual, backfill or asset-triggered
@@ -68,6 +74,7 @@ class PromptLocalExecutor(LocalExecutor):
         self._due: float | None = None  # epoch s of the next scheduled DAG run, None when none
         self._due_asked = float("-inf")
         self._overdue: float | None = None  # the due time past already given a wait of 0
+        self._quick_left = 0  # waits still to skip while a run awaits the scheduler's own decisions
         self._wake: RunWake | None = None
         self._wake_tried = float("-inf")
 
@@ -101,10 +108,10 @@ class PromptLocalExecutor(LocalExecutor):
                 self._open_wake(now)
             # The queue's read end is ready when a report is there (nothing is read from it here).
             waiting_on = [self.result_queue._reader] + ([self._wake] if self._wake is not None else [])
-            if self._wake in wait(waiting_on, self._wait_s(now)):
+            if self._wake in wait(waiting_on, self._wait_s(now) if not self._scheduler_decides() else 0.0):
                 self._drain_wake()
         if not self.result_queue.empty():  # a run may end on this report: its DAG's next due time moves
-            self._due_asked, self._overdue = float("-inf"), None
+            self._due_asked, self._overdue, self._quick_left = float("-inf"), None, QUICK_LOOPS
         self._sent = False
         super().sync()
 
@@ -115,6 +122,18 @@ class PromptLocalExecutor(LocalExecutor):
             self.log.warning("the wake connection failed (%s): opened again within %.0f s", error, WAKE_RETRY_S)
             self._wake.close()
             self._wake = None
+
+    def _scheduler_decides(self) -> bool:
+        """Whether a running DAG run awaits only the scheduler's next loop (asked for the first
+        :data:`QUICK_LOOPS` waits after a report only)."""
+        if self._quick_left <= 0:
+            return False
+        self._quick_left -= 1
+        try:
+            return runs_to_decide()
+        except SQLAlchemyError as error:  # only a shorter wait is lost
+            self.log.warning("running DAG runs not read (%s): waiting as usual", error)
+            return False
 
     def _wait_s(self, now: float) -> float:
         """How long an idle heartbeat may wait: up to ``idle_wait_s``, and no longer than lets the
@@ -165,6 +184,26 @@ def due_times() -> tuple[float | None, float | None]:
         queued = session.scalar(startable)
     earliest = min((found for found in (earliest, queued) if found is not None), default=None)
     return tuple(found.timestamp() if found is not None else None for found in (earliest, future))
+
+
+# Task states that something other than the scheduler's next loop ends: the workers, a trigger, a
+# retry's or a reschedule's delay, a pool's or a concurrency limit's free slot.
+HELD_ELSEWHERE = ("scheduled", "queued", "running", "restarting", "deferred", "up_for_retry", "up_for_reschedule")
+
+
+def runs_to_decide() -> bool:
+    """Whether a running DAG run has no task in :data:`HELD_ELSEWHERE`: every task of it finished
+    or still undecided, so the scheduler's next loop sets its tasks' states or ends it."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from sqlalchemy import exists, select
+
+    held = exists().where(TaskInstance.dag_id == DagRun.dag_id, TaskInstance.run_id == DagRun.run_id,
+                          TaskInstance.state.in_(HELD_ELSEWHERE))
+    with create_session() as session:
+        return bool(session.scalar(select(exists().where(DagRun.state == DagRunState.RUNNING, ~held))))
 
 
 class RunWake:
