@@ -108,7 +108,8 @@ class PromptLocalExecutor(LocalExecutor):
                 self._open_wake(now)
             # The queue's read end is ready when a report is there (nothing is read from it here).
             waiting_on = [self.result_queue._reader] + ([self._wake] if self._wake is not None else [])
-            if self._wake in wait(waiting_on, self._wait_s(now) if not self._scheduler_decides() else 0.0):
+            timeout = 0.0 if self._scheduler_decides() else self._wait_s(now)
+            if self._wake in wait(waiting_on, timeout):
                 self._drain_wake()
         if not self.result_queue.empty():  # a run may end on this report: its DAG's next due time moves
             self._due_asked, self._overdue, self._quick_left = float("-inf"), None, QUICK_LOOPS
