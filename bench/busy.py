@@ -109,6 +109,9 @@ def markdown(result: dict) -> str:
         f" | {platform['wall_s']:.0f} | {platform['cpu_s']:.0f} | {platform['busy']:.3f} |",
         f"| always-on `--continuous` | {always['wall_s']:.0f} | {always['cpu_s']:.0f} | {always['busy']:.3f} |", "",
         f"Platform / always-on: **{result['ratio']:.2f}** (target at most 0.33: {'met' if result['met'] else 'not met'}).", "",
+        *[f"{label} CPU s by process (as last sampled): " + ", ".join(
+            f"{name} {seconds:g}" for name, seconds in side.get("cpu_s_by_process", {}).items()) + "\n"
+          for label, side in (("Platform's", platform), ("Always-on's", always)) if side.get("cpu_s_by_process")],
     ])
 
 

@@ -3,7 +3,8 @@
 The meter makes itself a child subreaper, so processes its command starts and leaves
 behind (pyspark's JVM outlives the Python that launched it by a moment) are re-parented to
 it and reaped here: ``getrusage(RUSAGE_CHILDREN)`` then counts every one of them. A sampler
-records the names of the processes seen, which is how a benchmark confirms that no JVM ran.
+records the names of the processes seen, which is how a benchmark confirms that no JVM ran, and
+each one's CPU seconds as last seen: the total's split by process (:func:`by_process`).
 
     python -m bench.meter [--stop-after SECONDS] -- COMMAND...
 
@@ -25,7 +26,15 @@ import time
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _descendant_names(pid: int, seen: set[str], stop: threading.Event) -> None:
+def _group(name: str) -> str:
+    """A process's name without what tells its instances apart (``airflow worker -- <id>``),
+    cut to the 15 characters a kernel keeps of a name."""
+    return name.split(" -- ")[0][:15].strip()
+
+
+def _sample_descendants(pid: int, seen: set[str], cpu: dict[tuple, tuple[str, float]], stop: threading.Event) -> None:
+    """Every 50 ms: the name of each descendant, and the CPU seconds it has used so far (keyed by
+    pid and start time: a pid used again is another process)."""
     import psutil
 
     me = psutil.Process(pid)
@@ -33,12 +42,27 @@ def _descendant_names(pid: int, seen: set[str], stop: threading.Event) -> None:
         try:
             for child in me.children(recursive=True):
                 try:
-                    seen.add(child.name())
+                    with child.oneshot():
+                        name, times = child.name(), child.cpu_times()
+                    seen.add(name)
+                    cpu[child.pid, child.create_time()] = (_group(name), times.user + times.system)
                 except psutil.Error:
                     pass
         except psutil.Error:
             pass
         stop.wait(0.05)
+
+
+def by_process(cpu: dict[tuple, tuple[str, float]], total: float) -> dict[str, float]:
+    """CPU seconds per process group, largest first, as last sampled; ``(not sampled)`` is the
+    rest of ``total``: what processes used after their last sample (50 ms of wall at most each),
+    or in their whole life when it was shorter than a sample."""
+    groups: dict[str, float] = {}
+    for name, seconds in cpu.values():
+        groups[name] = groups.get(name, 0.0) + seconds
+    found = {name: round(seconds, 1) for name, seconds in sorted(groups.items(), key=lambda item: -item[1])}
+    found["(not sampled)"] = round(max(total - sum(groups.values()), 0.0), 1)
+    return found
 
 
 def _reap_all(deadline_s: float = 120.0) -> None:
@@ -67,8 +91,9 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     seen: set[str] = set()
+    cpu: dict[tuple, tuple[str, float]] = {}
     stop = threading.Event()
-    sampler = threading.Thread(target=_descendant_names, args=(os.getpid(), seen, stop), daemon=True)
+    sampler = threading.Thread(target=_sample_descendants, args=(os.getpid(), seen, cpu, stop), daemon=True)
     sampler.start()
     began = time.perf_counter()
     child = subprocess.Popen(command)
@@ -82,8 +107,9 @@ def main() -> int:
     stop.set()  # only now: an orphan still running after its parent ended is seen too
     sampler.join()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"exit_code": code, "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-                      "processes": sorted(seen)}), flush=True)
+    total = usage.ru_utime + usage.ru_stime
+    print(json.dumps({"exit_code": code, "wall_s": round(wall, 3), "cpu_s": round(total, 3),
+                      "processes": sorted(seen), "cpu_s_by_process": by_process(cpu, total)}), flush=True)
     return 0
 
 

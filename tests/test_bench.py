@@ -32,6 +32,21 @@ def test_the_meter_counts_the_cpu_of_orphaned_descendants():
     assert found["cpu_s"] >= 0.9  # the orphan's second is counted, not lost with it
     assert found["wall_s"] < found["cpu_s"] + 30
     assert "python" in " ".join(found["processes"]) or any(name.startswith("python") for name in found["processes"])
+    split = found["cpu_s_by_process"]
+    assert sum(seconds for name, seconds in split.items() if name.startswith("python")) >= 0.8  # the orphan, by name
+    assert sum(split.values()) == pytest.approx(found["cpu_s"], abs=0.2)
+
+
+def test_cpu_by_process_groups_instances_and_keeps_the_unsampled_rest():
+    from bench.meter import _group, by_process
+
+    cpu = {(10, 1.0): (_group("airflow worker -- LocalExecutor: 01a2"), 2.0),
+           (11, 1.5): (_group("airflow worker -- 01a3"), 1.5),
+           (10, 9.0): (_group("java"), 30.0),  # pid 10 used again: another process
+           (12, 2.0): (_group("airflow api_server -- host:127.0.0.1 port:1"), 4.0)}
+    found = by_process(cpu, total=40.0)
+    assert found == {"java": 30.0, "airflow api_ser": 4.0, "airflow worker": 3.5, "(not sampled)": 2.5}
+    assert list(found)[:3] == ["java", "airflow api_ser", "airflow worker"]  # largest first
 
 
 def test_the_meter_stops_an_always_on_command_and_reports_its_exit():
