@@ -97,6 +97,22 @@ def test_delta_source_positions(source, expected):
     assert cl.delta_position(source) == expected
 
 
+@pytest.mark.parametrize("batch, watermark, source, expected", [
+    (0, 0, {"reservoirVersion": 5, "index": -1, "isStartingVersion": False}, True),  # all of version 4
+    (0, 0, {"reservoirVersion": 4, "index": 2**62, "isStartingVersion": False}, True),  # all of version 4
+    (0, 0, {"reservoirVersion": 4, "index": 3, "isStartingVersion": True}, False),  # part of the snapshot
+    (0, 0, {"reservoirVersion": 5, "index": 3, "isStartingVersion": False}, False),  # part of version 5
+    (0, 7000, {"reservoirVersion": 5, "index": -1, "isStartingVersion": False}, False),  # a restart's watermark
+    (1, 0, {"reservoirVersion": 5, "index": -1, "isStartingVersion": False}, False),  # not the first batch
+])
+def test_a_first_batch_saw_its_whole_table_only_complete_and_without_a_watermark(tmp_path, batch, watermark, source,
+                                                                                  expected):
+    (tmp_path / "offsets").mkdir()
+    header = {"batchWatermarkMs": watermark, "batchTimestampMs": 9}
+    (tmp_path / f"offsets/{batch}").write_text(f"v1\n{json.dumps(header)}\n{json.dumps(source)}")
+    assert cl.saw_whole_table(str(tmp_path), batch) is expected
+
+
 def test_state_versions_load_from_a_snapshot_or_an_unbroken_chain_of_deltas():
     deltas = {v: [(f"{v}.delta", "delta")] for v in range(1, 6)}
     assert cl.state_loadable(deltas, 5)

@@ -327,7 +327,8 @@ class MergeSink:
                 batch.unpersist()
                 return
             session = batch.sparkSession
-            changed = self.recomputed(batch, batch_id).persist()  # merged, then counted for the gate
+            # Merged, then counted for the gate.
+            changed = (batch if self.saw_whole_upstream(batch_id) else self.recomputed(batch, batch_id)).persist()
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -353,6 +354,15 @@ class MergeSink:
                 batch.unpersist()
 
         return frame.writeStream.outputMode("update").foreachBatch(run.each_batch(merge_batch))
+
+    def saw_whole_upstream(self, batch_id: int) -> bool:
+        """Whether the batch is the query's first, read all of its upstream table as of one
+        version and dropped nothing as late: then its state was empty and each key's count is
+        already the aggregate of every upstream row, which :meth:`recomputed` would read again
+        (a first load of 2 M events: about 2 s of gold's 5). Not over a table that reads landing
+        files: its stream leaves out the rows a backfill wrote (``streamed_rows``)."""
+        return (not self.run.source.upstream.reads_landing
+                and checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id))
 
     def recomputed(self, batch, batch_id: int):
         """The keys the stream's batch changed, each aggregated again from the upstream table.

@@ -449,6 +449,17 @@ def delta_position(source: dict | None) -> tuple[int, bool]:
     return version, False
 
 
+def saw_whole_table(checkpoint: str, batch_id: int) -> bool:
+    """Whether batch ``batch_id`` of a query over one Delta table is the query's first, read all
+    of the table as of one version (no start; its end that version, complete) and ran under no
+    watermark, so a stateful operator dropped no row as late (a state rebuild's batch 0 carries
+    the watermark of the batch it restarts at: :func:`restart_at`)."""
+    if batch_id != 0:
+        return False
+    offsets = read_offsets(checkpoint, batch_id)
+    return offsets.watermark_ms == 0 and delta_position(offsets.sources[0])[1]
+
+
 def delta_offset_after(source: dict, version: int) -> dict:
     """The offset that starts reading ``source``'s table after ``version``."""
     return {**source, "reservoirVersion": version + 1, "index": -1, "isStartingVersion": False}
