@@ -12,7 +12,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import delta_log
-from tests.conftest import expected_gold, gold_counter, landing_lines, table_rows, valid_event
+from tests.conftest import assert_tables_match_landing, expected_gold, gold_counter, landing_lines, table_rows, valid_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -180,8 +180,6 @@ def test_gold_counts_rows_a_backfill_moved_to_other_keys_after_its_first_batch(s
     """Gold's stream state counts only what the stream read: after a backfill re-joined silver's
     views to other campaigns, the next run's keys must be counted from silver, not from state
     (``MergeSink.recomputed``; only a query's first batch over the whole of silver may skip it)."""
-    from tests.conftest import assert_tables_match_landing
-
     generate = ["generate", "ad_events", "--events", "3000", "--files", "1", "--start", "2026-05-01T00:00:00"]
     assert main([*generate, "--seed", "1"]) == 0
     assert main(["run", "ad_events"]) == 0
