@@ -359,7 +359,7 @@ class MergeSink:
         """Whether the batch is the query's first, read all of its upstream table as of one
         version and dropped nothing as late: then its state was empty and each key's count is
         already the aggregate of every upstream row, which :meth:`recomputed` would read again
-        (a first load of 2 M events: about 2 s of gold's 5). Not over a table that reads landing
+        (a first load of 2 M events: gold 5.0 -> 3.4 s). Not over a table that reads landing
         files: its stream leaves out the rows a backfill wrote (``streamed_rows``)."""
         return (not self.run.source.upstream.reads_landing
                 and checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id))
