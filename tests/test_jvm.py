@@ -16,7 +16,7 @@ import sys
 from spark_jobs.engine.jvm import driver_java_options
 from spark_jobs.engine.session import build_session
 options = driver_java_options()
-assert options, "no archive for this Java and Spark: make setup builds it"
+assert "SharedArchiveFile" in options, "no archive for this Java and Spark: make setup builds it"
 spark = build_session("jvm-test", 2, java_options=f"{options} -Xshare:on -Xlog:class+load=info:file={sys.argv[1]}")
 spark.range(3).count()
 spark.stop()
