@@ -78,7 +78,7 @@ def _options(archive: Path, flag: str) -> str:
 # one process per sample, a session then three runs of 30 files x 200 events, the JVM's CPU-s,
 # 3 samples each): 77.5 by default, 66 with C2 compiling only methods 10x hotter, 69 with the
 # serial collector (one GC thread instead of G1's), 58 with both; 2 M events no slower (README,
-# "Busy fraction"). ``LAKEHOUSE_JVM_LEAN=off`` gives the JVM's defaults.
+# "A lean JIT and collector"). ``LAKEHOUSE_JVM_LEAN=off`` gives the JVM's defaults.
 LEAN_OPTIONS = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                 "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 
