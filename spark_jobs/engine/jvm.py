@@ -10,6 +10,9 @@ key of both (the java binary, its ``release`` file, pyspark's jars, Spark's conf
 driver whose key has no archive starts as before. Only classes of the JVM's own loaders are
 archived: Spark's, not Delta's, which ``--jars`` loads through Spark's class loader. A warning
 of the JVM goes to stderr (by default it would go to stdout, where ``--json`` output goes).
+
+Beside the archive, every driver gets :data:`LEAN_OPTIONS` (the serial collector, C2 for
+hotter methods only): a driver's CPU on small increments is mostly the JIT warming up.
 """
 
 from __future__ import annotations
