@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -148,7 +149,7 @@ class Api:
             state = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}")["state"]
             if state in ("success", "failed"):
                 return state
-            time.sleep(3)
+            time.sleep(1)  # a run's end is seen within a second (a poll costs the API server milliseconds)
         tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
         raise AssertionError(f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}")
 
@@ -483,13 +484,16 @@ def _walk_the_cluster(tmp_path) -> None:
         master = int(re.search(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)",
                                (cluster / "master.log").read_text())[1])
         # A driver without the cluster's secret is refused (the tasks' drivers have it in their
-        # environment); it gives up after Spark's registration retries, while the DAGs run.
+        # environment): the master fails its SASL handshake, while the DAG runs.
         intruder = subprocess.Popen([str(VENV_BIN / "spark-submit"), "--master", f"spark://127.0.0.1:{master}",
                                      "--conf", "spark.authenticate=true", "--conf", "spark.authenticate.secret=guess",
                                      "--conf", "spark.driver.host=127.0.0.1", str(ROOT / "tests/spark_hello.py")],
                                     env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": spark_home(),
                                          "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        said: list[str] = []  # its output, read as it comes (it would retry for a minute before giving up)
+        reader = threading.Thread(target=lambda: said.extend(intruder.stdout), daemon=True)
+        reader.start()
         stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})["dag_run_id"]
         assert api.wait_for_run("ad_events__stream", stream) == "success", api.failures("ad_events__stream", stream)
         # The three hop tasks followed one application (the DAG run's shared driver), with
@@ -505,8 +509,15 @@ def _walk_the_cluster(tmp_path) -> None:
             for key, value in shell.items():
                 patch.setenv(key, value)
             assert_tables_match_landing(shell["LAKEHOUSE_HOME"])  # read from S3 by delta-rs and s3fs
-        said = intruder.communicate(timeout=300)[0]
-        assert intruder.returncode != 0 and "hello from the cluster" not in said, said[-3000:]
+        deadline = time.time() + 120
+        while not any("SaslException" in line for line in said) and intruder.poll() is None:
+            assert time.time() < deadline, "".join(said)[-3000:]
+            time.sleep(0.5)
+        os.killpg(intruder.pid, signal.SIGKILL)  # refused at its first try: no need to wait for its retries
+        intruder.wait()
+        reader.join(timeout=10)
+        refused = [line for line in said if "Exception while bootstrapping client" in line or "SaslException" in line]
+        assert refused and not any("hello from the cluster" in line for line in said), "".join(said)[-3000:]
         ours = {child.pid for child in _descendants(process.pid)}
         listening = [line for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines()
                      if any(f"pid={pid}," in line for pid in ours)]
