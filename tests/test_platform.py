@@ -513,10 +513,11 @@ def _walk_the_cluster(tmp_path) -> None:
         while not any("SaslException" in line for line in said) and intruder.poll() is None:
             assert time.time() < deadline, "".join(said)[-3000:]
             time.sleep(0.5)
-        os.killpg(intruder.pid, signal.SIGKILL)  # refused at its first try: no need to wait for its retries
+        with contextlib.suppress(ProcessLookupError):  # refused at its first try: no need to wait for its retries
+            os.killpg(intruder.pid, signal.SIGKILL)
         intruder.wait()
         reader.join(timeout=10)
-        refused = [line for line in said if "Exception while bootstrapping client" in line or "SaslException" in line]
+        refused = any("SaslException" in line for line in said)
         assert refused and not any("hello from the cluster" in line for line in said), "".join(said)[-3000:]
         ours = {child.pid for child in _descendants(process.pid)}
         listening = [line for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines()
