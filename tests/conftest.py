@@ -413,21 +413,11 @@ def file_tree(home: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture(scope="session")
 def airflow_home(tmp_path_factory) -> Path:
     """A migrated metadata DB (SQLite) for this test process's Airflow subprocesses: a copy of one
-    migrated once per Airflow version in .cache/airflow-db (``airflow db migrate`` takes about
-    30 s; the test processes share the template, the first one builds it under a lock)."""
-    import fcntl
-    from importlib.metadata import version
+    migrated once per Airflow version in .cache/airflow-db (the test processes share it)."""
+    from lakehouse_platform import migrated_copy, platform_env  # include/scripts/lakehouse_platform.py
 
-    from lakehouse_platform import migrate, platform_env  # include/scripts/lakehouse_platform.py
-
-    template = ROOT / ".cache" / "airflow-db" / version("apache-airflow")
-    template.mkdir(parents=True, exist_ok=True)
-    with (template / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other test process waits here while the first migrates
-        migrate(platform_env({**os.environ, "AIRFLOW_HOME": str(template)}, port=18080))
     home = tmp_path_factory.mktemp("airflow")
-    for name in ("airflow.db", ".migrated"):
-        shutil.copy(template / name, home / name)
+    migrated_copy(platform_env({**os.environ, "AIRFLOW_HOME": str(home)}, port=18080))
     return home
 
 
