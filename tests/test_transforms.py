@@ -138,3 +138,21 @@ def test_count_views_per_campaign_and_10_second_window(spark):
 def test_count_views_ignores_views_without_campaign(spark):
     views = _events(spark, [("a", "view", 0)]).selectExpr("*", "CAST(NULL AS string) campaign_id")
     assert t.count_views(views).count() == 0
+
+
+def test_a_held_batch_is_cached_uncompressed_while_held_and_the_setting_comes_back(spark):
+    """The sinks' ``held``: the cache is filled with compression off, then dropped, and the
+    session's own setting (set or not) is as before."""
+    from spark_jobs.engine.hops import _CACHE_COMPRESSED, held
+
+    for before in ("true", None):
+        if before is None:
+            spark.conf.unset(_CACHE_COMPRESSED)
+        else:
+            spark.conf.set(_CACHE_COMPRESSED, before)
+        frame = spark.range(100)
+        with held(frame) as batch:
+            assert batch.count() == 100 and batch.is_cached
+            assert spark.conf.get(_CACHE_COMPRESSED) == "false"
+        assert not frame.is_cached
+        assert spark.conf.get(_CACHE_COMPRESSED, None) == before

@@ -16,6 +16,7 @@ lease expired or was taken over stops there (:mod:`spark_jobs.control.lock`).
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import contextmanager, nullcontext
 
 from spark_jobs.control.batches import commits
 from spark_jobs.engine import quality
@@ -46,6 +47,29 @@ def has_backfill_writes(table: str) -> bool:
     if found and found[0].version > 0:
         return True
     return any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
+
+
+# Spark's in-memory cache compresses each column as it fills; on bronze's batch of 2 M parsed
+# lines that took 6-8 s of a 23-s write of its two tables, about a quarter (bench/HISTORY.md,
+# session 50). A batch is held only while its writes read it, so memory is spent, not CPU.
+_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+
+
+@contextmanager
+def held(frame):
+    """``frame`` cached, uncompressed, while the block's writes read it more than once."""
+    conf = frame.sparkSession.conf
+    before = conf.get(_CACHE_COMPRESSED, None)
+    conf.set(_CACHE_COMPRESSED, "false")  # read when the first action fills the cache
+    frame.persist()
+    try:
+        yield frame
+    finally:
+        frame.unpersist()
+        if before is None:
+            conf.unset(_CACHE_COMPRESSED)
+        else:
+            conf.set(_CACHE_COMPRESSED, before)
 
 
 # -- sources -----------------------------------------------------------------------------------------
@@ -153,8 +177,7 @@ class IngestSink:
         def write_batch(batch, batch_id: int) -> None:
             from pyspark.sql import functions as F
 
-            batch.persist()
-            try:
+            with held(batch):
                 ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
                 valid, invalid = run.code.split_ingested(batch)
                 if backfilled:
@@ -167,8 +190,6 @@ class IngestSink:
                     *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
                 add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
-            finally:
-                batch.unpersist()
 
         return parsed.writeStream.foreachBatch(run.each_batch(write_batch))
 
@@ -213,8 +234,7 @@ class IngestSink:
         run = self.run
         lines = run.source.read(start_ms, end_ms)
         source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
-        parsed = run.code.transform(run.hop, lines, run.spec, inputs).persist()
-        try:
+        with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
             valid, invalid = run.code.split_ingested(parsed)
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
             valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
@@ -226,8 +246,6 @@ class IngestSink:
                 quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
                 add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                     "replaceWhere", f"_source_file IN ({quoted})").save(self.quarantine)
-        finally:
-            parsed.unpersist()
 
 
 class AppendSink:
@@ -241,9 +259,7 @@ class AppendSink:
         run, hop, table, quarantine = self.run, self.run.hop, self.table, self.quarantine
 
         def write_batch(batch, batch_id: int) -> None:
-            if run.drop_rules or hop.unique:  # read more than once: compute it once
-                batch.persist()
-            try:
+            with held(batch) if run.drop_rules or hop.unique else nullcontext():  # read more than once: once
                 kept, dropped = run.drop_failing(self._not_held(batch) if hop.unique else batch, None,
                                                  (hop.time_column,))
                 kept, counts = run.counting(kept)
@@ -258,8 +274,6 @@ class AppendSink:
                 if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
                 add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
-            finally:
-                batch.unpersist()
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
 
