@@ -51,7 +51,8 @@ def has_backfill_writes(table: str) -> bool:
 
 # Spark's in-memory cache compresses each column as it fills; on bronze's batch of 2 M parsed
 # lines that took 6-8 s of a 23-s write of its two tables, about a quarter (bench/HISTORY.md,
-# session 50). A batch is held only while its writes read it, so memory is spent, not CPU.
+# session 50). Uncompressed, a held batch takes more memory (past the cache's share it goes to
+# local disk, persist()'s MEMORY_AND_DISK) for as long as its writes read it.
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
@@ -259,7 +260,7 @@ class AppendSink:
         run, hop, table, quarantine = self.run, self.run.hop, self.table, self.quarantine
 
         def write_batch(batch, batch_id: int) -> None:
-            with held(batch) if run.drop_rules or hop.unique else nullcontext():  # read more than once: once
+            with held(batch) if run.drop_rules or hop.unique else nullcontext():  # read twice: computed once
                 kept, dropped = run.drop_failing(self._not_held(batch) if hop.unique else batch, None,
                                                  (hop.time_column,))
                 kept, counts = run.counting(kept)
