@@ -176,6 +176,16 @@ def test_backfill_of_one_day_writes_only_that_day(spark, lake_home):
     assert bronze.count() == expected > 0
 
 
+def _move_campaigns(home) -> None:
+    """Give every ad the next campaign: a backfill after this joins views to other keys."""
+    csv = home / "landing/campaigns/campaigns.csv"
+    header, *rows = csv.read_text().splitlines()
+    campaigns = sorted({row.split(",")[1] for row in rows})
+    moved = {old: campaigns[(index + 1) % len(campaigns)] for index, old in enumerate(campaigns)}
+    csv.write_text("\n".join([header, *(f"{ad},{moved[campaign]}" for ad, campaign in
+                                        (row.split(",") for row in rows))]) + "\n")
+
+
 def test_gold_counts_rows_a_backfill_moved_to_other_keys_after_its_first_batch(spark, lake_home):
     """Gold's stream state counts only what the stream read: after a backfill re-joined silver's
     views to other campaigns, the next run's keys must be counted from silver, not from state
@@ -183,13 +193,45 @@ def test_gold_counts_rows_a_backfill_moved_to_other_keys_after_its_first_batch(s
     generate = ["generate", "ad_events", "--events", "3000", "--files", "1", "--start", "2026-05-01T00:00:00"]
     assert main([*generate, "--seed", "1"]) == 0
     assert main(["run", "ad_events"]) == 0
-    csv = lake_home / "landing/campaigns/campaigns.csv"
-    header, *rows = csv.read_text().splitlines()
-    campaigns = sorted({row.split(",")[1] for row in rows})
-    moved = {old: campaigns[(index + 1) % len(campaigns)] for index, old in enumerate(campaigns)}
-    csv.write_text("\n".join([header, *(f"{ad},{moved[campaign]}" for ad, campaign in
-                                        (row.split(",") for row in rows))]) + "\n")
+    _move_campaigns(lake_home)
     assert main(["backfill", "ad_events", "--start", "2026-05-01T00:00:00", "--end", "2026-05-02T00:00:00"]) == 0
     assert main([*generate, "--seed", "2"]) == 0
     assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(lake_home)
+
+
+def test_a_new_query_reads_an_appended_table_by_its_commits_and_a_rewritten_one_as_a_snapshot(spark, lake_home):
+    """A hop's first batch over a table only appended to reads its commits from version 0 (no
+    snapshot jobs: ``UpstreamTable._first_batch_reads_all``) and ends at the offset a snapshot
+    read ends at; over a table a backfill rewrote it reads the snapshot, or it would count the
+    rows the backfill replaced as well as their replacements."""
+    from spark_jobs.engine.runner import HopRun
+    from spark_jobs.logs import checkpoint_log
+    from spark_jobs.service import open_lake
+
+    _generate(0, STARTS[0], files=2)
+    silver = lake_home / "tables/silver/ad_views"
+    assert main(["run", "ad_events", "--hop", "bronze"]) == 0
+    assert main(["run", "ad_events", "--hop", "silver"]) == 0
+    files = len(list(silver.rglob("*.parquet")))
+    assert delta_log.appended_files(str(silver)) == files > 1
+    lake = open_lake("ad_events")
+    source = HopRun(spark, lake, lake.spec.hop("gold"), "check", "run-once").source
+    assert source._first_batch_reads_all(None) and source._first_batch_reads_all(files)
+    assert not source._first_batch_reads_all(files - 1)  # one batch could not take them all
+    assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    assert not source._first_batch_reads_all(None)  # the query has begun: its offsets say where it is
+    end = checkpoint_log.read_offsets(str(lake_home / "checkpoints/ad_events/gold"), 0).sources[0]
+    assert (end["reservoirVersion"], end["index"], end["isStartingVersion"]) == (
+        delta_log.table_version(str(silver)) + 1, -1, False)
+    assert_tables_match_landing(lake_home)
+
+    shutil.rmtree(lake_home / "tables/gold")
+    shutil.rmtree(lake_home / "checkpoints/ad_events/gold")
+    _move_campaigns(lake_home)  # the backfill's rows differ from those it replaces
+    assert main(["backfill", "ad_events", "--hop", "silver", "--start", "2026-03-01T00:00:00",
+                 "--end", "2026-03-02T00:00:00"]) == 0
+    assert delta_log.appended_files(str(silver)) is None  # the backfill removed the files it replaced
+    assert not source._first_batch_reads_all(None)
+    assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    assert gold_counter(spark, lake_home) == expected_gold(lake_home)

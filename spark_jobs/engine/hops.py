@@ -73,6 +73,10 @@ def held(frame):
             conf.set(_CACHE_COMPRESSED, before)
 
 
+# How many files a Delta stream's batch admits when maxFilesPerTrigger is not set (Delta's default).
+DELTA_FILES_PER_BATCH = 1000
+
+
 # -- sources -----------------------------------------------------------------------------------------
 
 class LandingFiles:
@@ -117,12 +121,31 @@ class UpstreamTable:
         # Streams read appends only: commits that rewrite files (a backfill's replaceWhere, a
         # rollback's RESTORE) are skipped, since those change the tables below by other means.
         reader = self.run.spark.readStream.format("delta").option("skipChangeCommits", "true")
+        if self._first_batch_reads_all(max_files_per_trigger):
+            reader = reader.option("startingVersion", "0")
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
         frame = reader.load(self.table)
         if self.upstream.reads_landing:
             frame = streamed_rows(frame)
         return frame
+
+    def _first_batch_reads_all(self, max_files_per_trigger: int | None) -> bool:
+        """Whether a new query's first batch can read the table's commits from version 0 rather
+        than a snapshot of it, with the same rows and offsets.
+
+        A new query reads a snapshot of the table, whose files Delta lists, sorts and numbers in
+        about ten small Spark jobs (about 1 s for each hop below the first; bench/HISTORY.md,
+        session 51). A table that was only appended to holds exactly the files its commits
+        added, so reading those commits reads the same files. When the batch takes them all
+        (as many as a batch admits: ``maxFilesPerTrigger``, Delta's default 1,000), its end
+        offset is the one a snapshot read ends at (the version after the last, nothing of it
+        read), so a restart from it or a rollback reads it as before.
+        """
+        if checkpoint_log.offset_batch_ids(self.run.checkpoint):
+            return False
+        added = delta_log.appended_files(self.table)
+        return added is not None and added <= (max_files_per_trigger or DELTA_FILES_PER_BATCH)
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """The rows of ``[start_ms, end_ms)``, of the table now or as of ``version``."""
@@ -331,7 +354,8 @@ class MergeSink:
         from delta.tables import DeltaTable
 
         run, table = self.run, self.table
-        DeltaTable.createIfNotExists(run.spark).location(table).addColumns(frame.schema).execute()
+        if not table_exists(table):  # two SQL commands (about 0.3 s) even when it does
+            DeltaTable.createIfNotExists(run.spark).location(table).addColumns(frame.schema).execute()
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
         has_rows = False  # once the table has files, MERGE is right for every later batch of this query
 

@@ -106,6 +106,29 @@ def rows_with_value(table: str, column: str, after: int | None, upto: int | None
     return total
 
 
+# What a commit that only appends holds; the first commit also sets the table's metadata.
+_APPEND_ACTIONS = frozenset({"commitInfo", "add", "txn"})
+_FIRST_ACTIONS = _APPEND_ACTIONS | {"metaData", "protocol"}
+
+
+def appended_files(table: str, most_commits: int = 200) -> int | None:
+    """How many files the commits of ``table`` added when it was only ever appended to, else
+    None. Only appended to: its JSON log still starts at version 0 and holds at most
+    ``most_commits`` commits, and none after the first removed a file or changed the table's
+    metadata or protocol. Then its files are exactly those its commits added, in order."""
+    found = versions(table)
+    if not found or found[0] != 0 or len(found) > most_commits or found[-1] != len(found) - 1:
+        return None
+    added = 0
+    for version in found:
+        allowed = _FIRST_ACTIONS if version == 0 else _APPEND_ACTIONS
+        for action in read_commit(table, version):
+            if not set(action) <= allowed or not action.get("add", {}).get("dataChange", True):
+                return None
+            added += "add" in action
+    return added
+
+
 def table_id(table: str) -> str | None:
     """The table's id (its ``metaData`` action's), which a Delta stream source's offsets name as
     ``reservoirId``; None when no JSON commit left has a ``metaData`` action."""
