@@ -5,7 +5,7 @@ written here without the package's runner (same parse, quarantine rules and spli
 filter, campaign join and 10-second window count, with Delta writes), (c) ``lakehouse
 backfill`` over the same range. A fourth way, (b0), is the plain script with only the
 minimal rules (required fields, event type, time range): the price of the stricter rules.
-All run in one process with one warm JVM, interleaved, each on a fresh lake whose landing
+All run in one process with one JVM warmed by one run of each way, interleaved, each on a fresh lake whose landing
 files are hard links to one generated set (plus lines only the stricter rules catch);
 quality gates are off (their share is :mod:`bench.quality`'s figure). Each attempt checks
 that (a), (b) and (c) wrote the same row counts, so their ratios compare the same work.
@@ -25,7 +25,6 @@ from bench.common import CORES, link_landing, spread, stats, timed_lakehouse
 WAYS = ("run", "plain", "backfill", "plain_minimal")
 SAME_WORK = ("run", "plain", "backfill")  # plain_minimal skips rules, so it keeps lines the others quarantine
 RANGE = ("2026-03-01T00:00:00", "2026-03-02T00:00:00")  # holds every generated event
-WARM_UP_EVENTS = 200_000
 # Lines the generator does not write but the quarantine rules catch: fields of the wrong
 # JSON type and bytes that are not UTF-8 (one of these per 1,000 events, in their own file).
 _EVENT = '"ad_id":"a1","event_type":"view","event_time":1772323200000'
@@ -139,14 +138,17 @@ def run(events: int, repeats: int, files: int = 20, warm_up: bool = True) -> dic
     spark = build_session("lakehouse-bench")
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-throughput-"))
     try:
-        source, warm_source = root / "source", root / "warm-up-source"
-        for home, count in ((source, events), (warm_source, min(events, WARM_UP_EVENTS)))[:2 if warm_up else 1]:
-            os.environ["LAKEHOUSE_HOME"] = str(home)
-            main(["generate", "ad_events", "--events", str(count), "--files", str(files), "--seed", "5",
-                  "--start", f"{RANGE[0]}", "--bad-fraction", "0.01"])
-            add_hostile_lines(home, max(count // 1000, len(HOSTILE_LINES)))
-        for way in WAYS if warm_up else ():  # JVM, code paths, Delta: warm (on a smaller set) before measuring
-            _one(way, spark, warm_source, root / f"warm-up-{way}")
+        source = root / "source"
+        os.environ["LAKEHOUSE_HOME"] = str(source)
+        main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", "5",
+              "--start", f"{RANGE[0]}", "--bad-fraction", "0.01"])
+        add_hostile_lines(source, max(events // 1000, len(HOSTILE_LINES)))
+        # JVM, code paths, Delta, the heap: warm on the same set before measuring. (A tenth of it
+        # left the first way measured, always (a), 2.5-4 s slower in its first attempt than in
+        # its second: bench/HISTORY.md, session 51.)
+        for way in WAYS if warm_up else ():
+            _one(way, spark, source, root / f"warm-up-{way}")
+            shutil.rmtree(root / f"warm-up-{way}")
         seconds: dict[str, list[float]] = {way: [] for way in WAYS}
         hops: dict[str, list[dict]] = {"run": [], "backfill": []}
         for attempt in range(repeats):
