@@ -5,9 +5,9 @@ written here without the package's runner (same parse, quarantine rules and spli
 filter, campaign join and 10-second window count, with Delta writes), (c) ``lakehouse
 backfill`` over the same range. A fourth way, (b0), is the plain script with only the
 minimal rules (required fields, event type, time range): the price of the stricter rules.
-All run in one process with one JVM warmed by one run of each way, interleaved, each on a fresh lake whose landing
-files are hard links to one generated set (plus lines only the stricter rules catch);
-quality gates are off (their share is :mod:`bench.quality`'s figure). Each attempt checks
+All run in one process with one JVM (warmed by one run of each way), interleaved, each on a
+fresh lake whose landing files are hard links to one generated set (plus lines only the
+stricter rules catch); quality gates are off (their share is :mod:`bench.quality`'s figure). Each attempt checks
 that (a), (b) and (c) wrote the same row counts, so their ratios compare the same work.
 """
 
@@ -143,8 +143,8 @@ def run(events: int, repeats: int, files: int = 20, warm_up: bool = True) -> dic
         main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", "5",
               "--start", f"{RANGE[0]}", "--bad-fraction", "0.01"])
         add_hostile_lines(source, max(events // 1000, len(HOSTILE_LINES)))
-        # JVM, code paths, Delta, the heap: warm on the same set before measuring. (A tenth of it
-        # left the first way measured, always (a), 2.5-4 s slower in its first attempt than in
+        # JVM, code paths, Delta, the heap: warm on the same set before measuring. (After a tenth
+        # of it, the first way measured, always (a), took 28.5 s in its first attempt and 26.0 in
         # its second: bench/HISTORY.md, session 51.)
         for way in WAYS if warm_up else ():
             _one(way, spark, source, root / f"warm-up-{way}")
