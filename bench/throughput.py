@@ -7,8 +7,9 @@ backfill`` over the same range. A fourth way, (b0), is the plain script with onl
 minimal rules (required fields, event type, time range): the price of the stricter rules.
 All run in one process with one JVM (warmed by one run of each way), interleaved, each on a
 fresh lake whose landing files are hard links to one generated set (plus lines only the
-stricter rules catch); quality gates are off (their share is :mod:`bench.quality`'s figure). Each attempt checks
-that (a), (b) and (c) wrote the same row counts, so their ratios compare the same work.
+stricter rules catch); quality gates are off (their share is :mod:`bench.quality`'s
+figure). Each attempt checks that (a), (b) and (c) wrote the same row counts, so their ratios
+compare the same work.
 """
 
 from __future__ import annotations
