@@ -64,3 +64,22 @@ def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readl
     ours = [command for command in commands if str(lake_home) in command]
     # 4 per rename (source, target, their checksum files) before; a `chmod` per created file stays.
     assert ours and not [command for command in ours if command.startswith("readlink")], ours[:5]
+
+
+def test_a_large_read_is_split_into_several_tasks_per_core(spark, tmp_path):
+    """A read of a few large files splits into ``SPLITS_PER_CORE`` pieces per core, not Spark's
+    one per core (which left bronze's parse of a 2 M-event landing folder 5 tasks on 2 cores,
+    the last alone). The file is 48 MiB: with one piece per core (4 MiB open cost each) it
+    would read in as many tasks as cores."""
+    from spark_jobs.engine.session import SPLITS_PER_CORE
+
+    cores = spark.sparkContext.defaultParallelism
+    line = b"x" * 1023 + b"\n"
+    (tmp_path / "big.txt").write_bytes(line * (48 * 1024))
+    tasks = spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions()
+    assert tasks >= SPLITS_PER_CORE * cores - 1, tasks
+    spark.conf.unset("spark.sql.files.minPartitionNum")
+    try:
+        assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() <= cores + 1  # Spark's own
+    finally:
+        spark.conf.set("spark.sql.files.minPartitionNum", str(SPLITS_PER_CORE * cores))

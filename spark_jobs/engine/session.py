@@ -88,6 +88,15 @@ def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
     return confs
 
 
+# How many pieces a large read is split into, per core. Spark's default is one per core, rounded by
+# file boundaries: the 486 MB of a 2 M-event landing folder read in 5 tasks on 2 cores, the last
+# alone on one core (bronze's parse 19.3 s); 4 per core made 10 even tasks (17.1 s), and silver's
+# read of bronze 3 tasks -> 10 (bench/HISTORY.md, session 52). Small reads are unchanged: a piece
+# is never under spark.sql.files.openCostInBytes (4 MB).
+SPLITS_PER_CORE = 4
+_MIN_SPLITS = "spark.sql.files.minPartitionNum"
+
+
 def properties_file(path: str) -> dict[str, str]:
     """A Spark properties file (``key value`` or ``key=value`` lines, ``#`` comments), as
     ``spark-submit --properties-file`` reads it."""
@@ -127,6 +136,8 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     for key, value in hadoop.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     spark = builder.getOrCreate()
+    if spark.conf.get(_MIN_SPLITS, None) is None:  # unless the properties file sets it
+        spark.conf.set(_MIN_SPLITS, str(SPLITS_PER_CORE * spark.sparkContext.defaultParallelism))
     live = spark.sparkContext._jsc.hadoopConfiguration()  # a session that already existed takes them too
     for key, value in hadoop.items():
         live.set(key, value)
