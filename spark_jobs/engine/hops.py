@@ -354,13 +354,15 @@ class MergeSink:
         from delta.tables import DeltaTable
 
         run, table = self.run, self.table
-        if not table_exists(table):  # two SQL commands (about 0.3 s) even when it does
-            DeltaTable.createIfNotExists(run.spark).location(table).addColumns(frame.schema).execute()
+        # A first batch's append creates the table, as the other sinks' do: created before the
+        # query (an empty commit), the append would first read that snapshot in a Spark job (the
+        # two took about 0.5 s of a 2.5-s first run of gold; bench/HISTORY.md, session 52).
+        exists = table_exists(table)
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
         has_rows = False  # once the table has files, MERGE is right for every later batch of this query
 
         def merge_batch(batch, batch_id: int) -> None:
-            nonlocal has_rows
+            nonlocal has_rows, exists
             batch.persist()  # read three times: empty?, its range, its keys
             if batch.isEmpty():  # a no-data batch that only moved the watermark
                 batch.unpersist()
@@ -373,18 +375,18 @@ class MergeSink:
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
             try:
                 run.fence()
-                target = DeltaTable.forPath(session, table)
-                has_rows = has_rows or target.detail().first()["numFiles"] > 0
+                if exists and not has_rows:
+                    has_rows = DeltaTable.forPath(session, table).detail().first()["numFiles"] > 0
                 if not has_rows:
-                    # An empty table (a first load, or one rolled back to its start) has no row to
-                    # match, and a batch has each key once: an append writes what MERGE would,
+                    # No table yet, or an empty one (rolled back to its start): no row to match,
+                    # and a batch has each key once, so an append writes what MERGE would,
                     # without MERGE's join against the target.
                     changed.write.format("delta").mode("append").options(
                         txnAppId=query_id, txnVersion=str(batch_id)).save(table)
-                    has_rows = True
+                    has_rows = exists = True
                 else:
-                    target.alias("t").merge(changed.alias("s"), condition).whenMatchedUpdateAll(
-                    ).whenNotMatchedInsertAll().execute()
+                    target = DeltaTable.forPath(session, table).alias("t")
+                    target.merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
                 run.count_now(changed, tuple(run.hop.keys))  # from the cache the write filled
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
