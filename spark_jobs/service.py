@@ -233,7 +233,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
             return RunResult(run_id, "run", records, pipeline=lake.spec.name)
         records, failed = _hops_gated(
             spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence).run_once(max_files_per_trigger),
+            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence,
+                                gated=quality != "off").run_once(max_files_per_trigger),
             lambda each: _repair(spark, lake, each, run_id, quality, progress, fence))
     return RunResult(run_id, "run", records, failed, lake.spec.name)
 

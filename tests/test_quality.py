@@ -184,6 +184,16 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     assert summary["rows"] == len(_views_in_landing(lake_home)) and summary["gate"] == "failed"
     assert _rule(summary, CAMPAIGN_RULE)["failing"] == len(all_orphans) == 7 + 5 + 3
 
+    # Without a gate (--quality=off) a run counts nothing for one; a later check reads its rows.
+    _landing_batch(lake_home, 5, orphans=0)
+    assert main(["run", "ad_events", "--run-id", "r5", "--quality=off"]) == 0
+    records = {hop: json.loads((lake_home / f"_ops/runs/ad_events/r5.{hop}.json").read_text()) for hop in ("silver", "gold")}
+    assert all(record["batch_ids"] and record["counted"] is None for record in records.values()), records
+    capsys.readouterr()
+    assert main(["quality", "ad_events", "--hop", "gold", "--run", "r5", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["counted_as_written"] is False and printed["rows"] == records["gold"]["rows_out"] > 0
+
 
 def _assert_data_docs_render(page: Path, suite_name: str, rule: str) -> None:
     """Open the page in headless Chromium (Debian's; `.ci/run` installs it) and read the DOM."""

@@ -45,7 +45,7 @@ class HopRun:
     """One hop's run: builds the query, tracks versions and progress, writes the record."""
 
     def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = _stderr,
-                 fence: Callable[[], None] = _unfenced):
+                 fence: Callable[[], None] = _unfenced, gated: bool = True):
         self.spark = spark
         self._fence = fence
         self.fenced: LakehouseError | None = None
@@ -67,7 +67,9 @@ class HopRun:
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
         self._counts: dict | None = None  # the gate's counts of the rows written so far (counting)
-        self._counting: list | None = None  # their columns, once the first batch's frame said if it can
+        # Their columns, once the first batch's frame said if it can; none for a run without a
+        # gate (``--quality=off``; a later ``lakehouse quality`` reads the rows back).
+        self._counting: list | None = None if gated else []
 
     def fence(self) -> None:
         """The pipeline lock's check, which the sinks call before each commit; a refusal is kept,
