@@ -1,4 +1,5 @@
-"""The Spark driver's class-data sharing archive (spark_jobs/engine/jvm.py) is really mapped."""
+"""The Spark driver's JVM and session: its class-data sharing archive (spark_jobs/engine/jvm.py) is
+really mapped, it starts no `readlink` process per rename, and it splits large reads evenly."""
 
 from __future__ import annotations
 
