@@ -79,8 +79,9 @@ def test_a_large_read_is_split_into_several_tasks_per_core(spark, tmp_path):
     (tmp_path / "big.txt").write_bytes(line * (48 * 1024))
     tasks = spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions()
     assert tasks >= SPLITS_PER_CORE * cores - 1, tasks
+    ours = spark.conf.get("spark.sql.files.minPartitionNum")
     spark.conf.unset("spark.sql.files.minPartitionNum")
     try:
         assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() <= cores + 1  # Spark's own
     finally:
-        spark.conf.set("spark.sql.files.minPartitionNum", str(SPLITS_PER_CORE * cores))
+        spark.conf.set("spark.sql.files.minPartitionNum", ours)

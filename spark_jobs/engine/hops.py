@@ -362,7 +362,7 @@ class MergeSink:
         has_rows = False  # once the table has files, MERGE is right for every later batch of this query
 
         def merge_batch(batch, batch_id: int) -> None:
-            nonlocal has_rows, exists
+            nonlocal has_rows
             batch.persist()  # read three times: empty?, its range, its keys
             if batch.isEmpty():  # a no-data batch that only moved the watermark
                 batch.unpersist()
@@ -383,7 +383,7 @@ class MergeSink:
                     # without MERGE's join against the target.
                     changed.write.format("delta").mode("append").options(
                         txnAppId=query_id, txnVersion=str(batch_id)).save(table)
-                    has_rows = exists = True
+                    has_rows = True
                 else:
                     target = DeltaTable.forPath(session, table).alias("t")
                     target.merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
