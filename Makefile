@@ -9,19 +9,20 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 UV_VERSION := 0.9.30
+# The example pipelines, unless you name your own folders (`lakehouse` reads the same setting).
+export LAKEHOUSE_PIPELINES ?= $(CURDIR)/examples
 
-.PHONY: bytecode jvm-archive setup run run-cluster stop test test-fast lint bench bench-smoke clean check-tools
+.PHONY: bytecode platform-cache setup run run-cluster stop test test-fast lint bench bench-smoke docs clean check-tools
 
-setup: check-tools $(VENV)/.installed .cache/jars/.manifest .airflow/.migrated jvm-archive bytecode
+setup: check-tools $(VENV)/.installed platform-cache .airflow/.migrated bytecode
 
 # The platform's own modules compiled too (about 0.2 s per process; up to date in a blink).
 bytecode: $(VENV)/.installed
-	@$(PY) -m compileall -q spark_jobs plugins dags include bench >/dev/null
+	@$(PY) -m compileall -q spark_jobs plugins dags include examples bench >/dev/null
 
 check-tools:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is needed (found " + sys.version.split()[0] + "): install it and run make again")'
 	@command -v java >/dev/null || { echo "error: Java 17+ is not on PATH: install it (e.g. apt-get install openjdk-17-jre-headless)"; exit 2; }
-	@command -v mvn >/dev/null || [ -f .cache/jars/.manifest ] || { echo "error: Maven (mvn) is needed once to resolve Delta's jars: install it (e.g. apt-get install maven)"; exit 2; }
 
 # uv installs the pinned requirements (the same wheels pip would) in about a third of pip's time.
 # --compile-bytecode: unlike pip, uv leaves the modules uncompiled, and a process that may not
@@ -35,13 +36,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(VENV)/bin/uv pip install --python $(PY) -q --no-deps -e .
 	touch $@
 
-.cache/jars/.manifest: include/jars/pom.xml $(VENV)/.installed
-	$(PY) -m spark_jobs.engine.jars
-
-# The Spark drivers' class-data sharing archive (about 45 s once; instant when this Java and
-# Spark already have one): every job starts about 4 s sooner.
-jvm-archive: .cache/jars/.manifest
-	@$(PY) -m spark_jobs.engine.jvm
+# `lakehouse setup`: Delta's jars resolved once with Maven into the user's cache
+# (~/.cache/lakehouse, or $LAKEHOUSE_CACHE), then the Spark drivers' class-data sharing archive
+# (about 45 s once): every job starts about 4 s sooner. A second or so when both are there.
+platform-cache: $(VENV)/.installed
+	@$(VENV)/bin/lakehouse setup
 
 .airflow/.migrated: $(VENV)/.installed
 	$(PY) include/scripts/lakehouse_platform.py migrate

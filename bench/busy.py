@@ -64,8 +64,7 @@ def run(minutes: float, log_dir: Path) -> dict:
     base = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))}
     try:
         # The example pipeline alone on both sides (always-on streams ad_events only).
-        (work / "pipelines").mkdir()
-        shutil.copy(ROOT / "include" / "pipelines" / "ad_events.yaml", work / "pipelines")
+        shutil.copytree(ROOT / "examples" / "ad_events", work / "pipelines" / "ad_events")
         platform_env = {**base, "AIRFLOW_HOME": str(work / "airflow"), "LAKEHOUSE_HOME": str(work / "platform-lake"),
                         "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
         from tests.conftest import free_port
@@ -90,7 +89,7 @@ def run(minutes: float, log_dir: Path) -> dict:
 
     return {
         "minutes": minutes, "trickle": f"{TRICKLE_EVENTS} events every {TRICKLE_EVERY_S:g} s",
-        "schedule": load_spec(ROOT / "include" / "pipelines" / "ad_events.yaml").schedule,
+        "schedule": load_spec(ROOT / "examples" / "ad_events" / "ad_events.yaml").schedule,
         "platform": {**platform, "busy": round(busy["platform"], 3), "stream_runs_with_new_data": runs},
         "always_on": {**always, "busy": round(busy["always_on"], 3)},
         "ratio": round(busy["platform"] / busy["always_on"], 3),

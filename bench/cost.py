@@ -34,15 +34,22 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import CORES, lakehouse_command, metered
+from bench.common import CORES, ROOT, lakehouse_command, metered
 
 GOLD = "tables/gold/campaign_views_10s"
 DAY_S = 86_400
 GRACE_S = 60  # the always-on job runs this long after the trickle ends, to show its last files
 
 
+def _example_sample():
+    """The ad_events example's sample module (its ads and campaigns), imported as the platform does."""
+    from spark_jobs.model.spec import companion_module, load_spec
+
+    return companion_module(load_spec(ROOT / "examples" / "ad_events" / "ad_events.yaml"), "_sample")
+
+
 def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, span_ms: int, rng) -> None:
-    from spark_jobs.control.generator import ad_ids
+    ad_ids = _example_sample().ad_ids
 
     ads = ad_ids()
     lines = []
@@ -62,7 +69,7 @@ def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, 
 
 
 def _campaigns(home: Path) -> None:
-    from spark_jobs.control.generator import ad_ids
+    ad_ids = _example_sample().ad_ids
 
     folder = home / "landing/campaigns"
     folder.mkdir(parents=True, exist_ok=True)

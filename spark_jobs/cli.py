@@ -31,6 +31,13 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_setup(args) -> int:
+    result = service.setup()
+    archive = result["jvm_archive"] or "none (drivers start without one)"
+    _emit(args, result, f"{len(result['jars'])} jars in {result['jars_dir']}\nclass-data sharing archive: {archive}")
+    return 0
+
+
 def cmd_new(args) -> int:
     result = service.new(args.pipeline)
     name = result.name
@@ -140,10 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("pipeline", help="pipeline name (a spec in include/pipelines)")
+        sub.add_argument("pipeline", help="pipeline name (a spec in $LAKEHOUSE_PIPELINES)")
         sub.add_argument("--json", action="store_true", help="print one JSON document")
         sub.set_defaults(handler=handler)
         return sub
+
+    setup = commands.add_parser("setup", help="resolve the JVM jars into the cache (once, with Maven) and build the "
+                                "Spark drivers' class-data archive; a no-op when done")
+    setup.add_argument("--json", action="store_true", help="print one JSON document")
+    setup.set_defaults(handler=cmd_setup)
 
     generate = command("generate", "write sample events to the landing folder", cmd_generate)
     generate.add_argument("--events", type=int, required=True)

@@ -187,13 +187,25 @@ def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None
     return write_events(open_lake(pipeline), events, files, seed, start_ms, bad_fraction, late_fraction)
 
 
+def setup() -> dict:
+    """Resolve the JVM jars into the cache and build the drivers' class-data archive (each a
+    no-op when done; no archive with ``LAKEHOUSE_JVM_SHARING=off``): what a fresh install needs
+    before its first Spark job."""
+    from spark_jobs.engine.jars import resolve_jars
+    from spark_jobs.engine.jvm import build_archive, sharing
+    from spark_jobs.model.settings import jars_dir
+
+    jars = resolve_jars()
+    archive = build_archive() if sharing() else None
+    return {"jars_dir": str(jars_dir()), "jars": [jar.name for jar in jars], "jvm_archive": str(archive) if archive else None}
+
+
 def new(name: str):
     """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.skeleton.NewPipeline`):
-    its spec and code in the pipelines folder, its quality suites in the suites folder."""
+    a pipeline folder of its own (spec, code, sample data, suites, a test) in the pipelines folder."""
     from spark_jobs.control.skeleton import new_pipeline
-    from spark_jobs.control.suites import quality_dir
 
-    return new_pipeline(name, quality_dir())
+    return new_pipeline(name)
 
 
 def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files_per_trigger: int | None = None,

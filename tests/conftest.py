@@ -18,8 +18,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
-sys.path.insert(0, str(ROOT / "plugins"))
 sys.path.insert(0, str(ROOT / "include" / "scripts"))
+EXAMPLES = ROOT / "examples"
+# The reference pipelines, for every test and the processes it starts, unless a test names others.
+os.environ.setdefault("LAKEHOUSE_PIPELINES", str(EXAMPLES))
 
 EVENT_TYPES = {"view", "click", "purchase"}
 STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_address")
@@ -76,15 +78,15 @@ def spark():
 
 
 @pytest.fixture(autouse=True)
-def quality_suites(request, tmp_path_factory, monkeypatch) -> Path:
-    """Tests marked ``quality`` check the shipped suites after every hop; the others run the
-    pipeline without suites (a supported set-up: no suite, no check), which keeps each run
-    about 10 s shorter. ``$LAKEHOUSE_QUALITY`` points at the folder either way."""
-    folder = ROOT / "include" / "quality"
-    if request.node.get_closest_marker("quality") is None:
-        folder = tmp_path_factory.mktemp("no-quality-suites")
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(folder))
-    return folder
+def quality_suites(request, tmp_path_factory, monkeypatch) -> None:
+    """Tests marked ``quality`` check the examples' suites after every hop (each in its pipeline
+    folder's ``quality/``); the others run the pipeline without suites (a supported set-up: no
+    suite, no check), which keeps each run about 10 s shorter: ``$LAKEHOUSE_QUALITY`` names an
+    empty folder."""
+    if request.node.get_closest_marker("quality") is not None:
+        monkeypatch.delenv("LAKEHOUSE_QUALITY", raising=False)
+    else:
+        monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path_factory.mktemp("no-quality-suites")))
 
 
 @pytest.fixture
@@ -352,14 +354,30 @@ def pipelines(tmp_path, monkeypatch):
 
 
 def spec_copy(folder: Path, **changes) -> Path:
-    """``folder`` with a copy of the ad_events spec, some knobs changed; returns the folder."""
-    from spark_jobs.model.spec import repo_root
-
-    spec = yaml.safe_load((repo_root() / "include/pipelines/ad_events.yaml").read_text())
+    """``folder`` with a copy of the ad_events pipeline folder, some knobs of its spec changed;
+    returns the folder (a pipelines folder)."""
+    pipeline = example_copy(folder, "ad_events")
+    spec = yaml.safe_load((pipeline / "ad_events.yaml").read_text())
     spec.update(changes)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ad_events.yaml").write_text(yaml.safe_dump(spec))
+    (pipeline / "ad_events.yaml").write_text(yaml.safe_dump(spec))
     return folder
+
+
+def suites_copy(folder: Path) -> Path:
+    """``folder`` holding a copy of every example's suites as ``<pipeline>/<hop>.json`` (the
+    layout of ``$LAKEHOUSE_QUALITY``); returns it."""
+    for pipeline in sorted(EXAMPLES.iterdir()):
+        if (pipeline / "quality").is_dir():
+            shutil.copytree(pipeline / "quality", folder / pipeline.name, dirs_exist_ok=True)
+    return folder
+
+
+def example_copy(folder: Path, name: str) -> Path:
+    """A copy of the example pipeline ``name``'s folder in the pipelines folder ``folder``; returns
+    the copy's path."""
+    target = folder / name
+    shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    return target
 
 
 @pytest.fixture(scope="session")

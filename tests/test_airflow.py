@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, expected_gold, gold_counter, landing_lines, valid_event
+from tests.conftest import ROOT, VENV_BIN, example_copy, expected_gold, gold_counter, landing_lines, suites_copy, valid_event
 
 pytestmark = [pytest.mark.airflow]
 
@@ -69,11 +69,10 @@ def test_each_dag_file_imports_without_errors(tmp_path, dag_file, dag_ids):
 
 
 def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_path):
-    import shutil
 
     specs = tmp_path / "pipelines"
     specs.mkdir()
-    shutil.copy(ROOT / "include/pipelines/ad_events.yaml", specs)
+    example_copy(specs, "ad_events")
     (specs / "shop.yaml").write_text("name: shop\nlanding: landing/shop\nhops:\n"
                                      "  - {name: bronze, kind: ingest-ish, table: tables/bronze/orders, time_column: t}\n")
     (specs / "late.yaml").write_text("name: late\nlanding: landing/late\nschedule: every morning\nhops:\n"
@@ -290,7 +289,6 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     (bronze keeps the raw data); with the rule's policy set to `drop`, the next run succeeds
     and the orphan views are in silver's quarantine; a run with nothing new starts no Spark
     job. In-process ``dag.test()`` runs (:func:`tests.conftest.dag_test`)."""
-    import shutil
 
     from spark_jobs.control import suites
     from spark_jobs.logs import checkpoint_log
@@ -337,7 +335,7 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
         "run_id": run_id, "mode": "run-once"})]
 
     suites_dir = tmp_path / "quality"
-    shutil.copytree(ROOT / "include" / "quality", suites_dir)
+    suites_copy(suites_dir)
     silver_suite = suites_dir / "ad_events" / "silver.json"
     suite = json.loads(silver_suite.read_text())
     for expectation in suite["expectations"]:

@@ -1,4 +1,4 @@
-"""A lake written by an earlier commit keeps running and rolling back (issue 15): the layers moved
+"""A lake written by an earlier commit keeps running and rolling back: the layers moved
 every module, and the spec's ``campaigns`` moved under ``inputs:``, but the files a lake holds
 (tables, checkpoints, run records) and the old spec must still work.
 
@@ -17,7 +17,8 @@ import sys
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import ROOT, assert_tables_match_landing
+from spark_jobs.model.settings import jars_dir
+from tests.conftest import EXAMPLES, ROOT, assert_tables_match_landing
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -43,7 +44,7 @@ def _old_code(tmp_path):
 def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(spark, lake_home, tmp_path, monkeypatch):
     old = _old_code(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(old), "LAKEHOUSE_PIPELINES": str(old / "include/pipelines"),
-           "LAKEHOUSE_JARS_DIR": str(ROOT / ".cache" / "jars")}
+           "LAKEHOUSE_JARS_DIR": str(jars_dir())}
 
     def old_cli(*args: str) -> None:
         done = subprocess.run([sys.executable, "-m", "spark_jobs.cli", *args], env=env, cwd=tmp_path,
@@ -60,7 +61,10 @@ def test_a_lake_written_by_the_previous_layout_keeps_running_and_rolling_back(sp
                 "--start", f"2026-04-01T00:0{seed}:00", "--bad-fraction", "0.05")
     old_cli("run", "ad_events", "--max-files-per-trigger", "1", "--quality", "off")
 
-    # This commit's code on the old lake, reading the old spec (top-level campaigns:).
+    # This commit's code on the old lake, reading the old spec (top-level campaigns:) with the
+    # example's code beside it, as a team's flat folder of specs holds its pipelines' code.
+    for module in (EXAMPLES / "ad_events").glob("*.py"):
+        shutil.copy(module, old / "include/pipelines")
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(old / "include/pipelines"))
     assert main(["generate", "ad_events", "--events", "400", "--files", "2", "--seed", "3",
                  "--start", "2026-04-01T00:03:00", "--bad-fraction", "0.05"]) == 0

@@ -1,5 +1,6 @@
-"""A team's own pipeline without touching the platform's code (issue 16, part 2): ``lakehouse new``
-writes a skeleton beside the team's specs, and it runs at once on the sample data it generates.
+"""A team's own pipeline without touching the platform's code: ``lakehouse new`` writes a pipeline
+folder (spec, code, sample data, suites, a test) among the team's pipelines, and it runs at once on
+the sample data it generates.
 
 The skeleton's own test (``test_<name>.py``, computed in plain Python from the landing files) is
 run here, in this process's SparkSession, on the code as written and on a copy with a bug in
@@ -16,6 +17,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.model.errors import UsageError
+from tests.conftest import example_copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -29,34 +31,38 @@ def _skeleton_test(folder: Path, name: str):
 
 
 def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(spark, tmp_path, monkeypatch, capsys):
-    specs, suites = tmp_path / "team" / "pipelines", tmp_path / "team" / "quality"
-    specs.mkdir(parents=True)
-    shutil.copy(Path(__file__).parents[1] / "include/pipelines/ad_events.yaml", specs)
+    specs = tmp_path / "team" / "pipelines"
+    example_copy(specs, "ad_events")
+    monkeypatch.delenv("LAKEHOUSE_PIPELINES")
+    assert main(["new", "orders"]) == 2 and "set LAKEHOUSE_PIPELINES" in capsys.readouterr().err
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites))
+    monkeypatch.delenv("LAKEHOUSE_QUALITY")  # the suites go into the pipeline's own folder
     assert main(["new", "orders"]) == 0
-    written = {str(Path(path).relative_to(tmp_path / "team")) for path in capsys.readouterr().out.split() if "/team/" in path}
-    assert written == {"pipelines/orders.yaml", "pipelines/orders.py", "pipelines/orders_transforms.py",
-                       "pipelines/orders_sample.py", "pipelines/test_orders.py",
-                       "quality/orders/bronze.json", "quality/orders/silver.json", "quality/orders/gold.json"}
-    assert "__pipeline__" not in "".join(path.read_text() for path in (tmp_path / "team").rglob("*.*"))
+    written = {str(Path(path).relative_to(specs)) for path in capsys.readouterr().out.split() if "/team/" in path}
+    assert written == {"orders/orders.yaml", "orders/orders.py", "orders/orders_transforms.py",
+                       "orders/orders_sample.py", "orders/test_orders.py",
+                       "orders/quality/bronze.json", "orders/quality/silver.json", "orders/quality/gold.json"}
+    assert sorted(path.name for path in (specs / "orders").rglob("*") if path.is_file()) == sorted(
+        Path(path).name for path in written)
+    assert "__pipeline__" not in "".join(path.read_text() for path in (specs / "orders").rglob("*.*"))
     # Refusals change nothing: the name is taken; a name that cannot name modules and tables.
     before = sorted((tmp_path / "team").rglob("*"))
     assert main(["new", "orders"]) == 2 and "exists already" in capsys.readouterr().err
+    assert main(["new", "ad_events"]) == 2 and "exists already" in capsys.readouterr().err
     assert main(["new", "Orders-2"]) == 2 and "is not allowed" in capsys.readouterr().err
     assert sorted((tmp_path / "team").rglob("*")) == before
 
     # The skeleton's own test: sample files, every hop with its quality gate, tables as computed.
-    _skeleton_test(specs, "orders")(tmp_path / "run", monkeypatch)
+    _skeleton_test(specs / "orders", "orders")(tmp_path / "run", monkeypatch)
 
     # The same with gold's sum turned into a max: its test must catch it.
     broken = tmp_path / "broken"
-    shutil.copytree(specs, broken)
-    code = (broken / "orders_transforms.py").read_text()
+    shutil.copytree(specs / "orders", broken / "orders")
+    code = (broken / "orders" / "orders_transforms.py").read_text()
     assert 'F.sum("amount")' in code
-    (broken / "orders_transforms.py").write_text(code.replace('F.sum("amount")', 'F.max("amount")'))
+    (broken / "orders" / "orders_transforms.py").write_text(code.replace('F.sum("amount")', 'F.max("amount")'))
     with pytest.raises(AssertionError):
-        _skeleton_test(broken, "orders")(tmp_path / "run-broken", monkeypatch)
+        _skeleton_test(broken / "orders", "orders")(tmp_path / "run-broken", monkeypatch)
 
 
 def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, monkeypatch):
@@ -67,7 +73,7 @@ def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     (tmp_path / "pipelines").mkdir()
     service.new("clicks")
-    module = tmp_path / "pipelines" / "clicks.py"
+    module = tmp_path / "pipelines" / "clicks" / "clicks.py"
     module.write_text(module.read_text().replace('    "gold": ', '    # "gold": '))
     service.generate("clicks", 50, seed=1)
     with pytest.raises(UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"):

@@ -10,7 +10,6 @@ hook, the connection and the templates are real). The real spark-submit runs are
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +18,7 @@ from unittest import mock
 import pendulum
 import pytest
 
-from tests.conftest import ROOT, execute_task
+from tests.conftest import EXAMPLES, ROOT, example_copy, execute_task
 
 pytestmark = [pytest.mark.unit, pytest.mark.airflow]
 
@@ -60,16 +59,18 @@ def _split(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") -> None:
-    jars = sorted(str(path) for path in (ROOT / ".cache" / "jars").glob("*.jar"))
+    from spark_jobs.model.settings import cache_dir, jars_dir, jvm_dir
+
+    jars = sorted(str(path) for path in jars_dir().glob("*.jar"))
     assert options["--master"] == [master] and options["--name"] == [name]
     assert sorted(options["--jars"][0].split(",")) == jars and any("delta-spark" in jar for jar in jars)
     (archive,) = options["--py-files"]
-    assert Path(archive).parent == ROOT / ".cache" / "dist" and Path(archive).suffix == ".zip"
+    assert Path(archive).parent == cache_dir() / "dist" and Path(archive).suffix == ".zip"
     confs = dict(conf.split("=", 1) for conf in options["--conf"])
     assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert confs["spark.pyspark.python"] == confs["spark.pyspark.driver.python"] == sys.executable
     assert confs["spark.driver.bindAddress"] == confs["spark.driver.host"] == "127.0.0.1"
-    (shared,) = (ROOT / ".cache" / "jvm").glob("spark-driver-*.jsa")  # make setup built it
+    (shared,) = jvm_dir().glob("spark-driver-*.jsa")  # `lakehouse setup` built it
     assert f"-XX:SharedArchiveFile={shared} " in confs["spark.driver.extraJavaOptions"]
     # the lean JIT and GC options of a short-lived driver (spark_jobs/engine/jvm.py), as written there
     assert {"-XX:+UseSerialGC", "-XX:Tier4InvocationThreshold=50000"} <= set(confs["spark.driver.extraJavaOptions"].split())
@@ -196,11 +197,12 @@ def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_subm
     assert {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
             if getattr(task, "releases", None) and task.releases()} == {"undo"}
     pipelines = tmp_path / "team"
-    shutil.copytree(Path(__file__).parents[1] / "include" / "pipelines", pipelines)
+    example_copy(pipelines, "shop")
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(pipelines))
     before = driver(stream, "bronze")[0]
     assert driver(stream, "silver", run_id="manual__other")[0] == before
-    (pipelines / "shop_transforms.py").write_text((pipelines / "shop_transforms.py").read_text() + "\n# changed\n")
+    changed = pipelines / "shop" / "shop_transforms.py"
+    changed.write_text(changed.read_text() + "\n# changed\n")
     assert driver(stream, "bronze")[0] != before
     monkeypatch.delenv("LAKEHOUSE_DRIVER_KEEP_WARM")
     execute = dag_factory.build_rollback_dag(spec).get_task("execute")
@@ -245,7 +247,7 @@ def test_shops_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_d
     from spark_jobs.model.spec import load_spec
 
     dag_factory, _ = factory
-    spec = load_spec(Path(__file__).parents[1] / "include/pipelines/shop.yaml")
+    spec = load_spec(EXAMPLES / "shop" / "shop.yaml")
     stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
     assert sorted(stream.get_task("bronze_orders").upstream_task_ids) == \
         sorted(stream.get_task("bronze_payments").upstream_task_ids) == ["check_new_data"]

@@ -19,7 +19,7 @@ import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
 import psutil
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, free_port
+from tests.conftest import ROOT, VENV_BIN, example_copy, free_port
 
 LAUNCHER = ROOT / "include/scripts/lakehouse_platform.py"
 
@@ -42,9 +42,10 @@ def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshn
     # tests/test_shop.py runs its stream DAG).
     specs = tmp_path / f"pipelines-{port}"
     specs.mkdir()
-    text = (ROOT / "include/pipelines/ad_events.yaml").read_text()
+    spec = example_copy(specs, "ad_events") / "ad_events.yaml"
+    text = spec.read_text()
     assert "freshness: 45 minutes" in text
-    (specs / "ad_events.yaml").write_text(text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}"))
+    spec.write_text(text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}"))
     env["LAKEHOUSE_PIPELINES"] = str(specs)
     if user_dags:
         folder = tmp_path / "team-dags"

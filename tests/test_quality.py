@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import ROOT, valid_event
+from tests.conftest import suites_copy, valid_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.quality]
 
@@ -25,7 +25,7 @@ CAMPAIGN_RULE = "expect_column_values_to_not_be_null(campaign_id)"
 def suites(tmp_path, monkeypatch):
     """A copy of the suites under $LAKEHOUSE_QUALITY; ``set_policy(hop, rule, policy)`` edits it."""
     folder = tmp_path / "quality"
-    shutil.copytree(ROOT / "include" / "quality", folder)
+    suites_copy(folder)
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(folder))
 
     def set_policy(hop: str, rule: str, policy: str) -> None:

@@ -32,7 +32,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
-from tests.conftest import VENV_BIN, killed_mid_run
+from tests.conftest import EXAMPLES, VENV_BIN, killed_mid_run
 from tests.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
 
 ROOT = Path(__file__).parents[1]
@@ -70,7 +70,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     # on (every gate ran above; each costs about half a second a run).
     drop_only = home.parent / "suites"
     (drop_only / NAME).mkdir(parents=True)
-    shutil.copy(ROOT / f"include/quality/{NAME}/bronze_orders.json", drop_only / NAME)
+    shutil.copy(EXAMPLES / NAME / "quality" / "bronze_orders.json", drop_only / NAME)
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(drop_only))
     landing.increment(1)
     later = landing.increment(2, pay_now=False)  # orders now, their payments a run later

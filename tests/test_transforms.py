@@ -7,7 +7,11 @@ import datetime as dt
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_jobs.transforms import ad_events as t
+from spark_jobs.model.spec import companion_module, get_spec
+
+# The example's transforms and sample module, imported as the platform imports them.
+t = companion_module(get_spec("ad_events"), "_transforms")
+sample = companion_module(get_spec("ad_events"), "_sample")
 
 pytestmark = [pytest.mark.spark]
 
@@ -41,9 +45,7 @@ def test_a_sample_event_takes_the_plain_shape_and_parses_the_same(spark):
 
     from pyspark.sql import functions as F
 
-    from spark_jobs.control.generator import SHIPPED
-
-    event = SHIPPED["ad_events"].event(random.Random(7), T0 + 5)
+    event = sample.event(random.Random(7), T0 + 5)
     line = json.dumps(event, separators=(",", ":"))
     shape = spark.createDataFrame([(line,)], "value string").select(F.schema_of_variant(F.parse_json("value"))).first()[0]
     assert shape == t.PLAIN_SHAPE

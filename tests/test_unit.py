@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -178,7 +179,7 @@ def test_missing_delta_jars_is_a_clear_error(tmp_path):
     env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_JARS_DIR": str(tmp_path / "nojars")}
     done = _cli(["run", "ad_events"], env)
     assert done.returncode == 2
-    assert "Delta jars are missing" in done.stderr and "make setup" in done.stderr
+    assert "Delta jars are missing" in done.stderr and "lakehouse setup" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 
@@ -187,8 +188,9 @@ def test_unresolvable_jars_is_a_clear_error(tmp_path, monkeypatch):
     from spark_jobs.model.errors import SetupError
 
     bad = tmp_path / "pom.xml"
-    bad.write_text(jars.manifest().read_text().replace("<version>4.4.0</version>", "<version>0.0.0-none</version>"))
-    monkeypatch.setattr(jars, "manifest", lambda: bad)
+    with jars.manifest() as pom:
+        bad.write_text(pom.read_text().replace("<version>4.4.0</version>", "<version>0.0.0-none</version>"))
+    monkeypatch.setattr(jars, "manifest", lambda: contextlib.nullcontext(bad))
     monkeypatch.setenv("LAKEHOUSE_JARS_DIR", str(tmp_path / "jars"))
     # Maven offline with an empty local repository (its settings under a user.home of our own):
     # nothing resolves whether or not this machine reaches a repository.
@@ -393,7 +395,7 @@ def test_a_multi_source_sample_writes_each_sources_file_and_payments_name_their_
     (specs / "one.yaml").write_text("name: one\nlanding: landing/one\nhops:\n"
                                     "  - {name: bronze, kind: ingest, table: tables/one, time_column: t}\n")
     (specs / "one_sample.py").write_text(
-        "from spark_jobs.control.generator import SampleFiles\n"
+        "from spark_jobs.authoring import SampleFiles\n"
         "def landing_files(rng, start_ms, events, bad_fraction, late_fraction):\n"
         "    return SampleFiles({'orders': ('.json', '{}\\n')}, events)\n")
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))

@@ -45,6 +45,7 @@ from s3_server import BUCKET, S3Server, S3ServerError
 from spark_cluster import SparkCluster, SparkClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"  # the reference pipelines `make run` runs, unless $LAKEHOUSE_PIPELINES names others
 VENV_BIN = Path(sys.executable).parent
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
@@ -99,7 +100,10 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "LAKEHOUSE_HOME": env.get("LAKEHOUSE_HOME") or str(ROOT / ".lakehouse"),
             "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+            # The plugin comes from the installed distribution's entry point; this folder is for a
+            # team's own plugins (one that held the lakehouse's too would load it twice).
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(Path(airflow_home) / "plugins"),
+            "LAKEHOUSE_PIPELINES": env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin"),
@@ -377,10 +381,12 @@ def stop_platform(env: dict[str, str]) -> int:
 
 
 def _pipelines(env: dict[str, str]) -> list[str]:
-    """The pipelines the platform runs: a spec each in ``$LAKEHOUSE_PIPELINES`` (default
-    include/pipelines), as the DAG files find them."""
-    folder = Path(env.get("LAKEHOUSE_PIPELINES") or ROOT / "include" / "pipelines")
-    return [path.stem for path in sorted(folder.glob("*.yaml"))]
+    """The pipelines the platform runs: a spec each in ``$LAKEHOUSE_PIPELINES`` (default: the
+    examples), as the DAG files find them."""
+    from spark_jobs.model.spec import spec_files
+
+    folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
+    return [path.stem for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder))]
 
 
 def _generate(env: dict[str, str], events: int, warn: bool) -> None:

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import spark_jobs
-from spark_jobs.model.spec import repo_root
+from spark_jobs.model.settings import cache_dir
 
 
 class LakehouseSparkHook:
@@ -38,12 +38,12 @@ class LakehouseSparkHook:
         the same code; rebuilding is skipped when the sources did not change.
         """
         package = Path(spark_jobs.__file__).parent
-        sources = sorted(path for path in package.rglob("*.py") if "__pycache__" not in path.parts)
+        sources = sorted(path for path in package.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
         digest = hashlib.sha256()
         for path in sources:
             digest.update(str(path.relative_to(package)).encode())
             digest.update(path.read_bytes())
-        target = repo_root() / ".cache" / "dist" / f"spark_jobs-{digest.hexdigest()[:12]}.zip"
+        target = cache_dir() / "dist" / f"spark_jobs-{digest.hexdigest()[:12]}.zip"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -83,16 +83,15 @@ class LakehouseSparkHook:
 
     def env_vars(self) -> dict[str, str]:
         """Environment the driver needs: where the lake is, and loopback for Spark."""
-        from spark_jobs.control.suites import quality_dir
         from spark_jobs.model.lake import lakehouse_home
-        from spark_jobs.model.spec import pipelines_dir
+        from spark_jobs.model.settings import pipelines_dirs, quality_dir
 
+        suites = quality_dir()
         return {
             "LAKEHOUSE_HOME": lakehouse_home(),
-            # The driver imports spark_jobs from the shipped zip, so it cannot find the specs
-            # relative to the package: name the folder.
-            "LAKEHOUSE_PIPELINES": str(pipelines_dir()),
-            "LAKEHOUSE_QUALITY": str(quality_dir()),
+            # Absolute: the driver may run in another working directory.
+            "LAKEHOUSE_PIPELINES": os.pathsep.join(str(folder) for folder in pipelines_dirs()),
+            **({"LAKEHOUSE_QUALITY": str(suites)} if suites else {}),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYTHONUNBUFFERED": "1",
         }

@@ -69,13 +69,13 @@ def driver_key(*parts) -> str:
 def code_stamp() -> str:
     """A hash of the pipeline specs and their code (``$LAKEHOUSE_PIPELINES``): a driver imports a
     pipeline's modules once, so a driver that outlives a DAG run is not used after they change."""
-    from spark_jobs.model.spec import pipelines_dir
+    from spark_jobs.model.settings import pipelines_dirs
 
     digest = hashlib.sha256()
-    folder = pipelines_dir()
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
-        if path.suffix in (".py", ".yaml", ".yml") and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    for folder in pipelines_dirs():
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+            if path.suffix in (".py", ".yaml", ".yml") and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

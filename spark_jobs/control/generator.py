@@ -1,10 +1,9 @@
-"""Sample events for a pipeline's landing folder: ``lakehouse generate`` (README: "The example
-pipeline", "Add your own pipeline").
+"""Sample events for a pipeline's landing folder: ``lakehouse generate``.
 
 The loop is the same for every pipeline; what an event looks like is the pipeline's
-:class:`Sample`: the shipped YSB ad events here, a team's from ``<name>_sample.py`` beside its
-spec (plain Python: ``event(rng, time_ms) -> dict``, ``BAD_LINES``, optionally
-``prepare(lake) -> path or None`` for static inputs written once). A pipeline with several
+:class:`Sample`, from ``<name>_sample.py`` beside its spec (plain Python:
+``event(rng, time_ms) -> dict``, ``BAD_LINES``, optionally ``prepare(lake) -> path or None`` for
+static inputs written once). A pipeline with several
 sources whose rows belong together (payments of orders) defines instead
 ``landing_files(rng, start_ms, events, bad_fraction, late_fraction) -> SampleFiles``: one file's
 text per ingest hop, written to each hop's own landing folder.
@@ -15,7 +14,6 @@ never reads half a file (Spark's file source ignores names starting with ``.`` o
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import time
@@ -23,25 +21,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from spark_jobs.logs.fs import filesystem, listing, write_text
+from spark_jobs.logs.fs import filesystem, write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, companion_module
 
-CAMPAIGNS = 100
-ADS_PER_CAMPAIGN = 10
 EVENTS_PER_SECOND = 100
 LATE_BY_MS = 5 * 60 * 1000
-_NAMESPACE = uuid.UUID("6f0e9a1c-2b7d-4f5e-9c3a-1d2e3f4a5b6c")
-BAD_LINES = (
-    "this is not json",
-    "[1, 2, 3]",
-    '"a bare string"',
-    '{"event_type": "view", "event_time": 1}',
-    '{"ad_id": "x", "event_type": "view", "event_time": "yesterday"}',
-    '{"ad_id": "x", "event_type": "hover", "event_time": 1}',
-    '{"ad_id": "x", "event_time": 1}',
-)
 
 
 @dataclass
@@ -82,50 +68,10 @@ class Sample:
     landing_files: Callable[..., SampleFiles] | None = None
 
 
-@functools.cache
-def ad_ids() -> list[tuple[str, str]]:
-    """``(ad_id, campaign_id)`` pairs, identical on every machine."""
-    pairs = []
-    for campaign in range(CAMPAIGNS):
-        campaign_id = str(uuid.uuid5(_NAMESPACE, f"campaign-{campaign}"))
-        for ad in range(ADS_PER_CAMPAIGN):
-            pairs.append((str(uuid.uuid5(_NAMESPACE, f"ad-{campaign}-{ad}")), campaign_id))
-    return pairs
-
-
-def write_campaigns(lake: Lake) -> str | None:
-    """Write the campaigns CSV when the campaigns folder has none; return its path if written."""
-    folder = lake.input("campaigns")
-    fs = filesystem(folder)
-    fs.makedirs(folder, exist_ok=True)
-    if any(path.endswith(".csv") for path in listing(fs, folder)):
-        return None
-    path = f"{folder}/campaigns.csv"
-    write_text(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
-    return path
-
-
-def _ad_event(rng: random.Random, event_time_ms: int) -> dict:
-    return {
-        "user_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-        "page_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-        "ad_id": rng.choice(ad_ids())[0],
-        "ad_type": rng.choice(("banner", "modal", "sponsored-search", "mail", "mobile")),
-        "event_type": rng.choice(("view", "click", "purchase")),
-        "event_time": event_time_ms,
-        "ip_address": ".".join(str(rng.randrange(1, 255)) for _ in range(4)),
-    }
-
-
-SHIPPED = {"ad_events": Sample(_ad_event, BAD_LINES, write_campaigns)}
-
-
 def sample_of(spec: PipelineSpec) -> Sample:
-    """``<name>_sample.py`` beside the spec, else the shipped example's; a :class:`UsageError` naming the fix."""
+    """``<name>_sample.py`` beside the spec; a :class:`UsageError` naming the fix."""
     module = companion_module(spec, "_sample")
     if module is None:
-        if spec.name in SHIPPED:
-            return SHIPPED[spec.name]
         where = spec.source.parent / f"{spec.name}_sample.py" if spec.source else f"{spec.name}_sample.py"
         raise UsageError(f"pipeline {spec.name} has no sample data: add {where} with event(rng, time_ms) and BAD_LINES")
     landing_files = getattr(module, "landing_files", None)

@@ -1,19 +1,25 @@
-"""``lakehouse new NAME``: a runnable pipeline of a team's own, from ``include/skeleton/``.
+"""``lakehouse new NAME``: a runnable pipeline of a team's own, from the package's skeleton.
 
-It writes the spec and its code beside it in the pipelines folder (``$LAKEHOUSE_PIPELINES``),
-and the quality suites in the suites folder (``$LAKEHOUSE_QUALITY``): nothing in the platform's
-code changes. ``__pipeline__`` in the skeleton's file names and texts becomes ``NAME``.
+It writes a pipeline folder ``NAME/`` in the first pipelines folder (``$LAKEHOUSE_PIPELINES``):
+the spec, its code, its sample data, its quality suites (``quality/``, or under
+``$LAKEHOUSE_QUALITY`` when that is set) and a test. Nothing in the platform's code changes and
+nothing is written inside the installed package. ``__pipeline__`` in the skeleton's file names
+and texts becomes ``NAME``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from spark_jobs.control.suites import suites_dir
 from spark_jobs.logs.fs import write_text
 from spark_jobs.model.errors import UsageError
-from spark_jobs.model.spec import pipelines_dir, repo_root, scan_specs
+from spark_jobs.model.settings import PIPELINES, pipelines_dirs
+from spark_jobs.model.spec import scan_specs
 
 PLACEHOLDER = "__pipeline__"
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -27,35 +33,59 @@ class NewPipeline:
     files: list[str]
 
 
-def skeleton_dir() -> Path:
-    return repo_root() / "include" / "skeleton"
+def skeleton() -> Traversable:
+    """The skeleton's folder, package data of this package."""
+    return files("spark_jobs.resources") / "skeleton"
 
 
-def _targets(name: str, quality: Path) -> dict[Path, Path]:
-    """Each skeleton file and where NAME's copy goes."""
-    folder = skeleton_dir()
-    targets = {}
-    for source in sorted(path for path in folder.rglob("*") if path.is_file() and "__pycache__" not in path.parts):
-        relative = source.relative_to(folder)
-        if relative.parts[0] == "quality":
-            targets[source] = quality / name / Path(*relative.parts[1:])
+def _skeleton_files(folder: Traversable, relative: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Traversable]]:
+    found = []
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            found += _skeleton_files(entry, (*relative, entry.name))
         else:
-            targets[source] = pipelines_dir() / str(relative).replace(PLACEHOLDER, name)
+            found.append(((*relative, entry.name), entry))
+    return found
+
+
+def _targets(name: str, folder: Path) -> dict[Path, Traversable]:
+    """Where NAME's copy of each skeleton file goes, in its pipeline folder ``folder``."""
+    suites = suites_dir(name, folder / f"{name}.yaml")
+    targets = {}
+    for relative, source in _skeleton_files(skeleton()):
+        if relative[0] == "quality":
+            targets[suites.joinpath(*relative[1:])] = source
+        else:
+            targets[folder.joinpath(*relative[:-1], relative[-1].replace(PLACEHOLDER, name))] = source
     return targets
 
 
-def new_pipeline(name: str, quality: Path) -> NewPipeline:
-    """Write pipeline ``name`` from the skeleton; refuse a bad name or any file already there."""
+def _home(folders: tuple[Path, ...]) -> Path:
+    """The pipelines folder ``new`` writes to: the first one, never inside the installed package."""
+    package = Path(str(files("spark_jobs"))).resolve()
+    if folders[0] == package or package in folders[0].parents:
+        raise UsageError(f"{PIPELINES.name} points into the installed package ({folders[0]}): set it to a "
+                         "folder of your own")
+    return folders[0]
+
+
+def new_pipeline(name: str) -> NewPipeline:
+    """Write pipeline ``name`` from the skeleton; refuse a bad name, no pipelines folder, or any
+    file already there."""
     if not NAME.fullmatch(name):
         raise UsageError(f"pipeline name {name!r} is not allowed: use lower-case letters, digits and _, "
                          "starting with a letter (it names modules, tables and DAG ids)")
+    folder = _home(pipelines_dirs()) / name
     specs, _broken = scan_specs()
-    if any(spec.name == name for spec in specs):
-        raise UsageError(f"pipeline {name!r} exists already (a spec in {pipelines_dir()}): choose another name")
-    targets = _targets(name, quality)
-    there = [str(path) for path in targets.values() if path.exists()]
+    taken = next((spec for spec in specs if spec.name == name), None)
+    if taken is not None:
+        raise UsageError(f"pipeline {name!r} exists already (its spec: {taken.source}): choose another name")
+    targets = _targets(name, folder)
+    there = [str(path) for path in targets if path.exists()]
     if there:
         raise UsageError(f"{there[0]} exists already: move it away or choose another name")
-    for source, target in targets.items():
+    for target, source in targets.items():
         write_text(str(target), source.read_text().replace(PLACEHOLDER, name))
-    return NewPipeline(name, [str(path) for path in targets.values()])
+    return NewPipeline(name, [str(path) for path in targets])

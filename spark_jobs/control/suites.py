@@ -7,8 +7,8 @@ the rows one run wrote, with a policy per expectation.
   Only row-level rules can drop (:data:`ROW_RULES`).
 - ``fail``: the gate fails; the stream DAG rolls the run back.
 
-Suites are GX 1.x suite JSON files, ``include/quality/<pipeline>/<hop>.json`` (or under
-``$LAKEHOUSE_QUALITY``), with ``meta.policy`` on each expectation. This module is the plain
+Suites are GX 1.x suite JSON files, ``quality/<hop>.json`` in the pipeline's folder (or
+``$LAKEHOUSE_QUALITY/<pipeline>/<hop>.json``), with ``meta.policy`` on each expectation. This module is the plain
 part (loading a suite, reading and printing results); :mod:`spark_jobs.engine.quality` checks a
 run's rows with Spark and GX.
 """
@@ -16,13 +16,13 @@ run's rows with Spark and GX.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, read_json
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec, PipelineSpec, repo_root
+from spark_jobs.model.settings import quality_dir
+from spark_jobs.model.spec import HopSpec, PipelineSpec
 
 POLICIES = ("warn", "drop", "fail")
 ROW_RULES = (
@@ -34,13 +34,18 @@ ROW_RULES = (
 EXAMPLES = 5  # failing values shown per rule
 
 
-def quality_dir() -> Path:
-    """Where suites live: ``$LAKEHOUSE_QUALITY`` or ``include/quality``."""
-    return Path(os.environ.get("LAKEHOUSE_QUALITY") or repo_root() / "include" / "quality")
+def suites_dir(name: str, spec_file: Path | None) -> Path:
+    """The folder of pipeline ``name``'s suites: ``$LAKEHOUSE_QUALITY/<name>`` when set, else
+    ``quality/`` in the pipeline's folder (``quality/<name>/`` beside a spec lying among others)."""
+    shared = quality_dir()
+    if shared is not None or spec_file is None:
+        return (shared or Path("quality")) / name
+    folder = spec_file.parent
+    return folder / "quality" if folder.name == name else folder / "quality" / name
 
 
 def suite_path(spec: PipelineSpec, hop: HopSpec) -> Path:
-    return quality_dir() / spec.name / f"{hop.name}.json"
+    return suites_dir(spec.name, spec.source) / f"{hop.name}.json"
 
 
 def rule_name(expectation: dict) -> str:

@@ -1,33 +1,33 @@
 """Delta's JVM jars: resolved once from Maven Central into a local cache, never at run time.
 
-``include/jars/pom.xml`` is the manifest. ``lakehouse-setup-jars`` (run by ``make setup``)
-asks Maven for its dependencies and keeps the jars that pyspark does not already ship, so
-no second Hadoop, Jackson or Scala lands on Spark's classpath.
+The manifest is ``pom.xml``, package data of :mod:`spark_jobs.resources`. ``lakehouse setup``
+(and ``make setup``) asks Maven for its dependencies and keeps the jars that pyspark does not
+already ship, so no second Hadoop, Jackson or Scala lands on Spark's classpath. They go to the
+user's cache (:func:`spark_jobs.model.settings.jars_dir`), never into the installed package.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
+from importlib.resources import as_file, files
 from pathlib import Path
 
 from spark_jobs.model.errors import SetupError
-from spark_jobs.model.spec import repo_root
+from spark_jobs.model.settings import jars_dir
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
-def jars_dir() -> Path:
-    """The jar cache: ``$LAKEHOUSE_JARS_DIR`` or ``.cache/jars`` at the project's root."""
-    return Path(os.environ.get("LAKEHOUSE_JARS_DIR") or repo_root() / ".cache" / "jars")
-
-
-def manifest() -> Path:
-    return repo_root() / "include" / "jars" / "pom.xml"
+@contextmanager
+def manifest():
+    """The manifest as a file Maven can read (a path inside the package, or a temporary copy)."""
+    with as_file(files("spark_jobs.resources") / "jars" / "pom.xml") as path:
+        yield path
 
 
 def _artifact(jar_name: str) -> str:
@@ -50,28 +50,32 @@ def cached_jars() -> list[Path]:
     folder = jars_dir()
     jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not any(jar.name.startswith("delta-spark") for jar in jars):
-        raise SetupError(f"Delta jars are missing from {folder}: run `make setup` (it resolves them with Maven)")
+        raise SetupError(f"Delta jars are missing from {folder}: run `lakehouse setup` (it resolves them with Maven)")
     return jars
 
 
 def resolve_jars() -> list[Path]:
     """Resolve the manifest with Maven into the cache; a no-op when the cache is complete."""
-    folder = jars_dir()
+    with manifest() as pom:
+        return _resolve(pom, jars_dir())
+
+
+def _resolve(pom: Path, folder: Path) -> list[Path]:
     stamp = folder / ".manifest"
-    wanted = manifest().read_text()
+    wanted = pom.read_text()
     if stamp.exists() and stamp.read_text() == wanted:
         return cached_jars()
     if shutil.which("mvn") is None:
         raise SetupError("Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve Delta's jars")
     with tempfile.TemporaryDirectory() as scratch:
         command = [
-            "mvn", "-q", "-B", "-f", str(manifest()), "dependency:copy-dependencies",
+            "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
             f"-DoutputDirectory={scratch}", "-DincludeScope=runtime",
         ]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise SetupError(f"Delta jars are not resolvable with Maven ({last[0][:300]}): check the network and {manifest()}")
+            raise SetupError(f"Delta jars are not resolvable with Maven ({last[0][:300]}): check the network and {pom}")
         shipped = _pyspark_artifacts()
         if folder.exists():
             shutil.rmtree(folder)

@@ -25,12 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spark_jobs.model.spec import repo_root
+from spark_jobs.model.settings import jvm_dir
 
 
 def archive_dir() -> Path:
-    """``$LAKEHOUSE_JVM_DIR`` or ``.cache/jvm`` at the project's root."""
-    return Path(os.environ.get("LAKEHOUSE_JVM_DIR") or repo_root() / ".cache" / "jvm")
+    """``$LAKEHOUSE_JVM_DIR`` or ``jvm/`` in the user's cache."""
+    return jvm_dir()
 
 
 def _java() -> Path | None:
@@ -86,11 +86,16 @@ LEAN_OPTIONS = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4Mi
                 "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 
 
+def sharing() -> bool:
+    """Whether drivers map a class-data sharing archive (``LAKEHOUSE_JVM_SHARING=off``: no)."""
+    return os.environ.get("LAKEHOUSE_JVM_SHARING", "on") != "off"
+
+
 def driver_java_options() -> str:
     """The driver's extra JVM options: the archive when this machine has one, and the lean JIT
     and GC options (each can be turned off)."""
     options = []
-    if os.environ.get("LAKEHOUSE_JVM_SHARING", "on") != "off":
+    if sharing():
         archive = archive_path()
         if archive and archive.exists():
             options.append(_options(archive, "SharedArchiveFile"))

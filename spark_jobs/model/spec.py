@@ -1,4 +1,5 @@
-"""Pipeline specs: the YAML files in ``include/pipelines/``, read by Spark and Airflow alike.
+"""Pipeline specs: the YAML files in the pipelines folders (``$LAKEHOUSE_PIPELINES``), read by
+Spark and Airflow alike.
 
 Plain data only; no Spark here, so DAG parsing stays fast.
 """
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.settings import pipelines_dirs
 from spark_jobs.model.times import duration_ms
 
 # Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log),
@@ -23,16 +24,6 @@ from spark_jobs.model.times import duration_ms
 # pairs each kind with a Source and a Sink
 # (spark_jobs/engine/hops.py); the control layer asks only :attr:`HopSpec.reads_landing`.
 HOP_KINDS = {"ingest": "landing", "append": "table", "aggregate": "table", "join": "tables"}
-
-
-def repo_root() -> Path:
-    """The project's root: the folder holding ``spark_jobs/`` and ``include/``."""
-    return Path(__file__).resolve().parents[2]
-
-
-def pipelines_dir() -> Path:
-    """Where pipeline specs live: ``$LAKEHOUSE_PIPELINES`` or ``include/pipelines``."""
-    return Path(os.environ.get("LAKEHOUSE_PIPELINES") or repo_root() / "include" / "pipelines")
 
 
 @dataclass(frozen=True)
@@ -309,13 +300,22 @@ def load_spec(path: Path) -> PipelineSpec:
                         **{key: raw[key] for key in _KNOBS if key in raw})
 
 
+def spec_files(folders: tuple[Path, ...] | None = None) -> list[Path]:
+    """The spec files of the pipelines folders: each pipeline folder's spec named after it
+    (``orders/orders.yaml``, as ``lakehouse new`` writes), and specs lying in a folder itself."""
+    found = []
+    for folder in folders or pipelines_dirs():
+        found += sorted(folder.glob("*.yaml"))
+        found += sorted(path for path in folder.glob("*/*.yaml") if path.stem == path.parent.name)
+    return found
+
+
 def scan_specs(directory: Path | None = None) -> tuple[list[PipelineSpec], dict[str, str]]:
-    """Every spec in the pipelines folder that loads, sorted by name, and the problem of each
-    file that does not (by path): one broken spec never hides the others."""
-    folder = directory or pipelines_dir()
+    """Every spec in the pipelines folders (or ``directory``) that loads, sorted by name, and
+    the problem of each file that does not (by path): one broken spec never hides the others."""
     specs: dict[str, PipelineSpec] = {}
     broken: dict[str, str] = {}
-    for path in sorted(folder.glob("*.yaml")):
+    for path in spec_files((directory,) if directory else None):
         try:
             spec = load_spec(path)
         except UsageError as error:
@@ -344,5 +344,6 @@ def get_spec(name: str, directory: Path | None = None) -> PipelineSpec:
             raise UsageError(problem)
     known = ", ".join(spec.name for spec in specs) or "none"
     unreadable = f"; specs that do not load: {', '.join(Path(path).name for path in broken)}" if broken else ""
-    raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {directory or pipelines_dir()})"
+    where = ", ".join(str(folder) for folder in ((directory,) if directory else pipelines_dirs()))
+    raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {where})"
                      + unreadable)

@@ -1,10 +1,10 @@
 """Per-pipeline glue, as data: which pure transform each hop applies, its static inputs, what its
 quality suite checks, and how an ingest hop splits parsed lines.
 
-A pipeline's module is ``<name>.py`` beside its spec (a team's folder of pipelines, see
-``lakehouse new``), or else ``spark_jobs/pipelines/<name>.py`` (the shipped example). A module
-beside the spec is imported as part of a package made of the specs' folder, so it can import
-its siblings relatively (``from . import demo_transforms``). It defines:
+A pipeline's module is ``<name>.py`` beside its spec (a pipeline folder, as ``lakehouse new``
+writes it). It is imported as part of a package made of that folder, so it imports its
+siblings relatively (``from . import demo_transforms``); from the platform it imports
+:mod:`spark_jobs.authoring` only. It defines:
 
 - ``TRANSFORMS``: ``{hop name: fn(frame, spec, inputs) -> frame}``, the same call for streams and
   backfills; a join hop's ``frame`` is ``{upstream hop name: frame}``, in the spec's order;
@@ -24,7 +24,6 @@ new pipeline.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import sys
 from dataclasses import dataclass
 from types import ModuleType
@@ -88,15 +87,10 @@ class PipelineCode:
 
 
 def pipeline_code(spec: PipelineSpec) -> PipelineCode:
-    """The pipeline module of ``spec``: beside its file, else shipped in this package."""
-    name = spec.name
+    """The pipeline module of ``spec``, beside its file."""
     module = companion_module(spec)
-    if module is not None:
-        return PipelineCode(name, module)
-    try:
-        return PipelineCode(name, importlib.import_module(f"spark_jobs.pipelines.{name}"))
-    except ModuleNotFoundError as error:
-        if error.name != f"spark_jobs.pipelines.{name}":
-            raise
-        where = spec.source.parent / f"{name}.py" if spec.source else f"spark_jobs/pipelines/{name}.py"
-        raise UsageError(f"pipeline {name!r} has a spec but no code: add {where} (`lakehouse new` writes a skeleton)") from None
+    if module is None:
+        where = spec.source.parent / f"{spec.name}.py" if spec.source else f"{spec.name}.py"
+        raise UsageError(f"pipeline {spec.name!r} has a spec but no code: add {where} (`lakehouse new` writes a "
+                         "skeleton)")
+    return PipelineCode(spec.name, module)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.authoring import RESCUED  # noqa: F401  (the engine's name for the column)
+
 BATCH_ID = "_batch_id"
 BACKFILL_BATCH = -1  # the batch id of rows a backfill wrote
 
@@ -30,9 +32,6 @@ def not_yet_written(new: DataFrame, written: DataFrame) -> DataFrame:
         same = new[name].eqNullSafe(written[name])
         condition = same if condition is None else condition & same
     return new.join(written, condition, "left_anti")
-
-
-RESCUED = "_rescued"
 
 
 def rescued(document: Column, known: tuple[str, ...]) -> Column:

@@ -13,7 +13,7 @@ import random
 import uuid
 from datetime import UTC, datetime
 
-from spark_jobs.control.generator import SampleFiles
+from spark_jobs.authoring import SampleFiles
 
 MERCHANTS = tuple(f"m-{index:02d}" for index in range(8))
 CURRENCIES = ("EUR", "USD", "GBP")

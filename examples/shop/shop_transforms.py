@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.transforms.lineage import RESCUED, rescued
+from spark_jobs.authoring import RESCUED, rescued
 
 CURRENCIES = ("EUR", "USD", "GBP")
 ORDER_FIELDS = {"order_id": "string", "customer_id": "string", "merchant_id": "string",

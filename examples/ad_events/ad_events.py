@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from spark_jobs.logs.fs import filesystem, listing
-from spark_jobs.model.errors import UsageError
-from spark_jobs.model.lake import Lake
-from spark_jobs.transforms import ad_events as transforms
+from spark_jobs.authoring import UsageError, files_in
+
+from . import ad_events_transforms as transforms
 
 CAMPAIGNS_SCHEMA = "ad_id string, campaign_id string"
 
 
-def read_campaigns(spark, lake: Lake) -> dict:
+def read_campaigns(spark, lake) -> dict:
     """The campaigns table for silver, re-read on every run (a stream-static join)."""
     folder = lake.input("campaigns")
-    fs = filesystem(folder)
-    if not any(path.endswith(".csv") for path in listing(fs, folder)):
+    if not any(path.endswith(".csv") for path in files_in(folder)):
         raise UsageError(
             f"no campaigns CSV in {folder}: add one with header ad_id,campaign_id "
             "(`lakehouse generate ad_events` writes a sample)"

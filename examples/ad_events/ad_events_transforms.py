@@ -12,7 +12,7 @@ import operator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.transforms.lineage import RESCUED, rescued
+from spark_jobs.authoring import RESCUED, rescued
 
 EVENT_TYPES = ("view", "click", "purchase")
 REQUIRED_FIELDS = ("ad_id", "event_type", "event_time")

@@ -1,6 +1,6 @@
 """``__pipeline__`` end to end: sample files, every hop run once, each table equal to what the
-files say, computed here in plain Python. Run it with the platform's pytest:
-``LAKEHOUSE_PIPELINES=<this folder> .venv/bin/pytest <this file>``."""
+files say, computed here in plain Python. Run it with pytest where the platform is installed:
+``pytest <this file>`` (it points ``LAKEHOUSE_PIPELINES`` at the folder holding this pipeline's)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_sample_files_run_through_every_hop(tmp_path, monkeypatch):
     from spark_jobs import service
     from spark_jobs.engine.session import build_session
 
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(Path(__file__).resolve().parent))
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(Path(__file__).resolve().parents[1]))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     service.generate("__pipeline__", 600, files=2, seed=1, start_ms=1_772_323_200_000, bad_fraction=0.05)
     service.run("__pipeline__", progress=lambda line: None).raise_for_gate()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.transforms.lineage import RESCUED, rescued
+from spark_jobs.authoring import RESCUED, rescued
 
 KINDS = ("a", "b", "c")
 FIELDS = ("id", "kind", "amount", "event_time")  # an event's other fields are kept in RESCUED (JSON text)

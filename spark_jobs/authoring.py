@@ -1,0 +1,45 @@
+"""What a pipeline's own modules import from the platform: this module, and nothing else.
+
+A pipeline folder holds a spec, a pipeline module (``TRANSFORMS``, ``split_ingested``, ...: see
+the manual's "Pipeline modules" reference), its transforms and its sample module. They use:
+
+- :data:`RESCUED` and :func:`rescued` in an ingest hop's parse: the fields of a JSON object the
+  schema does not know, kept as JSON text in the ``_rescued`` column instead of dropped;
+- :class:`SampleFiles` in a sample module whose pipeline has several sources: what its
+  ``landing_files`` hook returns for ``lakehouse generate``;
+- :class:`UsageError`, the error to raise for a problem the user can fix (one line: what is
+  wrong and the fix), and :func:`files_in` and :func:`write_text` for a pipeline's static inputs
+  (local or on S3, like the lake).
+
+Importing this module imports no ``pyspark`` (a sample module runs without Spark);
+:func:`rescued` imports it when called.
+"""
+
+from __future__ import annotations
+
+from spark_jobs.control.generator import SampleFiles
+from spark_jobs.logs.fs import filesystem, listing, write_text
+from spark_jobs.model.errors import UsageError
+
+RESCUED = "_rescued"
+
+__all__ = ["RESCUED", "SampleFiles", "UsageError", "files_in", "rescued", "write_text"]
+
+
+def files_in(folder: str) -> list[str]:
+    """The paths of the files in ``folder`` (a local path or an ``s3a://`` URI); none when it is
+    missing."""
+    return listing(filesystem(folder), folder)
+
+
+def rescued(document, known: tuple[str, ...]):
+    """The fields of a JSON object ``document`` (a variant ``Column``) that are not in ``known``,
+    as JSON text, or null when it has none (or is not an object): an ingest hop's ``_rescued``
+    column, so a field the schema does not have yet is kept, not dropped.
+
+    Keys come out sorted and numbers normalised (``1.5e3`` is ``1500.0``): the values, not the
+    line's spelling, are what is kept; the line itself stays in its landing file.
+    """
+    from spark_jobs.transforms.lineage import rescued as rescued_fields
+
+    return rescued_fields(document, known)
