@@ -75,7 +75,18 @@ lint: $(VENV)/.installed
 test-fast: setup
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
-# The benchmark suite (about 44 min on 2 cores): bench/results/latest.{json,md} and PNG charts.
+$(VENV)/.docs: docs/requirements.txt $(VENV)/.installed
+	$(VENV)/bin/uv pip install --python $(PY) -q -r docs/requirements.txt
+	touch $@
+
+# The manual (docs/, MkDocs in strict mode: a broken link or a page left out of the nav fails),
+# built into .cache/site/; docs/hooks.py generates the CLI, settings and benchmark figures pages.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	@echo "the manual: .cache/site/index.html"
+
+# The benchmark suite (about 44 min on 2 cores): bench/results/latest.{json,md}, PNG charts, and
+# bench/runs/<time>.json (kept in the repository: the manual's benchmark figures).
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
@@ -84,4 +95,4 @@ bench-smoke: setup
 	$(PY) -m bench --smoke $(BENCH_ARGS)
 
 clean:
-	rm -rf .airflow .lakehouse .cache/dist
+	rm -rf .airflow .lakehouse .cache/site

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
 import time
@@ -38,6 +39,8 @@ from bench import (
     throughput,
 )
 from bench.common import RESULTS, machine, write_json
+
+RUNS = RESULTS.parent / "runs"  # one JSON file per full run, kept in the repository
 
 PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "soak", "cluster", "airflow",
          "scheduled", "cost", "busy")
@@ -161,25 +164,28 @@ def _failed(result: dict) -> list[str]:
            for failure in soaked.get("shop", {}).get("failures", [])]
 
 
+# Each part's key in the results, its title and its Markdown (the manual's benchmarks page uses them too).
+SECTIONS = (("throughput", "Throughput: the same work three ways", throughput.markdown),
+            ("shop", "The shop pipeline (a join, de-duplication): run, a plain script, backfill", shop.markdown),
+            ("cost", "Cost: always-on against run-once", cost.markdown),
+            ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
+            ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
+            ("scheduled", "A nothing-new stream DAG run through make run's scheduler", scheduled.markdown),
+            ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
+            ("quality", "Quality gates' share of hop time", quality.markdown),
+            ("big_file", "One file of many lines", big_file.markdown),
+            ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
+            ("s3", "The lake on S3 against the local lake", s3.markdown),
+            ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
+            ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     parts = [f"# Benchmarks{' (smoke sizes)' if result['smoke'] else ''}", "",
              f"{result['started']}, {m['cpus']} cores ({m['cpu']}), Spark master {m['spark_master']}, "
              f"Python {m['python']}; the suite took {result['duration_s'] / 60:.1f} min."]
-    sections = (("throughput", "Throughput: the same work three ways", throughput.markdown),
-                ("shop", "The shop pipeline (a join, de-duplication): run, a plain script, backfill", shop.markdown),
-                ("cost", "Cost: always-on against run-once", cost.markdown),
-                ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
-                ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
-                ("scheduled", "A nothing-new stream DAG run through make run's scheduler", scheduled.markdown),
-                ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
-                ("quality", "Quality gates' share of hop time", quality.markdown),
-                ("big_file", "One file of many lines", big_file.markdown),
-                ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
-                ("s3", "The lake on S3 against the local lake", s3.markdown),
-                ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
-                ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
-    for key, title, render in sections:
+    for key, title, render in SECTIONS:
         if key in result:
             parts += ["", f"## {title}", "", render(result[key])]
     return "\n".join(parts) + "\n"
@@ -189,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     result = run(args)
     write_json("latest.json", result)
+    if not args.smoke:  # every full run is kept: the manual's benchmarks page shows each part's newest
+        RUNS.mkdir(exist_ok=True)
+        stamp = result["started"].replace("-", "").replace(":", "").replace("+0000", "Z")
+        (RUNS / f"{stamp}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     text = markdown(result)
     (RESULTS / "latest.md").write_text(text)
     written = charts.draw(result, RESULTS)

@@ -1,4 +1,4 @@
-"""One landing file of half a million lines (moved here from the test suite, issue 15): bronze
+"""One landing file of half a million lines (moved here from the test suite): bronze
 reads it in one batch, quarantines its one truncated line and keeps every other one; the figure
 is bronze's rows per second on it. A wrong count fails the suite (``AssertionError``)."""
 

@@ -1,4 +1,4 @@
-"""Busy fraction at the default cadence (issue 18, part 5).
+"""Busy fraction at the default cadence.
 
 ``make run``'s platform as a user starts it (Airflow's scheduler, API server and DAG processor,
 the embedded PostgreSQL, the stream DAG on the spec's schedule, the launcher's trickle

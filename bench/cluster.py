@@ -1,5 +1,5 @@
 """Benchmark: ``local[2]`` against ``make run-cluster``'s standalone cluster (a master and two
-workers of one core each, include/scripts/spark_cluster.py) on this machine (issue 17, part 5).
+workers of one core each, include/scripts/spark_cluster.py) on this machine.
 
 Each way runs all three hops once over the same landing files into an empty local lake, as one
 ``lakehouse run`` driver process (its JVM start included, as every Airflow task pays it), the

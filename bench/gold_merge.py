@@ -1,4 +1,4 @@
-"""Benchmark: what gold's recount of the windows a batch changed costs (issue 14).
+"""Benchmark: what gold's recount of the windows a batch changed costs.
 
 Gold's MERGE writes, for each window the stream's batch changed, the count of all of silver's
 rows in that window as of the version the batch read (so windows a backfill wrote count in full). Before, it wrote the stream

@@ -1,4 +1,4 @@
-"""Benchmark: the lake on S3 against the local lake (issue 17, part 5), side by side in one process.
+"""Benchmark: the lake on S3 against the local lake, side by side in one process.
 
 The S3 lake is on the embedded S3 server (SeaweedFS on loopback, ``include/scripts/s3_server.py``),
 so the figures are an S3 protocol's overhead on this machine, not a network's. Both lakes get the

@@ -1,5 +1,5 @@
-"""A stream DAG run that finds nothing new, through ``make run``'s own scheduler (issue 18,
-part 2: under 5 s from scheduled to done).
+"""A stream DAG run that finds nothing new, through ``make run``'s own scheduler (the aim:
+under 5 s from scheduled to done).
 
 The launcher as a user starts it (PostgreSQL, the scheduler with its executor, the API server,
 the DAG processor; Airflow's idle settings), with its sample file and no trickle after it, the

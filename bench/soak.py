@@ -1,4 +1,4 @@
-"""The long soak of the model check (issue 14): hundreds of random steps of landings, runs,
+"""The long soak of the model check: hundreds of random steps of landings, runs,
 rollbacks, backfills and SIGKILLs, each checked against the plain-Python model in
 ``tests/model.py``; figures: steps, operations of each kind, refusals, settle points, failures.
 Then the ``shop`` pipeline's model (``tests/shop_model.py``: a graph of hops with a

@@ -1,4 +1,4 @@
-"""The ``lakehouse`` command (README: "The CLI"): argv -> :mod:`spark_jobs.service` -> print.
+"""The ``lakehouse`` command (docs/concepts/run-and-backfill.md): argv -> :mod:`spark_jobs.service` -> print.
 
 Errors a user can fix print one line and exit 2 (1 for a failed run); ``--json`` prints one
 JSON document on stdout, progress goes to stderr.
@@ -152,49 +152,51 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    setup = commands.add_parser("setup", help="resolve the JVM jars into the cache (once, with Maven) and build the "
-                                "Spark drivers' class-data archive; a no-op when done")
+    setup_help = ("resolve the JVM jars into the cache (once, with Maven) and build the Spark drivers' class-data "
+                  "archive; a no-op when done")
+    setup = commands.add_parser("setup", help=setup_help, description=setup_help)
     setup.add_argument("--json", action="store_true", help="print one JSON document")
     setup.set_defaults(handler=cmd_setup)
 
     generate = command("generate", "write sample events to the landing folder", cmd_generate)
-    generate.add_argument("--events", type=int, required=True)
-    generate.add_argument("--files", type=int, default=1)
-    generate.add_argument("--seed", type=int)
+    generate.add_argument("--events", type=int, required=True, help="how many events (per source)")
+    generate.add_argument("--files", type=int, default=1, help="spread over this many new files (per source)")
+    generate.add_argument("--seed", type=int, help="the random generator's seed: the same files every time")
     generate.add_argument("--start", help="first event time, ISO-8601 (default: now)")
-    generate.add_argument("--bad-fraction", type=float, default=0.0)
-    generate.add_argument("--late-fraction", type=float, default=0.0)
+    generate.add_argument("--bad-fraction", type=float, default=0.0, help="this fraction of lines invalid (0..1)")
+    generate.add_argument("--late-fraction", type=float, default=0.0,
+                          help="this fraction of events 5 minutes older than their place (0..1)")
 
     command("new", "write a runnable skeleton pipeline (spec, code, sample data, suites, a test) to make yours",
             cmd_new)
 
     run = command("run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run)
-    run.add_argument("--hop", default="all")
-    run.add_argument("--max-files-per-trigger", type=int)
-    run.add_argument("--continuous", action="store_true")
-    run.add_argument("--trigger-interval", default="10 seconds")
+    run.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
+    run.add_argument("--max-files-per-trigger", type=int, help="at most this many landing files per micro-batch")
+    run.add_argument("--continuous", action="store_true", help="always-on: run until stopped (Ctrl-C)")
+    run.add_argument("--trigger-interval", default="10 seconds", help="with --continuous, how often a batch starts")
     run.add_argument("--run-id", help="id for the run records (default: generated)")
     run.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
     run.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
     backfill = command("backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill)
-    backfill.add_argument("--start", required=True)
-    backfill.add_argument("--end", required=True)
-    backfill.add_argument("--hop", default="all")
-    backfill.add_argument("--run-id")
+    backfill.add_argument("--start", required=True, help="first event time of the range, ISO-8601 (UTC)")
+    backfill.add_argument("--end", required=True, help="end of the range (excluded), ISO-8601 (UTC)")
+    backfill.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
+    backfill.add_argument("--run-id", help="id for the run records (default: generated)")
     backfill.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
     backfill.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
     checked = command("quality", "check a hop's quality suite on the rows one run wrote", cmd_quality)
-    checked.add_argument("--hop", required=True)
+    checked.add_argument("--hop", required=True, help="the hop whose suite to check")
     checked.add_argument("--run", help="run id (default: the hop's last succeeded run)")
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
-    status.add_argument("--hop")
+    status.add_argument("--hop", help="one hop, with every batch its checkpoint holds")
 
     rollback = command("rollback", "undo batches of a hop (and the hops below) so the next run replays them",
                        cmd_rollback)
-    rollback.add_argument("--hop", required=True)
+    rollback.add_argument("--hop", required=True, help="the hop to roll back")
     target = rollback.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-batch", type=int, help="the last batch to keep (-1: none)")
     target.add_argument("--to-run", help="undo this run and everything after it")
@@ -206,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     refresh = command("refresh", "recompute a hop (and the hops below) with the code as it is now: a rollback "
                                  "to the start (or --from a time) and a run", cmd_refresh)
-    refresh.add_argument("--hop", required=True)
+    refresh.add_argument("--hop", required=True, help="the hop to recompute (the hops below follow)")
     refresh.add_argument("--from", dest="from_time",
                          help="keep the batches committed by this time (ISO-8601, UTC); a hop whose state the "
                               "change cannot follow has its state rebuilt there with the new code (default, or "
@@ -219,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     actions = checkpoint.add_subparsers(dest="action", required=True)
     validate = actions.add_parser("validate", help="find damaged or inconsistent checkpoint files and say how to fix them",
                                   description="Exit 0: consistent; 1: problems left (each with its fix).")
-    validate.add_argument("pipeline")
-    validate.add_argument("--hop")
+    validate.add_argument("pipeline", help="pipeline name (a spec in $LAKEHOUSE_PIPELINES)")
+    validate.add_argument("--hop", help="one hop (default: all)")
     validate.add_argument("--repair", action="store_true", help="make the repairs that cannot lose or double data")
     validate.add_argument("--json", action="store_true", help="print one JSON document")
     validate.set_defaults(handler=cmd_checkpoint_validate)

@@ -1,4 +1,4 @@
-"""A randomized model check of the whole pipeline (issue 14): random sequences of landings, runs,
+"""A randomized model check of the whole pipeline: random sequences of landings, runs,
 rollbacks, backfills and SIGKILLs against a plain-Python model of the landing files.
 
 After every step each table (read by delta-rs, an independent Delta reader) must be a part of
@@ -10,7 +10,7 @@ files exactly, read by Spark and by delta-rs. An operation the platform must ref
 whose stream lags, ``--no-cascade`` over read data) exits 2 and must change no table and no
 checkpoint.
 
-The model owes a backfill where a stream cannot bring rows by design (README, "backfill and
+The model owes a backfill where a stream cannot bring rows by design (docs/concepts/run-and-backfill.md, "backfill and
 stream over the same days"): a range backfilled at a hop is owed by the hops below it; after a
 rollback, the ranges its plan says to backfill again (``rebackfill``: a hop's own backfills its
 RESTORE undid, and bronze's backfills for a hop that starts over from bronze's snapshot) are
@@ -18,7 +18,7 @@ owed by that hop and the hops below.
 
 Event times all lie within one allowed lateness (the test spec sets an hour), in random order, so
 no event is ever dropped as too late whatever the batch boundaries: late lines are within the
-lateness. Beyond it, which events are dropped depends on batch boundaries (README).
+lateness. Beyond it, which events are dropped depends on batch boundaries (docs/limitations.md).
 
 ``python -m tests.model --seed S --steps N`` runs one sequence; the benchmark suite's soak and
 ``tests/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI

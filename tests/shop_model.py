@@ -4,8 +4,8 @@ plain-Python model of the landing files (the landing writer and its expected tab
 shared with ``tests/test_shop.py``).
 
 After every run every table must equal what the landing files say. The landings keep to the
-conditions under which Spark's join and de-duplication drop nothing (README, "The second
-pipeline"): each increment is the next hour's orders, with the previous increment's late
+conditions under which Spark's join and de-duplication drop nothing (docs/examples/shop.md):
+each increment is the next hour's orders, with the previous increment's late
 payments landed first, and resends within the watermark. A rollback the platform refuses must
 change no table and no checkpoint. A run or a rollback may be SIGKILLed at a random moment and
 then run again to completion. A backfill of every hop over a range of whole landed hours may run

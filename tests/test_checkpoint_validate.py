@@ -1,4 +1,4 @@
-"""``lakehouse checkpoint validate`` on real checkpoints, damaged one way at a time (CHECKPOINTS.md)."""
+"""``lakehouse checkpoint validate`` on real checkpoints, damaged one way at a time (docs/concepts/checkpoints.md)."""
 
 from __future__ import annotations
 

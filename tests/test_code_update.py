@@ -1,4 +1,4 @@
-"""Code updates (issue 16, part 3): a team changes its pipeline's code between runs.
+"""Code updates: a team changes its pipeline's code between runs.
 
 Each run records each hop's query fingerprint (the analysed plan and the spec's parameters);
 ``run`` compares a changed hop's new query with the one its checkpoint was run with before any

@@ -1,4 +1,4 @@
-"""Hops as a graph (issue 16): two ingest hops with landing folders of their own, a hop with two
+"""Hops as a graph: two ingest hops with landing folders of their own, a hop with two
 hops below it, branches that never meet. A team's pipeline made by ``lakehouse new`` and
 re-shaped here; nothing in the platform changes for it.
 

@@ -1,5 +1,5 @@
 """Hostile input at bronze: bad files land beside good ones; the run succeeds, every bad line is
-in quarantine with a reason and its file, and lines in = bronze + quarantine (issue 6)."""
+in quarantine with a reason and its file, and lines in = bronze + quarantine."""
 
 from __future__ import annotations
 

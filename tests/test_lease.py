@@ -1,4 +1,4 @@
-"""The pipeline lock on an object-store lake (issue 17, part 3): a lease object written with S3
+"""The pipeline lock on an object-store lake: a lease object written with S3
 conditional writes, against the real S3 server (SeaweedFS on loopback, ``include/scripts/s3_server.py``).
 
 Three ways it must hold: two processes contending never hold it at once; a holder killed with

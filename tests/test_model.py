@@ -1,4 +1,4 @@
-"""The randomized model check in CI (issue 14): fixed seeds, a fixed budget of steps.
+"""The randomized model check in CI: fixed seeds, a fixed budget of steps.
 
 Each sequence lands files, runs all hops or one (sometimes with ``--max-files-per-trigger``),
 rolls any hop back to a random batch, run or time (with or without cascade), backfills random

@@ -58,7 +58,7 @@ def test_three_increments_then_nothing_new(spark, lake_home, capsys):
     # Events older than the watermark (the newest event read, 34 hours on, less a minute) are
     # dropped by gold in the next run: the batch without data that ends each run keeps the
     # watermark the last batch moved in the checkpoint (a run without it starts from the one
-    # before, and counted these: tried in session 51).
+    # before, and counted these when tried).
     counted = gold_counter(spark, lake_home)
     _generate(3, STARTS[0])
     capsys.readouterr()

@@ -257,7 +257,7 @@ def _stream_run_in_bronze(api: Api, timeout_s: float = 300) -> str:
 
 
 def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.ExitStack, spark) -> None:
-    """What a person does in the browser (README: "The Lakehouse page"), with screenshots in
+    """What a person does in the browser (docs/guides/lakehouse-page.md), with screenshots in
     tests/output/screenshots/: log in through Airflow's login page; with a stream DAG run done
     (a backfill of the days its files hold created through the REST API while its bronze task was
     held in its Spark application, waiting for the pipeline's lock, which ``held`` holds), open the

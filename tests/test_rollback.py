@@ -1,4 +1,4 @@
-"""Rollback on the checkpoint logs, against real Spark and Delta (README: "Rollback").
+"""Rollback on the checkpoint logs, against real Spark and Delta (docs/concepts/rollback.md).
 
 The defining check: roll back, run again, and every table holds exactly what the landing files
 say (conftest computes that in plain Python): no row lost, none twice.

@@ -1,4 +1,4 @@
-"""The lake on an S3 object store (issue 17, part 1), against the real S3 server (SeaweedFS on
+"""The lake on an S3 object store, against the real S3 server (SeaweedFS on
 loopback, ``include/scripts/s3_server.py``), with Spark reading and writing ``s3a://`` through
 hadoop-aws and the plain-file readers through s3fs.
 

@@ -1,4 +1,4 @@
-"""The S3 server of ``make run`` and the tests (issue 17, part 2): SeaweedFS on 127.0.0.1 behind
+"""The S3 server of ``make run`` and the tests: SeaweedFS on 127.0.0.1 behind
 generated credentials, started and stopped by PID. Real requests only: an S3 client configured by
 the standard AWS variables alone, anonymous and wrongly signed requests, the filer's own HTTP API,
 and the conditional writes the cross-machine lease lock will be built on."""

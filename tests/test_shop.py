@@ -1,4 +1,4 @@
-"""The shipped ``shop`` pipeline (issue 16), a graph of hops written only as a spec, its code
+"""The shipped ``shop`` pipeline, a graph of hops written only as a spec, its code
 and suites in include/: orders (JSON lines) and payments (CSV with a header) each ingested with
 quarantine, orders de-duplicated within the watermark, a stream-stream join of each order with
 its payment within an hour (two upstreams, state stores on each side), and an hourly aggregate

@@ -1,4 +1,4 @@
-"""The ``ad_events`` transforms (README: "The example pipeline").
+"""The ``ad_events`` transforms (docs/examples/ad_events.md).
 
 Each function takes and returns DataFrames and never reads, writes, creates a session or
 asks whether its input is streaming, so run-once streams and batch backfills share them.

@@ -14,8 +14,8 @@ a Spark standalone master with two workers (``spark_cluster.py``) instead of loc
 the server's standard ``AWS_*`` variables), with ``--spark cluster`` the Spark cluster (every Spark
 task is then submitted to its master, with its shared secret), then Airflow's api-server,
 scheduler and dag-processor (and with ``LAKEHOUSE_TRIGGERER=1`` its triggerer) with the
-LocalExecutor, all bound to 127.0.0.1 (README:
-"Two commands"), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
+LocalExecutor, all bound to 127.0.0.1
+(docs/getting-started.md), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
 SIGTERM, SIGHUP or after ``--duration`` seconds. Nothing outlives it when it dies otherwise
 (SIGKILL, a closed terminal): each child gets SIGTERM when the launcher dies (Linux's
@@ -51,8 +51,8 @@ LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
 
 
-# An idle platform's CPU (README, "Busy fraction"), each overridable from the environment.
-# Measured idle over 5 minutes with no DAG (2026-11-27): the scheduler 4.3 -> 2.1 CPU-s and
+# An idle platform's CPU (docs/benchmarks.md), each overridable from the environment.
+# Measured idle over 5 minutes with no DAG: the scheduler 4.3 -> 2.1 CPU-s and
 # PostgreSQL 2.2 -> 1.5 with these; the triggerer's and API server's own loops (a fixed 1 s or
 # 0.1 s) do not change, and the DAG processor's fixed 1 s is stretched by the lakehouse plugin.
 IDLE_SETTINGS = {
@@ -550,7 +550,7 @@ def main() -> int:
     env = platform_env(port=args.port)
     if args.action == "run":
         # A stream or backfill DAG's Spark driver waits this long idle for the DAG's next run
-        # (README, "One Spark application per DAG run"): a warm JVM instead of a new one each run,
+        # (docs/guides/airflow.md): a warm JVM instead of a new one each run,
         # longer than the example specs' 30-minute schedule (an idle driver costs about 0.2 CPU-s
         # per 30 s; a cold start about 20 CPU-s more than a warm run).
         env.setdefault("LAKEHOUSE_DRIVER_KEEP_WARM", "2400")

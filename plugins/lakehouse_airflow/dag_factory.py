@@ -1,4 +1,4 @@
-"""Build each pipeline's DAGs from its spec (README: "Airflow").
+"""Build each pipeline's DAGs from its spec (docs/guides/airflow.md).
 
 Only wiring happens here: the spec is plain YAML, operators resolve jars and paths when
 they execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill`` and

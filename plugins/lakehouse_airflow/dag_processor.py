@@ -2,8 +2,8 @@
 
 The DAG processor's loop comes round every second whatever its settings (``DagFileProcessorManager
 ._run_parsing_loop``): each turn asks the metadata DB for parse requests and callbacks, so an
-idle platform's DAG processor was its costliest process (about 11 CPU-s per half hour; README:
-"Busy fraction at the default cadence"). With ``[lakehouse] dag_processor_idle_wait``
+idle platform's DAG processor was its costliest process (about 11 CPU-s per half hour; the busy-fraction
+benchmark, docs/benchmarks.md). With ``[lakehouse] dag_processor_idle_wait``
 (``AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT``, seconds; 0, Airflow's own loop, by default) a
 turn that has no file parsing and none queued waits that much longer for its parsers' sockets, so
 an idle loop comes round every ``1 + wait`` seconds; a turn with parsing to do is unchanged. What

@@ -3,7 +3,7 @@
 Airflow's scheduler sleeps ``scheduler_idle_sleep_time`` after a loop that queued no task and
 saw none end, so a task that ends during the sleep is noticed only when the sleep is over: the
 next task of the DAG run, or the run's end, waits up to that long. The platform keeps an idle
-scheduler cheap with a slow idle loop (README: "Busy fraction at the default cadence"); at a 5-s
+scheduler cheap with a slow idle loop (docs/benchmarks.md); at a 5-s
 sleep a stream DAG run that found nothing new took about 8 s, most of it asleep after a 0.1-s task.
 
 :class:`PromptLocalExecutor` waits in its heartbeat instead, when it sent no work this

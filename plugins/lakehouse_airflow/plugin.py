@@ -1,7 +1,7 @@
 """The Airflow plugin, registered through the distribution's ``airflow.plugins`` entry point.
 
 Registers the lakehouse with Airflow's API server: the gate tasks' Data Docs extra link, and
-the backfill DAG's timetable, the Lakehouse pages (README: "The Lakehouse page") as a FastAPI app shown through external
+the backfill DAG's timetable, the Lakehouse pages (docs/guides/lakehouse-page.md) as a FastAPI app shown through external
 views: an entry in the navigation and a tab on every DAG's page; and a listener that makes an idle
 DAG processor wake less often (``lakehouse_airflow.dag_processor``)."""
 

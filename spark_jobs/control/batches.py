@@ -1,4 +1,4 @@
-"""Each hop's micro-batches joined to the Delta versions they wrote and read (README: "Rollback").
+"""Each hop's micro-batches joined to the Delta versions they wrote and read (docs/concepts/rollback.md).
 
 Plain files only (no JVM): the checkpoint's logs say what each batch read, the tables'
 ``_delta_log`` says which commit each batch made (its ``txn``: appId = the checkpoint's query
@@ -311,7 +311,7 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
 
 
 def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
-    """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), CHECKPOINTS.md's rules:
+    """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of docs/concepts/checkpoints.md:
     ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
     table must be restorable to the version before the undone batches."""
     checkpoint = lake.checkpoint(hop)

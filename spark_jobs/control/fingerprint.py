@@ -1,4 +1,4 @@
-"""Code updates (issue 16): what a hop's query is, and whether a changed query can go on from
+"""Code updates: what a hop's query is, and whether a changed query can go on from
 its checkpoint.
 
 A hop's **fingerprint** is taken from its streaming query's analysed logical plan (Spark's text

@@ -1,4 +1,4 @@
-"""What the Lakehouse page in Airflow shows (README: "The Lakehouse page"), read from the same
+"""What the Lakehouse page in Airflow shows (docs/guides/lakehouse-page.md), read from the same
 plain files as ``lakehouse status`` (no JVM): per hop its last batch and run, freshness,
 backlog, state size, rows per run, the last quality result and the rollback horizon; and per
 hop the series its charts draw."""

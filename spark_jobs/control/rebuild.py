@@ -1,5 +1,5 @@
 """A stateful hop's state rebuilt at a batch, for code its old state cannot follow
-(``lakehouse refresh P --hop X --from T``, issue 16).
+(``lakehouse refresh P --hop X --from T``).
 
 After the rollback to the batch ``N`` committed by ``T``, the hop's checkpoint is replaced by a new
 query's whose batch 0 is planned with batch ``N``'s offsets, watermark and confs

@@ -1,4 +1,4 @@
-"""Ranges a run recomputes after its stream, so that a join loses no pair to a backfill (README:
+"""Ranges a run recomputes after its stream, so that a join loses no pair to a backfill (docs/concepts/run-and-backfill.md:
 "A join after a backfill"). Plain files only (no JVM): run records and the checkpoint's offsets.
 
 A stream below bronze reads streamed rows only, and skips commits that rewrite files: the rows a

@@ -1,4 +1,4 @@
-"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (README: "Rollback").
+"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (docs/concepts/rollback.md).
 
 ``plan`` reads plain files only (checkpoints, Delta logs, run records): which batches each hop
 undoes, the version each table returns to, what will be read again, and what lies beyond
@@ -6,7 +6,7 @@ retention. ``execute`` carries a plan out under the pipeline's lock, as a journa
 ``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated,
 so running the same command again after a crash finishes the job.
 
-Why each step (CHECKPOINTS.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
+Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
 batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
 RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
 reading that table moves its source offset past the restore. A hop below is rolled back to

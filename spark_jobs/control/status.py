@@ -71,7 +71,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "table_versions": tables,
         "runs": len(records),
         # Events later than the allowed lateness are dropped by the watermark; which ones depends on
-        # batch boundaries, so a replay after a rollback can drop others (README, "Rollback").
+        # batch boundaries, so a replay after a rollback can drop others (docs/concepts/rollback.md).
         "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
         **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.reads_landing else {}),

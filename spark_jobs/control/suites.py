@@ -1,4 +1,4 @@
-"""Data-quality gates (README: "Quality gates"): a Great Expectations suite per hop, checked on
+"""Data-quality gates (docs/concepts/quality-gates.md): a Great Expectations suite per hop, checked on
 the rows one run wrote, with a policy per expectation.
 
 - ``warn``: the result is recorded; the gate passes.
@@ -93,8 +93,8 @@ def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
 
 
 def read_repair_summaries(lake: Lake, run_id: str, hop: str) -> list[dict]:
-    """The gate summaries of the run's repairs of ``hop`` (run ids ``<run>.repair-N``, README: "A
-    join after a backfill"), in their order."""
+    """The gate summaries of the run's repairs of ``hop`` (run ids ``<run>.repair-N``, docs/concepts/run-and-backfill.md:
+    "A join after a backfill"), in their order."""
     folder = results_dir(lake)
     fs = filesystem(folder)
     if not fs.exists(folder):

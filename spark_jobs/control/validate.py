@@ -1,6 +1,6 @@
 """``lakehouse checkpoint validate``: find what would make a restart fail, skip or redo data.
 
-Each finding names the file, what Spark would do with it (CHECKPOINTS.md) and the fix: a
+Each finding names the file, what Spark would do with it (docs/concepts/checkpoints.md) and the fix: a
 rollback target, or a repair ``--repair`` makes because it cannot lose or double data (an
 orphan ``.crc``, a damaged last commit whose batch then reruns idempotently, a damaged
 planned-but-unwritten offset file, a lost ``metadata`` whose id the run records still have).

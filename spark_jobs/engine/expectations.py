@@ -1,4 +1,4 @@
-"""The common Great Expectations rules evaluated by Spark in one pass (README: "Quality gates").
+"""The common Great Expectations rules evaluated by Spark in one pass (docs/concepts/quality-gates.md).
 
 GX 1.x computes each rule's metrics as Spark jobs of their own (0.3 to 0.6 s per rule, whatever
 the size) and costs about 6 s to import. The rules a suite usually holds, the :data:`NATIVE`

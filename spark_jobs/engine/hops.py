@@ -50,8 +50,8 @@ def has_backfill_writes(table: str) -> bool:
 
 
 # Spark's in-memory cache compresses each column as it fills; on bronze's batch of 2 M parsed
-# lines that took 6-8 s of a 23-s write of its two tables, about a quarter (bench/HISTORY.md,
-# session 50). Uncompressed, a held batch takes more memory (past the cache's share it goes to
+# lines that took 6-8 s of a 23-s write of its two tables, about a quarter (bench/HISTORY.md).
+# Uncompressed, a held batch takes more memory (past the cache's share it goes to
 # local disk, persist()'s MEMORY_AND_DISK) for as long as its writes read it.
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
@@ -136,7 +136,7 @@ class UpstreamTable:
 
         A new query reads a snapshot of the table, whose files Delta lists, sorts and numbers in
         about ten small Spark jobs (0.6-0.9 s for each of ad_events' silver and gold on a first
-        run; bench/HISTORY.md, session 51). A table that was only appended to holds exactly the files its commits
+        run; bench/HISTORY.md). A table that was only appended to holds exactly the files its commits
         added, so reading those commits reads the same files. When the batch takes them all
         (as many as a batch admits: ``maxFilesPerTrigger``, Delta's default 1,000), its end
         offset is the one a snapshot read ends at (the version after the last, nothing of it
@@ -356,7 +356,7 @@ class MergeSink:
         run, table = self.run, self.table
         # A first batch's append creates the table, as the other sinks' do: created before the
         # query (an empty commit), the append would first read that snapshot in a Spark job (the
-        # two took about 0.5 s of a 2.5-s first run of gold; bench/HISTORY.md, session 52).
+        # two took about 0.5 s of a 2.5-s first run of gold; bench/HISTORY.md).
         exists = table_exists(table)
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
         has_rows = False  # once the table has files, MERGE is right for every later batch of this query

@@ -77,11 +77,11 @@ def _options(archive: Path, flag: str) -> str:
 
 
 # A driver lives for a few runs of small increments (a DAG run's hops, or the warm driver's next
-# runs), so most of its CPU is the JIT's warm-up, not the work. Measured interleaved (2026-11-28,
-# one process per sample, a session then three runs of 30 files x 200 events, the JVM's CPU-s,
+# runs), so most of its CPU is the JIT's warm-up, not the work. Measured interleaved (one
+# process per sample, a session then three runs of 30 files x 200 events, the JVM's CPU-s,
 # 3 samples each): 77.5 by default, 66 with C2 compiling only methods 10x hotter, 69 with the
-# serial collector (one GC thread instead of G1's), 58 with both; 2 M events no slower (README,
-# "A lean JIT and collector"). ``LAKEHOUSE_JVM_LEAN=off`` gives the JVM's defaults.
+# serial collector (one GC thread instead of G1's), 58 with both; 2 M events no slower
+# (docs/operations.md). ``LAKEHOUSE_JVM_LEAN=off`` gives the JVM's defaults.
 LEAN_OPTIONS = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                 "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 

@@ -1,4 +1,4 @@
-"""Data-quality gates with Spark and Great Expectations (README: "Quality gates"): the ``drop``
+"""Data-quality gates with Spark and Great Expectations (docs/concepts/quality-gates.md): the ``drop``
 policy inside a hop's write, and the check of the rows one run wrote. The suites themselves,
 their policies and the results as files are :mod:`spark_jobs.control.suites`.
 """

@@ -57,8 +57,7 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
 # Flight Recorder's ProcessStart events), every checkpoint and Delta log file being written then
 # renamed. Both managers do the same on a local disk (test that the target is absent, then
 # rename: neither is atomic there, nor on S3), and the pipeline lock keeps writers of one
-# pipeline apart. An in-process run took about a sixth less CPU and wall time (README, "Design
-# notes").
+# pipeline apart. An in-process run took about a sixth less CPU and wall time (docs/design-notes.md).
 # ``LocalLogStore`` is Delta's own for file: paths (the same rename, under a JVM-wide lock).
 NO_SHELL_CONFS = {
     "spark.sql.streaming.checkpointFileManagerClass":
@@ -91,7 +90,7 @@ def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
 # How many pieces a large read is split into, per core. Spark's default is one per core, rounded by
 # file boundaries: the 486 MB of a 2 M-event landing folder read in 5 tasks on 2 cores, the last
 # alone on one core (bronze's parse 19.3 s); 4 per core made 10 even tasks (17.1 s), and silver's
-# read of bronze 3 tasks -> 10 (bench/HISTORY.md, session 52). Small reads are unchanged: a piece
+# read of bronze 3 tasks -> 10 (bench/HISTORY.md). Small reads are unchanged: a piece
 # is never under spark.sql.files.openCostInBytes (4 MB).
 SPLITS_PER_CORE = 4
 _MIN_SPLITS = "spark.sql.files.minPartitionNum"

@@ -1,4 +1,4 @@
-"""Read and rewrite a Structured Streaming checkpoint as plain files (CHECKPOINTS.md): no JVM.
+"""Read and rewrite a Structured Streaming checkpoint as plain files (docs/concepts/checkpoints.md): no JVM.
 
 ``metadata`` holds the query id, ``offsets/N`` what batch N reads, ``commits/N`` that it
 finished, ``sources/<i>/`` the file source's log of files per batch (compacted into
@@ -127,7 +127,7 @@ def ensure_query_id(checkpoint: str) -> str:
     """The checkpoint's query id, writing ``metadata`` with a new one before the first run.
 
     Writing it ourselves lets writers use the id as their idempotence key from batch 0 on;
-    Spark reads and keeps an existing ``metadata`` file (CHECKPOINTS.md).
+    Spark reads and keeps an existing ``metadata`` file (docs/concepts/checkpoints.md).
     """
     existing = query_id(checkpoint)
     if existing:
@@ -141,7 +141,7 @@ def ensure_query_id(checkpoint: str) -> str:
 
 
 def set_query_id(checkpoint: str, new_id: str) -> None:
-    """Give the checkpoint a new query id: Spark restarts under it and keeps state (CHECKPOINTS.md).
+    """Give the checkpoint a new query id: Spark restarts under it and keeps state (docs/concepts/checkpoints.md).
 
     Writers key their Delta transactions on the id, so batches replayed after a rollback are
     not taken for ones the table has already seen.
@@ -208,7 +208,7 @@ def planned_batch(checkpoint: str) -> int | None:
 
 
 def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
-    """Parse ``offsets/<batch_id>`` (formats v1 and v2, see CHECKPOINTS.md)."""
+    """Parse ``offsets/<batch_id>`` (formats v1 and v2, see docs/concepts/checkpoints.md)."""
     fs = filesystem(checkpoint)
     _version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
     header = json.loads(lines[0])

@@ -1,7 +1,7 @@
 """The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``), rollback
 journals (``_ops/rollbacks/<pipeline>/``) and missed freshness deadlines
 (``_ops/alerts/<pipeline>/``). ``status``, the quality gates, rollback and the UI read these and
-the checkpoints, never a JVM (README: "Airflow")."""
+the checkpoints, never a JVM (docs/guides/airflow.md)."""
 
 from __future__ import annotations
 

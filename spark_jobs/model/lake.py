@@ -1,4 +1,4 @@
-"""Where things live under ``LAKEHOUSE_HOME`` (README: "The example pipeline"), as plain strings.
+"""Where things live under ``LAKEHOUSE_HOME`` (docs/examples/ad_events.md), as plain strings.
 
 ``LAKEHOUSE_HOME`` is a local path or a URI; file reads outside Spark go through
 :mod:`spark_jobs.logs.fs` so the same code serves both.

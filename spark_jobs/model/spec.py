@@ -89,7 +89,7 @@ class PipelineSpec:
     window: str = "10 seconds"
     allowed_lateness: str = "1 minute"
     # How far back the checkpoint logs reach (Spark's minBatchesToRetain), and how often the
-    # file source log is compacted: both bound what a rollback can undo (README: "Rollback").
+    # file source log is compacted: both bound what a rollback can undo (docs/concepts/rollback.md).
     min_batches_to_retain: int = 100
     source_log_compact_interval: int = 10
     # How old a hop's newest commit may get (``15 minutes``): older is stale, red on the

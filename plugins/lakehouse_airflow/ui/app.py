@@ -1,4 +1,4 @@
-"""The Lakehouse pages inside Airflow's UI (README: "The Lakehouse page").
+"""The Lakehouse pages inside Airflow's UI (docs/guides/lakehouse-page.md).
 
 A FastAPI app the plugin mounts under ``/lakehouse``. Airflow mounts plugin apps without its
 own authentication, so every route here depends on Airflow's ``get_user`` (401 without a

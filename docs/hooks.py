@@ -1,0 +1,125 @@
+"""MkDocs hook: the manual's pages that are generated from the code, so they cannot drift.
+
+- ``reference/cli.md``: every ``lakehouse`` command and flag, from the CLI's own parser;
+- ``reference/settings.md``: every environment variable the package reads, from
+  :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names;
+- the figures of ``benchmarks.md`` (where it says ``<!-- figures -->``): each benchmark's newest
+  recorded run in ``bench/runs/``, rendered by the benchmark's own Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _importable() -> None:
+    """The checkout's packages (``bench``) importable: MkDocs restores ``sys.path`` after loading a hook."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "lakehouse") -> list[tuple[str, argparse.ArgumentParser]]:
+    found = []
+    for action in parser._actions:  # argparse keeps its subcommands only here
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                nested = _commands(sub, f"{prefix} {name}")
+                found += nested or [(f"{prefix} {name}", sub)]
+    return found
+
+
+def cli_page() -> str:
+    from spark_jobs.cli import build_parser
+
+    lines = ["# CLI reference", "",
+             "Generated from the `lakehouse` command's own parser. Every command takes `--json` (one JSON",
+             "document on stdout; progress goes to stderr). Errors you can fix print one `error: ...` line",
+             "naming the fix and exit 2; a failed run or gate exits 1.", ""]
+    for name, sub in _commands(build_parser()):
+        lines += [f"## `{name}`", "", (sub.description or "").strip(), "", "```", sub.format_usage().strip(), "```", "",
+                  "| argument | meaning |", "|---|---|"]
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flags = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{action.dest}`"
+            meaning = (action.help or "").replace("|", "\\|")
+            if action.choices and not isinstance(action, argparse._SubParsersAction):
+                meaning += f" (one of {', '.join(map(str, action.choices))})"
+            if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+                meaning += f" (default: `{action.default}`)"
+            lines.append(f"| {flags} | {meaning.strip()} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _names_in_sources() -> dict[str, list[str]]:
+    """Every ``LAKEHOUSE_*`` name the package and the plugin read, with the modules that name it."""
+    found: dict[str, set[str]] = {}
+    for folder in ("spark_jobs", "plugins/lakehouse_airflow"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "resources" in path.parts:
+                continue
+            for name in set(re.findall(r"\bLAKEHOUSE_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text())):
+                found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return {name: sorted(modules) for name, modules in sorted(found.items())}
+
+
+def settings_page() -> str:
+    from spark_jobs.model.settings import SETTINGS
+
+    declared = {setting.name: setting for setting in SETTINGS}
+    lines = ["# Settings", "",
+             "Environment variables the platform reads. The first table is declared in",
+             "`spark_jobs/model/settings.py` with its meaning; the second lists every other `LAKEHOUSE_*` name",
+             "the package and its Airflow plugin read, found in their sources (their meaning is in those",
+             "modules and in the guides). Both are generated when the manual is built.", "",
+             "| variable | default | meaning |", "|---|---|---|"]
+    for setting in SETTINGS:
+        lines.append(f"| `{setting.name}` | {f'`{setting.default}`' if setting.default else '-'} | {setting.meaning} |")
+    lines += ["", "| variable | read in |", "|---|---|"]
+    for name, modules in _names_in_sources().items():
+        if name not in declared:
+            lines.append(f"| `{name}` | {', '.join(f'`{module}`' for module in modules)} |")
+    return "\n".join(lines) + "\n"
+
+
+def figures() -> str:
+    """Each benchmark's newest recorded full run, rendered by the benchmark's own Markdown."""
+    from bench.__main__ import SECTIONS
+
+    runs = sorted((ROOT / "bench" / "runs").glob("*.json"))
+    documents = [json.loads(path.read_text()) for path in runs]
+    lines = []
+    for key, title, render in SECTIONS:
+        newest = next((document for document in reversed(documents) if key in document), None)
+        lines += [f"## {title}", ""]
+        if newest is None:
+            lines += ["No recorded run holds this benchmark yet: `make bench BENCH_ARGS=\"--only "
+                      f"{key}\"` measures it.", ""]
+            continue
+        machine = newest["machine"]
+        lines += [f"Recorded run of {newest['started']} on {machine['cpus']} cores ({machine['cpu']}), "
+                  f"Spark master {machine['spark_master']}.", "", render(newest[key]), ""]
+    return "\n".join(lines)
+
+
+def on_files(files, config):
+    _importable()
+    for path, content in (("reference/cli.md", cli_page()), ("reference/settings.md", settings_page())):
+        files.append(File.generated(config, path, content=content))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri == "benchmarks.md":
+        _importable()
+        return markdown.replace("<!-- figures -->", figures())
+    return markdown

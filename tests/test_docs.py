@@ -1,0 +1,67 @@
+"""The manual and the README as a user reads them: the README is a front door, the product says
+nothing of how it was made (no session or issue numbers, no commit hashes, no dates but the
+examples'), and every spec key is in the spec reference. ``make docs`` builds the manual in
+strict mode (a broken link fails); these checks need no build."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.unit]
+
+PRODUCT = ("README.md", "docs", "spark_jobs", "plugins", "include", "dags", "examples")
+# Dates that are example data: sample events, spec defaults, placeholders, the valid event-time range.
+EXAMPLE_DATES = {"2026-01-01", "2026-01-31", "2026-03-01", "2026-03-02", "2000-01-01", "2100-01-01"}
+HISTORY = re.compile(r"(?i)\b(session|issue) [0-9]")
+DATE = re.compile(r"\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b")
+HASH = re.compile(r"`[0-9a-f]{7,40}`")
+
+
+def _product_files() -> list[str]:
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PRODUCT], cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+    return [name for name in tracked.stdout.split()
+            if name.endswith((".md", ".py", ".yaml", ".yml", ".toml", ".html", ".json", ".xml"))]
+
+
+def test_the_product_says_nothing_of_how_it_was_made():
+    found = []
+    for name in _product_files():
+        text = (ROOT / name).read_text(errors="ignore")
+        found += [f"{name}: {match.group(0)}" for match in HISTORY.finditer(text)]
+        found += [f"{name}: {match.group(0)}" for match in HASH.finditer(text)]
+        found += [f"{name}: {match.group(0)}" for match in DATE.finditer(text) if match.group(0) not in EXAMPLE_DATES]
+    assert found == []
+
+
+def test_the_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 250
+    for command in ("make run", "make test"):
+        assert command in readme
+    generated = (ROOT / "docs" / "hooks.py").read_text()  # pages the manual's build writes
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).exists() or f'"{link.removeprefix("docs/")}"' in generated, link
+
+
+def test_every_spec_key_is_in_the_spec_reference():
+    from spark_jobs.model import spec
+
+    reference = (ROOT / "docs" / "reference" / "spec.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", reference, flags=re.M))
+    hop_keys = {field.name for field in dataclasses.fields(spec.HopSpec)} - {"upstreams"} | {"upstream"}
+    pipeline_keys = set(spec._KNOBS) | {"name", "hops", "landing", "inputs"}
+    assert hop_keys | pipeline_keys <= documented, sorted((hop_keys | pipeline_keys) - documented)
+
+
+def test_every_setting_is_declared_with_a_meaning():
+    from spark_jobs.model.settings import SETTINGS
+
+    assert len({setting.name for setting in SETTINGS}) == len(SETTINGS)
+    assert all(setting.name.startswith("LAKEHOUSE_") and setting.meaning.endswith(".") for setting in SETTINGS)
