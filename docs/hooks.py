@@ -60,34 +60,29 @@ def cli_page() -> str:
     return "\n".join(lines)
 
 
-def _names_in_sources() -> dict[str, list[str]]:
-    """Every ``LAKEHOUSE_*`` name the package and the plugin read, with the modules that name it."""
+def names_in_sources() -> dict[str, list[str]]:
+    """Every ``LAKEHOUSE_*`` name the package, its Airflow plugin and the launcher name, with the files."""
     found: dict[str, set[str]] = {}
-    for folder in ("spark_jobs", "plugins/lakehouse_airflow"):
+    for folder in ("spark_jobs", "plugins/lakehouse_airflow", "include/scripts"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             if "resources" in path.parts:
                 continue
             for name in set(re.findall(r"\bLAKEHOUSE_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text())):
                 found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
-    return {name: sorted(modules) for name, modules in sorted(found.items())}
+    return {name: sorted(files) for name, files in sorted(found.items())}
 
 
 def settings_page() -> str:
     from spark_jobs.model.settings import SETTINGS
 
-    declared = {setting.name: setting for setting in SETTINGS}
     lines = ["# Settings", "",
-             "Environment variables the platform reads. The first table is declared in",
-             "`spark_jobs/model/settings.py` with its meaning; the second lists every other `LAKEHOUSE_*` name",
-             "the package and its Airflow plugin read, found in their sources (their meaning is in those",
-             "modules and in the guides). Both are generated when the manual is built.", "",
+             "Every environment variable the platform reads, generated from its one declaration in",
+             "`spark_jobs/model/settings.py` when the manual is built (`tests/test_docs.py` checks that the",
+             "sources name no other `LAKEHOUSE_*` variable). Airflow's own settings (`AIRFLOW__*`) and the",
+             "standard `AWS_*` variables of an S3 lake are Airflow's and AWS's.", "",
              "| variable | default | meaning |", "|---|---|---|"]
     for setting in SETTINGS:
         lines.append(f"| `{setting.name}` | {f'`{setting.default}`' if setting.default else '-'} | {setting.meaning} |")
-    lines += ["", "| variable | read in |", "|---|---|"]
-    for name, modules in _names_in_sources().items():
-        if name not in declared:
-            lines.append(f"| `{name}` | {', '.join(f'`{module}`' for module in modules)} |")
     return "\n".join(lines) + "\n"
 
 

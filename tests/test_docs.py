@@ -60,8 +60,15 @@ def test_every_spec_key_is_in_the_spec_reference():
     assert hop_keys | pipeline_keys <= documented, sorted((hop_keys | pipeline_keys) - documented)
 
 
-def test_every_setting_is_declared_with_a_meaning():
+def test_every_setting_the_sources_read_is_declared_with_a_meaning():
+    import importlib.util
+
     from spark_jobs.model.settings import SETTINGS
 
     assert len({setting.name for setting in SETTINGS}) == len(SETTINGS)
     assert all(setting.name.startswith("LAKEHOUSE_") and setting.meaning.endswith(".") for setting in SETTINGS)
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    named = hooks.names_in_sources()
+    assert named and set(named) - {setting.name for setting in SETTINGS} == set()

@@ -1,4 +1,4 @@
-"""The shared driver (:mod:`spark_jobs.control.driver`, :mod:`spark_jobs.engine.driver`).
+"""The shared driver (:mod:`spark_jobs.control.driver`, :mod:`spark_jobs.shared_driver`).
 
 The wire and the serving loop are tested with real sockets and a plain-Python handler in place
 of the CLI (no Spark there to replace: the loop runs whatever handler it is given); the Spark

@@ -59,7 +59,8 @@ def _split(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") -> None:
-    from spark_jobs.model.settings import cache_dir, jars_dir, jvm_dir
+    from spark_jobs.engine.jvm import archive_path
+    from spark_jobs.model.settings import cache_dir, jars_dir
 
     jars = sorted(str(path) for path in jars_dir().glob("*.jar"))
     assert options["--master"] == [master] and options["--name"] == [name]
@@ -70,7 +71,8 @@ def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") 
     assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert confs["spark.pyspark.python"] == confs["spark.pyspark.driver.python"] == sys.executable
     assert confs["spark.driver.bindAddress"] == confs["spark.driver.host"] == "127.0.0.1"
-    (shared,) = jvm_dir().glob("spark-driver-*.jsa")  # `lakehouse setup` built it
+    shared = archive_path()
+    assert shared.exists()  # `lakehouse setup` built it
     assert f"-XX:SharedArchiveFile={shared} " in confs["spark.driver.extraJavaOptions"]
     # the lean JIT and GC options of a short-lived driver (spark_jobs/engine/jvm.py), as written there
     assert {"-XX:+UseSerialGC", "-XX:Tier4InvocationThreshold=50000"} <= set(confs["spark.driver.extraJavaOptions"].split())

@@ -41,7 +41,9 @@ def _run(argv: list, env: dict, cwd: Path, timeout: float = 600) -> subprocess.C
 def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     uv = VENV_BIN / "uv"
     dist = tmp_path / "dist"
-    _run([uv, "build", "--wheel", "--out-dir", dist, ROOT], os.environ.copy(), tmp_path)
+    # The sdist first, the wheel from it: what the wheel holds is what a release would ship, and
+    # nothing is built inside the checkout.
+    _run([uv, "build", "--out-dir", dist, ROOT], os.environ.copy(), tmp_path)
     (wheel,) = dist.glob("lakehouse_platform-*.whl")
 
     team = tmp_path / "team"

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import spark_jobs
+from spark_jobs.model import settings
 from spark_jobs.model.settings import cache_dir
 
 
@@ -73,13 +74,13 @@ class LakehouseSparkHook:
             "spark.pyspark.driver.python": self.python,
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
-            "spark.ui.enabled": os.environ.get("LAKEHOUSE_SPARK_UI", "false"),
+            "spark.ui.enabled": settings.SPARK_UI.value(),
         }
 
     def properties_file(self) -> str | None:
         """A cluster's properties file (``make run-cluster``'s holds Spark's shared secret), given
         to spark-submit as ``--properties-file`` so the secret is on no command line."""
-        return os.environ.get("LAKEHOUSE_SPARK_PROPERTIES") or None
+        return settings.SPARK_PROPERTIES.value() or None
 
     def env_vars(self) -> dict[str, str]:
         """Environment the driver needs: where the lake is, and loopback for Spark."""

@@ -17,12 +17,13 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import BaseOperatorLink
 
 from lakehouse_airflow.hooks import LakehouseSparkHook
+from spark_jobs.model import settings
 
 
 def _keep_warm_s() -> int:
     """``$LAKEHOUSE_DRIVER_KEEP_WARM``: seconds a stream or backfill DAG's driver waits idle for
     the DAG's next run (0: each DAG run has a driver of its own)."""
-    return int(os.environ.get("LAKEHOUSE_DRIVER_KEEP_WARM") or 0)
+    return int(settings.DRIVER_KEEP_WARM.value() or 0)
 
 
 class LakehouseSparkOperator(SparkSubmitOperator):
@@ -85,7 +86,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
 
 
     def _uses_shared_driver(self) -> bool:
-        if not self.shares_driver or os.environ.get("LAKEHOUSE_DRIVER", "shared") == "task":
+        if not self.shares_driver or settings.DRIVER.value() == "task":
             return False
         hook = self._get_hook()
         return not hook._is_kubernetes and hook._connection.get("deploy_mode") in (None, "", "client")
@@ -105,7 +106,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         key = driver_key(context["dag_run"].dag_id, run, hook._build_spark_submit_command(self.application), env,
                          code_stamp())
         address = driver_dir() / f"{key}.json"
-        idle = str(warm) if warm else os.environ.get("LAKEHOUSE_DRIVER_IDLE", "60")
+        idle = str(warm) if warm else settings.DRIVER_IDLE.value()
         hook._application_args = ["serve", "--address", str(address), "--idle", idle,
                                   "--log", str(address.with_suffix(".log"))]
         return address, hook._build_spark_submit_command(self.application), env

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from spark_jobs.model import settings
+
 CLIENT_LEFT_EXIT = 75  # the driver's exit status when its client left during a command
 _REQUEST_TIMEOUT_S = 10.0
 
@@ -51,7 +53,7 @@ class DriverDied(Exception):
 def driver_dir() -> Path:
     """Where drivers' address files and logs are: ``$LAKEHOUSE_DRIVER_DIR``, else ``drivers`` in
     ``$AIRFLOW_HOME``, else in the temporary folder; created with mode 0700."""
-    folder = os.environ.get("LAKEHOUSE_DRIVER_DIR")
+    folder = settings.DRIVER_DIR.value()
     if not folder:
         base = os.environ.get("AIRFLOW_HOME") or os.path.join(tempfile.gettempdir(), f"lakehouse-{os.getuid()}")
         folder = os.path.join(base, "drivers")

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from fsspec.asyn import sync
 
 from spark_jobs.logs.fs import filesystem
+from spark_jobs.model import settings
 from spark_jobs.model.errors import LakehouseError, UsageError
 
 DURATION_S = 60.0
@@ -57,7 +58,7 @@ class Lease:
             raise UsageError(f"{path}: a lake at a URI needs S3 (s3:// or s3a://) for its lock, which is a lease "
                              "object written with S3 conditional writes: use a local path or an S3 URI")
         self.bucket, _, self.key = self.fs._strip_protocol(path).partition("/")
-        self.duration_s = duration_s or float(os.environ.get("LAKEHOUSE_LEASE_SECONDS") or DURATION_S)
+        self.duration_s = duration_s or float(settings.LEASE_SECONDS.value() or DURATION_S)
         self.clock = clock
         self.owner = uuid.uuid4().hex
         self.etag: str | None = None

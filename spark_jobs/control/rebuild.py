@@ -34,7 +34,7 @@ def _folder(lake: Lake) -> str:
 
 def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
     """Why ``hop``'s state cannot be rebuilt at a point, or None."""
-    if hop.kind == "ingest":
+    if not hop.kind_of.state_rebuildable:
         return (f"--from {from_text}: hop {hop.name} reads landing files, whose stream keeps no snapshot to rebuild "
                 f"its state from: leave out --from to recompute it from the start")
     return None

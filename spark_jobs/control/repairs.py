@@ -61,13 +61,13 @@ def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
 
 def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
     """The ranges ``hop``'s run recomputes after its stream, merged, oldest first."""
-    joins = [each for each in lake.spec.hops if each.kind == "join"]
-    if hop.reads_landing or not any(join == hop or hop in lake.spec.downstream_of(join.name) for join in joins):
+    starts = [each for each in lake.spec.hops if each.kind_of.repairs_after_backfill]
+    if hop.reads_landing or not any(start == hop or hop in lake.spec.downstream_of(start.name) for start in starts):
         return []  # repairs start at a join: a hop neither a join nor below one owes none
     records = read_records(lake)
     mine = [record for record in records if record.get("hop") == hop.name]
     spans: list[tuple[int, int]] = []
-    if hop.kind == "join":
+    if hop.kind_of.repairs_after_backfill:
         above = {each.name for each in lake.spec.hops if hop in lake.spec.downstream_of(each.name)}
         batches = _batches(lake, hop)
         for record in records:

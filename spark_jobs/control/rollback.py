@@ -26,6 +26,7 @@ from spark_jobs.control import batches
 from spark_jobs.control.repairs import backfilled, widened
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
+from spark_jobs.model import settings
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -478,7 +479,7 @@ def _steps(plan: dict) -> list[str]:
 def _crash_point(done: int) -> None:
     """Crash tests set LAKEHOUSE_ROLLBACK_CRASH_AFTER=k to die (no clean-up) after doing step k
     and before recording it, the worst moment: the re-run must redo it harmlessly."""
-    if os.environ.get("LAKEHOUSE_ROLLBACK_CRASH_AFTER") == str(done):
+    if settings.ROLLBACK_CRASH_AFTER.value() == str(done):
         os._exit(97)
 
 

@@ -1,11 +1,12 @@
-"""Hop kinds as registered pairs of a Source and a Sink.
+"""Each hop kind's Source and Sink.
 
 A **Source** is where a hop's rows come from: ``stream()`` for the run-once and always-on query,
-``read(start_ms, end_ms)`` for a backfill. A **Sink** is how a hop writes: ``stream_writer()``, the
-streaming batch write (idempotent per batch id), and ``backfill()``, the overwrite of a range.
-:data:`HOP_KINDS` names the pair of each hop kind of the spec (``ingest``, ``append``,
-``aggregate``, ``join``); a new kind is one more Source or Sink class and one more entry there (and its
-name in :data:`spark_jobs.model.spec.HOP_KINDS`).
+``read(start_ms, end_ms)`` for a backfill; there is one per thing a kind reads
+(:data:`SOURCES`: landing files, one upstream table, several). A **Sink** is how a hop writes:
+``stream_writer()``, the streaming batch write (idempotent per batch id), and ``backfill()``, the
+overwrite of a range; :data:`SINKS` names each kind's. The kinds themselves, and what each can
+do, are declared in :mod:`spark_jobs.model.kinds`; a new kind is its descriptor there and its
+Sink here (:func:`register_sink`), plus a Source if it reads something new.
 
 Both get the :class:`~spark_jobs.engine.runner.HopRun` they serve (``run``): its session, lake,
 hop, pipeline code, drop rules and fence. Every sink writes through ``foreachBatch`` and calls
@@ -22,6 +23,7 @@ from spark_jobs.control.batches import commits
 from spark_jobs.engine import quality
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
+from spark_jobs.model import kinds
 from spark_jobs.model.times import duration_ms, iso
 from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, add_lineage, not_yet_written, streamed_rows
 
@@ -445,9 +447,18 @@ class MergeSink:
         writer.save(self.table)
 
 
-HOP_KINDS = {
-    "ingest": (LandingFiles, IngestSink),
-    "append": (UpstreamTable, AppendSink),
-    "aggregate": (UpstreamTable, MergeSink),
-    "join": (UpstreamTables, AppendSink),
-}
+SOURCES = {kinds.LANDING: LandingFiles, kinds.TABLE: UpstreamTable, kinds.TABLES: UpstreamTables}
+SINKS = {"ingest": IngestSink, "append": AppendSink, "aggregate": MergeSink, "join": AppendSink}
+
+
+def register_sink(kind: str, sink: type) -> None:
+    """Pair the declared hop kind ``kind`` (:func:`spark_jobs.model.kinds.register`) with its Sink."""
+    if kind not in kinds.KINDS:
+        raise ValueError(f"hop kind {kind!r} is not declared: register its HopKind first")
+    SINKS[kind] = sink
+
+
+def source_and_sink(hop) -> tuple[type, type]:
+    """The Source and the Sink classes of ``hop``'s kind."""
+    kind = hop.kind_of
+    return SOURCES[kind.reads], SINKS[kind.name]

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from spark_jobs.model import settings
 from spark_jobs.model.settings import jvm_dir
 
 
@@ -67,9 +68,15 @@ def archive_key() -> str | None:
     return digest.hexdigest()[:16]
 
 
+def _installation() -> str:
+    """A short name of this Spark installation (its folder): the cache is the user's, shared by
+    every virtualenv of theirs, and each keeps an archive of its own."""
+    return hashlib.sha256(str(_spark_home()).encode()).hexdigest()[:8]
+
+
 def archive_path() -> Path | None:
     key = archive_key()
-    return archive_dir() / f"spark-driver-{key}.jsa" if key else None
+    return archive_dir() / f"spark-driver-{_installation()}-{key}.jsa" if key else None
 
 
 def _options(archive: Path, flag: str) -> str:
@@ -88,7 +95,7 @@ LEAN_OPTIONS = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4Mi
 
 def sharing() -> bool:
     """Whether drivers map a class-data sharing archive (``LAKEHOUSE_JVM_SHARING=off``: no)."""
-    return os.environ.get("LAKEHOUSE_JVM_SHARING", "on") != "off"
+    return settings.JVM_SHARING.value() != "off"
 
 
 def driver_java_options() -> str:
@@ -99,7 +106,7 @@ def driver_java_options() -> str:
         archive = archive_path()
         if archive and archive.exists():
             options.append(_options(archive, "SharedArchiveFile"))
-    if os.environ.get("LAKEHOUSE_JVM_LEAN", "on") != "off":
+    if settings.JVM_LEAN.value() != "off":
         options.append(LEAN_OPTIONS)
     return " ".join(options)
 
@@ -159,7 +166,8 @@ def build_archive() -> Path | None:
         print(f"warning: no class-data sharing archive, Spark drivers start without one ({last[:300]})", file=sys.stderr)
         return None
     staging.replace(target)
-    for old in target.parent.glob("spark-driver-*.jsa"):  # archives of a previous Java or Spark
+    # This installation's archives of a previous Java or Spark (other virtualenvs keep theirs).
+    for old in target.parent.glob(f"spark-driver-{_installation()}-*.jsa"):
         if old != target:
             old.unlink()
     return target

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from spark_jobs.control import fingerprint as fingerprints
 from spark_jobs.control import rebuild, suites
 from spark_jobs.engine import quality
-from spark_jobs.engine.hops import HOP_KINDS
+from spark_jobs.engine.hops import source_and_sink
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
 from spark_jobs.model.errors import CheckpointDamaged, CodeChanged, LakehouseError, RunFailed
@@ -63,7 +63,7 @@ class HopRun:
         self._seen_batches: set[int] = set()
         self._fingerprint: fingerprints.Fingerprint | None = None
         self.state_only_batch: int | None = None
-        source, sink = HOP_KINDS[hop.kind]
+        source, sink = source_and_sink(hop)
         self.source, self.sink = source(self), sink(self)
         self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
         self._counts: dict | None = None  # the gate's counts of the rows written so far (counting)

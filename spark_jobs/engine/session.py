@@ -9,6 +9,7 @@ import shutil
 
 from spark_jobs.engine.jars import cached_jars
 from spark_jobs.engine.jvm import driver_java_options
+from spark_jobs.model import settings
 from spark_jobs.model.errors import SetupError
 
 DELTA_CONFS = {
@@ -34,7 +35,7 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.shuffle.partitions": str(shuffle_partitions),
             "spark.sql.streaming.numRecentProgressUpdates": "1000",
-            "spark.ui.enabled": os.environ.get("LAKEHOUSE_SPARK_UI", "false"),
+            "spark.ui.enabled": settings.SPARK_UI.value(),
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
@@ -43,7 +44,7 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
             "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
             # Log replay runs as a Spark job; its default of 50 partitions is pure overhead on
             # tables whose logs are small (ours are: Delta checkpoints every 10 commits).
-            "spark.databricks.delta.snapshotPartitions": os.environ.get("LAKEHOUSE_SNAPSHOT_PARTITIONS", "2"),
+            "spark.databricks.delta.snapshotPartitions": settings.SNAPSHOT_PARTITIONS.value(),
         }
     )
     confs.update(NO_SHELL_CONFS)
@@ -120,12 +121,12 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     builder = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         check_java()
-        builder = builder.master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]"))
-        if os.environ.get("LAKEHOUSE_SPARK_PROPERTIES"):
-            for key, value in properties_file(os.environ["LAKEHOUSE_SPARK_PROPERTIES"]).items():
+        builder = builder.master(settings.SPARK_MASTER.value())
+        if settings.SPARK_PROPERTIES.value():
+            for key, value in properties_file(settings.SPARK_PROPERTIES.value()).items():
                 builder = builder.config(key, value)
         builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached_jars()))
-        builder = builder.config("spark.driver.memory", os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g"))
+        builder = builder.config("spark.driver.memory", settings.DRIVER_MEMORY.value())
         java_options = driver_java_options() if java_options is None else java_options
         if java_options:
             builder = builder.config("spark.driver.extraJavaOptions", java_options)
@@ -140,5 +141,5 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     live = spark.sparkContext._jsc.hadoopConfiguration()  # a session that already existed takes them too
     for key, value in hadoop.items():
         live.set(key, value)
-    spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR"))
+    spark.sparkContext.setLogLevel(settings.SPARK_LOG_LEVEL.value())
     return spark

@@ -6,13 +6,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_jobs.model import settings
 from spark_jobs.model.spec import HopSpec, PipelineSpec
-
-DEFAULT_HOME = "./.lakehouse"
 
 
 def lakehouse_home(create: bool = True) -> str:
@@ -22,7 +20,7 @@ def lakehouse_home(create: bool = True) -> str:
     Spark's file-source logs and Delta's logs record the paths they read, and one spelling for all
     of them keeps them comparable (a stream that read ``s3a://`` paths refuses an ``s3://`` source).
     """
-    home = os.environ.get("LAKEHOUSE_HOME") or DEFAULT_HOME
+    home = settings.HOME.value()
     if home.startswith("s3://"):
         home = "s3a://" + home[len("s3://"):]
     if "://" not in home:

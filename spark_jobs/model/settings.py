@@ -1,7 +1,8 @@
-"""Where the platform finds a team's pipelines and keeps its caches, read from the environment.
-
-Each setting is declared once here (its name, its default and what it means) and read through
-the functions below; the manual's settings reference is generated from :data:`SETTINGS`.
+"""Every environment variable the platform reads, declared once: its name, its default and what it
+means. The package reads them through these declarations (``SPARK_MASTER.value()``, or the
+functions below); the manual's settings reference is generated from :data:`SETTINGS`. The
+launcher of ``make run`` (``include/scripts``) reads the ones marked as its own from the
+environment it is given.
 """
 
 from __future__ import annotations
@@ -38,8 +39,49 @@ CACHE = Setting(
     "package zip shipped to Spark executors (default `$XDG_CACHE_HOME/lakehouse`, else `~/.cache/lakehouse`).")
 JARS_DIR = Setting("LAKEHOUSE_JARS_DIR", "", "The folder of the JVM jars (default `<cache>/jars`).")
 JVM_DIR = Setting("LAKEHOUSE_JVM_DIR", "", "The folder of the class-data sharing archive (default `<cache>/jvm`).")
+HOME = Setting(
+    "LAKEHOUSE_HOME", "./.lakehouse",
+    "The lake: a local folder or an `s3a://bucket/prefix` URI (credentials from the standard `AWS_*` variables). "
+    "Landing files, tables, checkpoints and `_ops` records all live under it.")
+SPARK_MASTER = Setting("LAKEHOUSE_SPARK_MASTER", "local[2]",
+                       "The Spark master of a `lakehouse` command's session (`spark://host:7077` for a cluster).")
+SPARK_PROPERTIES = Setting(
+    "LAKEHOUSE_SPARK_PROPERTIES", "",
+    "A Spark properties file applied to every session and spark-submit (a cluster's shared secret).")
+DRIVER_MEMORY = Setting("LAKEHOUSE_DRIVER_MEMORY", "2g", "The Spark driver's memory of a `lakehouse` command.")
+SPARK_UI = Setting("LAKEHOUSE_SPARK_UI", "false", "`true` turns on Spark's web UI of each job (on 127.0.0.1).")
+SPARK_LOG_LEVEL = Setting("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR", "Spark's log level in a `lakehouse` command.")
+SNAPSHOT_PARTITIONS = Setting("LAKEHOUSE_SNAPSHOT_PARTITIONS", "2",
+                              "Delta's `snapshotPartitions`: the partitions of a table's state when a query reads it.")
+JVM_SHARING = Setting("LAKEHOUSE_JVM_SHARING", "on",
+                      "`off`: drivers map no class-data sharing archive (and `lakehouse setup` builds none).")
+JVM_LEAN = Setting("LAKEHOUSE_JVM_LEAN", "on",
+                   "`off`: drivers start with the JVM's default JIT and collector, not the lean options.")
+LEASE_SECONDS = Setting("LAKEHOUSE_LEASE_SECONDS", "60",
+                        "On an S3 lake, how long the pipeline's lock lease lasts when its holder stops renewing it.")
+DRIVER = Setting("LAKEHOUSE_DRIVER", "shared",
+                 "`task`: each Spark task of a DAG run is a spark-submit of its own, not a command to the run's "
+                 "shared driver.")
+DRIVER_IDLE = Setting("LAKEHOUSE_DRIVER_IDLE", "60", "Seconds a DAG run's shared driver waits for its next command.")
+DRIVER_KEEP_WARM = Setting("LAKEHOUSE_DRIVER_KEEP_WARM", "0",
+                           "Seconds a shared driver stays up after its DAG run, for the next run of the same DAG.")
+DRIVER_DIR = Setting("LAKEHOUSE_DRIVER_DIR", "",
+                     "Where shared drivers' address files live (default `$AIRFLOW_HOME/drivers`).")
+ROLLBACK_CRASH_AFTER = Setting("LAKEHOUSE_ROLLBACK_CRASH_AFTER", "",
+                               "For tests: a rollback stops after this many steps, as if it crashed.")
+# The launcher's own (`make run`, include/scripts/lakehouse_platform.py).
+METADATA_DB = Setting("LAKEHOUSE_METADATA_DB", "postgres",
+                      "`make run`'s Airflow metadata DB: the embedded `postgres`, or `sqlite` (no server).")
+TRIGGERER = Setting("LAKEHOUSE_TRIGGERER", "", "`1`: `make run` also starts Airflow's triggerer.")
+USER_DAGS = Setting("LAKEHOUSE_USER_DAGS", "", "A folder of your own DAGs that `make run` adds as a second DAG bundle.")
+AIRFLOW_PORT = Setting("LAKEHOUSE_AIRFLOW_PORT", "8080", "The port of `make run`'s Airflow API server (on 127.0.0.1).")
+LAKE = Setting("LAKEHOUSE_LAKE", "local", "`s3`: `make run` puts the lake on its embedded S3 server.")
+SPARK = Setting("LAKEHOUSE_SPARK", "local", "`cluster`: `make run` runs every Spark task on a standalone cluster.")
 
-SETTINGS = (PIPELINES, QUALITY, CACHE, JARS_DIR, JVM_DIR)
+SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
+            SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
+            DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
+            SPARK)
 
 
 def pipelines_dirs() -> tuple[Path, ...]:

@@ -16,14 +16,9 @@ from pathlib import Path
 import yaml
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.kinds import KINDS, HopKind, kind_named
 from spark_jobs.model.settings import pipelines_dirs
 from spark_jobs.model.times import duration_ms
-
-# Each hop kind and what it reads: landing files (its stream's checkpoint has a file-source log),
-# the Delta table of the hop above, or (a join) the tables of two or more hops above. The engine
-# pairs each kind with a Source and a Sink
-# (spark_jobs/engine/hops.py); the control layer asks only :attr:`HopSpec.reads_landing`.
-HOP_KINDS = {"ingest": "landing", "append": "table", "aggregate": "table", "join": "tables"}
 
 
 @dataclass(frozen=True)
@@ -62,9 +57,14 @@ class HopSpec:
         return duration_ms(self.within) if self.within else 0
 
     @property
+    def kind_of(self) -> HopKind:
+        """What the hop's kind reads and can do (:mod:`spark_jobs.model.kinds`)."""
+        return kind_named(self.kind)
+
+    @property
     def reads_landing(self) -> bool:
         """True when the hop reads landing files (rows stamped with lineage), not an upstream table."""
-        return HOP_KINDS[self.kind] == "landing"
+        return self.kind_of.reads_landing
 
 
 @dataclass(frozen=True)
@@ -186,8 +186,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     missing = [key for key in ("name", "kind", "table", "time_column") if key not in raw]
     if missing:
         raise UsageError(f"{source}: hop {raw.get('name', '?')} lacks {', '.join(missing)}: add it to the spec")
-    if raw["kind"] not in HOP_KINDS:
-        raise UsageError(f"{source}: hop {raw['name']} has kind {raw['kind']!r}: use one of {', '.join(HOP_KINDS)}")
+    kind_named(raw["kind"], f"{source}: hop {raw['name']} has ")
     return HopSpec(
         name=raw["name"],
         kind=raw["kind"],
@@ -205,8 +204,9 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
 
 def _unique(raw: dict, source: Path) -> tuple[str, ...]:
     value = raw.get("unique") or ()
-    if value and raw["kind"] not in ("append", "join"):
-        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}, which only append and join hops take: "
+    if value and not kind_named(raw["kind"]).takes_unique:
+        takers = " and ".join(name for name, kind in KINDS.items() if kind.takes_unique)
+        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}, which only {takers} hops take: "
                          "remove it (an aggregate's keys are unique already)")
     if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
         raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}: give a list of column names")
@@ -234,7 +234,7 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
         if hop.name in names[:index]:
             raise UsageError(f"{path}: two hops are called {hop.name!r}: rename one")
         _check_reads(hop, path, landing)
-        if hop.kind == "join" or len(hop.upstreams) > 1:
+        if hop.kind_of.reads_several or len(hop.upstreams) > 1:
             _check_join(hop, path)
         for upstream in hop.upstreams:
             if upstream not in names[:index]:
@@ -259,11 +259,12 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
 
 def _check_join(hop: HopSpec, path: Path) -> None:
     """A join reads two or more different hops and has a bound; only a join reads several."""
-    if hop.kind != "join":
+    if not hop.kind_of.reads_several:
+        several = " or ".join(name for name, kind in KINDS.items() if kind.reads_several)
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads one table, not {list(hop.upstreams)}: "
-                         "name one upstream, or use kind join")
+                         f"name one upstream, or use kind {several}")
     if len(set(hop.upstreams)) < 2 or not hop.within:
-        raise UsageError(f"{path}: hop {hop.name} (kind join) needs `upstream: [<hop>, <hop>]` (two or more "
+        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) needs `upstream: [<hop>, <hop>]` (two or more "
                          "different hops above it) and `within: <duration>` (how far apart in event time two "
                          "joined rows can be)")
     try:

@@ -1,4 +1,5 @@
-"""The shared driver's Spark side (:mod:`spark_jobs.control.driver` has the wire and the loop).
+"""The shared driver's Spark side (:mod:`spark_jobs.control.driver` has the wire and the loop),
+above the engine beside the CLI it serves.
 
 ``spark-submit .../submit.py serve --address PATH --idle S`` builds the session once, then
 serves ``lakehouse`` commands: each runs :func:`spark_jobs.cli.main` in this process, on the
