@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from spark_jobs import service
@@ -229,10 +230,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The status of a command whose reader closed the pipe (``lakehouse status X | head -1``): what a
+# shell shows for a process ended by SIGPIPE (128 + 13).
+CLOSED_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then this command's to end quietly
+        return code
+    except BrokenPipeError:
+        # Nothing more reaches the reader; point stdout at /dev/null so the interpreter's last
+        # flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code

@@ -246,6 +246,19 @@ def test_delta_log_versions_and_rows_written(tmp_path):
     assert delta_log.table_version(str(tmp_path / "none")) is None
 
 
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """``lakehouse status X | head -1``: the reader is gone before the command writes; it ends
+    with the status of a process a closed pipe stopped, and says nothing."""
+    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path)}
+    command = subprocess.Popen([str(VENV_BIN / "lakehouse"), "status", "ad_events"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command.stdout.close()
+    _out, err = command.communicate(timeout=120)
+    assert (command.returncode, err.decode()) == (141, "")
+    shown = subprocess.run([str(VENV_BIN / "lakehouse"), "status", "ad_events"], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.startswith("pipeline ad_events")
+
+
 def test_importing_the_package_starts_no_jvm():
     code = "import spark_jobs.cli, spark_jobs.control.status, spark_jobs.control.generator, sys; print('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
