@@ -82,7 +82,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
     assert main(["new", NAME]) == 0
-    _edit(specs / f"{NAME}.yaml", "shuffle_partitions: 4", "shuffle_partitions: 1")  # small data: one state partition
+    _edit(specs / NAME / f"{NAME}.yaml", "shuffle_partitions: 4", "shuffle_partitions: 1")  # small data: one state partition
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))  # the gates are not what is tested here
     first = events_of(_land(home, 0, seed=1))
     assert main(["run", NAME]) == 0
@@ -92,7 +92,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
 
     # A compatible change: silver (stateless) keeps amounts above 50 now. The stream goes on;
     # rows written before keep the old code's results.
-    _edit(specs / f"{NAME}_transforms.py", 'F.col("amount") > 0', 'F.col("amount") > 50')
+    _edit(specs / NAME / f"{NAME}_transforms.py", 'F.col("amount") > 0', 'F.col("amount") > 50')
     second = events_of(_land(home, 10, seed=2))
     capsys.readouterr()
     assert main(["run", NAME]) == 0
@@ -102,7 +102,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
 
     # An incompatible change: gold's window. Refused before any query starts (no hop ran: no
     # run record, no table version), one line naming the fix.
-    _edit(specs / f"{NAME}.yaml", "window: 1 minute", "window: 2 minutes")
+    _edit(specs / NAME / f"{NAME}.yaml", "window: 1 minute", "window: 2 minutes")
     versions = {hop: delta_log.table_version(str(home / table)) for hop, table in TABLES.items()}
     runs = sorted((home / "_ops/runs" / NAME).glob("*"))
     capsys.readouterr()
@@ -143,7 +143,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     fourth = _land(home, 21, seed=4)
     assert main(["run", NAME]) == 0
     silver += [e for e in events_of(third + fourth) if e["amount"] > 50]
-    _edit(specs / f"{NAME}_transforms.py", 'return events.where(F.col("amount") > 50)',
+    _edit(specs / NAME / f"{NAME}_transforms.py", 'return events.where(F.col("amount") > 50)',
           'return events.withWatermark("event_ts", "10 minutes").dropDuplicates(["id", "event_time"])'
           '.where(F.col("amount") > 50)')
     capsys.readouterr()

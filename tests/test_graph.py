@@ -116,8 +116,8 @@ def forks(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     assert main(["new", NAME]) == 0
-    (specs / f"{NAME}.yaml").write_text(SPEC)
-    (specs / f"{NAME}.py").write_text(MODULE)
+    (specs / NAME / f"{NAME}.yaml").write_text(SPEC)
+    (specs / NAME / f"{NAME}.py").write_text(MODULE)
     shutil.rmtree(suites / NAME)  # the skeleton's suites name its three hops; these hops have none
     capsys.readouterr()
     return tmp_path / "lake"

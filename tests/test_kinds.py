@@ -8,7 +8,10 @@ rolls back and replays, and backfills, its table equal to the landing files in p
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +92,8 @@ def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     service.new("toy")
+    suites = Path(os.environ["LAKEHOUSE_QUALITY"]) / "toy"  # the skeleton's suites: not what is tested here
+    shutil.rmtree(suites)
     spec = tmp_path / "pipelines" / "toy" / "toy.yaml"
     text = spec.read_text()
     assert "    kind: append " in text
