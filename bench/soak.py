@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench.common import ROOT
+
 
 @contextlib.contextmanager
 def _lake_environment():
@@ -80,15 +82,15 @@ SHOP_REGRESSIONS = (41, 42, 45, 47)
 
 
 def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
-    """The shop model's sequences (a fresh lake each, the shipped spec, code and suites): the
+    """The shop model's sequences (a fresh lake each, the example's spec, code and suites): the
     :data:`SHOP_REGRESSIONS` first, then seeds from ``first_seed`` on."""
     from tests.shop_model import run_sequence
 
     began = time.time()
     done, seeds, failures, operations = 0, [], [], Counter()
     with _lake_environment():
-        for key in ("LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY"):
-            os.environ.pop(key, None)
+        os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")  # the example's spec, code and suites
+        os.environ.pop("LAKEHOUSE_QUALITY", None)
         while done < steps:
             fresh = [seed for seed in range(first_seed, first_seed + len(seeds) + 2) if seed not in SHOP_REGRESSIONS]
             planned = [*SHOP_REGRESSIONS, *fresh]

@@ -135,7 +135,13 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     # drop: the failing rows go to silver's quarantine with the rule; written + quarantined = read.
     suites("silver", CAMPAIGN_RULE, "drop")
     orphans = _landing_batch(lake_home, 3, orphans=5)
+    capsys.readouterr()
     assert main(["run", "ad_events", "--run-id", "r3"]) == 0
+    # The gate says how many rows the rule dropped, and the run record holds it.
+    assert f"ok     drop  {CAMPAIGN_RULE} dropped {len(orphans)}" in capsys.readouterr().err
+    record = json.loads((lake_home / "_ops/runs/ad_events/r3.silver.json").read_text())
+    assert record["rows_dropped_by_rule"] == {CAMPAIGN_RULE: len(orphans)}
+    assert _rule(_summary(lake_home, "r3", "silver"), CAMPAIGN_RULE)["dropped"] == len(orphans)
     quarantine = spark.read.format("delta").load(str(lake_home / "tables/quarantine/ad_views")).collect()
     assert sorted(json.loads(row.raw_line)["user_id"] for row in quarantine) == sorted(
         json.loads(line)["user_id"] for line in orphans)
@@ -145,6 +151,21 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     assert _summary(lake_home, "r3", "silver")["gate"] == "passed"
     # The rows kept, counted as written; gold's one batch, counted before its MERGE.
     assert _counted_as_written(spark, lake_home, "r3", "silver") and _counted_as_written(spark, lake_home, "r3", "gold")
+
+    # A run with nothing new: its gates take no Spark job (nothing was written to check).
+    assert main(["run", "ad_events", "--run-id", "r3-idle"]) == 0
+    idle = json.loads((lake_home / "_ops/runs/ad_events/r3-idle.silver.json").read_text())
+    assert idle["rows_out"] == 0 and _summary(lake_home, "r3-idle", "silver")["note"] == "no rows written: nothing to check"
+    from spark_jobs.engine import quality
+    from spark_jobs.service import open_lake
+
+    lake = open_lake("ad_events")
+    spark.sparkContext.setJobGroup("idle-gate", "the gate of a run that wrote nothing")
+    try:
+        assert quality.check(spark, lake, lake.spec.hop("silver"), idle)["gate"] == "passed"
+        assert spark.sparkContext.statusTracker().getJobIdsForGroup("idle-gate") == []
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
     # fail: the gate fails, the hops below do not run, the message says how to undo.
     suites("silver", CAMPAIGN_RULE, "fail")
@@ -167,8 +188,9 @@ def test_policies_on_each_runs_increment(spark, lake_home, suites, capsys):
     assert printed["failed"] == [CAMPAIGN_RULE] and _rule(printed, CAMPAIGN_RULE)["failing"] == 3
     _assert_data_docs_render(Path(printed["data_docs"]), "ad_events.silver", CAMPAIGN_RULE)
     results = lake_home / "_ops" / "quality" / "ad_events"
-    summaries = [path for path in results.glob("*.json") if not path.name.endswith(".result.json")]
-    assert len(summaries) == 3 * 4 - 1  # every hop of r1..r4 but r4's gold
+    summaries = [path for path in results.glob("*.json")
+                 if not path.name.endswith(".result.json") and not path.name.startswith("r3-idle.")]
+    assert len(summaries) == 3 * 4 - 1  # every hop of r1..r4 but r4's gold (r3-idle's gates checked nothing)
     for path in summaries:  # each validated run has its GX result; only r4's silver page is rendered (by the
         summary = json.loads(path.read_text())  # CLI's check): a gate in a hop's run writes no page
         result = json.loads(Path(summary["result"]).read_text())

@@ -120,6 +120,7 @@ def format_summary(summary: dict) -> str:
         verdict = "ok" if rule["passed"] else ("FAILED" if rule["policy"] == "fail" else "failed")
         observed = f" observed {rule['observed']}" if rule["observed"] is not None else ""
         failing = f" failing {rule['failing']:,}" if rule["failing"] else ""
+        failing += f" dropped {rule['dropped']:,}" if rule.get("dropped") is not None else ""
         examples = f" e.g. {rule['examples']}" if rule["examples"] and not rule["passed"] else ""
         error = f" error: {rule['error']}" if rule.get("error") else ""
         lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")

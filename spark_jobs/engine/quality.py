@@ -43,6 +43,18 @@ def split_by_rules(frame, rules: list[dict]):
     return kept, dropped
 
 
+def observe_drops(dropped, rules: list[dict]):
+    """``(dropped, observation)``: the dropped rows counted per rule as they are written to the
+    quarantine (``DataFrame.observe``: no job of its own), by rule name."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    counts = [F.count_if(F.col("_quality_reason") == F.lit(f"quality: {rule_name(rule)}")).alias(rule_name(rule))
+              for rule in rules]
+    return dropped.observe(observation, *counts), observation
+
+
 def as_quarantine_rows(dropped, columns: list[str], keep: tuple[str, ...] = ()):
     """Dropped rows in the quarantine's shape: the row as JSON, the reason, and ``keep`` columns."""
     from pyspark.sql import functions as F
@@ -251,19 +263,25 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     change = record["tables"].get(table) or {}
     counted = _counted(record, suite, change)
     found = validate_counted(suite, counted) if counted else None
-    frame = None if found else increment(spark, table, change.get("version_before"), change.get("version_after"),
-                                         tuple(hop.keys))
+    # A run that wrote no row has no increment to check: no Spark job (its commits' metrics say so).
+    idle = found is None and not record.get("rows_out")
+    frame = None if found or idle else increment(spark, table, change.get("version_before"),
+                                                 change.get("version_after"), tuple(hop.keys))
     name = f"{record['run_id']}.{hop.name}"
     summary = {"suite": suite.get("name"), "run_id": record["run_id"], "hop": hop.name,
                "versions": [change.get("version_before"), change.get("version_after")], "rows": 0,
                "counted_as_written": found is not None}
     if found is None and frame is None:
-        summary.update(gate="passed", rules=[], note="no table yet: nothing to check")
+        summary.update(gate="passed", rules=[],
+                       note="no rows written: nothing to check" if idle else "no table yet: nothing to check")
     else:
         from spark_jobs.pipelines import pipeline_code
 
         summary["rows"], result = found or validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
         rules = summarize(result)
+        for rule in rules:
+            if rule["policy"] == "drop":
+                rule["dropped"] = record.get("rows_dropped_by_rule", {}).get(rule["rule"], 0)
         failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
         summary.update(gate="failed" if failed else "passed", failed=failed,
                        warned=[rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] != "fail"],

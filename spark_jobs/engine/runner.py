@@ -61,6 +61,7 @@ class HopRun:
             table: TableChange(delta_log.table_version(table), None) for table in lake.tables_of(hop)
         }
         self._seen_batches: set[int] = set()
+        self._drop_observations: list = []  # the drop rules' counts of each write (quality.observe_drops)
         self._fingerprint: fingerprints.Fingerprint | None = None
         self.state_only_batch: int | None = None
         source, sink = source_and_sink(hop)
@@ -98,6 +99,7 @@ class HopRun:
         if self.hop.reads_landing:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
         record.counted = self._counts if self._counts and self._counts["batches"] else None
+        record.rows_dropped_by_rule = self._dropped_by_rule()
         record.finish(status, error)
         write_record(self.lake, record)
         if status == "succeeded" and self._fingerprint is not None:
@@ -203,6 +205,16 @@ class HopRun:
         checked = self.code.quality_frame(self.hop, frame).observe(observation, *columns)
         return checked.select(*frame.columns), observation
 
+    def _dropped_by_rule(self) -> dict[str, int]:
+        """What the ``drop`` rules took out, by rule, summed over the writes that happened (a
+        write Delta skipped, a batch committed before, counted nothing)."""
+        totals = {suites.rule_name(rule): 0 for rule in self.drop_rules}
+        for observation in self._drop_observations:
+            if observation._jo.future().isCompleted():
+                for name, count in observation.get.items():
+                    totals[name] = totals.get(name, 0) + int(count or 0)
+        return totals
+
     def counted(self, observation) -> None:
         """Add what ``observation`` counted as its batch was written. None came when Delta skipped
         the write (a batch committed before): the run's counts are dropped, and the gate reads the
@@ -240,6 +252,8 @@ class HopRun:
         if not self.drop_rules:
             return kept, quarantined
         kept, dropped = quality.split_by_rules(kept, self.drop_rules)
+        dropped, observation = quality.observe_drops(dropped, self.drop_rules)
+        self._drop_observations.append(observation)
         dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
         return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
 

@@ -54,6 +54,8 @@ class RunRecord:
     # The gate's counts, taken as the run's batches wrote their rows (spark_jobs.engine.quality.
     # counted_rules): the suite's digest, "batches", "rows" and each rule's "u<i>"/"c<i>".
     counted: dict | None = None
+    # Rows each ``drop`` rule took out of the run's writes (to the quarantine), by rule name.
+    rows_dropped_by_rule: dict[str, int] = field(default_factory=dict)
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status
