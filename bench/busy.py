@@ -74,7 +74,7 @@ def run(minutes: float, log_dir: Path) -> dict:
                             "--trickle-every", str(TRICKLE_EVERY_S), "--trickle-events", str(TRICKLE_EVENTS)],
                            platform_env, log=log_dir / "busy-platform.log")
         runs = _stream_runs(work / "platform-lake")
-        stream_env = {**base, "LAKEHOUSE_HOME": str(work / "always-on-lake")}
+        stream_env = {**base, "LAKEHOUSE_HOME": str(work / "always-on-lake"), "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
         always = metered([sys.executable, "-m", "bench.busy", "--always-on", str(seconds)], stream_env,
                          log=log_dir / "busy-always-on.log")
     finally:
