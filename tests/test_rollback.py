@@ -210,7 +210,7 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
 
 
 def test_gold_alone_back_into_a_snapshot_it_read_part_by_part_after_a_cascade(spark, lake_home, capsys):
-    """Issue 14's sequence. Gold's first run started on silver's snapshot and read it one file per
+    """A sequence the model test found. Gold's first run started on silver's snapshot and read it one file per
     batch, so its batch 1 ended part-way through a silver version. A cascade from bronze then
     RESTOREd silver to that version; rolling gold alone back to batch 1 must not jump past the
     RESTORE (the rest of the snapshot would never be read) but start gold over."""
