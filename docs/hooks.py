@@ -15,8 +15,6 @@ import re
 import sys
 from pathlib import Path
 
-from mkdocs.structure.files import File
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -107,6 +105,8 @@ def figures() -> str:
 
 
 def on_files(files, config):
+    from mkdocs.structure.files import File  # here: the tests read this file without MkDocs
+
     _importable()
     for path, content in (("reference/cli.md", cli_page()), ("reference/settings.md", settings_page())):
         files.append(File.generated(config, path, content=content))
