@@ -67,7 +67,7 @@ def run(minutes: float, log_dir: Path) -> dict:
         shutil.copytree(ROOT / "examples" / "ad_events", work / "pipelines" / "ad_events")
         platform_env = {**base, "AIRFLOW_HOME": str(work / "airflow"), "LAKEHOUSE_HOME": str(work / "platform-lake"),
                         "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
-        from tests.conftest import free_port
+        from testkit.paths import free_port
 
         platform_env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
         platform = metered([sys.executable, str(LAUNCHER), "run", "--port", str(free_port()), "--duration", str(seconds),

@@ -43,7 +43,8 @@ GRACE_S = 60  # the always-on job runs this long after the trickle ends, to show
 
 def _example_sample():
     """The ad_events example's sample module (its ads and campaigns), imported as the platform does."""
-    from spark_jobs.model.spec import companion_module, load_spec
+    from spark_jobs.control.companions import companion_module
+    from spark_jobs.model.spec import load_spec
 
     return companion_module(load_spec(ROOT / "examples" / "ad_events" / "ad_events.yaml"), "_sample")
 

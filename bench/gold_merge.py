@@ -23,7 +23,7 @@ from bench.common import spread, stats
 
 def _gold_once(home: Path, max_files: int, recount: bool) -> float:
     from spark_jobs import service
-    from spark_jobs.engine.hops import MergeSink
+    from spark_jobs.engine.sinks.merge import MergeSink
 
     shutil.rmtree(home / "tables/gold", ignore_errors=True)
     shutil.rmtree(home / "checkpoints/ad_events/gold", ignore_errors=True)

@@ -44,18 +44,20 @@ def _lake(root: Path, events: int, batches: int) -> Path:
 def _rollback_once(home: Path, copy: Path) -> dict:
     shutil.copytree(home, copy)
     os.environ["LAKEHOUSE_HOME"] = str(copy)
-    from spark_jobs.control import rollback
+    from spark_jobs.control import planner, rollback
+    from spark_jobs.engine.restore import restore_table
     from spark_jobs.engine.session import build_session
     from spark_jobs.model.lake import Lake
+    from spark_jobs.model.plans import Request
     from spark_jobs.model.spec import get_spec
 
     lake = Lake.open(get_spec("ad_events"))
     began = time.perf_counter()
-    plan = rollback.plan(lake, "bronze", to_batch=0)
+    plan = planner.plan(lake, Request("bronze", to_batch=0))
     planned = time.perf_counter()
-    rollback.execute(lambda: build_session("lakehouse-bench"), lake, plan, progress=lambda _m: None)
+    rollback.execute(lambda step: restore_table(build_session("lakehouse-bench"), step), lake, plan, progress=lambda _m: None)
     done = time.perf_counter()
-    undone = {step["hop"]: len(step["undone"]) for step in plan["hops"]}
+    undone = {step.hop: len(step.undone) for step in plan.hops}
     shutil.rmtree(copy)
     return {"plan_s": planned - began, "execute_s": done - planned, "total_s": done - began, "undone": undone}
 

@@ -130,8 +130,8 @@ def _next_scheduled(api, after: str, timeout_s: float = 150) -> str:
 def measure(repeats: int, idle_s: float, log: Path, settings: dict[str, str] | None = None) -> dict:
     """One launch: ``repeats`` minutes, each a scheduled and a triggered nothing-new run, then
     ``idle_s`` of idle CPU; ``settings``: Airflow settings over the launcher's idle ones."""
-    from tests.conftest import free_port
-    from tests.test_platform import Api
+    from testkit.airflow import Api
+    from testkit.paths import free_port
 
     work = Path(tempfile.mkdtemp(prefix="lakehouse-scheduled-"))
     base = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))}

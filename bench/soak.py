@@ -1,12 +1,12 @@
 """The long soak of the model check: hundreds of random steps of landings, runs,
 rollbacks, backfills and SIGKILLs, each checked against the plain-Python model in
-``tests/model.py``; figures: steps, operations of each kind, refusals, settle points, failures.
-Then the ``shop`` pipeline's model (``tests/shop_model.py``: a graph of hops with a
+``testkit/model.py``; figures: steps, operations of each kind, refusals, settle points, failures.
+Then the ``shop`` pipeline's model (``testkit/shop_model.py``: a graph of hops with a
 stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
-stays small and a failure names a seed to replay (``python -m tests.model --seed S --steps N``).
-The long sequences that ever failed (``tests/test_model.SOAK_REGRESSIONS``) run first.
+stays small and a failure names a seed to replay (``python -m testkit.model --seed S --steps N``).
+The long sequences that ever failed (``testkit/model.SOAK_REGRESSIONS``) run first.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def _lake_environment():
 
 def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
-    from tests.model import ModelMismatch, run_sequence, write_spec
-    from tests.test_model import SOAK_REGRESSIONS
+    from testkit.model import SOAK_REGRESSIONS, run_sequence
+    from testkit.model_lake import ModelMismatch, write_spec
 
     spark = build_session("lakehouse-bench")  # the warm JVM of the in-process parts
     began = time.time()
@@ -84,7 +84,7 @@ SHOP_REGRESSIONS = (41, 42, 45, 47)
 def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
     """The shop model's sequences (a fresh lake each, the example's spec, code and suites): the
     :data:`SHOP_REGRESSIONS` first, then seeds from ``first_seed`` on."""
-    from tests.shop_model import run_sequence
+    from testkit.shop_model import run_sequence
 
     began = time.time()
     done, seeds, failures, operations = 0, [], [], Counter()
@@ -122,7 +122,7 @@ def markdown(result: dict) -> str:
     shop = result.get("shop")
     if shop and shop["steps"]:
         operations = ", ".join(f"{name} {count}" for name, count in sorted(shop["operations"].items()))
-        lines += ["", f"shop (a join and two sources, `tests/shop_model.py`): {shop['steps']} random steps in "
+        lines += ["", f"shop (a join and two sources, `testkit/shop_model.py`): {shop['steps']} random steps in "
                       f"{shop['sequences']} sequences (seeds {', '.join(map(str, shop['seeds']))}), "
                       f"{shop['seconds'] / 60:.1f} min: {operations}; every table equal to the landing files after "
                       f"every run. **Failures: {len(shop['failures'])}**"]

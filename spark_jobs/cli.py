@@ -7,6 +7,7 @@ JSON document on stdout, progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ import sys
 from spark_jobs import service
 from spark_jobs.model.errors import LakehouseError, RollbackRefused
 from spark_jobs.model.times import parse_time
+from spark_jobs.results import RunResult
 
 
 def _emit(args, document: dict, text: str) -> None:
@@ -54,7 +56,7 @@ def _summary_line(record) -> str:
             + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "") + f"{record.duration_s} s")
 
 
-def _emit_run(args, result: service.RunResult) -> int:
+def _emit_run(args, result: RunResult) -> int:
     _emit(args, result.to_dict(), f"{result.action} {result.run_id}\n" + "\n".join(map(_summary_line, result.records)))
     result.raise_for_gate()
     return 0
@@ -81,38 +83,34 @@ def cmd_status(args) -> int:
 
 
 def cmd_rollback(args) -> int:
-    from spark_jobs.control.rollback import format_plan
-
     target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "to_time_text": args.to_time,
               "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None}
     try:
         result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, **target)
     except RollbackRefused as refused:
         if refused.plan is not None:
-            _emit(args, {"plan": refused.plan, "executed": False}, format_plan(refused.plan))
+            _emit(args, {"plan": refused.plan.to_dict(), "executed": False}, refused.plan.text())
         raise
-    text = format_plan(result.plan)
+    text = result.plan.text()
     if args.dry_run:
         _emit(args, result.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if result.plan["refused"] else 0
+        return 2 if result.plan.refused else 0
     if result.executed:
-        text += (f"\nrolled back in {result.journal['duration_s']} s; audit record in "
+        text += (f"\nrolled back in {result.journal.duration_s} s; audit record in "
                  f"{service.open_lake(args.pipeline).rollbacks}; the next run replays from the batch after each target")
     _emit(args, result.to_dict(), text)
     return 0
 
 
 def cmd_refresh(args) -> int:
-    from spark_jobs.control.rollback import format_plan
-
     from_text = args.from_time or None  # the refresh DAG passes an empty --from for "from the start"
     from_ms = parse_time(from_text, "--from") if from_text else None
     undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=from_text,
                                   dry_run=args.dry_run, quality=args.quality, wait_s=args.wait)
-    text = format_plan(undone.plan)
+    text = undone.plan.text()
     if ran is None:
         _emit(args, undone.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if undone.plan["refused"] else 0
+        return 2 if undone.plan.refused else 0
     document = {**undone.to_dict(), "run": ran.to_dict()}
     _emit(args, document, text + f"\nrecomputed with the code as it is now: {ran.action} {ran.run_id}\n"
           + "\n".join(map(_summary_line, ran.records)))
@@ -140,24 +138,40 @@ QUALITY_HELP = ("after each hop, check its quality suite on the rows the run wro
                 "failed gate and exits 1; report records the result and goes on; off skips the check")
 
 
+def _command(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:
+    """A sub-command taking a pipeline name and ``--json``, run by ``handler``."""
+    sub = commands.add_parser(name, help=help_text, description=help_text)
+    sub.add_argument("pipeline", help="pipeline name (a spec in $LAKEHOUSE_PIPELINES)")
+    sub.add_argument("--json", action="store_true", help="print one JSON document")
+    sub.set_defaults(handler=handler)
+    return sub
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status."
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_setup(commands)
+    _add_writers(commands)
+    _add_readers(commands)
+    _add_undoers(commands)
+    _add_checkpoint(commands)
+    return parser
 
-    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("pipeline", help="pipeline name (a spec in $LAKEHOUSE_PIPELINES)")
-        sub.add_argument("--json", action="store_true", help="print one JSON document")
-        sub.set_defaults(handler=handler)
-        return sub
 
+def _add_setup(commands) -> None:
+    """``setup``: the caches."""
     setup_help = ("resolve the JVM jars into the cache (once, with Maven) and build the Spark drivers' class-data "
                   "archive; a no-op when done")
     setup = commands.add_parser("setup", help=setup_help, description=setup_help)
     setup.add_argument("--json", action="store_true", help="print one JSON document")
     setup.set_defaults(handler=cmd_setup)
+
+
+def _add_writers(commands) -> None:
+    """The commands that write data: generate, new, run, backfill."""
+    command = functools.partial(_command, commands)
 
     generate = command("generate", "write sample events to the landing folder", cmd_generate)
     generate.add_argument("--events", type=int, required=True, help="how many events (per source)")
@@ -188,12 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
     backfill.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
+
+def _add_readers(commands) -> None:
+    """The commands that read: quality, status."""
+    command = functools.partial(_command, commands)
+
     checked = command("quality", "check a hop's quality suite on the rows one run wrote", cmd_quality)
     checked.add_argument("--hop", required=True, help="the hop whose suite to check")
     checked.add_argument("--run", help="run id (default: the hop's last succeeded run)")
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
     status.add_argument("--hop", help="one hop, with every batch its checkpoint holds")
+
+
+def _add_undoers(commands) -> None:
+    """The commands that undo: rollback, refresh."""
+    command = functools.partial(_command, commands)
 
     rollback = command("rollback", "undo batches of a hop (and the hops below) so the next run replays them",
                        cmd_rollback)
@@ -218,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
     refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 
+
+def _add_checkpoint(commands) -> None:
+    """``checkpoint validate``."""
     checkpoint = commands.add_parser("checkpoint", help="inspect and repair streaming checkpoints")
     actions = checkpoint.add_subparsers(dest="action", required=True)
     validate = actions.add_parser("validate", help="find damaged or inconsistent checkpoint files and say how to fix them",
@@ -227,7 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--repair", action="store_true", help="make the repairs that cannot lose or double data")
     validate.add_argument("--json", action="store_true", help="print one JSON document")
     validate.set_defaults(handler=cmd_checkpoint_validate)
-    return parser
 
 
 # The status of a command whose reader closed the pipe (``lakehouse status X | head -1``): what a

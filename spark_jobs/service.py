@@ -13,13 +13,14 @@ import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
-from spark_jobs.model.errors import QualityGateFailed, RollbackRefused, UsageError
+from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
+from spark_jobs.model.plans import Request
 from spark_jobs.model.records import RunRecord, new_run_id
 from spark_jobs.model.spec import HopSpec, get_spec
 from spark_jobs.model.times import iso
+from spark_jobs.results import GateFailure, RollbackResult, RunResult, ValidateResult
 
 Progress = Callable[[str], None]
 QUALITY_MODES = ("gate", "report", "off")
@@ -32,77 +33,6 @@ def stderr(message: str) -> None:
 def open_lake(pipeline: str) -> Lake:
     """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
     return Lake.open(get_spec(pipeline))
-
-
-# -- results ---------------------------------------------------------------------------------------
-
-@dataclass
-class GateFailure:
-    """The hop whose quality gate failed (``gate`` mode stops below it) and the gate's summary."""
-
-    hop: str
-    summary: dict
-
-
-@dataclass
-class RunResult:
-    """What a run or backfill did: one record per hop that ran, and the gate that stopped it, if any."""
-
-    run_id: str
-    action: str
-    records: list[RunRecord]
-    failed_gate: GateFailure | None = None
-    pipeline: str = ""
-
-    def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "hops": [record.to_dict() for record in self.records]}
-
-    def raise_for_gate(self) -> None:
-        """A :class:`QualityGateFailed` saying how to undo the run, when a gate failed in ``gate`` mode."""
-        if self.failed_gate is None:
-            return
-        from spark_jobs.control.suites import suite_path
-
-        lake = open_lake(self.pipeline)
-        hop = lake.spec.hop(self.failed_gate.hop)
-        below = [other.name for other in lake.spec.downstream_of(hop.name)]
-        raise QualityGateFailed(
-            f"quality gate of {hop.name} failed ({', '.join(self.failed_gate.summary['failed'])})"
-            + (f"; {', '.join(below)} did not run. " if below else ". ") +
-            f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run {self.run_id}`, then fix "
-            f"the transform or the rule's policy in {suite_path(lake.spec, hop)}")
-
-
-@dataclass
-class RollbackResult:
-    """A rollback's plan, whether it was executed, and the journal (the audit record) when it was."""
-
-    plan: dict
-    executed: bool
-    journal: dict | None = None
-    resumed: bool = False
-
-    def to_dict(self) -> dict:
-        document = {"plan": self.plan, "executed": self.executed}
-        if self.journal is not None:
-            document["journal"] = self.journal
-        return document
-
-
-@dataclass
-class ValidateResult:
-    """Findings of ``checkpoint validate`` (repaired ones marked); consistent when none is left."""
-
-    pipeline: str
-    findings: list = field(default_factory=list)
-
-    @property
-    def consistent(self) -> bool:
-        return not [finding for finding in self.findings if not finding.repaired]
-
-    def to_dict(self) -> dict:
-        return {"pipeline": self.pipeline, "consistent": self.consistent,
-                "findings": [finding.to_dict() for finding in self.findings]}
 
 
 # -- checks shared by the writers ------------------------------------------------------------------
@@ -223,7 +153,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
-    from spark_jobs.engine.runner import HopRun, check_code_changes, run_continuous
+    from spark_jobs.engine.continuous import run_continuous
+    from spark_jobs.engine.runner import HopRun, check_code_changes
 
     run_id = checked_run_id(run_id)
     _check_quality_mode(quality)
@@ -292,11 +223,11 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
                 raise UsageError(reason)
     undone = rollback(pipeline, hop, to_batch=-1 if from_ms is None else None, to_time_ms=from_ms,
                       to_time_text=from_text, dry_run=dry_run, wait_s=wait_s, progress=progress)
-    targets = {step["hop"]: step["target_batch"] for step in undone.plan["hops"]}
+    targets = {step.hop: step.target_batch for step in undone.plan.hops}
     for name in rebuilt:
         batch = targets.get(name, (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1])
         if batch >= 0:
-            undone.plan["notes"].append(f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
+            undone.plan.notes.append(f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
                                         "is one the old state cannot follow), then the batches after it are replayed")
     if dry_run:
         return undone, None
@@ -351,48 +282,42 @@ def status(pipeline: str, hop: str | None = None) -> dict:
     return pipeline_status(lake, hop)
 
 
-def _same_request(journal: dict, request: dict) -> bool:
-    keys = ("hop", "to_batch", "to_run", "to_time", "cascade")
-    return all(journal["plan"]["request"].get(key) == request.get(key) for key in keys)
-
-
 def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: str | None = None,
              to_time_ms: int | None = None, to_time_text: str | None = None, cascade: bool = True,
              dry_run: bool = False, wait_s: float = 0.0, progress: Progress = stderr) -> RollbackResult:
     """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
     the next run replays from the batch after each target. An unfinished rollback of the same
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
+    from spark_jobs.control import planner
     from spark_jobs.control import rollback as rollbacks
     from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.engine.restore import restore_table
 
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
     if sum(target is not None for target in (to_batch, to_run, to_time_ms)) != 1:
         raise UsageError("give exactly one of --to-batch, --to-run, --to-time")
-    request = {"hop": hop, "to_batch": to_batch, "to_run": to_run, "to_time": to_time_ms, "cascade": cascade}
-
-    def make_plan() -> dict:
-        return rollbacks.plan(lake, hop, to_batch, to_run, to_time_ms, cascade, to_time_text)
-
+    request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade)
     journal = rollbacks.pending(lake)
-    if journal and not _same_request(journal, request):
+    if journal and not journal.plan.request.same_target(request):
         rollbacks.refuse_if_pending(lake)
     if dry_run:
-        return RollbackResult(journal["plan"] if journal else make_plan(), executed=False)
+        return RollbackResult(journal.plan if journal else planner.plan(lake, request), executed=False)
     with pipeline_lock(lake, "rollback", wait_s=wait_s) as fence:
         journal = rollbacks.pending(lake)
-        resumed = bool(journal and _same_request(journal, request))
+        resumed = bool(journal and journal.plan.request.same_target(request))
         if resumed:
-            plan = journal["plan"]
-            progress(f"[rollback] finishing {plan['rollback_id']} ({len(journal['done'])} steps were done)")
+            plan = journal.plan
+            progress(f"[rollback] finishing {plan.rollback_id} ({len(journal.done)} steps were done)")
         else:
-            journal, plan = None, make_plan()
-        if plan["refused"]:
-            raise RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan['refused'])}", plan)
-        if plan["nothing_to_do"]:
+            journal, plan = None, planner.plan(lake, request)
+        if plan.refused:
+            raise RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan.refused)}", plan)
+        if plan.nothing_to_do:
             return RollbackResult(plan, executed=False)
-        progress(rollbacks.format_plan(plan))
-        done = rollbacks.execute(lambda: _session(lake, "rollback"), lake, plan, journal, progress, fence)
+        progress(plan.text())
+        done = rollbacks.execute(lambda step: restore_table(_session(lake, "rollback"), step), lake, plan, journal,
+                                 progress, fence)
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 

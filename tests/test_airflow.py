@@ -1,5 +1,5 @@
 """Airflow: DAG integrity, then the DAGs run through Airflow's own ``dag.test()`` loop in this
-process (each Spark task's command run here; :func:`tests.conftest.dag_test`) on real Spark and
+process (each Spark task's command run here; :func:`testkit.airflow.dag_test`) on real Spark and
 Delta. The DAGs run with spark-submit through the real scheduler in ``test_platform.py`` (with
 local Spark, and on ``make run-cluster``'s standalone cluster)."""
 
@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, example_copy, expected_gold, gold_counter, landing_lines, suites_copy, valid_event
+from testkit.expected import expected_gold, gold_counter, landing_lines, valid_event
+from testkit.lakes import example_copy, suites_copy
+from testkit.paths import ROOT, VENV_BIN
 
 pytestmark = [pytest.mark.airflow]
 
@@ -132,7 +134,7 @@ def _records(home):
 @pytest.mark.spark
 def test_backfill_dag_fills_exactly_its_data_interval(spark, airflow_in_process, lake_home):
     """In-process ``dag.test()``; the backfill DAG's real spark-submit runs are in the launcher test's walk."""
-    from tests.conftest import dag_test
+    from testkit.airflow import dag_test
 
     lakehouse_main(["generate", "ad_events", "--events", "3000", "--files", "2", "--seed", "8",
                     "--start", "2026-03-02T23:59:45"])  # 30 s: half each side of midnight
@@ -177,7 +179,9 @@ def test_rollback_dag_plans_in_dry_run_then_executes(spark, airflow_in_process, 
     replay by the service. The execution through the real scheduler and spark-submit is in the
     launcher's UI walk (``test_platform.py``), triggered from the Lakehouse page."""
     from spark_jobs.logs import checkpoint_log
-    from tests.conftest import assert_tables_match_landing, dag_test, file_tree
+    from testkit.airflow import dag_test
+    from testkit.expected import assert_tables_match_landing
+    from testkit.paths import file_tree
 
     lake_home = three_increments
     assert checkpoint_log.commit_batch_ids(str(lake_home / "checkpoints/ad_events/silver"))[-1] > 0
@@ -236,14 +240,15 @@ def test_dag_params_refuse_hostile_values(airflow_env):
 @pytest.mark.spark
 def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothing(spark, airflow_in_process, lake_home):
     """The stream DAG, then the backfill DAG of the day its files cover (in-process ``dag.test()``
-    runs, :func:`tests.conftest.dag_test`): the tables end exactly as the landing files say. Then
-    clearing and re-running task instances (:func:`tests.conftest.task_in_process`) changes no
+    runs, :func:`testkit.airflow.dag_test`): the tables end exactly as the landing files say. Then
+    clearing and re-running task instances (:func:`testkit.airflow.task_in_process`) changes no
     row: run-once tasks find nothing new, a backfill task rewrites its range with the same rows.
     The two DAGs at once, through the real scheduler with spark-submit tasks that take the
     pipeline's lock in turn: the launcher test's walk (``tests/test_platform.py``)."""
     import pendulum
 
-    from tests.conftest import assert_tables_match_landing, dag_test, task_in_process
+    from testkit.airflow import dag_test, task_in_process
+    from testkit.expected import assert_tables_match_landing
     from tests.test_concurrency import MIDNIGHT_DATA
 
     lakehouse_main(MIDNIGHT_DATA)
@@ -254,7 +259,7 @@ def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothin
 
     from spark_jobs.logs import delta_log
     from spark_jobs.logs.fs import read_json_folder
-    from tests.conftest import table_rows
+    from testkit.expected import table_rows
 
     rows = {hop: table_rows(lake_home, hop) for hop in ("bronze", "silver", "gold")}
     tables = ["tables/bronze/ad_events", "tables/silver/ad_views", "tables/gold/campaign_views_10s"]
@@ -288,13 +293,14 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     (campaign_id not null): the DAG run ends failed, silver and gold are as before the run
     (bronze keeps the raw data); with the rule's policy set to `drop`, the next run succeeds
     and the orphan views are in silver's quarantine; a run with nothing new starts no Spark
-    job. In-process ``dag.test()`` runs (:func:`tests.conftest.dag_test`)."""
+    job. In-process ``dag.test()`` runs (:func:`testkit.airflow.dag_test`)."""
 
     from spark_jobs.control import suites
     from spark_jobs.logs import checkpoint_log
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
-    from tests.conftest import dag_test, table_rows, valid_event
+    from testkit.airflow import dag_test
+    from testkit.expected import table_rows, valid_event
 
     lakehouse_main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
                     "--start", "2026-03-05T08:00:00"])

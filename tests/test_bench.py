@@ -11,7 +11,7 @@ import time
 import pytest
 
 from bench.cost import GoldWatermark, _percentiles, _trickle
-from tests.conftest import ROOT
+from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.unit]
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from spark_jobs.logs import checkpoint_log as cl
+from spark_jobs.logs import file_source_log, state_store
 
 pytestmark = [pytest.mark.unit]
 
@@ -31,14 +32,14 @@ def test_truncating_a_compacted_source_log_rebuilds_what_spark_cleaned_up(tmp_pa
     checkpoint = str(tmp_path / "ckpt")
 
     for _attempt in range(2):  # a second pass (a re-run after a crash) changes nothing more
-        cl.truncate_file_source(checkpoint, 3, compact_interval=3)
+        file_source_log.truncate_file_source(checkpoint, 3, compact_interval=3)
         names = sorted(path.name for path in source.iterdir() if not path.name.startswith("."))
         assert names == ["2.compact", "3"]
-        assert cl.file_source_entries(checkpoint) == [e for e in everything if e["batchId"] <= 3]
+        assert file_source_log.file_source_entries(checkpoint) == [e for e in everything if e["batchId"] <= 3]
     assert not (source / ".5.compact.crc").exists() and not (source / ".7.crc").exists()
 
-    cl.truncate_file_source(checkpoint, -1, compact_interval=3)
-    assert list(source.iterdir()) == [] and cl.file_source_entries(checkpoint) == []
+    file_source_log.truncate_file_source(checkpoint, -1, compact_interval=3)
+    assert list(source.iterdir()) == [] and file_source_log.file_source_entries(checkpoint) == []
 
 
 def test_drop_batches_after_removes_logs_and_their_checksums(tmp_path):
@@ -115,12 +116,12 @@ def test_a_first_batch_saw_its_whole_table_only_complete_and_without_a_watermark
 
 def test_state_versions_load_from_a_snapshot_or_an_unbroken_chain_of_deltas():
     deltas = {v: [(f"{v}.delta", "delta")] for v in range(1, 6)}
-    assert cl.state_loadable(deltas, 5)
-    assert not cl.state_loadable({k: v for k, v in deltas.items() if k != 3}, 5)
-    assert cl.state_loadable({**{k: v for k, v in deltas.items() if k != 3}, 4: [("4.snapshot", "snapshot")]}, 5)
-    assert cl.state_loadable({}, 0) and not cl.state_loadable({}, 1)
+    assert state_store.state_loadable(deltas, 5)
+    assert not state_store.state_loadable({k: v for k, v in deltas.items() if k != 3}, 5)
+    assert state_store.state_loadable({**{k: v for k, v in deltas.items() if k != 3}, 4: [("4.snapshot", "snapshot")]}, 5)
+    assert state_store.state_loadable({}, 0) and not state_store.state_loadable({}, 1)
     rocks = {7: [("7_ab12.zip", "zip")], 8: [("8_cd34.changelog", "changelog")]}
-    assert cl.state_loadable(rocks, 8) and not cl.state_loadable(rocks, 9)
+    assert state_store.state_loadable(rocks, 8) and not state_store.state_loadable(rocks, 9)
 
 
 @pytest.mark.parametrize("content, reason", [

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import assert_tables_match_landing, increment
+from testkit.expected import assert_tables_match_landing
+from testkit.lakes import increment
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

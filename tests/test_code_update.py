@@ -22,7 +22,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import delta_log
-from tests.conftest import skeleton_events
+from testkit.expected import skeleton_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -124,7 +124,7 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     # The fix, through the refresh DAG (plan, then the refresh's Spark task, then the journal's
     # check): silver and gold from the start with the code as it is now. Every table is the new
     # code applied to all the data; then runs go on with it.
-    from tests.conftest import dag_test
+    from testkit.airflow import dag_test
 
     _run_id, state, tasks = dag_test(f"{NAME}__refresh", conf={"hop": "silver", "from_time": None, "dry_run": False})
     assert state == "success" and tasks == {"plan": "success", "refresh": "success", "verify": "success"}, tasks

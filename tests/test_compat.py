@@ -18,7 +18,8 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.model.settings import jars_dir
-from tests.conftest import EXAMPLES, ROOT, assert_tables_match_landing
+from testkit.expected import assert_tables_match_landing
+from testkit.paths import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

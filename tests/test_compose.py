@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.unit]
 

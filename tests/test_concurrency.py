@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import VENV_BIN, assert_tables_match_landing, gold_counter, lakehouse
+from testkit.expected import assert_tables_match_landing, gold_counter
+from testkit.paths import VENV_BIN, lakehouse
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT
+from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.unit]
 
@@ -72,3 +72,15 @@ def test_every_setting_the_sources_read_is_declared_with_a_meaning():
     spec.loader.exec_module(hooks)
     named = hooks.names_in_sources()
     assert named and set(named) - {setting.name for setting in SETTINGS} == set()
+
+
+def test_every_test_the_manual_names_exists():
+    """The manual says which test checks each fact: a test renamed or moved must not leave it naming nothing."""
+    named = re.compile(r"\b((?:tests|examples)/[\w/]+\.py)::(\w+)")
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for path, test in named.findall(page.read_text()):
+            source = ROOT / path
+            if not source.exists() or not re.search(rf"^\s*def {test}\(", source.read_text(), re.M):
+                missing.append(f"{page.relative_to(ROOT)}: {path}::{test}")
+    assert missing == []

@@ -113,7 +113,7 @@ def test_the_hop_tasks_of_a_dag_run_follow_one_driver_that_a_killed_one_is_repla
     from lakehouse_platform import stop_drivers  # include/scripts
 
     from spark_jobs import service
-    from tests.conftest import assert_tables_match_landing
+    from testkit.expected import assert_tables_match_landing
 
     monkeypatch.setenv("LAKEHOUSE_DRIVER_DIR", str(tmp_path / "drivers"))
     monkeypatch.setenv("LAKEHOUSE_DRIVER_IDLE", "600")  # so only the release can end the driver within the test

@@ -17,7 +17,8 @@ import re
 import pytest
 
 from spark_jobs.engine import quality
-from spark_jobs.engine.expectations import NATIVE, is_native, without_run_identity
+from spark_jobs.engine.expectations import without_run_identity
+from spark_jobs.engine.rules import RULES, is_native
 
 pytestmark = [pytest.mark.spark, pytest.mark.quality]
 
@@ -41,7 +42,7 @@ def _frame(spark, rng: random.Random):
 
 
 def _rule(rng: random.Random) -> dict:
-    kind = rng.choice(sorted(NATIVE))
+    kind = rng.choice(sorted(RULES))
     number = rng.choice(["id", "score", "amount", "k2"])
     if kind == "expect_column_values_to_not_be_null":
         kwargs = {"column": rng.choice(["id", "name", "score", "amount", "at", "k1", "k2"])}

@@ -18,7 +18,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
-from tests.conftest import skeleton_events
+from testkit.expected import skeleton_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import assert_tables_match_landing, hadoop_lines, landing_lines
+from testkit.expected import assert_tables_match_landing, hadoop_lines, landing_lines
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.spark]
 
@@ -46,7 +46,7 @@ def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readl
     ProcessStart events of this process's JVM over two increments of all hops say which
     processes it started. (Each file created still gets a `chmod` from Hadoop's local file
     system, whatever the configuration.)"""
-    from tests.conftest import increment
+    from testkit.lakes import increment
 
     jvm = spark._jvm
     recording = jvm.jdk.jfr.Recording()

@@ -59,7 +59,7 @@ class CopySink:
         return start_ms, end_ms
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
-        from spark_jobs.engine.hops import range_predicate
+        from spark_jobs.engine.tables import range_predicate
 
         frame = self.run.transformed_range(start_ms, end_ms, inputs)
         in_range = range_predicate(frame, self.run.hop.time_column, start_ms, end_ms)

@@ -17,7 +17,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.model.errors import UsageError
-from tests.conftest import example_copy
+from testkit.lakes import example_copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -18,7 +18,9 @@ from unittest import mock
 import pendulum
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, example_copy, execute_task
+from testkit.airflow import execute_task
+from testkit.lakes import example_copy
+from testkit.paths import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.unit, pytest.mark.airflow]
 

@@ -12,7 +12,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import delta_log
-from tests.conftest import assert_tables_match_landing, expected_gold, gold_counter, landing_lines, table_rows, valid_event
+from testkit.expected import assert_tables_match_landing, expected_gold, gold_counter, landing_lines, table_rows, valid_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

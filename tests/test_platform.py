@@ -13,208 +13,19 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
 import psutil
 import pytest
 
-from tests.conftest import ROOT, VENV_BIN, example_copy, free_port
-
-LAUNCHER = ROOT / "include/scripts/lakehouse_platform.py"
+from testkit.airflow import Api
+from testkit.paths import ROOT, VENV_BIN, free_port
+from testkit.platform import LAUNCHER, command_of, descendants, drivers_left, kill_tree, launch, left_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-
-def _launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
-            trickle_every: int = 10, lake: str = "local", spark: str = "local",
-            quality: Path | None = None) -> tuple[subprocess.Popen, dict, str]:
-    """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
-    example spec alone (with another ``freshness`` if given), a sample file every ``trickle_every``
-    seconds, its ``--lake`` and ``--spark``, and the quality suites of ``quality`` if given;
-    returns it, its environment and its login line."""
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
-           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
-    if quality is not None:
-        env["LAKEHOUSE_QUALITY"] = str(quality)
-    # The example pipeline alone (shop's DAGs, unpaused, would run beside the walk's on 2 cores;
-    # tests/test_shop.py runs its stream DAG).
-    specs = tmp_path / f"pipelines-{port}"
-    specs.mkdir()
-    spec = example_copy(specs, "ad_events") / "ad_events.yaml"
-    text = spec.read_text()
-    assert "freshness: 45 minutes" in text
-    spec.write_text(text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}"))
-    env["LAKEHOUSE_PIPELINES"] = str(specs)
-    if user_dags:
-        folder = tmp_path / "team-dags"
-        folder.mkdir()
-        for name, text in user_dags.items():
-            (folder / name).write_text(text)
-        env["LAKEHOUSE_USER_DAGS"] = str(folder)
-    for key in [key for key in env if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]:
-        env.pop(key)
-    process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every),
-         "--lake", lake, "--spark", spark],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.time() + 240
-    seen = []
-    for line in process.stdout:
-        if "login:" in line:
-            return process, env, line
-        seen.append(line)
-        assert time.time() < deadline, "".join(seen)
-    raise AssertionError(f"the launcher ended before printing the login (exit {process.wait()}): {''.join(seen)}")
-
-
-def _command(process: psutil.Process) -> str:
-    """A process's command line; empty for one that ended or is a zombie (an executor a finished
-    application left, a task process not reaped yet)."""
-    try:
-        return " ".join(process.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
-        return ""
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    return psutil.Process(pid).children(recursive=True)
-
-
-def _left_running(processes: list[psutil.Process], within_s: float) -> list[str]:
-    """The processes of ``processes`` still running (zombies do not count) after ``within_s``."""
-    deadline = time.time() + within_s
-    while True:
-        alive = []
-        for process in processes:
-            try:
-                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
-            except psutil.NoSuchProcess:
-                pass
-        if not alive or time.time() > deadline:
-            return alive
-        time.sleep(0.5)
-
-
-def _drivers_left(tmp_path: Path, within_s: float) -> list[str]:
-    """Shared Spark drivers of this test's DAG runs (``submit.py serve`` with an address file
-    under ``tmp_path``) still running after ``within_s``: their own process groups, so not
-    descendants of the launcher; the platform stops them by their address files."""
-    deadline = time.time() + within_s
-    while True:
-        left = [command for command in map(_command, psutil.process_iter())
-                if "submit.py serve" in command and str(tmp_path) in command]
-        if not left or time.time() > deadline:
-            return left
-        time.sleep(0.5)
-
-
-def _kill_tree(process: subprocess.Popen, started: list[psutil.Process]) -> None:
-    """A test's own clean-up when an assertion failed half-way: the launcher and all it started."""
-    if process.poll() is None:
-        started = started + _descendants(process.pid)
-        process.kill()
-        process.wait()
-    for child in started:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-
-
 SCREENSHOTS = ROOT / "tests" / "output" / "screenshots"
-
-
-class Api:
-    """Airflow's REST API of a running platform, as one user."""
-
-    def __init__(self, base: str, user: str, password: str):
-        self.base = base
-        body = json.dumps({"username": user, "password": password}).encode()
-        request = urllib.request.Request(f"{base}/auth/token", data=body, headers={"Content-Type": "application/json"},
-                                         method="POST")
-        self.token = json.load(urllib.request.urlopen(request, timeout=30))["access_token"]
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(f"{self.base}/api/v2{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"Bearer {self.token}",
-                                                  "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 600) -> str:
-        quoted = urllib.parse.quote(run_id, safe="")
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            state = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}")["state"]
-            if state in ("success", "failed"):
-                return state
-            time.sleep(1)  # a run's end is seen within a second (a poll costs the API server milliseconds)
-        tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
-        raise AssertionError(f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}")
-
-    def runs_on_events_of(self, dag_id: str, *sources: tuple[str, str]) -> list[tuple[dict, dict]]:
-        """The runs of ``dag_id`` that an asset event of one of ``sources`` (DAG id, run id) triggered, each with that event."""
-        found = []
-        for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
-            quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-            events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")["asset_events"]
-            found += [(run, event) for event in events
-                      if (event["source_dag_id"], event["source_run_id"]) in sources]
-        return found
-
-    def wait_for_asset_run(self, dag_id: str, *sources: tuple[str, str], timeout_s: float = 300) -> dict:
-        """Wait for a successful run of ``dag_id`` triggered by an asset event of one of ``sources``
-        (DAG id, run id; the first one's events and gate logs are shown when none came); that event."""
-        source_dag, source_run = sources[0]
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            for run, event in self.runs_on_events_of(dag_id, *sources):
-                assert run["state"] != "failed", run
-                if run["state"] == "success":
-                    return event
-            time.sleep(3)
-        quoted = urllib.parse.quote(source_run, safe="")
-        runs = [(run["dag_run_id"], run["state"]) for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]]
-        events = self.call("GET", f"/assets/events?source_run_id={quoted}")["asset_events"]
-        tasks = self.call("GET", f"/dags/{source_dag}/dagRuns/{quoted}/taskInstances")["task_instances"]
-        logs = [self.log_lines(source_dag, source_run, task["task_id"], max(task["try_number"], 1))
-                for task in tasks if task["task_id"].startswith("gate_")]
-        raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}: its runs {runs}; "
-                             f"the source run's events {[(e['asset_id'], e['extra']) for e in events]}; "
-                             + "\n".join(line for log in logs for line in log[-15:]))
-
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        """What the UI shows of a task's log so far (empty before the task wrote any)."""
-        quoted = urllib.parse.quote(run_id, safe="")
-        try:
-            return json.dumps(self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"))
-        except urllib.error.HTTPError as error:
-            if error.code != 404:
-                raise
-            return ""
-
-    def log_lines(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[str]:
-        """A task's log, one line per event, under a header naming the task."""
-        log = self.task_log(dag_id, run_id, task_id, try_number)
-        content = json.loads(log)["content"] if log else []
-        return [f"--- {task_id}:", *(entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content)]
-
-    def failures(self, dag_id: str, run_id: str, lines: int = 30) -> str:
-        """A failed run's failed tasks, each with the end of its log (an assertion's message)."""
-        quoted = urllib.parse.quote(run_id, safe="")
-        tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
-        report = [f"{dag_id} {run_id}: {[(task['task_id'], task['state']) for task in tasks]}"]
-        for task in tasks:
-            if task["state"] in ("failed", "upstream_failed", "up_for_retry"):
-                log = self.log_lines(dag_id, run_id, task["task_id"], max(task["try_number"], 1))
-                report += [log[0], *log[1:][-lines:]]
-        return "\n".join(report)
-
-    def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
-        quoted = urllib.parse.quote(run_id, safe="")
-        return self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}")["state"]
 
 
 USER_DAG = """
@@ -265,8 +76,8 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
     task's extra link; plan a rollback, confirm it, and the rollback DAG run it triggered
     succeeds. Between the two, every table equals the landing files, and a stream run that found
     nothing new emits no asset event, so the team's DAG does not run on it."""
-    from tests.browser import Browser
-    from tests.conftest import assert_tables_match_landing
+    from testkit.browser import Browser
+    from testkit.expected import assert_tables_match_landing
 
     api = Api(base, user, password)
     deadline = time.time() + 180
@@ -405,7 +216,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
     held.enter_context(pipeline_lock(Lake(str(lake), get_spec("ad_events")), "held by the test"))
     port = free_port()
     # A freshness of 10 seconds: the first stream run, held by the lock, misses its deadline.
-    process, env, login = _launch(tmp_path, port, user_dags={"on_gold.py": USER_DAG}, freshness="10 seconds",
+    process, env, login = launch(tmp_path, port, user_dags={"on_gold.py": USER_DAG}, freshness="10 seconds",
                                   trickle_every=3600)
     started: list[psutil.Process] = []
     try:
@@ -446,17 +257,17 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         assert second.returncode == 2 and f"already running (pid {process.pid}" in second.stderr, second.stderr
         assert "make stop" in second.stderr and len(second.stderr.strip().splitlines()) == 1
 
-        started = _descendants(process.pid)
+        started = descendants(process.pid)
         assert len(started) >= 5, started  # the watchdog and Airflow's four processes, at least
         process.send_signal(signal.SIGHUP)
         rest = process.stdout.read()
         assert process.wait(timeout=120) == 0, rest
         assert "stopping Airflow" in rest
-        assert _left_running(started, 5) == [] and _drivers_left(tmp_path, 5) == []
+        assert left_running(started, 5) == [] and drivers_left(tmp_path, 5) == []
         assert not (tmp_path / "airflow/platform.json").exists()
     finally:
         held.close()
-        _kill_tree(process, started)
+        kill_tree(process, started)
 
     _walk_the_cluster(tmp_path)
 
@@ -471,11 +282,11 @@ def _walk_the_cluster(tmp_path) -> None:
     gates; on cold executors each costs seconds)."""
     from spark_cluster import spark_home  # include/scripts
 
-    from tests.conftest import assert_tables_match_landing
+    from testkit.expected import assert_tables_match_landing
 
     port = free_port()
     (tmp_path / "no-suites").mkdir()
-    process, env, login = _launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster",
+    process, env, login = launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster",
                                   quality=tmp_path / "no-suites")
     started, intruder = [], None
     try:
@@ -520,7 +331,7 @@ def _walk_the_cluster(tmp_path) -> None:
         reader.join(timeout=10)
         refused = any("SaslException" in line for line in said)
         assert refused and not any("hello from the cluster" in line for line in said), "".join(said)[-3000:]
-        ours = {child.pid for child in _descendants(process.pid)}
+        ours = {child.pid for child in descendants(process.pid)}
         listening = [line for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines()
                      if any(f"pid={pid}," in line for pid in ours)]
         beyond = [line for line in listening  # the local address: 127.0.0.1:P, or [::ffff:127.0.0.1]:P from a JVM
@@ -536,12 +347,12 @@ def _walk_the_cluster(tmp_path) -> None:
         # (as the benchmark suite's cluster part does, in CI's smoke run).
         assert shell["LAKEHOUSE_SPARK_MASTER"] == f"spark://127.0.0.1:{master}"
         assert shell["LAKEHOUSE_SPARK_PROPERTIES"] == str(cluster / "spark.conf")
-        started = _descendants(process.pid)
-        commands = [_command(child) for child in started]
+        started = descendants(process.pid)
+        commands = [command_of(child) for child in started]
         assert any("weed" in command for command in commands) and sum("deploy.worker.Worker" in c for c in commands) == 2
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()
-        assert _left_running(started, 40) == [] and _drivers_left(tmp_path, 5) == []
+        assert left_running(started, 40) == [] and drivers_left(tmp_path, 5) == []
         stopped = subprocess.run([sys.executable, str(LAUNCHER), "stop"], env=env, capture_output=True, text=True,
                                  timeout=60)
         assert stopped.returncode == 0 and "no platform is running" in stopped.stdout
@@ -550,44 +361,7 @@ def _walk_the_cluster(tmp_path) -> None:
         if intruder is not None and intruder.poll() is None:
             os.killpg(intruder.pid, signal.SIGKILL)
             intruder.wait()
-        _kill_tree(process, started)
+        kill_tree(process, started)
         metadata_db.Postgres(tmp_path / "airflow/postgres").remove()  # as root its data is outside tmp_path
 
 
-def test_embedded_postgres_listens_on_loopback_behind_a_password_and_stops_by_pid(tmp_path):
-    """The metadata DB server of ``make run``: on 127.0.0.1 only, a login needs the generated
-    password, never runs as root (as root: as nobody), keeps its cluster across restarts, and
-    its PID's end is the server's end."""
-    import psycopg2
-
-    server = restarted = metadata_db.Postgres(tmp_path / "postgres")
-    try:
-        process = server.start()
-        listening = [line for line in subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout.splitlines()
-                     if f":{server.port} " in line]
-        assert listening and all("127.0.0.1:" in line for line in listening), listening
-        assert psutil.Process(process.pid).username() != "root"
-        with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
-            psycopg2.connect(host="127.0.0.1", port=server.port, user="airflow", password="guess", dbname="airflow")
-        password = server.password()
-        assert (tmp_path / "postgres/password").stat().st_mode & 0o077 == 0
-        connection = psycopg2.connect(host="127.0.0.1", port=server.port, user="airflow", password=password,
-                                      dbname="airflow")
-        with connection, connection.cursor() as cursor:
-            cursor.execute("CREATE TABLE kept (n int)")
-        connection.close()
-        server.stop()
-        assert process.poll() is not None and not psutil.pid_exists(process.pid)
-
-        restarted = metadata_db.Postgres(tmp_path / "postgres")
-        restarted.start()
-        assert restarted.password() == password
-        connection = psycopg2.connect(host="127.0.0.1", port=restarted.port, user="airflow", password=password,
-                                      dbname="airflow")
-        with connection, connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM kept")
-            assert cursor.fetchone() == (0,)
-        connection.close()
-    finally:
-        restarted.stop()
-        server.remove()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import suites_copy, valid_event
+from testkit.expected import valid_event
+from testkit.lakes import suites_copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.quality]
 

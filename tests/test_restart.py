@@ -12,7 +12,8 @@ import time
 import pytest
 
 from spark_jobs.cli import main
-from tests.conftest import expected_gold, gold_counter, killed_mid_run, table_rows
+from testkit.expected import expected_gold, gold_counter, table_rows
+from testkit.paths import killed_mid_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

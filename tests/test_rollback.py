@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from spark_jobs.logs import checkpoint_log
-from tests.conftest import VENV_BIN, assert_tables_match_landing, expected_gold, file_tree, gold_counter, increment
+from spark_jobs.logs import checkpoint_log, file_source_log
+from testkit.expected import assert_tables_match_landing, expected_gold, gold_counter
+from testkit.lakes import increment
+from testkit.paths import VENV_BIN, file_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -45,7 +47,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
         spark.conf.unset("spark.sql.streaming.fileSource.log.cleanupDelay")
     bronze = _checkpoint(lake_home, "bronze")
     assert checkpoint_log.commit_batch_ids(bronze) == [0, 1, 2, 3]
-    assert any(compact for _path, compact in checkpoint_log.file_source_log(bronze).values())
+    assert any(compact for _path, compact in file_source_log.file_source_log(bronze).values())
 
     seed = int(os.environ.get("ROLLBACK_SEED", random.randrange(10**6)))
     rng = random.Random(seed)
@@ -55,7 +57,7 @@ def test_bronze_rollback_cascades_across_compaction_and_replays_exactly(spark, l
     assert document["executed"] and [step["hop"] for step in document["plan"]["hops"]] == ["bronze", "silver", "gold"]
     assert document["plan"]["hops"][0]["undone"] == list(range(target + 1, 4))
     assert checkpoint_log.offset_batch_ids(bronze)[-1] == target
-    assert max(int(entry["batchId"]) for entry in checkpoint_log.file_source_entries(bronze)) == target
+    assert max(int(entry["batchId"]) for entry in file_source_log.file_source_entries(bronze)) == target
     for step in document["plan"]["hops"]:
         assert checkpoint_log.query_id(step["checkpoint"]) == step["new_query_id"] != step["old_query_id"]
 

@@ -2,7 +2,7 @@
 loopback, ``include/scripts/s3_server.py``), with Spark reading and writing ``s3a://`` through
 hadoop-aws and the plain-file readers through s3fs.
 
-The model check of ``tests/model.py`` runs on an S3 lake: landings, run-once in increments,
+The model check of ``testkit/model.py`` runs on an S3 lake: landings, run-once in increments,
 rollbacks with cascade, a backfill, a job killed with SIGKILL and run again (it waits for the dead
 job's lease to expire), and a settle, every table checked against the landing files in plain
 Python after each step. Then the JVM-free readers (``status``, ``checkpoint validate``) on the
@@ -19,7 +19,8 @@ import time
 import pytest
 from s3_server import BUCKET  # include/scripts (tests/conftest.py puts it on the path)
 
-from tests.model import SPAN_MS, T0, Lake, check_equal, run_sequence, stored, stored_by_delta_rs, write_spec
+from testkit.model import run_sequence
+from testkit.model_lake import SPAN_MS, T0, Lake, check_equal, stored, stored_by_delta_rs, write_spec
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

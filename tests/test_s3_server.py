@@ -102,7 +102,7 @@ def test_the_compose_files_s3_service_serves_the_credentials_every_service_is_gi
     import yaml
     from metadata_db import free_port
 
-    from tests.conftest import ROOT
+    from testkit.paths import ROOT
 
     compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
     command = compose["services"]["s3"]["command"]

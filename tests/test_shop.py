@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from spark_jobs.logs import checkpoint_log, delta_log
-from tests.conftest import EXAMPLES, VENV_BIN, killed_mid_run
-from tests.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
+from spark_jobs.logs import checkpoint_log, delta_log, state_store
+from testkit.paths import EXAMPLES, VENV_BIN, killed_mid_run
+from testkit.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
 
 ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
@@ -54,7 +54,7 @@ def _rollback(capsys, hop: str, batch: int) -> dict:
 
 def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(spark, airflow_in_process, home,
                                                                                   tmp_path, capsys, monkeypatch):
-    from tests.conftest import dag_test
+    from testkit.airflow import dag_test
 
     landing = Landing(home, seed=5)
     landing.increment(0)
@@ -140,7 +140,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
     assert not any(pending_work(Lake.open(get_spec(NAME))).values())
-    stores = checkpoint_log.state_files(str(home / f"checkpoints/{NAME}/silver_paid"))
+    stores = state_store.state_files(str(home / f"checkpoints/{NAME}/silver_paid"))
     assert {store.rsplit("/", 1)[-1] for store in stores} == {
         f"{side}-{kind}" for side in ("left", "right") for kind in ("keyToNumValues", "keyWithIndexToValue")}
     assert main(["checkpoint", "validate", NAME, "--json"]) == 0

@@ -7,7 +7,8 @@ import datetime as dt
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_jobs.model.spec import companion_module, get_spec
+from spark_jobs.control.companions import companion_module
+from spark_jobs.model.spec import get_spec
 
 # The example's transforms and sample module, imported as the platform imports them.
 t = companion_module(get_spec("ad_events"), "_transforms")
@@ -145,7 +146,7 @@ def test_count_views_ignores_views_without_campaign(spark):
 def test_a_held_batch_is_cached_uncompressed_while_held_and_the_setting_comes_back(spark):
     """The sinks' ``held``: the cache is filled with compression off, then dropped, and the
     session's own setting (set or not) is as before."""
-    from spark_jobs.engine.hops import _CACHE_COMPRESSED, held
+    from spark_jobs.engine.tables import _CACHE_COMPRESSED, held
 
     for before in ("true", None):
         if before is None:

@@ -201,7 +201,8 @@ def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spa
     from airflow.utils.session import create_session
 
     from spark_jobs.logs import checkpoint_log
-    from tests.conftest import ROOT, dag_test
+    from testkit.airflow import dag_test
+    from testkit.paths import ROOT
 
     checkpoints = three_increments / "checkpoints" / PIPELINE
     before = {hop: _commit_ids(checkpoints / hop) for hop in ("silver", "gold")}

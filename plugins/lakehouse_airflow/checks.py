@@ -25,22 +25,22 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     execute only when something is to be undone and ``dry_run`` is off. A refused plan fails."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from spark_jobs.control import rollback
+    from spark_jobs.control import planner
     from spark_jobs.model.errors import LakehouseError
 
     lake = Lake.open(get_spec(pipeline))
     try:
-        plan = rollback.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
+        plan = planner.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
                                      to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)))
     except LakehouseError as error:
         raise AirflowFailException(str(error)) from None
-    log.info("%s", rollback.format_plan(plan))
-    ti.xcom_push(key="plan", value=plan)
-    if plan["refused"]:
-        raise AirflowFailException("rollback refused, nothing changed: " + "; ".join(plan["refused"]))
+    log.info("%s", plan.text())
+    ti.xcom_push(key="plan", value=plan.to_dict())
+    if plan.refused:
+        raise AirflowFailException("rollback refused, nothing changed: " + "; ".join(plan.refused))
     if params.get("dry_run", True):
         log.info("dry run: nothing changed (trigger again with dry_run off to execute)")
-    return not plan["nothing_to_do"] and not params.get("dry_run", True)
+    return not plan.nothing_to_do and not params.get("dry_run", True)
 
 
 def plan_refresh(pipeline: str, params: dict, ti) -> bool:
@@ -60,14 +60,14 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
 
     lake = Lake.open(get_spec(pipeline))
     started = dag_run.start_date.timestamp() if dag_run.start_date else 0
-    journals = [journal for journal in read_rollbacks(lake) if journal.get("created_at", 0) >= started]
+    journals = [journal for journal in read_rollbacks(lake) if journal.created_at >= started]
     if not journals:
         raise AirflowFailException("no rollback journal was written by this DAG run")
     problems = rollback.verify(lake, journals[-1])
     if problems:
         raise AirflowFailException("; ".join(problems))
-    summary = {"rollback_id": journals[-1]["plan"]["rollback_id"], "duration_s": journals[-1]["duration_s"],
-               "hops": {step["hop"]: step["target_batch"] for step in journals[-1]["plan"]["hops"]}}
+    summary = {"rollback_id": journals[-1].rollback_id, "duration_s": journals[-1].duration_s,
+               "hops": {step.hop: step.target_batch for step in journals[-1].plan.hops}}
     log.info("rollback verified: %s", summary)
     return summary
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
 from spark_jobs.control.rebuild import folded_ids
-from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records, read_rollbacks
 from spark_jobs.model.lake import Lake
@@ -142,9 +142,7 @@ def query_ids(lake: Lake, hop: HopSpec) -> Lineage:
     a state rebuild folded into its batch 0."""
     ids = {checkpoint_log.query_id(lake.checkpoint(hop))}
     for journal in read_rollbacks(lake):
-        for step in journal.get("plan", {}).get("hops", []):
-            if step.get("hop") == hop.name:
-                ids.add(step.get("old_query_id"))
+        ids.update(step.old_query_id for step in journal.plan.hops if step.hop == hop.name)
     folded = folded_ids(lake, hop)
     return Lineage(frozenset(query for query in ids if query and query not in folded), folded)
 
@@ -231,8 +229,8 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     by_batch = _record_rows(lake, hop)
     entries_by_log: dict[int, list[str]] = {}
     if hop.reads_landing:
-        for entry in checkpoint_log.file_source_entries(checkpoint):
-            entries_by_log.setdefault(int(entry["batchId"]), []).append(checkpoint_log.listed_path(entry["path"]))
+        for entry in file_source_log.file_source_entries(checkpoint):
+            entries_by_log.setdefault(int(entry["batchId"]), []).append(file_source_log.listed_path(entry["path"]))
     found = []
     previous: dict | None = None
     for batch_id in offsets:
@@ -324,8 +322,8 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
             if number not in (offsets if log == "offsets" else commits_):
                 problems.append(f"{hop.name} {log}/{number} is gone (minBatchesToRetain keeps the last "
                                 f"{lake.spec.min_batches_to_retain} batches)")
-        for partition, state in checkpoint_log.state_files(checkpoint).items():
-            if not checkpoint_log.state_loadable(state, batch_id + 1):
+        for partition, state in state_store.state_files(checkpoint).items():
+            if not state_store.state_loadable(state, batch_id + 1):
                 problems.append(f"{hop.name} state version {batch_id + 1} cannot be loaded from "
                                 f"{partition[len(checkpoint) + 1:]} (state files past retention)")
                 break

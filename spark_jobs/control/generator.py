@@ -21,10 +21,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.control.companions import companion_module
 from spark_jobs.logs.fs import filesystem, write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import PipelineSpec, companion_module
+from spark_jobs.model.spec import PipelineSpec
 
 EVENTS_PER_SECOND = 100
 LATE_BY_MS = 5 * 60 * 1000

@@ -1,457 +1,34 @@
-"""Roll a pipeline back to a chosen micro-batch, across hops, and replay exactly once (docs/concepts/rollback.md).
+"""Carry out a rollback plan (:mod:`spark_jobs.control.planner`) and check it (docs/concepts/rollback.md).
 
-``plan`` reads plain files only (checkpoints, Delta logs, run records): which batches each hop
-undoes, the version each table returns to, what will be read again, and what lies beyond
-retention. ``execute`` carries a plan out under the pipeline's lock, as a journal of steps in
-``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated,
-so running the same command again after a crash finishes the job.
-
-Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
-batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
-RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
-reading that table moves its source offset past the restore. A hop below is rolled back to
-the last batch that read nothing undone; when its batches straddle the cut, the hop above is
-taken back further to a batch boundary the one below shares (or, failing that, the hop below
-starts over from the restored table's snapshot), so no data is read twice or skipped.
+:func:`execute` works under the pipeline's lock, as a journal of steps in
+``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated, so
+running the same command again after a crash finishes the job. The checkpoint steps are plain
+file edits; the table steps call the ``restore`` the caller passes (the engine's RESTORE), so
+this module needs no JVM.
 """
 
 from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable
 
 from spark_jobs.control import batches
-from spark_jobs.control.repairs import backfilled, widened
-from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model import settings
-from spark_jobs.model.errors import RollbackRefused, UsageError
+from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
-from spark_jobs.model.times import iso, merged_spans, parse_time
+from spark_jobs.model.plans import Journal, Plan, TableStep
 
 Progress = Callable[[str], None]
+# Restores (or empties) one table as its step says; returns the table's version after.
+Restore = Callable[[TableStep], int]
 
 
-# -- targets ------------------------------------------------------------------------------------
-
-def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str | None, to_time: int | None) -> int:
-    """The batch id the hop rolls back to (the last one kept; -1: none)."""
-    checkpoint = lake.checkpoint(hop)
-    committed = checkpoint_log.commit_batch_ids(checkpoint)
-    if to_batch is not None:
-        if to_batch < -1:
-            raise UsageError(f"--to-batch {to_batch} is not a batch id: use -1 (before the first batch) or more")
-        return to_batch
-    if to_run is not None:
-        records = [record for record in read_records(lake) if record.get("run_id") == to_run]
-        if not records:
-            recent = sorted({record["run_id"] for record in read_records(lake)})[-5:]
-            raise UsageError(f"unknown run id {to_run!r} for pipeline {lake.spec.name}: recent runs are "
-                             f"{', '.join(recent) or 'none'} (see lakehouse status)")
-        mine = [record for record in records if record.get("hop") == hop.name and record.get("batch_ids")]
-        if not mine:
-            return committed[-1] if committed else -1  # the run wrote no batch in this hop
-        record = mine[0]
-        if record.get("query_id") == checkpoint_log.query_id(checkpoint):
-            return min(record["batch_ids"]) - 1
-        # A rollback since then gave the checkpoint a new query id, and batch ids were used again
-        # by the replay: "this run and everything after it" is every batch committed since it began.
-        to_time = int(record["started_at"] * 1000) - 1
-    fs = checkpoint_log.filesystem(checkpoint)
-    target = -1
-    for batch_id in committed:
-        stamp = int(fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp() * 1000)
-        if stamp <= to_time:
-            target = batch_id
-    return target
-
-
-# -- planning -----------------------------------------------------------------------------------
-
-class _HopView:
-    """What planning needs of one hop, read once."""
-
-    def __init__(self, lake: Lake, hop: HopSpec):
-        self.lake = lake
-        self.hop = hop
-        self.checkpoint = lake.checkpoint(hop)
-        self.offsets = checkpoint_log.offset_batch_ids(self.checkpoint)
-        self.committed = checkpoint_log.commit_batch_ids(self.checkpoint)
-        self.ids = batches.query_ids(lake, hop)
-        self.table = lake.table(hop)
-        self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
-
-    def position(self, batch_id: int, upstream: str | None = None) -> tuple[int, bool]:
-        """How far this (Delta-fed) hop had read ``upstream``'s table (its only upstream's by
-        default) after ``batch_id``."""
-        name = upstream or self.hop.upstream
-        if batch_id < 0:
-            return -1, True
-        if (batch_id, name) not in self._positions:
-            sources = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources
-            self._positions[(batch_id, name)] = checkpoint_log.delta_position(
-                batches.upstream_offset(self.lake, self.hop, name, sources))
-        return self._positions[(batch_id, name)]
-
-    def last_clean_batch(self, cut: int, upstream: str | None = None) -> int:
-        """The last committed batch that read nothing of ``upstream``'s table past version ``cut``."""
-        kept = -1
-        for batch_id in self.committed:
-            if self.position(batch_id, upstream)[0] > cut:
-                break
-            kept = batch_id
-        return kept
-
-    def cut(self, batch_id: int) -> int | None:
-        return batches.cut_version(self.table, self.ids, batch_id)
-
-
-def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: dict[str, int]) -> dict[str, int]:
-    """Each hop's target batch, consistent along every edge of the graph below the first view
-    (see the module doc); ``views`` are in the spec's order, so a hop's upstreams come first. A
-    join below is constrained by each of its upstreams that rolls back. ``bounds``: the highest
-    target a hop may have (-1 for one that must start over)."""
-    never = 1 << 62
-    targets = {views[0].hop.name: min(requested, bounds.get(views[0].hop.name, never))}
-    by_name = {view.hop.name: view for view in views}
-    changed = True
-    while changed:
-        changed = False
-        for down in views[1:]:
-            ups = [by_name[name] for name in down.hop.upstreams if name in targets and name in by_name]
-            cuts = [(up, up.cut(targets[up.hop.name])) for up in ups]
-            cuts = [(up, cut) for up, cut in cuts if cut is not None]  # None: the hop above keeps every version
-            if not cuts:
-                targets.pop(down.hop.name, None)
-                continue
-            target = min([down.last_clean_batch(cut, up.hop.name) for up, cut in cuts]
-                         + [targets.get(down.hop.name, never), bounds.get(down.hop.name, never)])
-            straddled = next(((up, cut) for up, cut in cuts
-                              if target != -1 and down.position(target, up.hop.name) != (cut, True)), None)
-            if straddled is None:
-                targets[down.hop.name] = target
-                continue
-            # Straddle: `down` read up to `position`, short of `cut`. Take `up` back to the batch
-            # whose cut is exactly that position, if there is one; else `down` starts over.
-            up, cut = straddled
-            position = down.position(target, up.hop.name)
-            earlier = [b for b in up.committed if b < targets[up.hop.name]] + [-1]
-            match = next((b for b in sorted(earlier, reverse=True)
-                          if position[1] and up.cut(b) is not None and up.cut(b) == position[0]), None)
-            if match is not None:
-                notes.append(f"{up.hop.name}: back to batch {match} instead of {targets[up.hop.name]}, because "
-                             f"{down.hop.name} batch {target + 1} read {up.hop.name}'s table across that point")
-                targets[up.hop.name] = match
-                targets[down.hop.name] = target
-            else:
-                notes.append(f"{down.hop.name}: starts over from {up.hop.name}'s restored table, because its "
-                             f"batches do not end where {up.hop.name}'s do")
-                targets[down.hop.name] = -1
-            changed = True
-            break
-    return targets
-
-
-def plan(lake: Lake, hop_name: str, to_batch: int | None = None, to_run: str | None = None,
-         to_time: int | None = None, cascade: bool = True, to_time_text: str | None = None) -> dict:
-    """The rollback plan, as a JSON-safe dict; reads files only and changes nothing."""
-    head = lake.spec.hop(hop_name)
-    requested = resolve_target(lake, head, to_batch, to_run, to_time)
-    below = list(lake.spec.downstream_of(head.name))
-    views = {hop.name: _HopView(lake, hop) for hop in [head, *below]}
-    chain = [views[head.name]] + ([views[hop.name] for hop in below] if cascade else [])
-    targets, skips, notes = _consistent_targets(lake, chain, requested)
-    refused: list[str] = []
-    if not cascade:
-        for feed in lake.spec.feeds(head.name):
-            _check_no_cascade(views[head.name], views[feed.name], targets, refused)
-    hops = []
-    for name, target in targets.items():
-        view = views[name]
-        undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        problems = batches.reach_problems(lake, view.hop, target) if undone else []
-        if problems:  # beyond retention: say why, plan nothing for the hop
-            refused.extend(problems)
-            hops.append({"hop": name, "target_batch": target, "undone": undone, "tables": [], "refused": problems})
-            continue
-        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
-        step["skip_versions"] = skips.get(name, {})
-        step["rebackfill"] = _rebackfill(lake, view.hop, step)
-        if step["undone"] or step["tables"] or step["restored_upstreams"] or step["skip_versions"]:
-            hops.append(step)
-    backfills = _backfills(lake, hops)
-    if to_run is not None:
-        notes.extend(_repairs_kept(lake, [view.hop for view in chain], to_run, hops))
-    if backfills:
-        commands = "; ".join(f"`lakehouse backfill {lake.spec.name} --hop {each['hop']} --start {each['start']} "
-                             f"--end {each['end']}`" for each in backfills)
-        notes.append(f"after the next run, backfill again, in this order, what this rollback undoes and the stream "
-                     f"will not bring back: {commands}")
-    return {
-        "rollback_id": "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6],
-        "pipeline": lake.spec.name,
-        "request": {"hop": head.name, "to_batch": to_batch, "to_run": to_run, "to_time": to_time,
-                    "to_time_iso": to_time_text, "cascade": cascade},
-        "requested_batch": requested,
-        "hops": hops,
-        "notes": notes,
-        "refused": refused,
-        "backfills": backfills,
-        "nothing_to_do": not hops,
-    }
-
-
-def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_run: str | None = None,
-                 to_time: str | None = None, cascade: bool = True) -> dict:
-    """:func:`plan` from one target as a person gives it (``to_time`` as ISO-8601 text), as the
-    rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
-    given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
-             if value not in (None, "")}
-    if len(given) != 1:
-        raise UsageError(f"give exactly one of to_batch, to_run, to_time (got {', '.join(sorted(given)) or 'none'})")
-    to_time_ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
-    return plan(lake, hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, cascade, given.get("to_time"))
-
-
-def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tuple[dict, dict, list[str]]:
-    """The targets (:func:`_targets`), then each hop's history check against the upstreams this
-    rollback does not restore (for the head, all of them; below it, a join's other upstreams):
-    a hop that must start over is bounded to -1 and the targets are worked out again.
-    Returns the targets, the versions to skip to (``{hop: {upstream: version}}``) and the notes."""
-    bounds: dict[str, int] = {}
-    reset_notes: list[str] = []
-    by_name = {view.hop.name: view for view in chain}
-    while True:
-        notes: list[str] = []
-        targets = _targets(chain, requested, notes, bounds)
-        skips: dict[str, dict[str, int]] = {}
-        resets = []
-        for view in chain:
-            target = targets.get(view.hop.name)
-            if target is None or target < 0 or view.hop.reads_landing:
-                continue
-            restored = _restored_upstreams(view.hop, by_name, targets)
-            unrestored = [upstream for upstream in view.hop.upstreams if upstream not in restored]
-            found, said = _history_check(lake, view, target, unrestored)
-            if found is None:
-                resets.append(view.hop.name)
-                reset_notes.extend(said)
-            else:
-                notes.extend(said)
-                if found:
-                    skips[view.hop.name] = found
-        if not resets:
-            return targets, skips, reset_notes + notes
-        bounds.update({name: -1 for name in resets})
-
-
-def _restored_upstreams(hop: HopSpec, views: dict[str, _HopView], targets: dict[str, int]) -> list[str]:
-    """The upstreams of ``hop`` whose tables this rollback restores (a target with a cut)."""
-    return [upstream for upstream in hop.upstreams
-            if upstream in targets and views[upstream].cut(targets[upstream]) is not None]
-
-
-def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]) -> tuple[dict | None, list[str]]:
-    """A Delta-fed hop rolled back to a batch that read an upstream table up to version p must
-    not re-read upstream appends that an earlier RESTORE undid after p, nor skip rows the table
-    still holds: jump past that RESTORE only when the batch read all of p and no kept append
-    lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump
-    past per upstream (of ``upstreams``), or None when the hop must start over; and the notes."""
-    if target not in view.offsets:
-        return {}, []  # (a target whose offsets are gone is beyond retention: the plan refuses it)
-    jumps, notes = {}, []
-    for upstream in upstreams:
-        version, complete = view.position(target, upstream)
-        verdict, restore = batches.replay_from(lake.table(lake.spec.hop(upstream)), version, complete)
-        if verdict == "reset":
-            why = ("batch {0} read only part of version {1}" if not complete else
-                   "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
-            return None, [f"{view.hop.name}: starts over from {upstream}'s table: an earlier rollback undid appends "
-                          f"there, and {why}"]
-        if verdict == "jump":
-            notes.append(f"{view.hop.name}: goes on after {upstream}'s version {restore} (a RESTORE), "
-                         "skipping appends it undid")
-            jumps[upstream] = restore
-    return jumps, notes
-
-
-def _rebackfill(lake: Lake, hop: HopSpec, step: dict) -> list[list[str]]:
-    """The ranges to backfill again at ``hop`` after the replay: rows that a backfill wrote and
-    that the hop's stream will not write again.
-
-    - The hop's RESTORE undoes its own backfill commits after the version it returns to: its
-      stream only replays batches (a hop fed by landing files re-reads every file, so only
-      Delta-fed hops lose them).
-    - A hop that starts over from an ingest hop's snapshot skips that table's backfilled rows
-      (its stream reads streamed rows only), so it owes every backfill of the ingest hop. A join
-      owes the range widened by its ``within``: a backfilled row pairs with rows up to that far
-      away in event time, outside the range (shop's model, seed 42: payments of 06:00..08:00
-      backfilled, their orders of 05:xx were never joined again).
-    """
-    if hop.reads_landing:
-        return []
-    ranges = set()
-    main = lake.table(hop)
-    undone = {int(commit.split()[0]) for table in step["tables"] if table["table"] == main
-              for commit in table["other_writers_undone"]}
-    for record in read_records(lake, hop.name):
-        after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
-        if (span := backfilled(record)) and after in undone:
-            ranges.add(span)
-    for upstream in map(lake.spec.hop, hop.upstreams):
-        if step["target_batch"] == -1 and step["undone"] and upstream.reads_landing:
-            ranges.update(widened(span, hop.within_ms) for record in read_records(lake, upstream.name)
-                          if (span := backfilled(record)))
-    return [[iso(start), iso(end)] for start, end in sorted(ranges)]
-
-
-def _repairs_kept(lake: Lake, hops: list[HopSpec], run_id: str, steps: list[dict]) -> list[str]:
-    """Notes on the repairs run ``run_id`` made (:mod:`spark_jobs.control.repairs`) at ``hops``
-    that the plan's ``steps`` leave in place: a rollback undoes stream batches, and a restore
-    past a repair would backfill it again from the same upstream rows (:func:`_rebackfill`), so
-    only fixing those rows (or the code) and backfilling changes what it wrote."""
-    restored = {step["hop"]: {table["table"]: table["restore_to"] for table in step["tables"]} for step in steps}
-    notes = []
-    for hop in hops:
-        main = lake.table(hop)
-        for record in read_records(lake, hop.name):
-            after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
-            cut = restored.get(hop.name, {}).get(main)
-            if (record.get("repair") and str(record.get("run_id", "")).startswith(f"{run_id}.repair-")
-                    and backfilled(record) and after is not None and (cut is None or cut >= after)):
-                notes.append(f"{hop.name}: the run's repair {record['run_id']} ({record['range_start']} .. "
-                             f"{record['range_end']}) stays: it recomputed rows from the tables above; fix them (or "
-                             f"the code), then `lakehouse backfill {lake.spec.name} --hop {hop.name} --start "
-                             f"{record['range_start']} --end {record['range_end']}`")
-    return notes
-
-
-def _backfills(lake: Lake, steps: list[dict]) -> list[dict]:
-    """The backfills to run after the replay, in the spec's order: each step's ``rebackfill`` ranges
-    at its hop and at every hop below it, overlapping or touching ranges of one hop merged (a
-    backfill is idempotent, so one over the union does what the parts would)."""
-    owed: dict[str, list[tuple[int, int]]] = {}
-    for step in steps:
-        for hop in (step["hop"], *(below.name for below in lake.spec.downstream_of(step["hop"]))):
-            owed.setdefault(hop, []).extend((parse_time(start, "start"), parse_time(end, "end"))
-                                            for start, end in step.get("rebackfill", []))
-    return [{"hop": hop, "start": iso(start), "end": iso(end)}
-            for hop in lake.spec.hop_names for start, end in merged_spans(owed.get(hop, []))]
-
-
-def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
-    cut = up.cut(targets[up.hop.name])
-    if cut is None or not down.committed:
-        return
-    clean = down.last_clean_batch(cut, up.hop.name)
-    if clean < down.committed[-1]:
-        refused.append(f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
-                       f"{up.hop.name} data being undone; roll back with cascade")
-    elif down.position(clean, up.hop.name) != (cut, True):
-        refused.append(f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
-                       "run it first or roll back with cascade")
-    else:
-        targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
-
-
-def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> dict:
-    """One hop's part of the plan; ``restored``: its upstreams this rollback restores."""
-    hop = view.hop
-    undone = [batch_id for batch_id in view.offsets if batch_id > target]
-    tables = []
-    for table in lake.tables_of(hop):
-        cut = batches.cut_version(table, view.ids, target)
-        if cut is None:
-            continue
-        now = delta_log.table_version(table)
-        others = [c for c in batches.effective_commits(table)
-                  if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"]
-        tables.append({"table": table, "label": batches.table_label(table), "version_now": now, "restore_to": cut,
-                       "action": "restore" if cut >= 0 else "empty",
-                       "other_writers_undone": [f"{c.version} {c.operation}" for c in others]})
-    step = {
-        "hop": hop.name,
-        "kind": hop.kind,
-        "checkpoint": view.checkpoint,
-        "last_batch": view.offsets[-1] if view.offsets else None,
-        "target_batch": target,
-        "undone": undone,
-        "tables": tables,
-        "old_query_id": checkpoint_log.query_id(view.checkpoint),
-        "new_query_id": str(uuid.uuid4()) if undone else checkpoint_log.query_id(view.checkpoint),
-        # The hop keeps batches that read an upstream table up to the version it returns to:
-        # its next batch must start after that table's restore commit, not re-read the undone ones.
-        "skip_upstream_restore": bool(restored) and target >= 0,
-        "restored_upstreams": list(restored) if target >= 0 else [],
-        "state_version": target + 1 if checkpoint_log.state_files(view.checkpoint) else None,
-        "source_log_cut": None,
-        "reread": "",
-    }
-    if hop.reads_landing:
-        cut = int(checkpoint_log.read_offsets(view.checkpoint, target).sources[0]["logOffset"]) if target >= 0 else -1
-        files = sorted({checkpoint_log.listed_path(entry["path"]) for entry in checkpoint_log.file_source_entries(view.checkpoint)
-                        if int(entry["batchId"]) > cut})
-        step["source_log_cut"] = cut
-        step["reread_files"] = files
-        step["reread"] = f"{len(files)} landing files"
-    elif undone:
-        step["reread"] = "; ".join(_reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams)
-    return step
-
-
-def _reread(view: _HopView, target: int, upstream: str, restored: bool) -> str:
-    if restored:
-        return f"what {upstream} writes after its restore" if target >= 0 else f"{upstream}'s restored table from its snapshot"
-    if target < 0:
-        return f"{upstream} table from its current snapshot"
-    version, complete = view.position(target, upstream)
-    return f"{upstream} table from version {version + 1 if complete else version}"
-
-
-
-def format_plan(plan: dict) -> str:
-    """The plan as a person reads it."""
-    request = plan["request"]
-    how = "cascade" if request["cascade"] else "no cascade"
-    lines = [f"rollback {plan['rollback_id']} of {plan['pipeline']}: {request['hop']} to batch "
-             f"{plan['requested_batch']} ({how})"]
-    if plan["nothing_to_do"]:
-        lines.append("  nothing to undo: no batch after the target")
-    for step in plan["hops"]:
-        if step.get("refused"):
-            lines.append(f"  {step['hop']}: cannot go back to batch {step['target_batch']}")
-            continue
-        undone = step["undone"]
-        span = f"undo batches {undone[0]}..{undone[-1]} ({len(undone)})" if undone else "no batch undone"
-        lines.append(f"  {step['hop']}: {span}, keep up to batch {step['target_batch']}")
-        for table in step["tables"]:
-            to = "emptied" if table["action"] == "empty" else f"RESTORE to version {table['restore_to']}"
-            lines.append(f"    table {table['label']}: version {table['version_now']} -> {to}")
-            if table["other_writers_undone"]:
-                lines.append(f"      also undoes commits by other writers: {', '.join(table['other_writers_undone'])}")
-        if undone:
-            lines.append(f"    checkpoint: drop offsets/commits past {step['target_batch']}"
-                         + (f", state versions past {step['state_version']}" if step["state_version"] is not None else "")
-                         + (f", file source log past {step['source_log_cut']}" if step["source_log_cut"] is not None else "")
-                         + ", new query id")
-            lines.append(f"    next run re-reads {step['reread']}")
-        for upstream in step.get("restored_upstreams", []):
-            lines.append(f"    source offset moves past the restore commit of {upstream}'s table")
-        for upstream, version in (step.get("skip_versions") or {}).items():
-            lines.append(f"    source offset moves past version {version} of {upstream}'s table (an earlier RESTORE)")
-    lines.extend(f"  note: {note}" for note in plan["notes"])
-    lines.extend(f"  REFUSED: {reason}" for reason in plan["refused"])
-    return "\n".join(lines)
-
-
-# -- execution ----------------------------------------------------------------------------------
-
-def pending(lake: Lake) -> dict | None:
+def pending(lake: Lake) -> Journal | None:
     """An unfinished rollback journal of the pipeline, if any."""
-    unfinished = [journal for journal in read_rollbacks(lake) if journal.get("status") != "succeeded"]
+    unfinished = [journal for journal in read_rollbacks(lake) if journal.status != "succeeded"]
     return unfinished[-1] if unfinished else None
 
 
@@ -459,21 +36,8 @@ def refuse_if_pending(lake: Lake) -> None:
     """Runs call this: a half-done rollback leaves checkpoints and tables out of step."""
     journal = pending(lake)
     if journal:
-        request = journal["plan"]["request"]
-        raise RollbackRefused(f"rollback {journal['plan']['rollback_id']} of {lake.spec.name} is unfinished: "
-                              f"finish it with `{command_line(lake.spec.name, request)}`")
-
-
-def command_line(pipeline: str, request: dict) -> str:
-    """The CLI command that makes (or finishes) a rollback with this request."""
-    target = (f"--to-batch {request['to_batch']}" if request.get("to_batch") is not None
-              else f"--to-run {request['to_run']}" if request.get("to_run") else f"--to-time {request.get('to_time_iso')}")
-    return f"lakehouse rollback {pipeline} --hop {request['hop']} {target}" + ("" if request["cascade"] else " --no-cascade")
-
-
-def _steps(plan: dict) -> list[str]:
-    steps = [f"restore {step['hop']} {table['table']}" for step in plan["hops"] for table in step["tables"]]
-    return steps + [f"checkpoint {step['hop']}" for step in plan["hops"]]
+        raise RollbackRefused(f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
+                              f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`")
 
 
 def _crash_point(done: int) -> None:
@@ -483,70 +47,53 @@ def _crash_point(done: int) -> None:
         os._exit(97)
 
 
-def execute(spark_factory: Callable, lake: Lake, plan: dict, journal: dict | None = None,
-            progress: Progress = print, fence: Callable[[], None] = lambda: None) -> dict:
+def execute(restore: Restore, lake: Lake, plan: Plan, journal: Journal | None = None,
+            progress: Progress = print, fence: Callable[[], None] = lambda: None) -> Journal:
     """Carry out ``plan`` (or finish ``journal``'s); the caller holds the pipeline's lock and
-    gives its ``fence``, checked before each step.
-
-    ``spark_factory()`` gives the SparkSession, asked for only when a table must be restored
-    (the checkpoint steps are plain file edits).
-    """
-    if plan["refused"]:
-        raise RollbackRefused("; ".join(plan["refused"]))
-    journal = journal or {"plan": plan, "status": "running", "created_at": time.time(), "done": [], "restored": {}}
+    gives its ``fence``, checked before each step, and the ``restore`` of one table."""
+    if plan.refused:
+        raise RollbackRefused("; ".join(plan.refused))
+    journal = journal or Journal(plan, created_at=time.time())
     write_journal(lake, journal)
-    steps = _steps(journal["plan"])
-    for number, step in enumerate(steps):
-        if step in journal["done"]:
+    for number, step in enumerate(journal.plan.steps()):
+        if step in journal.done:
             continue
         began = time.time()
         fence()
         if step.startswith("restore "):
             _, hop, table = step.split(" ", 2)
-            journal["restored"][table] = _restore(spark_factory(), journal["plan"], hop, table)
+            journal.restored[table] = restore(journal.plan.table_step(hop, table))
         else:
             _rewind_checkpoint(lake, journal, step.split(" ", 1)[1])
         _crash_point(number)
-        journal["done"].append(step)
+        journal.done.append(step)
         write_journal(lake, journal)
         progress(f"[rollback] {step}: done in {time.time() - began:.1f} s")
-    journal["status"] = "succeeded"
-    journal["finished_at"] = time.time()
-    journal["duration_s"] = round(journal["finished_at"] - journal["created_at"], 3)
+    journal.status = "succeeded"
+    journal.finished_at = time.time()
+    journal.duration_s = round(journal.finished_at - journal.created_at, 3)
     write_journal(lake, journal)
     return journal
 
 
-def _restore(spark, plan: dict, hop: str, table: str) -> int:
-    """RESTORE (or empty) the table; return its version after, whose commit readers must skip."""
-    entry = next(t for step in plan["hops"] if step["hop"] == hop for t in step["tables"] if t["table"] == table)
-    if "`" in table:
-        raise UsageError(f"table path {table} has a backtick; move LAKEHOUSE_HOME to a plain path")
-    if entry["action"] == "restore":
-        spark.sql(f"RESTORE TABLE delta.`{table}` TO VERSION AS OF {int(entry['restore_to'])}")
-    else:
-        spark.sql(f"DELETE FROM delta.`{table}`")
-    return delta_log.table_version(table)
-
-
-def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
-    step = next(step for step in journal["plan"]["hops"] if step["hop"] == hop_name)
+def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
+    step = journal.plan.step(hop_name)
     hop = lake.spec.hop(hop_name)
-    checkpoint, target = step["checkpoint"], step["target_batch"]
+    checkpoint, target = step.checkpoint, step.target_batch
     checkpoint_log.drop_batches_after(checkpoint, target)
-    if step["source_log_cut"] is not None:
-        checkpoint_log.truncate_file_source(checkpoint, step["source_log_cut"], lake.spec.source_log_compact_interval)
-    if step["state_version"] is not None:
-        checkpoint_log.drop_state_after(checkpoint, step["state_version"])
+    if step.source_log_cut is not None:
+        file_source_log.truncate_file_source(checkpoint, step.source_log_cut, lake.spec.source_log_compact_interval)
+    if step.state_version is not None:
+        state_store.drop_state_after(checkpoint, step.state_version)
     # Each upstream restored by this rollback, or by an earlier one past what the hop keeps,
     # moves the hop's source offset past that RESTORE commit (journals written before joins
     # name no upstream: the hop's only one).
-    skips = dict(step.get("skip_versions") or {})
-    if step.get("skip_to_version") is not None:
-        skips[hop.upstreams[0]] = step["skip_to_version"]
-    restored_upstreams = step.get("restored_upstreams") or (list(hop.upstreams[:1]) if step["skip_upstream_restore"] else [])
+    skips = dict(step.skip_versions)
+    if step.skip_to_version is not None:
+        skips[hop.upstreams[0]] = step.skip_to_version
+    restored_upstreams = step.restored_upstreams or (list(hop.upstreams[:1]) if step.skip_upstream_restore else [])
     for upstream in restored_upstreams:
-        version = journal["restored"].get(lake.table(lake.spec.hop(upstream)))
+        version = journal.restored.get(lake.table(lake.spec.hop(upstream)))
         if version is not None:
             skips[upstream] = version
     if skips:
@@ -558,26 +105,25 @@ def _rewind_checkpoint(lake: Lake, journal: dict, hop_name: str) -> None:
                 moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
         checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
             target, offsets.watermark_ms, offsets.timestamp_ms, moved))
-    if step["new_query_id"] != checkpoint_log.query_id(checkpoint):
-        checkpoint_log.set_query_id(checkpoint, step["new_query_id"])
+    if step.new_query_id != checkpoint_log.query_id(checkpoint):
+        checkpoint_log.set_query_id(checkpoint, step.new_query_id)
 
 
-def verify(lake: Lake, journal: dict) -> list[str]:
+def verify(lake: Lake, journal: Journal) -> list[str]:
     """What does not match a finished rollback (empty: all in place); no JVM."""
     problems = []
-    if journal.get("status") != "succeeded":
-        problems.append(f"rollback {journal['plan']['rollback_id']} is {journal.get('status')}")
-    for step in journal["plan"]["hops"]:
-        checkpoint = step["checkpoint"]
-        offsets = checkpoint_log.offset_batch_ids(checkpoint)
-        finished = journal.get("finished_at") or 0
-        replayed = any((run.get("started_at") or 0) > finished for run in read_records(lake, step["hop"]))
-        if offsets and offsets[-1] > step["target_batch"] and not replayed:
-            problems.append(f"{step['hop']}: offsets reach batch {offsets[-1]}, past the target {step['target_batch']}")
-        if checkpoint_log.query_id(checkpoint) != step["new_query_id"]:
-            problems.append(f"{step['hop']}: query id is not the new one")
-        for table in step["tables"]:
-            restored = journal.get("restored", {}).get(table["table"])
-            if restored is None or restored not in delta_log.versions(table["table"]):
-                problems.append(f"{table['label']}: no restore commit recorded")
+    if journal.status != "succeeded":
+        problems.append(f"rollback {journal.rollback_id} is {journal.status}")
+    for step in journal.plan.hops:
+        offsets = checkpoint_log.offset_batch_ids(step.checkpoint)
+        finished = journal.finished_at or 0
+        replayed = any((run.get("started_at") or 0) > finished for run in read_records(lake, step.hop))
+        if offsets and offsets[-1] > step.target_batch and not replayed:
+            problems.append(f"{step.hop}: offsets reach batch {offsets[-1]}, past the target {step.target_batch}")
+        if checkpoint_log.query_id(step.checkpoint) != step.new_query_id:
+            problems.append(f"{step.hop}: query id is not the new one")
+        for table in step.tables:
+            restored = journal.restored.get(table.table)
+            if restored is None or restored not in delta_log.versions(table.table):
+                problems.append(f"{table.label}: no restore commit recorded")
     return problems

@@ -7,7 +7,7 @@ import time
 
 from spark_jobs.control import batches
 from spark_jobs.control.suites import page_rendered
-from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.lake import Lake
@@ -23,14 +23,14 @@ def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
     for path in listing(fs, folder):
         name = path.rstrip("/").rsplit("/", 1)[-1]
         if not name.startswith((".", "_")) and fs.isfile(path):
-            found.append(checkpoint_log.listed_path(path))
+            found.append(file_source_log.listed_path(path))
     return sorted(found)
 
 
 def processed_files(lake: Lake, hop: HopSpec) -> set[str]:
     """Landing files the ingest ``hop``'s stream has already taken into a batch (its source log)."""
-    entries = checkpoint_log.file_source_entries(lake.checkpoint(hop))
-    return {checkpoint_log.listed_path(entry["path"]) for entry in entries}
+    entries = file_source_log.file_source_entries(lake.checkpoint(hop))
+    return {file_source_log.listed_path(entry["path"]) for entry in entries}
 
 
 def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) -> list[str]:

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, read_json
-from spark_jobs.model.errors import UsageError
+from spark_jobs.model.errors import LakehouseError, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.settings import quality_dir
 from spark_jobs.model.spec import HopSpec, PipelineSpec
@@ -81,6 +81,17 @@ def policy(expectation: dict) -> str:
 
 def drop_rules(suite: dict | None) -> list[dict]:
     return [e for e in (suite or {}).get("expectations", []) if policy(e) == "drop"]
+
+
+def hop_drop_rules(spec: PipelineSpec, hop: HopSpec, quarantine: str | None) -> list[dict]:
+    """The hop's ``drop`` quality rules; a hop that drops rows needs a sink with a quarantine table."""
+    rules = drop_rules(load_suite(spec, hop))
+    if rules and quarantine is None:
+        raise LakehouseError(
+            f"quality suite {suite_path(spec, hop)} drops rows of {hop.name}, which has no quarantine "
+            f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
+            "or use warn/fail")
+    return rules
 
 
 def results_dir(lake: Lake) -> str:

@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from spark_jobs.control import batches
-from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs import checkpoint_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records, read_rollbacks
 from spark_jobs.model.errors import DamagedLog
@@ -140,7 +140,7 @@ def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
 
 def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: int) -> list[Finding]:
     fs = filesystem(checkpoint)
-    log = checkpoint_log.file_source_log(checkpoint)
+    log = file_source_log.file_source_log(checkpoint)
     if not log:
         return []
     findings = []
@@ -181,15 +181,15 @@ def _batch_before_log(checkpoint: str, log_batch: int, last_good: int) -> int:
 
 
 def _state_findings(lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int, str]) -> list[Finding]:
-    state = checkpoint_log.state_files(checkpoint)
+    state = state_store.state_files(checkpoint)
     if not state or not commits:
         return []
     last = max(commits)
     findings = []
     for partition, versions in sorted(state.items()):
-        if checkpoint_log.state_loadable(versions, last + 1):
+        if state_store.state_loadable(versions, last + 1):
             continue
-        loadable = [n for n in sorted(commits, reverse=True) if checkpoint_log.state_loadable(versions, n + 1)]
+        loadable = [n for n in sorted(commits, reverse=True) if state_store.state_loadable(versions, n + 1)]
         target = loadable[0] if loadable else -1
         findings.append(Finding(hop.name, "missing-state", partition,
                                 f"state version {last + 1} (written by committed batch {last}) cannot be loaded",
@@ -221,8 +221,8 @@ def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
     last stream commit in its table."""
     known = [(record.get("started_at") or 0, record["query_id"]) for record in read_records(lake, hop.name)
              if record.get("query_id")]
-    known += [(journal.get("finished_at") or 0, step["new_query_id"]) for journal in read_rollbacks(lake)
-              if journal.get("status") == "succeeded" for step in journal["plan"]["hops"] if step["hop"] == hop.name]
+    known += [(journal.finished_at or 0, step.new_query_id) for journal in read_rollbacks(lake)
+              if journal.status == "succeeded" for step in journal.plan.hops if step.hop == hop.name]
     if known:
         return max(known, key=lambda pair: pair[0])[1]
     streamed = [commit for commit in batches.commits(lake.table(hop)) if commit.app_id is not None]

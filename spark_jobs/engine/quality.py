@@ -12,15 +12,8 @@ import os
 import time
 
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
-from spark_jobs.engine.expectations import (
-    evaluate,
-    in_gx_order,
-    is_native,
-    passes,
-    results_of,
-    suite_result,
-    written_counts,
-)
+from spark_jobs.engine.expectations import evaluate, in_gx_order, results_of, suite_result, written_counts
+from spark_jobs.engine.rules import is_native, passes
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -131,7 +124,7 @@ def _marked(suite: dict) -> list[dict]:
 def validate(frame, suite: dict) -> tuple[int, dict]:
     """``(rows, result)``: the suite checked on ``frame``, the result as GX's JSON.
 
-    The :data:`~spark_jobs.engine.expectations.NATIVE` rules are evaluated in one pass
+    The :data:`~spark_jobs.engine.rules.RULES` rules are evaluated in one pass
     (:func:`~spark_jobs.engine.expectations.evaluate`); only the others start GX. The results
     come in GX's order: rules whose metrics could not be computed first (as GX lists them),
     then the rest grouped by column (:func:`~spark_jobs.engine.expectations.in_gx_order`).

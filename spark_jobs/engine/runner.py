@@ -1,4 +1,5 @@
-"""Run a pipeline's hops: run-once streams (``availableNow``), always-on streams and backfills.
+"""Run a pipeline's hops: run-once streams (``availableNow``) and backfills (always-on streams:
+:mod:`spark_jobs.engine.continuous`).
 
 A hop run is its source, the pipeline's transform and its sink (:mod:`spark_jobs.engine.hops`,
 chosen by the hop's kind), plus the run record. All three modes call the same transforms
@@ -9,9 +10,7 @@ a checkpoint, or ``Source.read``/``Sink.backfill`` over an event-time range.
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -33,19 +32,19 @@ from spark_jobs.transforms.lineage import RESCUED
 Progress = Callable[[str], None]
 
 
-def _stderr(message: str) -> None:
+def stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _unfenced() -> None:
+def unfenced() -> None:
     """No lock to check (a caller that holds none, as some tests do)."""
 
 
 class HopRun:
     """One hop's run: builds the query, tracks versions and progress, writes the record."""
 
-    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = _stderr,
-                 fence: Callable[[], None] = _unfenced, gated: bool = True):
+    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = stderr_progress,
+                 fence: Callable[[], None] = unfenced, gated: bool = True):
         self.spark = spark
         self._fence = fence
         self.fenced: LakehouseError | None = None
@@ -66,7 +65,7 @@ class HopRun:
         self.state_only_batch: int | None = None
         source, sink = source_and_sink(hop)
         self.source, self.sink = source(self), sink(self)
-        self.drop_rules = _drop_rules(lake, hop, getattr(self.sink, "quarantine", None))
+        self.drop_rules = suites.hop_drop_rules(lake.spec, hop, getattr(self.sink, "quarantine", None))
         self._counts: dict | None = None  # the gate's counts of the rows written so far (counting)
         # Their columns, once the first batch's frame said if it can; none for a run without a
         # gate (``--quality=off``; a later ``lakehouse quality`` reads the rows back).
@@ -277,9 +276,9 @@ class HopRun:
             if self.fenced is not None:
                 self.close("failed", str(self.fenced))
                 raise self.fenced from error
-            self.close("failed", _first_line(error))
+            self.close("failed", first_line(error))
             raise RunFailed(
-                f"{self.hop.name} {action} failed: {_first_line(error)} (run record in {self.lake.runs})"
+                f"{self.hop.name} {action} failed: {first_line(error)} (run record in {self.lake.runs})"
             ) from error
 
     def _skip_missing_upstream(self) -> RunRecord:
@@ -316,7 +315,7 @@ class HopRun:
                 self.note_progress(query)
             self.note_progress(query)
             if query.exception() is not None:
-                raise RunFailed(f"{self.hop.name} failed: {_first_line(query.exception())}")
+                raise RunFailed(f"{self.hop.name} failed: {first_line(query.exception())}")
         if not self.record.batch_ids:
             self.progress(f"[{self.hop.name}] no new data")
         return self.close("succeeded")
@@ -366,7 +365,7 @@ def code_change(lake: Lake, hop: HopSpec, frame, code_hash: str) -> tuple[str, f
 
 
 def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
-                         progress: Progress = _stderr) -> list[CodeChanged]:
+                         progress: Progress = stderr_progress) -> list[CodeChanged]:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
     recorded code hash differs) has its new query compared with the recorded one
     (:func:`code_change`); the refusals of the hops whose state cannot follow. Hops with the same
@@ -386,71 +385,13 @@ def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
     return refused
 
 
-def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = _stderr) -> None:
+def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress) -> None:
     """:class:`CodeChanged` for the first hop whose state cannot follow its new code."""
     refused = incompatible_changes(spark, lake, hops, progress)
     if refused:
         raise refused[0]
 
 
-def _drop_rules(lake: Lake, hop: HopSpec, quarantine: str | None) -> list[dict]:
-    """The hop's ``drop`` quality rules; a hop that drops rows needs a sink with a quarantine table."""
-    rules = suites.drop_rules(suites.load_suite(lake.spec, hop))
-    if rules and quarantine is None:
-        raise LakehouseError(
-            f"quality suite {suites.suite_path(lake.spec, hop)} drops rows of {hop.name}, which has no quarantine "
-            f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
-            "or use warn/fail")
-    return rules
-
-
-def _first_line(error: BaseException | object) -> str:
+def first_line(error: BaseException | object) -> str:
     text = str(getattr(error, "desc", None) or error).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
-
-
-def query_failure(hop: str, query) -> str | None:
-    """Why an always-on ``query`` that the session did not stop is no longer running, else None:
-    its exception, or that it stopped with none (stopped from elsewhere, or its thread ended in an
-    error raised while Spark handled another, as a StackOverflowError once did)."""
-    active = query.isActive  # read first: Spark sets the exception before the query turns inactive
-    if query.exception() is not None:
-        return f"{hop} failed: {_first_line(query.exception())}"
-    if active:
-        return None
-    return (f"{hop}'s query stopped without an error to show (the driver's log may say why); "
-            "run again to go on from its checkpoint")
-
-
-def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,
-                   stop: threading.Event | None = None, progress: Progress = _stderr,
-                   fence: Callable[[], None] = _unfenced) -> list[RunRecord]:
-    """Run the hops as always-on queries with a processing-time trigger until stopped.
-
-    A hop whose upstream table does not exist yet starts once it does. SIGINT/SIGTERM or
-    ``stop`` end all queries; each hop's record is written then.
-    """
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
-    runs = [HopRun(spark, lake, hop, run_id, "continuous", progress, fence) for hop in hops]
-    queries: dict[str, object] = {}
-    try:
-        while not stop.is_set():
-            for run in runs:
-                if run.hop.name not in queries and not run.upstream_missing():
-                    progress(f"[{run.hop.name}] always-on, trigger every {trigger_interval}")
-                    run.refuse_damaged_checkpoint()
-                    queries[run.hop.name] = run.start_stream({"processingTime": trigger_interval})
-            for run in runs:
-                query = queries.get(run.hop.name)
-                if query is not None:
-                    run.note_progress(query)
-                    if (failure := query_failure(run.hop.name, query)) is not None:
-                        raise RunFailed(failure)
-            stop.wait(1)
-    finally:
-        for query in queries.values():
-            query.stop()
-    return [run.close("succeeded" if run.hop.name in queries else "skipped") for run in runs]

@@ -1,9 +1,9 @@
 """Read and rewrite a Structured Streaming checkpoint as plain files (docs/concepts/checkpoints.md): no JVM.
 
 ``metadata`` holds the query id, ``offsets/N`` what batch N reads, ``commits/N`` that it
-finished, ``sources/<i>/`` the file source's log of files per batch (compacted into
-``N.compact`` files), ``state/<op>/<partition>/`` the state store's versions (batch N writes
-version N+1). Every log file starts with a version line such as ``v1``; on a local or Hadoop
+finished, ``sources/<i>/`` the file source's log of files per batch
+(:mod:`spark_jobs.logs.file_source_log`), ``state/<op>/<partition>/`` the state store's
+versions (:mod:`spark_jobs.logs.state_store`). Every log file starts with a version line such as ``v1``; on a local or Hadoop
 filesystem each file has a hidden ``.<name>.crc`` sibling, which must go whenever the file
 is rewritten or removed. Paths are local paths or URIs (fsspec).
 """
@@ -14,7 +14,6 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse
 
 from spark_jobs.logs.fs import filesystem, listing, remove_tree, write_text
 from spark_jobs.model.errors import DamagedLog
@@ -30,7 +29,7 @@ class BatchOffsets:
     sources: list[dict | None] = field(default_factory=list)
 
 
-def _read_log_file(fs, path: str) -> tuple[str, list[str]]:
+def read_log_file(fs, path: str) -> tuple[str, list[str]]:
     with fs.open(path, "r") as handle:
         lines = handle.read().splitlines()
     if not lines:
@@ -102,7 +101,7 @@ def write_log_file(fs, path: str, version_line: str, lines: list[str]) -> None:
     _write_atomically(fs, path, "\n".join([version_line, *lines]))
 
 
-def _numbered(fs, folder: str, suffix: str = "") -> dict[int, str]:
+def numbered(fs, folder: str, suffix: str = "") -> dict[int, str]:
     """``{number: path}`` for the log files of a folder, skipping ``.crc`` and temp files."""
     found = {}
     for path in listing(fs, folder):
@@ -161,7 +160,7 @@ def restart_at(checkpoint: str, batch_id: int, new_id: str) -> None:
     swapped in by :func:`finish_restart`, which the next start of the hop calls again after a crash.
     """
     fs = filesystem(checkpoint)
-    version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
+    version, lines = read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
     staged = f"{checkpoint}.restarted"
     remove_tree(fs, staged)
     fs.makedirs(f"{staged}/offsets", exist_ok=True)
@@ -179,7 +178,7 @@ def finish_restart(checkpoint: str) -> None:
     if not fs.exists(f"{staged}/metadata"):
         remove_tree(fs, staged)
         return
-    version, lines = _read_log_file(fs, f"{staged}/offsets/0")
+    version, lines = read_log_file(fs, f"{staged}/offsets/0")
     remove_tree(fs, checkpoint)
     fs.makedirs(f"{checkpoint}/offsets", exist_ok=True)
     write_log_file(fs, f"{checkpoint}/offsets/0", version, lines)
@@ -189,7 +188,7 @@ def finish_restart(checkpoint: str) -> None:
 
 def log_files(checkpoint: str, log: str) -> dict[int, str]:
     """``{batch id: path}`` of ``offsets/`` or ``commits/``."""
-    return _numbered(filesystem(checkpoint), f"{checkpoint}/{log}")
+    return numbered(filesystem(checkpoint), f"{checkpoint}/{log}")
 
 
 def offset_batch_ids(checkpoint: str) -> list[int]:
@@ -210,7 +209,7 @@ def planned_batch(checkpoint: str) -> int | None:
 def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
     """Parse ``offsets/<batch_id>`` (formats v1 and v2, see docs/concepts/checkpoints.md)."""
     fs = filesystem(checkpoint)
-    _version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
+    _version, lines = read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
     header = json.loads(lines[0])
     sources: list[dict | None] = []
     for line in lines[1:]:
@@ -242,7 +241,7 @@ def write_offsets(checkpoint: str, offsets: BatchOffsets, original: int | None =
     ``original`` is the batch whose file supplies the header (default: the same batch).
     """
     fs = filesystem(checkpoint)
-    version, lines = _read_log_file(fs, f"{checkpoint}/offsets/{original if original is not None else offsets.batch_id}")
+    version, lines = read_log_file(fs, f"{checkpoint}/offsets/{original if original is not None else offsets.batch_id}")
     header = lines[0]
     prefixed = version == "v2"
     sources = []
@@ -292,137 +291,6 @@ def drop_leftovers(checkpoint: str) -> list[str]:
     return removed
 
 
-def file_source_log(checkpoint: str, source: int = 0) -> dict[int, tuple[str, bool]]:
-    """``{log batch id: (path, is_compact)}`` of a file source's log."""
-    fs = filesystem(checkpoint)
-    folder = f"{checkpoint}/sources/{source}"
-    found = {number: (path, False) for number, path in _numbered(fs, folder).items()}
-    found.update({number: (path, True) for number, path in _numbered(fs, folder, ".compact").items()})
-    return found
-
-
-def truncate_file_source(checkpoint: str, last_log_batch: int, compact_interval: int, source: int = 0) -> list[str]:
-    """Make a file source's log end at ``last_log_batch`` (-1: empty); return what changed.
-
-    Entries carry their ``batchId``, so a compact file past the cut is split: the files Spark
-    needs to read the log up to the cut (the newest compaction batch at or before it, then one
-    plain file per later batch) are written from the kept entries when missing, and only then
-    is everything past the cut removed, so a crash at any point leaves a readable log.
-    """
-    fs = filesystem(checkpoint)
-    folder = f"{checkpoint}/sources/{source}"
-    changed = []
-    if last_log_batch >= 0:
-        kept = [entry for entry in file_source_entries(checkpoint, source) if int(entry["batchId"]) <= last_log_batch]
-        present = file_source_log(checkpoint, source)
-        compaction = [b for b in range(last_log_batch + 1) if (b + 1) % compact_interval == 0]
-        base = compaction[-1] if compaction else -1
-        if base >= 0 and not (base in present and present[base][1]):
-            write_log_file(fs, f"{folder}/{base}.compact", "v1",
-                           [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) <= base])
-            changed.append(f"sources/{source}/{base}.compact (rewritten)")
-        for number in range(base + 1, last_log_batch + 1):
-            if number not in present or present[number][1]:
-                write_log_file(fs, f"{folder}/{number}", "v1",
-                               [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) == number])
-                changed.append(f"sources/{source}/{number} (rewritten)")
-    for number, (path, compact) in sorted(file_source_log(checkpoint, source).items(), reverse=True):
-        if number > last_log_batch:
-            remove(fs, path)
-            changed.append(f"sources/{source}/{number}{'.compact' if compact else ''}")
-    return changed
-
-
-_STATE_FILE = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|changelog)$")
-
-
-def state_files(checkpoint: str) -> dict[str, dict[int, list[tuple[str, str]]]]:
-    """``{store dir: {version: [(path, kind)]}}`` for every state store of every partition: the
-    partition's folder, or for an operator with several stores (a stream-stream join's four)
-    each store's folder in it (``state/0/3/left-keyToNumValues``).
-
-    Kinds: ``delta``/``snapshot`` (HDFS-backed store), ``changelog``/``zip`` (RocksDB, with a
-    ``_<uuid>`` suffix in checkpoint format v2).
-    """
-    fs = filesystem(checkpoint)
-    root = f"{checkpoint}/state"
-    found: dict[str, dict[int, list[tuple[str, str]]]] = {}
-    for operator in listing(fs, root):
-        if not operator.rstrip("/").rsplit("/", 1)[-1].isdigit():
-            continue
-        for partition in listing(fs, operator):
-            if partition.rstrip("/").rsplit("/", 1)[-1].isdigit():
-                _store_files(fs, partition.rstrip("/"), found)
-    return found
-
-
-def _store_files(fs, folder: str, found: dict, depth: int = 0) -> None:
-    versions: dict[int, list[tuple[str, str]]] = {}
-    stores = []
-    for path in listing(fs, folder):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        match = _STATE_FILE.match(name)
-        if match:
-            versions.setdefault(int(match.group(1)), []).append((path, match.group(2)))
-        elif depth == 0 and not name.startswith((".", "_")) and fs.isdir(path):
-            stores.append(path.rstrip("/"))
-    if versions or not stores:  # one store here (RocksDB's SSTs/ folder is part of it)
-        found[folder] = versions
-        return
-    for store in stores:
-        _store_files(fs, store, found, depth + 1)
-
-
-def state_loadable(versions: dict[int, list[tuple[str, str]]], version: int) -> bool:
-    """Whether one partition's store can load ``version``: from a snapshot at or below it (or
-    the empty version 0) through a delta/changelog for every version after."""
-    if version == 0:
-        return True
-    for at in range(version, -1, -1):
-        kinds = {kind for _path, kind in versions.get(at, [])}
-        if at == 0 or kinds & {"snapshot", "zip"}:
-            return True
-        if not kinds & {"delta", "changelog"}:
-            return False
-    return True
-
-
-def drop_state_after(checkpoint: str, version: int) -> list[str]:
-    """Remove every state file of a version past ``version`` (all of them for -1 or 0)."""
-    fs = filesystem(checkpoint)
-    removed = []
-    for partition, versions in state_files(checkpoint).items():
-        for number in sorted(versions, reverse=True):
-            if number > version:
-                for path, _kind in versions[number]:
-                    remove(fs, path)
-                    removed.append("state/" + path.split("/state/", 1)[-1])
-    if version <= 0:
-        remove_tree(fs, f"{checkpoint}/state")
-    return removed
-
-
-def file_source_entries(checkpoint: str, source: int = 0) -> list[dict]:
-    """Every ``{path, timestamp, batchId}`` entry of a file source's log, oldest first.
-
-    The newest ``.compact`` file holds all entries up to its number; later plain files add
-    one batch each.
-    """
-    fs = filesystem(checkpoint)
-    folder = f"{checkpoint}/sources/{source}"
-    compacts = _numbered(fs, folder, ".compact")
-    plain = _numbered(fs, folder)
-    newest_compact = max(compacts) if compacts else -1
-    files = ([compacts[newest_compact]] if compacts else []) + [
-        plain[number] for number in sorted(plain) if number > newest_compact
-    ]
-    entries = []
-    for path in files:
-        _version, lines = _read_log_file(fs, path)
-        entries.extend(json.loads(line) for line in lines if line.strip())
-    return entries
-
-
 # Delta source offsets: ``{"reservoirVersion": V, "index": I, "isStartingVersion": S}``.
 # I = -1 (and Delta's other negative markers): nothing of version V read yet; I >= 0: V read
 # up to file I; an index this large is Delta's "all of V" marker.
@@ -465,13 +333,3 @@ def delta_offset_after(source: dict, version: int) -> dict:
     return {**source, "reservoirVersion": version + 1, "index": -1, "isStartingVersion": False}
 
 
-def listed_path(uri: str) -> str:
-    """A source-log path as :func:`spark_jobs.logs.fs.filesystem` lists it: ``file:///a%20b/x``
-    as ``/a b/x``, ``s3a://bucket/a%20b`` as ``bucket/a b`` (Spark records URIs, escaped; fsspec
-    lists plain paths, and s3fs's have no scheme)."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return unquote(parsed.path)
-    if parsed.scheme in ("s3", "s3a"):
-        return unquote(parsed.netloc + parsed.path)
-    return uri

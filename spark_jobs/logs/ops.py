@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from spark_jobs.logs.fs import read_json, read_json_folder, write_json
 from spark_jobs.model.lake import Lake
+from spark_jobs.model.plans import Journal
 from spark_jobs.model.records import RunRecord
 
 
@@ -26,14 +27,15 @@ def read_records(lake: Lake, hop: str | None = None) -> list[dict]:
     return sorted(records, key=lambda record: record.get("started_at") or 0)
 
 
-def write_journal(lake: Lake, journal: dict) -> str:
+def write_journal(lake: Lake, journal: Journal) -> str:
     """Write (or overwrite) a rollback journal, the audit record of one rollback."""
-    return write_json(lake.rollbacks, f"{journal['plan']['rollback_id']}.json", journal)
+    return write_json(lake.rollbacks, f"{journal.rollback_id}.json", journal.to_dict())
 
 
-def read_rollbacks(lake: Lake) -> list[dict]:
+def read_rollbacks(lake: Lake) -> list[Journal]:
     """Every rollback journal of the pipeline (audit records), oldest first."""
-    return sorted(read_json_folder(lake.rollbacks), key=lambda journal: journal.get("created_at") or 0)
+    journals = [Journal.from_dict(document) for document in read_json_folder(lake.rollbacks)]
+    return sorted(journals, key=lambda journal: journal.created_at or 0)
 
 
 def write_alert(lake: Lake, alert: dict) -> str:

@@ -28,10 +28,10 @@ class PipelineBusy(LakehouseError):
 class RollbackRefused(LakehouseError):
     """The rollback cannot be done safely (retention, an unfinished rollback); nothing changed.
 
-    :param plan: the refused plan, when there is one (its ``refused`` list says why).
+    :param plan: the refused :class:`~spark_jobs.model.plans.Plan`, when there is one (its ``refused`` says why).
     """
 
-    def __init__(self, message: str, plan: dict | None = None):
+    def __init__(self, message: str, plan=None):
         super().__init__(message)
         self.plan = plan
 

@@ -6,10 +6,6 @@ Plain data only; no Spark here, so DAG parsing stays fast.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,28 +154,6 @@ class PipelineSpec:
                 below.append(hop)
                 reached.add(hop.name)
         return tuple(below)
-
-
-def companion_module(spec: PipelineSpec, suffix: str = "") -> types.ModuleType | None:
-    """The module ``<name><suffix>.py`` beside ``spec``'s file (its pipeline code, or with
-    ``_sample`` its sample data), or None when there is none.
-
-    The specs' folder is imported as a package of its own (one per folder), so a module there
-    imports its siblings relatively (``from . import demo_transforms``).
-    """
-    if spec.source is None or not (spec.source.parent / f"{spec.name}{suffix}.py").exists():
-        return None
-    folder = spec.source.parent.resolve()
-    package = "lakehouse_pipelines_" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
-    if package not in sys.modules:
-        module = types.ModuleType(package)
-        module.__path__ = [str(folder)]
-        sys.modules[package] = module
-    try:
-        return importlib.import_module(f"{package}.{spec.name}{suffix}")
-    except (ImportError, SyntaxError) as error:
-        raise UsageError(f"{spec.source.parent / f'{spec.name}{suffix}.py'}: cannot be imported "
-                         f"({type(error).__name__}: {error}): fix it") from error
 
 
 def _hop_from_dict(raw: dict, source: Path) -> HopSpec:

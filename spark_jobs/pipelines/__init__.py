@@ -28,8 +28,9 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
+from spark_jobs.control.companions import companion_module
 from spark_jobs.model.errors import UsageError
-from spark_jobs.model.spec import PipelineSpec, companion_module
+from spark_jobs.model.spec import PipelineSpec
 
 
 @dataclass(frozen=True)

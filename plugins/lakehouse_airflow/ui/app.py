@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from lakehouse_airflow.ui.charts import bar_chart
-from spark_jobs.control import overview, rollback
+from spark_jobs.control import overview, planner
 from spark_jobs.control.suites import results_dir
 from spark_jobs.logs.fs import filesystem, listing, read_json
 from spark_jobs.model.errors import LakehouseError
@@ -203,7 +203,7 @@ def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: s
     if to_batch or to_run or to_time:
         try:
             batch = int(to_batch) if to_batch else None
-            plan = rollback.plan_request(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
+            plan = planner.plan_request(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
                                          to_time=to_time or None, cascade=cascade)
         except ValueError:
             error = f"to_batch {to_batch!r} is not a batch id: give a whole number (-1: before the first batch)"
@@ -213,7 +213,7 @@ def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: s
         return JSONResponse({"request": request_values, "plan": plan, "error": error})
     may_confirm = _may(user, "POST", f"{spec.name}__rollback", DagAccessEntity.RUN)
     return _page("rollback.html", request, pipeline=spec.name, hops=spec.hop_names, values=request_values, plan=plan,
-                 text=rollback.format_plan(plan) if plan else None, error=error, may_confirm=may_confirm,
+                 text=plan.text() if plan else None, error=error, may_confirm=may_confirm,
                  form_token=_form_token(user, spec.name, int(time.time())))
 
 
@@ -234,7 +234,7 @@ def rollback_confirm(request: Request, hop: str = Form(...), to_batch: str = For
     try:
         if to_batch:
             run_conf["to_batch"] = int(to_batch)
-        rollback.plan_request(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
+        planner.plan_request(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
                               to_time=to_time or None, cascade=run_conf["cascade"])
     except (ValueError, LakehouseError) as problem:
         raise HTTPException(400, f"rollback not triggered: {problem}") from None

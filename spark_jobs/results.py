@@ -1,0 +1,80 @@
+"""What the service's calls return (:mod:`spark_jobs.service`): each result prints itself as the
+JSON document of the CLI's ``--json`` (``to_dict``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spark_jobs.model.errors import QualityGateFailed
+from spark_jobs.model.plans import Journal, Plan
+from spark_jobs.model.records import RunRecord
+
+
+@dataclass
+class GateFailure:
+    """The hop whose quality gate failed (``gate`` mode stops below it) and the gate's summary."""
+
+    hop: str
+    summary: dict
+
+
+@dataclass
+class RunResult:
+    """What a run or backfill did: one record per hop that ran, and the gate that stopped it, if any."""
+
+    run_id: str
+    action: str
+    records: list[RunRecord]
+    failed_gate: GateFailure | None = None
+    pipeline: str = ""
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "hops": [record.to_dict() for record in self.records]}
+
+    def raise_for_gate(self) -> None:
+        """A :class:`QualityGateFailed` saying how to undo the run, when a gate failed in ``gate`` mode."""
+        if self.failed_gate is None:
+            return
+        from spark_jobs.control.suites import suite_path
+        from spark_jobs.service import open_lake
+
+        lake = open_lake(self.pipeline)
+        hop = lake.spec.hop(self.failed_gate.hop)
+        below = [other.name for other in lake.spec.downstream_of(hop.name)]
+        raise QualityGateFailed(
+            f"quality gate of {hop.name} failed ({', '.join(self.failed_gate.summary['failed'])})"
+            + (f"; {', '.join(below)} did not run. " if below else ". ") +
+            f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run {self.run_id}`, then fix "
+            f"the transform or the rule's policy in {suite_path(lake.spec, hop)}")
+
+
+@dataclass
+class RollbackResult:
+    """A rollback's plan, whether it was executed, and the journal (the audit record) when it was."""
+
+    plan: Plan
+    executed: bool
+    journal: Journal | None = None
+    resumed: bool = False
+
+    def to_dict(self) -> dict:
+        document = {"plan": self.plan.to_dict(), "executed": self.executed}
+        if self.journal is not None:
+            document["journal"] = self.journal.to_dict()
+        return document
+
+
+@dataclass
+class ValidateResult:
+    """Findings of ``checkpoint validate`` (repaired ones marked); consistent when none is left."""
+
+    pipeline: str
+    findings: list = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not [finding for finding in self.findings if not finding.repaired]
+
+    def to_dict(self) -> dict:
+        return {"pipeline": self.pipeline, "consistent": self.consistent,
+                "findings": [finding.to_dict() for finding in self.findings]}

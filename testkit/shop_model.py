@@ -1,0 +1,324 @@
+"""A randomized model check of the ``shop`` pipeline (a graph with a stream-stream join): random
+sequences of landings, runs and rollbacks of any hop to any batch it still holds, against a
+plain-Python model of the landing files (the landing writer and its expected tables are here,
+shared with ``tests/test_shop.py``).
+
+After every run every table must equal what the landing files say. The landings keep to the
+conditions under which Spark's join and de-duplication drop nothing (docs/examples/shop.md):
+each increment is the next hour's orders, with the previous increment's late
+payments landed first, and resends within the watermark. A rollback the platform refuses must
+change no table and no checkpoint. A run or a rollback may be SIGKILLed at a random moment and
+then run again to completion. A backfill of every hop over a range of whole landed hours may run
+at any point (refused, changing nothing, while a stream has not read the range's files); when a
+later rollback's plan says to backfill a range again (``rebackfill``), the model does so after
+the next run, at that hop and every hop that reads it, as a user would, before the tables are
+checked.
+
+``python -m testkit.shop_model --seed S --steps N`` runs one sequence (LAKEHOUSE_HOME is a new
+folder each time); ``tests/test_shop.py`` and the benchmark suite's soak call :func:`run_sequence`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import random
+import sys
+import tempfile
+from collections import Counter
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from testkit.paths import killed_mid_run
+
+NAME = "shop"
+HOUR_MS = 3_600_000
+START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
+MERCHANTS = ("m-1", "m-2", "m-3")
+CURRENCIES = ("EUR", "USD")
+HEADER = "payment_id,order_id,paid_amount,status,paid_time"
+TABLES = {"orders": "tables/bronze/shop_orders", "payments": "tables/bronze/shop_payments",
+          "latest": "tables/silver/shop_orders", "paid": "tables/silver/shop_paid",
+          "revenue": "tables/gold/shop_merchant_revenue"}
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class Landing:
+    """Orders written as JSON lines and payments as CSV files, and what the tables must then hold."""
+
+    def __init__(self, home: Path, seed: int):
+        self.home, self.rng = home, random.Random(seed)
+        self.orders: list[dict] = []   # every valid order line, resends included
+        self.payments: list[dict] = []
+        self.files = 0
+        self.last: dict | None = None
+
+    def _write(self, source: str, suffix: str, text: str) -> None:
+        folder = self.home / f"landing/{NAME}/{source}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.files += 1
+        (folder / f".{self.files:04d}{suffix}").write_text(text)
+        (folder / f".{self.files:04d}{suffix}").rename(folder / f"{self.files:04d}{suffix}")
+
+    def increment(self, hour: int, orders: int = 40, pay_now: bool = True) -> list[dict]:
+        """``orders`` orders in ``hour`` (hours after START_MS), in time order; a resend of one of
+        them and of the previous increment's last order (in time for the watermark), an order of
+        amount zero (bronze's suite drops it) and a bad line; their payments (most orders have
+        one, a few a failed attempt first) landed now or returned to land later."""
+        new = []
+        for index in range(orders):
+            order = {"order_id": f"o-{hour}-{index}", "customer_id": f"c-{self.rng.randrange(50)}",
+                     "merchant_id": self.rng.choice(MERCHANTS), "currency": self.rng.choice(CURRENCIES),
+                     "amount": Decimal(0 if index == 7 else self.rng.randrange(100, 50_000)) / 100,
+                     "order_time": START_MS + hour * HOUR_MS + index * (HOUR_MS // orders)}
+            new.append(order)
+        resends = [new[3]] + ([self.last] if self.last else [])
+        self.last = new[-1]
+        lines = [json.dumps({**order, "amount": float(order["amount"]), "order_time": iso(order["order_time"])})
+                 for order in new + resends]
+        self.orders.extend(new + resends)
+        self._write("orders", ".json", "".join(line + "\n" for line in lines) + '{"order_id": "o-no-time"}\n')
+        # Paid 0 to 80 minutes after the order (past the hour: not joined); a payment that lands a
+        # run later is paid 50 to 60 minutes after it, so it is never older than the join's
+        # watermark then: the newest order read (the hour's last, at 58.5 minutes) less the
+        # allowed lateness (10 minutes). Spark drops a row older than that from a join's input.
+        low, high = (0, 80) if pay_now else (50, 60)
+        payments = []
+        for order in new:
+            if self.rng.random() < 0.8:
+                paid = order["order_time"] + self.rng.randrange(low * 60_000, high * 60_000)
+                if self.rng.random() < 0.1:
+                    payments.append({"payment_id": f"f-{order['order_id']}", "order_id": order["order_id"],
+                                     "paid_amount": order["amount"], "status": "failed", "paid_time": paid - 1000})
+                payments.append({"payment_id": f"p-{order['order_id']}", "order_id": order["order_id"],
+                                 "paid_amount": order["amount"], "status": "paid", "paid_time": paid})
+        if pay_now:
+            self.pay(payments)
+        return payments
+
+    def pay(self, payments: list[dict]) -> None:
+        self.payments.extend(payments)
+        rows = [f"{p['payment_id']},{p['order_id']},{p['paid_amount']:.2f},{p['status']},{iso(p['paid_time'])}"
+                for p in payments]
+        self._write("payments", ".csv", HEADER + "\r\n" + "".join(row + "\r\n" for row in rows) + "p-x,o-x,1.00\r\n")
+
+    def expected(self) -> dict:
+        kept = [order for order in self.orders if order["amount"] > 0]
+        latest = {order["order_id"]: order for order in kept}
+        paid = sorted((payment["order_id"], payment["payment_id"]) for payment in self.payments
+                      if payment["status"] == "paid" and payment["order_id"] in latest
+                      and 0 <= payment["paid_time"] - latest[payment["order_id"]]["order_time"] <= HOUR_MS)
+        revenue: Counter = Counter()
+        counts: Counter = Counter()
+        for order_id, payment_id in paid:
+            order = latest[order_id]
+            key = (order["merchant_id"], order["currency"], order["order_time"] - order["order_time"] % HOUR_MS)
+            counts[key] += 1
+            revenue[key] += next(p["paid_amount"] for p in self.payments if p["payment_id"] == payment_id)
+        return {"orders": sorted(order["order_id"] for order in kept),
+                "payments": sorted(p["payment_id"] for p in self.payments), "latest": sorted(latest),
+                "paid": paid, "revenue": {key: (counts[key], revenue[key]) for key in counts}}
+
+
+def actual(spark, home: Path) -> dict:
+    def rows(name: str):
+        return spark.read.format("delta").load(str(home / TABLES[name])).collect()
+
+    return {
+        "orders": sorted(row.order_id for row in rows("orders")),
+        "payments": sorted(row.payment_id for row in rows("payments")),
+        "latest": sorted(row.order_id for row in rows("latest")),
+        "paid": sorted((row.order_id, row.payment_id) for row in rows("paid")),
+        "revenue": {(row.merchant_id, row.currency, int(row.window_start.timestamp() * 1000)):
+                    (row.paid_orders, row.revenue) for row in rows("revenue")},
+    }
+
+
+def assert_tables(spark, home: Path, expected: dict, context: str = "") -> None:
+    """Each table as ``expected`` says, a failure naming the table and the rows that differ."""
+    found = actual(spark, home)
+    for name, rows in expected.items():
+        extra, missing = sorted(set(found[name]) - set(rows)), sorted(set(rows) - set(found[name]))
+        assert found[name] == rows, f"{TABLES[name]}: extra {extra[:5]}, missing {missing[:5]}{context}"
+
+
+HOPS = ("bronze_orders", "bronze_payments", "silver_orders", "silver_paid", "gold_merchant_revenue")
+# Each hop and the hops that read it, directly or not (the spec's graph, in HOPS' order).
+BELOW = {"bronze_orders": HOPS[2:], "bronze_payments": HOPS[3:], "silver_orders": HOPS[3:],
+         "silver_paid": HOPS[4:], "gold_merchant_revenue": ()}
+
+
+def _covered(hop: str, start: str, end: str, backfills: list[dict]) -> bool:
+    """Whether one backfill of ``hop`` in a plan's list spans ``start`` .. ``end``."""
+    moment = datetime.fromisoformat
+    return any(each["hop"] == hop and moment(each["start"]) <= moment(start) and moment(end) <= moment(each["end"])
+               for each in backfills)
+
+
+def _tree(home: Path) -> dict[str, tuple]:
+    """Every file under the tables and checkpoints with its size: what a refused operation must not change."""
+    return {str(path.relative_to(home)): (path.stat().st_size,) for folder in ("tables", "checkpoints")
+            for path in sorted((home / folder).rglob("*")) if path.is_file()}
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    from spark_jobs.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    if code not in (0, 2):
+        raise AssertionError(f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}")
+    return code, out.getvalue(), err.getvalue()
+
+
+class _Sequence:
+    """One random sequence's lake, landings, random source and transcript."""
+
+    def __init__(self, spark, home: Path, seed: int, log):
+        self.spark, self.home, self.seed, self.log = spark, home, seed, log
+        self.rng = random.Random(seed)
+        self.landing = Landing(home, seed)
+        self.transcript: list[str] = []
+        self.hour, self.later = 0, []
+        self.owed: set[tuple[str, str, str]] = set()  # (hop, start, end) to backfill again after the next run
+
+    def note(self, text: str) -> None:
+        self.transcript.append(text)
+        self.log(f"[shop seed {self.seed}] {len(self.transcript)}. {text}")
+
+    def check(self) -> None:
+        assert_tables(self.spark, self.home, self.landing.expected(), " after: " + "; ".join(self.transcript))
+
+    def land(self) -> None:
+        """The last increment's late payments first, then the next hour's orders."""
+        self.landing.pay(self.later)
+        pay_now = self.rng.random() < 0.7
+        payments = self.landing.increment(self.hour, orders=self.rng.randrange(8, 30), pay_now=pay_now)
+        self.later = [] if pay_now else payments
+        self.note(f"land hour {self.hour} ({len(self.later)} payments held back)")
+        self.hour += 1
+
+    def run(self) -> None:
+        code, _out, err = _cli(["run", NAME])
+        assert code == 0, err[-2000:]
+        self.pay_debts()
+        self.check()
+
+    def pay_debts(self) -> None:
+        """The backfills the rollbacks' plans asked for, each hop's before those of the hops below."""
+        for hop, start, end in sorted(self.owed, key=lambda debt: (HOPS.index(debt[0]), debt[1:])):
+            code, _out, err = _cli(["backfill", NAME, "--hop", hop, "--start", start, "--end", end])
+            assert code == 0, f"the backfill a rollback's plan asked for was refused: {err[-1000:]}"
+            self.note(f"backfill again {hop} {start} .. {end}")
+        self.owed.clear()
+
+    def note_plan(self, out: str) -> None:
+        """What a rollback's plan (its --json output) says to backfill again after the next run."""
+        plan = json.loads(out)["plan"]
+        for step in plan["hops"]:  # the list covers each step's ranges at its hop and every hop below
+            for start, end in step["rebackfill"]:
+                assert all(_covered(hop, start, end, plan["backfills"]) for hop in (step["hop"], *BELOW[step["hop"]]))
+        self.owed.update((each["hop"], each["start"], each["end"]) for each in plan["backfills"])
+
+    def backfill(self) -> None:
+        """Every hop over whole landed hours, often with the hour after (where their late payments
+        fall; without it the join's backfill needs payments beyond the range's end); a refusal (a
+        stream has not read those files yet) changes nothing."""
+        first = self.rng.randrange(self.hour)
+        last = self.rng.randrange(first, self.hour) + self.rng.choice((1, 2))  # the end, exclusive
+        start, end = (iso(START_MS + hour * HOUR_MS)[:-1] for hour in (first, last))
+        before = _tree(self.home)
+        code, _out, err = _cli(["backfill", NAME, "--start", start, "--end", end])
+        self.note(f"backfill {start} .. {end}" + (" (refused)" if code else ""))
+        if code:
+            assert _tree(self.home) == before, f"a refused backfill changed files: {err[-500:]}"
+
+    def kill(self, argv: list[str]) -> None:
+        """``argv`` SIGKILLed at a random moment (its process group: the CLI and its JVM), then
+        the same command again to completion (a crashed rollback finishes, a run replays)."""
+        delay = self.rng.uniform(2, 20)
+        killed, code, first_out = killed_mid_run(argv, delay)
+        again, out, err = _cli(argv)
+        self.note(f"{' '.join(argv[:4])} {'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
+                  f"again: exit {again}")
+        if argv[0] == "rollback":
+            for done, text in ((not killed and code == 0, first_out), (again == 0, out)):
+                if done:
+                    self.note_plan(text)
+        if argv[0] == "run":
+            assert again == 0, err[-2000:]
+            self.pay_debts()
+            self.check()
+
+    def rollback(self, hop: str, batches: list[int], killing: bool) -> None:
+        """Back to a random batch the hop still holds (or its start); a refusal changes nothing."""
+        target = self.rng.choice([-1, *batches[:-1]]) if len(batches) > 1 or self.rng.random() < 0.5 else -1
+        argv = ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"]
+        if killing:
+            self.kill(argv)
+            return
+        before = _tree(self.home)
+        code, out, err = _cli(argv)
+        self.note(f"rollback {hop} --to-batch {target}" + (" (refused)" if code else ""))
+        if code:
+            assert _tree(self.home) == before, f"a refused rollback changed files: {err[-500:]}"
+        else:
+            self.note_plan(out)
+
+    def step(self) -> None:
+        from spark_jobs.logs import checkpoint_log
+
+        operation = self.rng.choices(("land", "run", "rollback", "kill", "backfill"), (0.35, 0.25, 0.2, 0.1, 0.1))[0]
+        if operation == "land" or self.hour == 0:
+            self.land()
+        elif operation == "backfill":
+            self.backfill()
+        elif operation == "run":
+            self.note("run")
+            self.run()
+        else:
+            hop = self.rng.choice(HOPS)
+            batches = checkpoint_log.commit_batch_ids(str(self.home / f"checkpoints/{NAME}/{hop}"))
+            if operation == "kill" and (not batches or self.rng.random() < 0.7):
+                self.kill(["run", NAME])
+            elif batches:
+                self.rollback(hop, batches, killing=operation == "kill")
+
+
+def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
+    """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``), checked after each
+    run, and a final run; the transcript (to keep a failing sequence as a regression case)."""
+    sequence = _Sequence(spark, home, seed, log)
+    for _ in range(steps):
+        sequence.step()
+    sequence.landing.pay(sequence.later)
+    sequence.note("final run")
+    sequence.run()
+    return sequence.transcript
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    import os
+
+    from spark_jobs.engine.session import build_session
+
+    home = Path(tempfile.mkdtemp(prefix="shop-model-")) / "lake"
+    os.environ["LAKEHOUSE_HOME"] = str(home)
+    run_sequence(build_session("shop-model"), home, args.seed, args.steps)
+    print(f"seed {args.seed}: {args.steps} steps, every table equal to the landing files after every run ({home})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

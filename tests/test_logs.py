@@ -1,0 +1,81 @@
+"""The log readers on plain files (spark_jobs/logs): the file source's log, offsets, the Delta log."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
+
+pytestmark = [pytest.mark.unit]
+
+
+def _write_log(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_file_source_log_reads_newest_compact_then_later_batches(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    entry = lambda name, batch: json.dumps({"path": f"file:///land/{name}", "timestamp": 1, "batchId": batch})
+    _write_log(ckpt / "sources/0/0", ["v1", entry("a", 0)])
+    _write_log(ckpt / "sources/0/1.compact", ["v1", entry("a", 0), entry("b", 1)])
+    _write_log(ckpt / "sources/0/2", ["v1", entry("c", 2), entry("d", 2)])
+    _write_log(ckpt / "sources/0/.2.crc", ["junk"])
+    names = [e["path"].rsplit("/", 1)[-1] for e in file_source_log.file_source_entries(str(ckpt))]
+    assert names == ["a", "b", "c", "d"]
+
+
+def test_offsets_v1_and_v2_formats(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _write_log(ckpt / "offsets/3", ["v1", '{"batchWatermarkMs":7,"batchTimestampMs":9,"conf":{}}', '{"logOffset":5}'])
+    _write_log(ckpt / "offsets/4", ["v2", '{"batchWatermarkMs":8,"batchTimestampMs":10,"conf":{}}', '0:{"logOffset":6}'])
+    _write_log(ckpt / "commits/3", ["v1", '{"nextBatchWatermarkMs":7}'])
+    assert checkpoint_log.offset_batch_ids(str(ckpt)) == [3, 4]
+    assert checkpoint_log.commit_batch_ids(str(ckpt)) == [3]
+    assert checkpoint_log.read_offsets(str(ckpt), 3).sources == [{"logOffset": 5}]
+    assert checkpoint_log.read_offsets(str(ckpt), 4).sources == [{"logOffset": 6}]
+    assert checkpoint_log.read_offsets(str(ckpt), 4).watermark_ms == 8
+
+
+def test_delta_log_versions_and_rows_written(tmp_path):
+    log = tmp_path / "t/_delta_log"
+    commit = lambda metrics: json.dumps({"commitInfo": {"operation": "X", "operationMetrics": metrics}})
+    _write_log(log / f"{0:020d}.json", [commit({"numOutputRows": "5"})])
+    _write_log(log / f"{1:020d}.json", [commit({"numTargetRowsInserted": "2", "numTargetRowsUpdated": "3"}),
+                                        json.dumps({"txn": {"appId": "q", "version": 1}})])
+    (log / f"{1:020d}.crc").write_text("{}")
+    table = str(tmp_path / "t")
+    assert delta_log.versions(table) == [0, 1]
+    assert delta_log.rows_written(table, None, 1) == 10
+    assert delta_log.rows_written(table, 0, 1) == 5
+    assert delta_log.transaction(table, 1) == {"appId": "q", "version": 1}
+    assert delta_log.table_version(str(tmp_path / "none")) is None
+
+
+def test_a_table_written_again_at_the_same_path_is_read_anew(tmp_path):
+    """A long-lived process (the API server, a test process copying one lake to one path) must not
+    keep the commits of a table that was deleted and written again: same path, same version."""
+    import shutil
+
+    table = tmp_path / "table"
+    log = table / "_delta_log"
+
+    def write(app_id: str) -> None:
+        log.mkdir(parents=True)
+        (log / f"{0:020d}.json").write_text(json.dumps({"txn": {"appId": app_id, "version": 0}}) + "\n")
+
+    write("first-query")
+    assert delta_log.transaction(str(table), 0)["appId"] == "first-query"
+    shutil.rmtree(table)
+    write("second-query, a longer id")
+    assert delta_log.transaction(str(table), 0)["appId"] == "second-query, a longer id"
+
+
+def test_source_log_paths_compare_with_listed_paths():
+    """Spark records escaped URIs; fsspec lists plain paths (s3fs's without a scheme)."""
+    assert file_source_log.listed_path("file:///tmp/a%20b/x.json") == "/tmp/a b/x.json"
+    assert file_source_log.listed_path("/tmp/a/x.json") == "/tmp/a/x.json"
+    assert file_source_log.listed_path("s3a://bucket/lake/a%20b/x.json") == "bucket/lake/a b/x.json"
+    assert file_source_log.listed_path("s3://bucket/x.json") == "bucket/x.json"

@@ -1,0 +1,215 @@
+"""The rollback planner's rules on plain files, no JVM (docs/concepts/rollback.md).
+
+The lakes in ``tests/fixtures/lakes/`` were written by real Spark and Delta runs of the
+ad_events example (``tests/fixtures/make_lakes.py`` says each one's history; the code of an
+earlier commit wrote them, so they are also lakes an upgrade must keep reading). Each test
+states what that history leads to, the expected values read from the lake's own run records
+and journals, never from the planner.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.control import planner
+from spark_jobs.logs.ops import read_rollbacks
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.plans import Backfill, HopStep, Journal, Plan, Request, TableStep
+from spark_jobs.model.spec import get_spec
+from testkit.lakes import fixture_lake
+
+pytestmark = pytest.mark.unit
+
+
+def record(lake: Lake, run_id: str, hop: str) -> dict:
+    return json.loads(Path(lake.runs, f"{run_id}.{hop}.json").read_text())
+
+
+def version_after(lake: Lake, run_id: str, hop: str, table: str | None = None) -> int:
+    return record(lake, run_id, hop)["tables"][table or lake.table(lake.spec.hop(hop))]["version_after"]
+
+
+def targets(plan: Plan) -> dict[str, int]:
+    return {step.hop: step.target_batch for step in plan.hops}
+
+
+def test_a_cascade_takes_each_hop_back_to_the_last_batch_that_read_nothing_undone(tmp_path):
+    """history: runs r0, r1, r2 of every hop (one batch per run at bronze and silver, two at
+    gold), gold backfilled (b1) between r1 and r2. Bronze back to batch 0 (r0's): silver keeps
+    its r0 batch, gold its r0 batches; each table returns to the version r0 left it at."""
+    lake = fixture_lake("history", tmp_path)
+    plan = planner.plan(lake, Request("bronze", to_batch=0))
+    gold = lake.spec.hop("gold")
+    assert targets(plan) == {"bronze": 0, "silver": 0, "gold": max(record(lake, "r0", "gold")["batch_ids"])}
+    for step in plan.hops:
+        later = record(lake, "r1", step.hop)["batch_ids"] + record(lake, "r2", step.hop)["batch_ids"]
+        assert step.undone == later
+        assert {table.table: table.restore_to for table in step.tables} == {
+            table: version_after(lake, "r0", step.hop, table) for table in lake.tables_of(lake.spec.hop(step.hop))}
+        assert all(table.action == "restore" for table in step.tables)
+        metadata = json.loads(Path(step.checkpoint, "metadata").read_text())
+        assert step.old_query_id == metadata["id"] != step.new_query_id
+    bronze, silver, gold_step = plan.hops
+    assert bronze.source_log_cut == 0 and len(bronze.reread_files) == 4  # r1's and r2's two files each
+    assert bronze.state_version is None and silver.state_version is None
+    assert gold_step.state_version == gold_step.target_batch + 1
+    assert silver.restored_upstreams == ["bronze"] and gold_step.restored_upstreams == ["silver"]
+    # b1 wrote gold's table after r0: the restore undoes it, and the stream will not write it again
+    b1 = record(lake, "b1", "gold")
+    assert gold_step.tables[0].other_writers_undone == [f"{version_after(lake, 'b1', 'gold')} WRITE"]
+    assert plan.backfills == [Backfill("gold", b1["range_start"], b1["range_end"])]
+    assert plan.refused == [] and not plan.nothing_to_do
+    assert planner.plan(lake, Request("gold", to_run="r1", cascade=False)).hops[0].target_batch == \
+        min(record(lake, "r1", gold.name)["batch_ids"]) - 1
+
+
+def test_undoing_a_first_batch_empties_the_tables_and_the_hop_below_starts_from_the_snapshot(tmp_path):
+    lake = fixture_lake("history", tmp_path)
+    plan = planner.plan(lake, Request("bronze", to_batch=-1))
+    assert targets(plan) == {"bronze": -1, "silver": -1, "gold": -1}
+    assert {table.action for step in plan.hops for table in step.tables} == {"empty"}
+    assert plan.hops[0].source_log_cut == -1 and len(plan.hops[0].reread_files) == 6
+    assert plan.hops[1].reread == "bronze's restored table from its snapshot"
+    assert plan.hops[2].state_version == 0 and plan.hops[1].restored_upstreams == []
+
+
+def test_a_target_by_run_is_the_batch_before_the_runs_first_and_an_unknown_run_names_recent_ones(tmp_path):
+    lake = fixture_lake("history", tmp_path)
+    plan = planner.plan(lake, Request("gold", to_run="r1", cascade=False))
+    [step] = plan.hops
+    assert step.target_batch == min(record(lake, "r1", "gold")["batch_ids"]) - 1
+    assert step.reread == f"silver table from version {version_after(lake, 'r0', 'silver') + 1}"
+    with pytest.raises(UsageError, match="unknown run id 'nope' for pipeline ad_events: recent runs are b1, r0, r1, r2"):
+        planner.plan(lake, Request("gold", to_run="nope"))
+
+
+def test_without_cascade_a_hop_below_that_read_undone_data_refuses_the_plan(tmp_path):
+    lake = fixture_lake("history", tmp_path)
+    plan = planner.plan(lake, Request("bronze", to_batch=0, cascade=False))
+    assert targets(plan) == {"bronze": 0}
+    assert plan.refused == ["--no-cascade: silver batches 1..2 read bronze data being undone; roll back with cascade"]
+
+
+def test_a_straddling_batch_takes_the_upper_hop_back_to_a_boundary_both_share(tmp_path):
+    """straddle: bronze batches 0..3 (s0, then bronze alone three times), silver batch 0 read
+    bronze's batch 0 and batch 1 read bronze's batches 1..3 at once. Bronze back to batch 2 would
+    cut silver's batch 1 in the middle: bronze goes back to batch 0, where silver's batches end."""
+    lake = fixture_lake("straddle", tmp_path)
+    plan = planner.plan(lake, Request("bronze", to_batch=2))
+    assert plan.requested_batch == 2 and targets(plan)["bronze"] == 0 and targets(plan)["silver"] == 0
+    assert "bronze: back to batch 0 instead of 2, because silver batch 1 read bronze's table across that point" in plan.notes
+    assert plan.hops[0].undone == [1, 2, 3]
+
+
+def test_a_hop_kept_from_before_an_earlier_restore_moves_past_that_restore(tmp_path):
+    """replayed: history, then bronze rolled back to batch 0 (cascade) and r3. Gold's batch 0
+    read silver's table before that rollback RESTOREd it: gold back to batch 0 goes on after the
+    RESTORE commit the journal recorded, skipping the appends it undid."""
+    lake = fixture_lake("replayed", tmp_path)
+    [journal] = read_rollbacks(lake)
+    silver_table = lake.table(lake.spec.hop("silver"))
+    plan = planner.plan(lake, Request("gold", to_batch=0))
+    assert targets(plan) == {"gold": 0}
+    assert plan.hops[0].skip_versions == {"silver": journal.restored[silver_table]}
+    assert f"gold: goes on after silver's version {journal.restored[silver_table]} (a RESTORE), skipping appends it undid" \
+        in plan.notes
+
+
+def test_what_lies_beyond_retention_is_refused_with_its_reason(tmp_path):
+    lake = fixture_lake("history", tmp_path)
+    bronze = lake.spec.hop("bronze")
+    Path(lake.checkpoint(bronze), "offsets", "0").unlink()
+    plan = planner.plan(lake, Request("bronze", to_batch=0))
+    assert plan.refused == ["bronze offsets/0 is gone (minBatchesToRetain keeps the last "
+                            f"{lake.spec.min_batches_to_retain} batches)"]
+    assert plan.hops[0].refused == plan.refused and plan.hops[0].tables == []
+
+    # gold's backfill replaced files of version 0: VACUUM deleting one makes version 0 unreachable
+    gold = lake.table(lake.spec.hop("gold"))
+
+    def actions(version: int, kind: str) -> set[str]:
+        lines = Path(gold, "_delta_log", f"{version:020d}.json").read_text().splitlines()
+        return {action[kind]["path"] for action in map(json.loads, lines) if kind in action}
+
+    replaced = sorted(actions(0, "add") & actions(version_after(lake, "b1", "gold"), "remove"))
+    Path(gold, replaced[0]).unlink()
+    plan = planner.plan(lake, Request("gold", to_batch=1, cascade=False))
+    assert plan.refused == [f"data file {replaced[0]} of version 0 is gone (vacuumed: deleted-file retention)"]
+
+
+def test_a_plan_and_an_earlier_commits_journal_round_trip_through_json(tmp_path):
+    lake = fixture_lake("replayed", tmp_path)
+    plan = planner.plan(lake, Request("bronze", to_batch=0))
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    [path] = Path(lake.rollbacks).glob("*.json")
+    written = json.loads(path.read_text())  # by the code that wrote the fixture
+    assert Journal.from_dict(written).to_dict() == written
+    # A journal from before joins: no restored_upstreams, one upstream's skip as skip_to_version.
+    older = json.loads(path.read_text())
+    for step in older["plan"]["hops"]:
+        for key in ("restored_upstreams", "skip_versions", "rebackfill", "reread_files"):
+            step.pop(key, None)
+        step["skip_to_version"] = 3
+    del older["plan"]["backfills"]
+    loaded = Journal.from_dict(older)
+    assert [step.skip_to_version for step in loaded.plan.hops] == [3, 3, 3]
+    assert loaded.plan.hops[1].restored_upstreams == [] and loaded.plan.backfills == []
+
+
+def test_a_rollback_plan_widens_a_joins_rebackfill_and_lists_each_hops_backfills_once(tmp_path):
+    """Shop's model, seed 42: a join that starts over owes an ingest upstream's backfilled range
+    widened by its ``within`` (payments of 06:00..08:00 pair with orders from 05:00), and the
+    plan's list then named silver_paid twice over overlapping ranges. Plain files, no JVM."""
+    lake = Lake(str(tmp_path), get_spec("shop"))
+    runs = Path(lake.runs)
+    runs.mkdir(parents=True)
+    for hop, start, end in (("bronze_payments", "06:00", "08:00"), ("bronze_orders", "22:00", "23:00")):
+        record = {"run_id": f"bf-{hop}", "hop": hop, "mode": "backfill", "status": "succeeded", "started_at": 1,
+                  "range_start": f"2026-03-01T{start}:00.000", "range_end": f"2026-03-01T{end}:00.000"}
+        (runs / f"bf-{hop}.{hop}.json").write_text(json.dumps(record))
+    starts_over = HopStep("silver_paid", -1, [0, 1])
+    # within is 1 hour in shop.yaml: the payments' range one hour wider each side; bronze_orders
+    # feeds the join through silver_orders, whose own step owes that range as it was
+    assert planner._rebackfill(lake, lake.spec.hop("silver_paid"), starts_over) == [
+        ["2026-03-01T05:00:00.000", "2026-03-01T09:00:00.000"]]
+    assert planner._rebackfill(lake, lake.spec.hop("silver_orders"), starts_over) == [
+        ["2026-03-01T22:00:00.000", "2026-03-01T23:00:00.000"]]
+    assert planner._rebackfill(lake, lake.spec.hop("silver_paid"), dataclasses.replace(starts_over, target_batch=0)) == []
+
+    steps = [HopStep("silver_orders", 0, rebackfill=[["2026-03-01T06:00:00.000", "2026-03-01T08:00:00.000"],
+                                                     ["2026-03-01T10:00:00.000", "2026-03-01T11:00:00.000"]]),
+             HopStep("silver_paid", 0, rebackfill=[["2026-03-01T05:00:00.000", "2026-03-01T09:00:00.000"],
+                                                   ["2026-03-01T09:00:00.000", "2026-03-01T09:30:00.000"]])]
+    listed = [(each.hop, each.start[11:16], each.end[11:16]) for each in planner._backfills(lake, steps)]
+    assert listed == [("silver_orders", "06:00", "08:00"), ("silver_orders", "10:00", "11:00"),
+                      ("silver_paid", "05:00", "09:30"), ("silver_paid", "10:00", "11:00"),
+                      ("gold_merchant_revenue", "05:00", "09:30"), ("gold_merchant_revenue", "10:00", "11:00")]
+
+
+def test_a_rollback_plan_to_a_run_says_which_of_its_repairs_it_leaves(tmp_path):
+    """The stream DAG's undo rolls back to before the run; a repair the run made at a hop whose
+    stream wrote no batch in it is not undone (it would be backfilled again from the same rows),
+    and the plan says so with the command that redoes it. Plain files, no JVM."""
+    lake = Lake(str(tmp_path), get_spec("shop"))
+    gold = lake.spec.hop("gold_merchant_revenue")
+    runs = Path(lake.runs)
+    runs.mkdir(parents=True)
+    for run_id in ("R.repair-1", "S.repair-1"):
+        record = {"run_id": run_id, "hop": gold.name, "mode": "backfill", "status": "succeeded", "repair": True,
+                  "started_at": 1, "range_start": "2026-03-01T05:00:00.000", "range_end": "2026-03-01T09:00:00.000",
+                  "tables": {lake.table(gold): {"version_after": 5}}}
+        (runs / f"{run_id}.{gold.name}.json").write_text(json.dumps(record))
+
+    def restoring(version: int) -> list[HopStep]:
+        return [HopStep(gold.name, 0, tables=[TableStep(lake.table(gold), "gold", 9, version, "restore")])]
+
+    [note] = planner._repairs_kept(lake, [gold], "R", [])  # the plan does nothing at gold
+    assert note.startswith("gold_merchant_revenue: the run's repair R.repair-1 (2026-03-01T05:00:00.000 .. ")
+    assert note.endswith("`lakehouse backfill shop --hop gold_merchant_revenue --start 2026-03-01T05:00:00.000 "
+                         "--end 2026-03-01T09:00:00.000`")
+    assert planner._repairs_kept(lake, [gold], "R", restoring(5)) == [note]  # the restore keeps its commit
+    assert planner._repairs_kept(lake, [gold], "R", restoring(4)) == []  # the restore undoes it
+    assert planner._repairs_kept(lake, [gold], "T", []) == []  # another run's repairs are not this run's

@@ -1,0 +1,137 @@
+"""The spec as the model layer reads it: hops, graph errors naming the fix, inputs, times (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.cli import main
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.spec import get_spec
+from spark_jobs.model.times import parse_time
+
+pytestmark = [pytest.mark.unit]
+
+HOP = "{name: %s, kind: %s, table: tables/%s, time_column: t%s}"
+
+
+def test_spec_has_three_hops_in_order():
+    spec = get_spec("ad_events")
+    assert spec.hop_names == ("bronze", "silver", "gold")
+    assert [hop.upstream for hop in spec.hops] == [None, "bronze", "silver"]
+    assert spec.downstream_of("bronze") == spec.hops[1:]
+
+
+def test_parse_time_is_utc_without_offset():
+    assert parse_time("2026-03-01", "--start") == 1_772_323_200_000
+    assert parse_time("2026-03-01T01:00:00+01:00", "--start") == 1_772_323_200_000
+    with pytest.raises(UsageError, match="not an ISO-8601"):
+        parse_time("yesterday", "--start")
+
+
+def test_a_broken_spec_fails_alone(pipelines, lake_home, capsys):
+    """A second spec that does not load leaves ad_events working; naming it gives its problem."""
+    folder = pipelines()
+    (folder / "shop.yaml").write_text("name: shop\nlanding: landing/shop\nhops: [{name: bronze, kind: ingest}]\n")
+    (folder / "notes.yaml").write_text("name: [unclosed\n")
+    assert main(["status", "ad_events"]) == 0
+    capsys.readouterr()
+    assert main(["status", "shop"]) == 2
+    problem = f"{folder / 'shop.yaml'}: hop bronze lacks table, time_column: add it to the spec"
+    assert capsys.readouterr().err.strip() == f"error: {problem}"
+    assert main(["status", "notes"]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["status", "nope"]) == 2
+    assert "specs that do not load: notes.yaml, shop.yaml" in capsys.readouterr().err
+
+
+def test_a_spec_without_inputs_loads_and_names_a_missing_input(pipelines):
+    from spark_jobs.model.spec import get_spec
+
+    folder = pipelines()
+    (folder / "plain.yaml").write_text("name: plain\nlanding: landing/plain\nhops:\n"
+                                       "  - {name: bronze, kind: ingest, table: tables/bronze/plain, time_column: t}\n")
+    spec = get_spec("plain")
+    assert spec.inputs == {} and get_spec("ad_events").input("campaigns") == "landing/campaigns"
+    with pytest.raises(UsageError, match="needs the input 'campaigns'"):
+        spec.input("campaigns")
+
+
+@pytest.mark.parametrize("hops, problem", [
+    ([("a", "ingest", ""), ("b", "sideways", ", upstream: a")],
+     "hop b has kind 'sideways': use one of ingest, append, aggregate"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: c")], "hop b has upstream 'c', which is not a hop of this spec"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: c"), ("c", "append", ", upstream: b")],
+     "hop b has upstream 'c', which is below it: hops run top to bottom, so list it above"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: b")], "hop b has upstream 'b', which is below it"),
+    ([("a", "ingest", ""), ("a", "append", ", upstream: a")], "two hops are called 'a': rename one"),
+    ([("a", "ingest", ""), ("b", "aggregate", "")], "hop b (kind aggregate) reads a table: add `upstream: <a hop above it>`"),
+    ([("a", "ingest", ""), ("b", "ingest", ", upstream: a")], "hop b (kind ingest) reads the landing files, not 'a'"),
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "append", ", upstream: [a, b]")],
+     "hop c (kind append) reads one table, not ['a', 'b']: name one upstream, or use kind join"),
+    ([("a", "ingest", ""), ("c", "join", ", upstream: [a], within: 1 hour")],
+     "hop c (kind join) needs `upstream: [<hop>, <hop>]` (two or more different hops above it) and `within: "),
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "join", ", upstream: [a, b]")], "hop c (kind join) needs"),
+    ([("a", "ingest", ""), ("b", "ingest", ""), ("c", "join", ", upstream: [a, b], within: soon")],
+     "hop c has within 'soon', not a duration: use e.g. `1 hour`"),
+    ([("a", "ingest", ""), ("c", "join", ", upstream: [a, d], within: 1 hour")],
+     "hop c has upstream 'd', which is not a hop of this spec"),
+    ([("a", "ingest", ""), ("b", "aggregate", ", upstream: a, unique: [k]")],
+     "hop b has unique: ['k'], which only append and join hops take: remove it"),
+    ([("a", "ingest", ""), ("b", "append", ", upstream: a, unique: k")],
+     "hop b has unique: 'k': give a list of column names"),
+], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream",
+        "two-upstreams-not-join", "join-one-upstream", "join-no-within", "join-bad-within", "join-unknown-upstream",
+        "unique-on-aggregate", "unique-not-a-list"])
+def test_a_spec_graph_error_names_the_file_the_hop_and_the_fix(pipelines, hops, problem):
+    folder = pipelines()
+    lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)
+    (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nhops:\n{lines}")
+    with pytest.raises(UsageError) as refused:
+        get_spec("team")
+    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+
+
+def test_ingest_hops_read_landing_folders_of_their_own_and_the_graph_has_a_sink_or_none(pipelines):
+    folder = pipelines()
+    own = ", landing: landing/{0}"
+    spec_file = folder / "team.yaml"
+
+    def load(top: str, *hops: tuple[str, str, str]):
+        lines = "".join(f"  - {HOP % (name, kind, name, extra)}\n" for name, kind, extra in hops)
+        spec_file.write_text(f"name: team\n{top}hops:\n{lines}")
+        return get_spec("team")
+
+    spec = load("", ("a", "ingest", own.format("x")), ("b", "ingest", own.format("y")),
+                ("c", "append", ", upstream: a"), ("d", "append", ", upstream: b"))
+    assert spec.landings == {"a": "landing/x", "b": "landing/y"} and spec.sink is None
+    assert [hop.name for hop in spec.feeds("a")] == ["c"]
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("b", "ingest", own.format("y")),
+                ("c", "append", ", upstream: a"), ("d", "append", ", upstream: c"))
+    assert spec.landings == {"a": "landing/team", "b": "landing/y"} and spec.sink is None  # b never reaches d
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
+                ("e", "append", ", upstream: a"), ("d", "aggregate", ", upstream: c"))
+    assert spec.sink is None  # e never reaches d
+    spec = load("landing: landing/team\n", ("a", "ingest", ""), ("b", "ingest", own.format("y")),
+                ("c", "join", ", upstream: [a, b], within: 1 hour"), ("d", "aggregate", ", upstream: c"))
+    assert spec.sink.name == "d" and spec.hop("c").upstreams == ("a", "b") and spec.hop("c").upstream is None
+    assert [hop.name for hop in spec.downstream_of("b")] == ["c", "d"] and spec.hop("c").within_ms == 3_600_000
+    assert load("landing: landing/team\n", ("a", "ingest", ""), ("c", "append", ", upstream: a"),
+                ("d", "aggregate", ", upstream: c")).sink.name == "d"
+    for top, hops, problem in [
+        ("", [("a", "ingest", "")], "hop a (kind ingest) has no landing folder: add `landing: <path under "
+                                    "LAKEHOUSE_HOME>` to the hop or to the pipeline"),
+        ("landing: landing/team\n", [("a", "ingest", ""), ("b", "append", ", upstream: a" + own.format("b"))],
+         "hop b (kind append) reads a table, not a landing folder: remove its landing key"),
+    ]:
+        with pytest.raises(UsageError) as refused:
+            load(top, *hops)
+        assert str(refused.value) == f"{spec_file}: {problem}"
+
+
+def test_an_s3_lake_is_spelt_s3a_everywhere(monkeypatch):
+    from spark_jobs.model.lake import lakehouse_home
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", "s3://bucket/some/prefix/")
+    assert lakehouse_home() == "s3a://bucket/some/prefix"
+    monkeypatch.setenv("LAKEHOUSE_HOME", "s3a://bucket/p")
+    assert lakehouse_home() == "s3a://bucket/p"
