@@ -75,7 +75,7 @@ def settings_page() -> str:
 
     lines = ["# Settings", "",
              "Every environment variable the platform reads, generated from its one declaration in",
-             "`spark_jobs/model/settings.py` when the manual is built (`tests/test_docs.py` checks that the",
+             "`spark_jobs/model/settings.py` when the manual is built (`tests/unit/test_docs.py` checks that the",
              "sources name no other `LAKEHOUSE_*` variable). Airflow's own settings (`AIRFLOW__*`) and the",
              "standard `AWS_*` variables of an S3 lake are Airflow's and AWS's.", "",
              "| variable | default | meaning |", "|---|---|---|"]

@@ -126,6 +126,14 @@ def cmd_quality(args) -> int:
     return 1 if summary["gate"] == "failed" else 0
 
 
+def cmd_quarantine(args) -> int:
+    from spark_jobs.control.suites import format_quarantine
+
+    document = service.quarantine(args.pipeline, args.hop, args.run)
+    _emit(args, document, format_quarantine(document))
+    return 0
+
+
 def cmd_checkpoint_validate(args) -> int:
     from spark_jobs.control.validate import format_findings
 
@@ -204,12 +212,17 @@ def _add_writers(commands) -> None:
 
 
 def _add_readers(commands) -> None:
-    """The commands that read: quality, status."""
+    """The commands that read: quality, quarantine, status."""
     command = functools.partial(_command, commands)
 
     checked = command("quality", "check a hop's quality suite on the rows one run wrote", cmd_quality)
     checked.add_argument("--hop", required=True, help="the hop whose suite to check")
     checked.add_argument("--run", help="run id (default: the hop's last succeeded run)")
+
+    held = command("quarantine", "what the quarantine tables hold: rows by reason and by file, samples, and the "
+                                 "backfill that ingests a fixed file again", cmd_quarantine)
+    held.add_argument("--hop", help="one hop with a quarantine table (default: all of them)")
+    held.add_argument("--run", help="only the rows this run quarantined")
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
     status.add_argument("--hop", help="one hop, with every batch its checkpoint holds")

@@ -153,8 +153,9 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
+    from spark_jobs.engine.code_changes import check_code_changes
     from spark_jobs.engine.continuous import run_continuous
-    from spark_jobs.engine.runner import HopRun, check_code_changes
+    from spark_jobs.engine.runner import HopRun
 
     run_id = checked_run_id(run_id)
     _check_quality_mode(quality)
@@ -214,7 +215,7 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
     rebuilt: list[str] = []
     if from_ms is not None:
-        from spark_jobs.engine.runner import incompatible_changes
+        from spark_jobs.engine.code_changes import incompatible_changes
 
         rebuilt = [error.hop for error in incompatible_changes(_session(lake, "refresh"), lake, hops, progress)]
         for name in rebuilt:
@@ -339,6 +340,26 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
     elif not runs:
         raise UsageError(f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first")
     return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1], data_docs=True)
+
+
+def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) -> dict:
+    """What the quarantine of each hop that has one holds (or of ``hop``; of one ``run``'s writes,
+    if given): counts by reason and file, samples, and the backfills that ingest fixed files again."""
+    from spark_jobs.engine import quarantine as quarantines
+    from spark_jobs.logs.ops import read_record
+
+    lake = open_lake(pipeline)
+    hops = [lake.spec.hop(hop)] if hop and hop != "all" else [each for each in lake.spec.hops if each.quarantine]
+    if not hops or not hops[0].quarantine:
+        raise UsageError(f"hop {hops[0].name if hops else hop} has no quarantine table: give it `quarantine:` in the spec"
+                         if hops else f"pipeline {lake.spec.name} has no hop with a quarantine table")
+    records = {each.name: read_record(lake, run, each.name) for each in hops} if run else {}
+    if run and not any(records.values()):
+        raise UsageError(f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse status {lake.spec.name}`")
+    spark = _session(lake, "quarantine")
+    return {"pipeline": lake.spec.name, "run_id": run,
+            "hops": [quarantines.summary(spark, lake, each, records.get(each.name)) for each in hops
+                     if not run or records.get(each.name)]}
 
 
 def validate(pipeline: str, hop: str | None = None, repair: bool = False) -> ValidateResult:

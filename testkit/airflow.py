@@ -69,7 +69,7 @@ def execute_task(task, context: dict, submit) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     task.render_template_fields({"dag": task.dag, **context})
-    # Each task submits its own application (the shared driver's tests: tests/test_driver.py).
+    # Each task submits its own application (the shared driver's tests: tests/airflow/test_driver.py).
     with mock.patch.object(SparkSubmitHook, "submit", submit), mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}):
         task.execute(context)
 

@@ -21,8 +21,8 @@ no event is ever dropped as too late whatever the batch boundaries: late lines a
 lateness. Beyond it, which events are dropped depends on batch boundaries (docs/limitations.md).
 
 ``python -m testkit.model --seed S --steps N`` runs one sequence; the benchmark suite's soak and
-``tests/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI
-(``tests/test_s3_lake.py``): the model reads and writes it through fsspec, as the platform's
+``tests/spark/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI
+(``tests/spark/test_s3_lake.py``): the model reads and writes it through fsspec, as the platform's
 plain-file readers do.
 """
 

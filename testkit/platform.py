@@ -30,7 +30,7 @@ def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshne
     if quality is not None:
         env["LAKEHOUSE_QUALITY"] = str(quality)
     # The example pipeline alone (shop's DAGs, unpaused, would run beside the walk's on 2 cores;
-    # tests/test_shop.py runs its stream DAG).
+    # tests/spark/test_shop.py runs its stream DAG).
     specs = tmp_path / f"pipelines-{port}"
     specs.mkdir()
     spec = example_copy(specs, "ad_events") / "ad_events.yaml"

@@ -1,7 +1,7 @@
 """A randomized model check of the ``shop`` pipeline (a graph with a stream-stream join): random
 sequences of landings, runs and rollbacks of any hop to any batch it still holds, against a
 plain-Python model of the landing files (the landing writer and its expected tables are here,
-shared with ``tests/test_shop.py``).
+shared with ``tests/spark/test_shop.py``).
 
 After every run every table must equal what the landing files say. The landings keep to the
 conditions under which Spark's join and de-duplication drop nothing (docs/examples/shop.md):
@@ -15,7 +15,7 @@ the next run, at that hop and every hop that reads it, as a user would, before t
 checked.
 
 ``python -m testkit.shop_model --seed S --steps N`` runs one sequence (LAKEHOUSE_HOME is a new
-folder each time); ``tests/test_shop.py`` and the benchmark suite's soak call :func:`run_sequence`.
+folder each time); ``tests/spark/test_shop.py`` and the benchmark suite's soak call :func:`run_sequence`.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def spark():
     if ours:
         # This JVM lives the whole session: C2 pays back here. The serial collector: on the tests'
         # small data G1's concurrent and parallel GC threads cost about a tenth of this JVM's CPU
-        # (tests/test_rollback.py alone: 385 s with G1, 333 s with it; docs/limitations.md).
+        # (tests/spark/test_rollback.py alone: 385 s with G1, 333 s with it; docs/limitations.md).
         os.environ["JDK_JAVA_OPTIONS"] = TEST_JVM_GC
     try:
         session = build_session("lakehouse-tests", shuffle_partitions=4)

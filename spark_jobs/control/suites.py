@@ -142,3 +142,25 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  result: {summary['result']} (its Data Docs page is rendered where it is first read: "
                      f"`lakehouse quality`, or the pipeline's quality page in the Airflow UI)")
     return "\n".join(lines)
+
+
+def format_quarantine(document: dict) -> str:
+    """``lakehouse quarantine``'s document as a person reads it."""
+    lines = [f"quarantine of {document['pipeline']}" + (f", run {document['run_id']}" if document["run_id"] else "")]
+    for hop in document["hops"]:
+        lines.append(f"  {hop['hop']}: {hop['rows']:,} rows (table version {hop['version']})")
+        for reason in hop["reasons"]:
+            lines.append(f"    {reason['rows']:>8,}  {reason['value']}")
+            lines.extend(f"              {sample!r}" for sample in hop["samples"].get(reason["value"], []))
+        if hop["files"]:
+            lines.append("    by file:")
+            lines.extend(f"    {each['rows']:>8,}  {each['value']}" for each in hop["files"])
+        spans: dict[tuple[str, str], list[str]] = {}
+        for again in hop["ingest_again"]:
+            spans.setdefault((again["start"], again["end"]), []).append(again["file"])
+        for (start, end), files in spans.items():
+            what = (f"once {', '.join(files)} {'is' if len(files) == 1 else 'are'} fixed" if files[0]
+                    else "once the rows or the rule are fixed")
+            lines.append(f"    {what}, ingest again (every hop, in order): "
+                         f"lakehouse backfill {document['pipeline']} --start {start} --end {end}")
+    return "\n".join(lines)

@@ -6,7 +6,7 @@ the size) and costs about 6 s to import. The rules a suite usually holds (the ty
 over the increment, plus one small job per failing rule for its first failing values. The results have GX's own shape
 (``ExpectationSuiteValidationResult.to_json_dict()`` in BASIC format, GX's order of rules), so
 the summaries, the result JSON and the Data Docs pages are what GX writes for the same data
-(``tests/test_expectations.py`` compares the two on random frames and suites). Rules outside
+(``tests/spark/test_expectations.py`` compares the two on random frames and suites). Rules outside
 :data:`~spark_jobs.engine.rules.RULES`, or naming a column the frame lacks, go to GX (:mod:`spark_jobs.engine.quality`).
 """
 

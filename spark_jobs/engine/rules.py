@@ -2,7 +2,7 @@
 one :class:`RuleType` each in :data:`RULES`: which arguments it takes, when it takes a rule on a
 frame, how Spark marks and counts its failing rows, and its result as GX writes it. A drop
 rule's row condition (:func:`passes`) comes from here too. A new native rule type is a class
-here and its entry in :data:`RULES`; ``tests/test_expectations.py`` compares the one pass with GX.
+here and its entry in :data:`RULES`; ``tests/spark/test_expectations.py`` compares the one pass with GX.
 """
 
 from __future__ import annotations

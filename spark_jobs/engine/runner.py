@@ -21,7 +21,7 @@ from spark_jobs.engine import quality
 from spark_jobs.engine.hops import source_and_sink
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
-from spark_jobs.model.errors import CheckpointDamaged, CodeChanged, LakehouseError, RunFailed
+from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import RunRecord, TableChange
 from spark_jobs.model.spec import HopSpec
@@ -61,6 +61,7 @@ class HopRun:
         }
         self._seen_batches: set[int] = set()
         self._drop_observations: list = []  # the drop rules' counts of each write (quality.observe_drops)
+        self._read_observations: list = []  # a backfill's rows read from its source (:meth:`read`)
         self._fingerprint: fingerprints.Fingerprint | None = None
         self.state_only_batch: int | None = None
         source, sink = source_and_sink(hop)
@@ -93,10 +94,10 @@ class HopRun:
         if quarantine:
             change = record.tables[quarantine]
             record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
-            if record.mode == "backfill":  # a batch read has no streaming progress to count lines
-                record.rows_in = record.rows_out + record.rows_quarantined
         if self.hop.reads_landing:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
+        if record.mode == "backfill":  # a batch read has no streaming progress: its reads were observed
+            record.rows_in = _observed_total(self._read_observations, "rows")
         record.counted = self._counts if self._counts and self._counts["batches"] else None
         record.rows_dropped_by_rule = self._dropped_by_rule()
         record.finish(status, error)
@@ -174,6 +175,8 @@ class HopRun:
     def check_code(self, frame) -> None:
         """Refuse a query its checkpoint's state cannot follow; say so when the query changed
         compatibly; the fingerprint goes into the run record."""
+        from spark_jobs.engine.code_changes import code_change
+
         change, new = code_change(self.lake, self.hop, frame, self.code.code_hash(self.spec))
         if change == "compatible":
             self.progress(fingerprints.note(self.hop))
@@ -208,10 +211,9 @@ class HopRun:
         """What the ``drop`` rules took out, by rule, summed over the writes that happened (a
         write Delta skipped, a batch committed before, counted nothing)."""
         totals = {suites.rule_name(rule): 0 for rule in self.drop_rules}
-        for observation in self._drop_observations:
-            if observation._jo.future().isCompleted():
-                for name, count in observation.get.items():
-                    totals[name] = totals.get(name, 0) + int(count or 0)
+        for observation in _completed(self._drop_observations):
+            for name, count in observation.get.items():
+                totals[name] = totals.get(name, 0) + int(count or 0)
         return totals
 
     def counted(self, observation) -> None:
@@ -256,10 +258,28 @@ class HopRun:
         dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
         return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
 
+    def read(self, start_ms: int, end_ms: int, version: int | None = None):
+        """The source's rows in ``[start_ms, end_ms)`` (batch mode). A backfill counts them as
+        they are read, as a stream's progress counts its input ("rows in": before any filter,
+        de-duplication or aggregation), with no job of its own."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        frames = self.source.read(start_ms, end_ms, version)
+        if self.record.mode != "backfill":
+            return frames
+
+        def observed(frame):
+            observation = Observation()
+            self._read_observations.append(observation)
+            return frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+        return {name: observed(frame) for name, frame in frames.items()} if isinstance(frames, dict) else observed(frames)
+
     def transformed_range(self, start_ms: int, end_ms: int, inputs: dict, version: int | None = None):
         """The hop's transform over its source's rows in ``[start_ms, end_ms)`` (batch mode), of
         the source now or as of an upstream table ``version``."""
-        return self.code.transform(self.hop, self.source.read(start_ms, end_ms, version), self.spec, inputs)
+        return self.code.transform(self.hop, self.read(start_ms, end_ms, version), self.spec, inputs)
 
     def upstream_missing(self) -> bool:
         return self.source.missing() is not None
@@ -347,49 +367,19 @@ class HopRun:
         return record
 
 
-def plan_text(frame) -> str:
-    """Spark's text of ``frame``'s analysed logical plan (analysis only, no job)."""
-    return frame._jdf.queryExecution().analyzed().toString()
+def _completed(observations: list) -> list:
+    """The observations whose frame ran (asking one that never ran for its metrics would wait forever)."""
+    return [observation for observation in observations if observation._jo.future().isCompleted()]
 
 
-def code_change(lake: Lake, hop: HopSpec, frame, code_hash: str) -> tuple[str, fingerprints.Fingerprint]:
-    """How ``frame`` (the hop's streaming query, not started) differs from what its checkpoint
-    was run with, and its fingerprint; :class:`CodeChanged` naming the fix when the checkpoint's
-    state cannot follow it."""
-    new = fingerprints.of_plan(plan_text(frame), hop, code_hash)
-    old = fingerprints.recorded(lake, hop)
-    change = fingerprints.change(old, new)
-    if change == "incompatible":
-        raise CodeChanged(fingerprints.refusal(lake, hop, old, new), hop.name)
-    return change, new
-
-
-def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
-                         progress: Progress = stderr_progress) -> list[CodeChanged]:
-    """Before any query of a run starts: each hop whose checkpoint was run with other code (its
-    recorded code hash differs) has its new query compared with the recorded one
-    (:func:`code_change`); the refusals of the hops whose state cannot follow. Hops with the same
-    code hash, or no committed batch, cost nothing here."""
-    current = pipeline_code(lake.spec).code_hash(lake.spec)
-    refused = []
-    for hop in hops:
-        old = fingerprints.recorded(lake, hop)
-        if old is None or old.code == current:
-            continue
-        run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
-        if not run.upstream_missing():
-            try:
-                code_change(lake, hop, run.streaming_frame(), current)
-            except CodeChanged as error:
-                refused.append(error)
-    return refused
-
-
-def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress) -> None:
-    """:class:`CodeChanged` for the first hop whose state cannot follow its new code."""
-    refused = incompatible_changes(spark, lake, hops, progress)
-    if refused:
-        raise refused[0]
+def _observed_total(observations: list, name: str) -> int:
+    """The sum of metric ``name`` over the observations whose frame ran. A metrics row without a
+    schema is a frame Spark found empty before running it (its plan pruned to no relation)."""
+    total = 0
+    for observation in _completed(observations):
+        if observation._jo.getRow().schema() is not None:
+            total += int(observation.get.get(name) or 0)
+    return total
 
 
 def first_line(error: BaseException | object) -> str:

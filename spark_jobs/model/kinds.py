@@ -3,7 +3,7 @@
 The spec's checks, the control layer (rollback, repairs, state rebuilds) and the engine's
 registry of a Source and a Sink per kind all ask the kind's :class:`HopKind`, never its name.
 Adding a kind is one descriptor here (:func:`register`) and one Sink in the engine (plus a
-Source when it reads something new); ``tests/test_kinds.py`` checks that the engine pairs every
+Source when it reads something new); ``tests/spark/test_kinds.py`` checks that the engine pairs every
 declared kind, and only those, with a Source and a Sink.
 """
 

@@ -78,7 +78,7 @@ class IngestSink:
         Invalid lines have no trustworthy event time, so they are keyed by source file.
         """
         run = self.run
-        lines = run.source.read(start_ms, end_ms)
+        lines = run.read(start_ms, end_ms)
         source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
         with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
             valid, invalid = run.code.split_ingested(parsed)

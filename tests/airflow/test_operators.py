@@ -224,7 +224,7 @@ def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
     the final marker.
     Branches that never meet have no last hop: no hop task releases the driver (its idle end does)."""
     from spark_jobs.model.spec import load_spec
-    from tests.test_graph import SPEC
+    from tests.spark.test_graph import SPEC
 
     dag_factory, _ = factory
     (tmp_path / "forks.yaml").write_text(SPEC)

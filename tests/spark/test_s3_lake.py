@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 LEASE_S = 6
 # The scripted sequence: every kind of step (targets, ranges and the kill's moment are drawn from
 # the seed); a settle at the end brings the lake up to date and compares it whole. The storage is
-# what this test is about: the random sequences of tests/test_model.py (and the benchmark suite's
+# what this test is about: the random sequences of tests/spark/test_model.py (and the benchmark suite's
 # soak) cover the orders of steps on a local lake, so each kind runs here once (run three times).
 OPERATIONS = ["run", "land", "run", "backfill", "rollback", "kill", "land", "run"]
 

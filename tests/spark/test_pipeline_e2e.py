@@ -154,9 +154,15 @@ def test_new_data_check_follows_each_hop(spark, lake_home, capsys):
     assert json.loads(capsys.readouterr().out)["hops"][0]["rows_out"] > 0
 
 
-def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monkeypatch):
+def _rows_in(capsys, argv: list[str]) -> dict[str, int]:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return {record["hop"]: record["rows_in"] for record in json.loads(capsys.readouterr().out)["hops"]}
+
+
+def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monkeypatch, capsys):
     _generate(11, "2026-03-01T23:59:00", events=3000, files=4, bad=0.01)  # crosses midnight
-    assert main(["run", "ad_events", "--max-files-per-trigger", "1"]) == 0
+    streamed_in = _rows_in(capsys, ["run", "ad_events", "--max-files-per-trigger", "1"])
 
     backfilled = tmp_path / "backfilled"
     shutil.copytree(lake_home / "landing", backfilled / "landing")
@@ -175,6 +181,13 @@ def test_stream_and_backfill_give_equal_tables(spark, lake_home, tmp_path, monke
     quarantine = spark.read.format("delta").load(str(backfilled / "tables/quarantine/ad_events"))
     lines = landing_lines(backfilled)
     assert quarantine.count() == sum(1 for _name, line in lines if not valid_event(line))
+
+    # "rows in" is what each hop read from its source: the stream and a backfill of all its rows
+    # say the same, every line for bronze, every bronze row for silver, every view for gold.
+    valid = [event for _name, line in lines if (event := valid_event(line))]
+    assert streamed_in == {"bronze": len(lines), "silver": len(valid),
+                           "gold": sum(1 for event in valid if event["event_type"] == "view")}
+    assert _rows_in(capsys, ["backfill", "ad_events", "--start", "2026-03-01", "--end", "2026-03-03"]) == streamed_in
 
 
 def test_backfill_of_one_day_writes_only_that_day(spark, lake_home):

@@ -244,12 +244,12 @@ def test_stream_then_backfill_dag_of_the_same_day_then_task_reruns_change_nothin
     clearing and re-running task instances (:func:`testkit.airflow.task_in_process`) changes no
     row: run-once tasks find nothing new, a backfill task rewrites its range with the same rows.
     The two DAGs at once, through the real scheduler with spark-submit tasks that take the
-    pipeline's lock in turn: the launcher test's walk (``tests/test_platform.py``)."""
+    pipeline's lock in turn: the launcher test's walk (``tests/e2e/test_platform.py``)."""
     import pendulum
 
     from testkit.airflow import dag_test, task_in_process
     from testkit.expected import assert_tables_match_landing
-    from tests.test_concurrency import MIDNIGHT_DATA
+    from tests.spark.test_concurrency import MIDNIGHT_DATA
 
     lakehouse_main(MIDNIGHT_DATA)
     for dag_id in ("ad_events__stream", "ad_events__backfill"):

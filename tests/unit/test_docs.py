@@ -15,9 +15,10 @@ from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.unit]
 
-PRODUCT = ("README.md", "docs", "spark_jobs", "plugins", "include", "dags", "examples")
+PRODUCT = ("README.md", "docs", "spark_jobs", "plugins", "include", "dags", "examples", "requirements.txt",
+           "pyproject.toml", "Makefile", "docker-compose.yaml", "testkit")
 # Dates that are example data: sample events, spec defaults, placeholders, the valid event-time range.
-EXAMPLE_DATES = {"2026-01-01", "2026-01-31", "2026-03-01", "2026-03-02", "2000-01-01", "2100-01-01"}
+EXAMPLE_DATES = {"2026-01-01", "2026-01-31", "2026-03-01", "2026-03-02", "2026-04-01", "2026-04-02", "2000-01-01", "2100-01-01"}
 HISTORY = re.compile(r"(?i)\b(session|issue) [0-9]")
 DATE = re.compile(r"\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b")
 HASH = re.compile(r"`[0-9a-f]{7,40}`")
@@ -27,7 +28,7 @@ def _product_files() -> list[str]:
     tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PRODUCT], cwd=ROOT,
                              capture_output=True, text=True, check=True)
     return [name for name in tracked.stdout.split()
-            if name.endswith((".md", ".py", ".yaml", ".yml", ".toml", ".html", ".json", ".xml"))]
+            if name.endswith((".md", ".py", ".yaml", ".yml", ".toml", ".html", ".json", ".xml", ".txt", "Makefile"))]
 
 
 def test_the_product_says_nothing_of_how_it_was_made():

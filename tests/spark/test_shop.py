@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -35,7 +34,6 @@ from spark_jobs.logs import checkpoint_log, delta_log, state_store
 from testkit.paths import EXAMPLES, VENV_BIN, killed_mid_run
 from testkit.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
 
-ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
 
 
