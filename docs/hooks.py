@@ -39,8 +39,10 @@ def cli_page() -> str:
 
     lines = ["# CLI reference", "",
              "Generated from the `lakehouse` command's own parser. Every command takes `--json` (one JSON",
-             "document on stdout; progress goes to stderr). Errors you can fix print one `error: ...` line",
-             "naming the fix and exit 2; a failed run or gate exits 1.", ""]
+             "document on stdout, and no progress lines). Without it, the long commands (run, backfill,",
+             "rollback, refresh) print their steps on stderr, each with the seconds since the command",
+             "began. Errors you can fix print one `error: ...` line naming the fix and exit 2; a failed",
+             "run or gate exits 1; a reader that closes the pipe (`| head`) ends the command quietly (141).", ""]
     for name, sub in _commands(build_parser()):
         lines += [f"## `{name}`", "", (sub.description or "").strip(), "", "```", sub.format_usage().strip(), "```", "",
                   "| argument | meaning |", "|---|---|"]

@@ -1,7 +1,8 @@
 """The ``lakehouse`` command (docs/concepts/run-and-backfill.md): argv -> :mod:`spark_jobs.service` -> print.
 
 Errors a user can fix print one line and exit 2 (1 for a failed run); ``--json`` prints one
-JSON document on stdout, progress goes to stderr.
+JSON document on stdout and no progress; without it, progress lines go to stderr, each with the
+seconds since the command began.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import functools
 import json
 import os
 import sys
+import time
 
 from spark_jobs import service
 from spark_jobs.model.errors import LakehouseError, RollbackRefused
@@ -20,6 +22,15 @@ from spark_jobs.results import RunResult
 
 def _emit(args, document: dict, text: str) -> None:
     print(json.dumps(document, indent=2, default=str) if args.json else text)
+
+
+def _progress(args):
+    """A long command's progress on stderr, each line with the seconds since the command began;
+    nothing under ``--json`` (the document on stdout says it all)."""
+    if args.json:
+        return lambda _message: None
+    began = time.monotonic()
+    return lambda message: print(f"{time.monotonic() - began:7.1f}s {message}", file=sys.stderr, flush=True)
 
 
 def cmd_generate(args) -> int:
@@ -65,13 +76,14 @@ def _emit_run(args, result: RunResult) -> int:
 def cmd_run(args) -> int:
     return _emit_run(args, service.run(
         args.pipeline, args.hop, run_id=args.run_id, max_files_per_trigger=args.max_files_per_trigger,
-        quality=args.quality, wait_s=args.wait, continuous=args.continuous, trigger_interval=args.trigger_interval))
+        quality=args.quality, wait_s=args.wait, continuous=args.continuous, trigger_interval=args.trigger_interval,
+        progress=_progress(args)))
 
 
 def cmd_backfill(args) -> int:
     start, end = parse_time(args.start, "--start"), parse_time(args.end, "--end")
     return _emit_run(args, service.backfill(args.pipeline, start, end, args.hop, run_id=args.run_id,
-                                            quality=args.quality, wait_s=args.wait))
+                                            quality=args.quality, wait_s=args.wait, progress=_progress(args)))
 
 
 def cmd_status(args) -> int:
@@ -86,7 +98,8 @@ def cmd_rollback(args) -> int:
     target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "to_time_text": args.to_time,
               "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None}
     try:
-        result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, **target)
+        result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait,
+                                  progress=_progress(args), **target)
     except RollbackRefused as refused:
         if refused.plan is not None:
             _emit(args, {"plan": refused.plan.to_dict(), "executed": False}, refused.plan.text())
@@ -106,7 +119,7 @@ def cmd_refresh(args) -> int:
     from_text = args.from_time or None  # the refresh DAG passes an empty --from for "from the start"
     from_ms = parse_time(from_text, "--from") if from_text else None
     undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=from_text,
-                                  dry_run=args.dry_run, quality=args.quality, wait_s=args.wait)
+                                  dry_run=args.dry_run, quality=args.quality, wait_s=args.wait, progress=_progress(args))
     text = undone.plan.text()
     if ran is None:
         _emit(args, undone.to_dict(), text + "\ndry run: nothing changed")

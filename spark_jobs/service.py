@@ -317,8 +317,15 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
         if plan.nothing_to_do:
             return RollbackResult(plan, executed=False)
         progress(plan.text())
-        done = rollbacks.execute(lambda step: restore_table(_session(lake, "rollback"), step), lake, plan, journal,
-                                 progress, fence)
+        sessions: list = []
+
+        def restore(step):
+            if not sessions:  # the first RESTORE starts the JVM: say so, it takes a while on a cold machine
+                progress(f"[rollback] starting Spark for {sum(len(each.tables) for each in plan.hops)} table restores")
+                sessions.append(_session(lake, "rollback"))
+            return restore_table(sessions[0], step)
+
+        done = rollbacks.execute(restore, lake, plan, journal, progress, fence)
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 

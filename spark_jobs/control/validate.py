@@ -141,11 +141,14 @@ def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
 def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: int) -> list[Finding]:
     fs = filesystem(checkpoint)
     log = file_source_log.file_source_log(checkpoint)
-    if not log:
+    # The offsets name the log batch each batch read up to: a log that ends before that (its last
+    # file lost) would have Spark list those files as new and read them twice.
+    read_through = _log_offset_reached(checkpoint)
+    if not log and read_through < 0:
         return []
     findings = []
     interval = lake.spec.source_log_compact_interval
-    latest = max(log)
+    latest = max([*log, read_through])
     compactions = [n for n in range(latest + 1) if (n + 1) % interval == 0]
     base = compactions[-1] if compactions else -1
     needed = ([base] if base >= 0 else []) + list(range(base + 1, latest + 1))
@@ -164,6 +167,18 @@ def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: 
             findings.append(Finding(hop.name, "damaged-source-log", path, error.reason,
                                     _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good))))
     return findings
+
+
+def _log_offset_reached(checkpoint: str) -> int:
+    """The file source log batch the newest readable offsets name (-1: none); offsets only grow,
+    so one file is read."""
+    for batch_id in reversed(checkpoint_log.offset_batch_ids(checkpoint)):
+        try:
+            source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0] or {}
+        except (ValueError, IndexError, DamagedLog):
+            continue
+        return int(source.get("logOffset", -1))
+    return -1
 
 
 def _batch_before_log(checkpoint: str, log_batch: int, last_good: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 
@@ -123,3 +124,14 @@ def test_a_clusters_properties_file_reads_as_spark_submit_reads_it(tmp_path):
                     "spark.executor.extraJavaOptions   -Da=1 -Db=2\n")
     assert properties_file(str(path)) == {"spark.authenticate": "true", "spark.authenticate.secret": "s3cr3t-value",
                                           "spark.executor.extraJavaOptions": "-Da=1 -Db=2"}
+
+
+def test_progress_lines_carry_the_seconds_since_the_command_began_and_json_keeps_quiet(capsys):
+    from types import SimpleNamespace
+
+    from spark_jobs.cli import _progress
+
+    _progress(SimpleNamespace(json=True))("[bronze] batch 0: 10 rows")
+    assert capsys.readouterr().err == ""
+    _progress(SimpleNamespace(json=False))("[bronze] batch 0: 10 rows")
+    assert re.fullmatch(r" *\d+\.\ds \[bronze\] batch 0: 10 rows\n", capsys.readouterr().err)

@@ -84,7 +84,8 @@ def test_a_lake_runs_wrote_validates_clean_and_is_rolled_back_as_far_as_its_logs
     ("drop the last two commits", "commits-lag"),
     ("garble metadata", "damaged-metadata"),
     ("drop the compacted source log", "missing-compact"),
-], ids=["truncated-offsets", "commits-missing", "metadata", "compact-source-log"])
+    ("drop the last source log", "missing-source-log"),
+], ids=["truncated-offsets", "commits-missing", "metadata", "compact-source-log", "last-source-log"])
 def test_one_damaged_file_is_found_and_named(tmp_path, damage, kind):
     lake = fixture_lake("history", tmp_path)
     bronze = lake.spec.hop("bronze")
@@ -97,8 +98,10 @@ def test_one_damaged_file_is_found_and_named(tmp_path, damage, kind):
             (checkpoint / "commits" / str(batch)).unlink()
     elif damage == "garble metadata":
         (checkpoint / "metadata").write_text("{not json")
-    else:  # the log compacts every 2 batches: 1.compact holds batches 0 and 1
+    elif damage == "drop the compacted source log":  # the log compacts every 2 batches: 1.compact holds 0 and 1
         (checkpoint / "sources" / "0" / "1.compact").unlink()
+    else:  # the offsets of the last batch name it: Spark would list its files as new and read them twice
+        (checkpoint / "sources" / "0" / str(last)).unlink()
     found = validate(lake)
     assert [(finding.hop, finding.kind) for finding in found] == [("bronze", kind)], found
     assert found[0].fix
