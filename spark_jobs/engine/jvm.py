@@ -6,7 +6,8 @@ day and rollback is a new driver. ``make setup`` runs a short training job once 
 verified, to an archive that every later driver maps at start (``-XX:SharedArchiveFile``).
 
 The archive is only valid for the JVM and the class path that wrote it, so its name carries a
-key of both (the java binary, its ``release`` file, pyspark's jars, Spark's conf folder); a
+key of both (the java binary, its ``release`` file, pyspark's jars with their sizes and
+modification times, Spark's conf folder); a
 driver whose key has no archive starts as before. Only classes of the JVM's own loaders are
 archived: Spark's, not Delta's, which ``--jars`` loads through Spark's class loader. A warning
 of the JVM goes to stderr (by default it would go to stdout, where ``--json`` output goes).
@@ -62,7 +63,11 @@ def archive_key() -> str | None:
         digest.update(release.read_bytes())
     spark_home = _spark_home()
     digest.update(str(spark_home).encode())
-    digest.update(" ".join(sorted(path.name for path in (spark_home / "jars").glob("*.jar"))).encode())
+    # The JVM refuses an archive when a jar's size or modification time differs from when it
+    # was written (a reinstalled virtualenv at the same path), so both are in the key.
+    for jar in sorted((spark_home / "jars").glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
     conf_dir = Path(os.environ.get("SPARK_CONF_DIR") or spark_home / "conf")
     digest.update(f"{conf_dir} {conf_dir.is_dir() and any(conf_dir.iterdir())}".encode())
     return digest.hexdigest()[:16]
