@@ -1,6 +1,8 @@
 """MkDocs hook: the manual's pages that are generated from the code, so they cannot drift.
 
 - ``reference/cli.md``: every ``lakehouse`` command and flag, from the CLI's own parser;
+- the key tables of ``reference/spec.md``: from :mod:`spark_jobs.model.spec_keys`, the defaults
+  from :class:`spark_jobs.model.spec.PipelineSpec`;
 - ``reference/settings.md``: every environment variable the package reads, from
   :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names;
 - the figures of ``benchmarks.md`` (where it says ``<!-- figures -->``): each benchmark's newest
@@ -86,6 +88,29 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _default(name: str) -> str:
+    from dataclasses import MISSING, fields
+
+    from spark_jobs.model.spec import PipelineSpec
+
+    field = next((field for field in fields(PipelineSpec) if field.name == name), None)
+    if field is None or field.default in (None, MISSING):
+        return "none"
+    return f"`{field.default}`" if field.default != "" else "empty"
+
+
+def spec_page(markdown: str) -> str:
+    """``reference/spec.md`` with its key tables from :mod:`spark_jobs.model.spec_keys`."""
+    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
+
+    pipeline = ["| key | default | meaning |", "|---|---|---|"] + [
+        f"| `{key.name}` | {'required' if key.required else _default(key.name)} | {key.meaning} |"
+        for key in PIPELINE_KEYS]
+    hop = ["| key | kinds | meaning |", "|---|---|---|"] + [
+        f"| `{key.name}` | {key.kinds}{' (required)' if key.required else ''} | {key.meaning} |" for key in HOP_KEYS]
+    return markdown.replace("<!-- pipeline keys -->", "\n".join(pipeline)).replace("<!-- hop keys -->", "\n".join(hop))
+
+
 def figures() -> str:
     """Each benchmark's newest recorded full run, rendered by the benchmark's own Markdown."""
     from bench.__main__ import SECTIONS
@@ -119,4 +144,6 @@ def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri == "benchmarks.md":
         _importable()
         return markdown.replace("<!-- figures -->", figures())
+    if page.file.src_uri == "reference/spec.md":
+        return spec_page(markdown)
     return markdown

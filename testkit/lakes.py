@@ -16,6 +16,8 @@ from testkit.paths import EXAMPLES, ROOT
 FIXTURE_LAKES = ROOT / "tests" / "fixtures" / "lakes"
 PLACEHOLDER = "@LAKE@"
 FIXTURE_SPEC = {"source_log_compact_interval": 2}
+# The fixture lakes of another pipeline than ad_events (its example's spec, unchanged).
+FIXTURE_PIPELINES = {"nodata": "shop"}
 
 
 def spec_copy(folder: Path, **changes) -> Path:
@@ -68,5 +70,9 @@ def fixture_lake(name: str, folder: Path) -> Lake:
                 continue  # state store files hold no paths
             if PLACEHOLDER in text:
                 path.write_text(text.replace(PLACEHOLDER, str(home)))
-    spec = load_spec(spec_copy(folder / f"{name}-pipelines", **FIXTURE_SPEC) / "ad_events" / "ad_events.yaml")
+    pipeline = FIXTURE_PIPELINES.get(name)
+    if pipeline:
+        spec = load_spec(example_copy(folder / f"{name}-pipelines", pipeline) / f"{pipeline}.yaml")
+    else:
+        spec = load_spec(spec_copy(folder / f"{name}-pipelines", **FIXTURE_SPEC) / "ad_events" / "ad_events.yaml")
     return Lake(str(home), spec)

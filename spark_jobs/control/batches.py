@@ -29,6 +29,8 @@ class TableCommit:
     timestamp_ms: int
     appends_only: bool = False  # what a stream reading with skipChangeCommits takes as new data
     empties: bool = False  # a DELETE of every row (how a rollback empties a hop that starts over)
+    # It adds or removes rows (a no-data batch's empty commit, a compaction's rewrite do not).
+    changes_data: bool = True
 
 
 # ``DELETE FROM t`` without a condition: Delta logs its predicate as ``["true"]``.
@@ -51,8 +53,22 @@ def commits(table: str, after: int = -1) -> list[TableCommit]:
         empties = operation == "DELETE" and (info.get("operationParameters") or {}).get("predicate") in _WHOLE_TABLE
         found.append(TableCommit(version, operation, (txn or {}).get("appId"),
                                  int(txn["version"]) if txn else None, int(info.get("timestamp") or 0),
-                                 adds and not removes, empties))
+                                 adds and not removes, empties, adds or removes))
     return found
+
+
+def same_rows(table: str, version: int) -> tuple[int, int]:
+    """The versions around ``version`` at which the table holds the same rows: the commits next to
+    it that change no data (a stateful hop's no-data batch, which only advances its watermark,
+    commits an empty batch). A stream that read up to any of them read the same rows, so a
+    rollback to ``version`` need not undo its batch. Returns the lowest and the highest."""
+    by_version = {commit.version: commit for commit in commits(table)}
+    low = high = version
+    while low in by_version and not by_version[low].changes_data:
+        low -= 1
+    while high + 1 in by_version and not by_version[high + 1].changes_data:
+        high += 1
+    return low, high
 
 
 def effective_commits(table: str) -> list[TableCommit]:

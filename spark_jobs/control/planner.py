@@ -77,6 +77,7 @@ class _HopView:
         self.ids = batches.query_ids(lake, hop)
         self.table = lake.table(hop)
         self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
+        self._same: dict[int, tuple[int, int]] = {}
 
     def position(self, batch_id: int, upstream: str | None = None) -> tuple[int, bool]:
         """How far this (Delta-fed) hop had read ``upstream``'s table (its only upstream's by
@@ -102,6 +103,19 @@ class _HopView:
     def cut(self, batch_id: int) -> int | None:
         return batches.cut_version(self.table, self.ids, batch_id)
 
+    def same_rows(self, cut: int) -> tuple[int, int]:
+        """The versions of this hop's table that hold the rows of ``cut`` (:func:`batches.same_rows`)."""
+        if cut not in self._same:
+            self._same[cut] = batches.same_rows(self.table, cut)
+        return self._same[cut]
+
+    def read_up_to(self, batch_id: int, upstream: "_HopView", cut: int) -> bool:
+        """Whether this hop, after ``batch_id``, had read ``upstream``'s table exactly up to the rows
+        of version ``cut``: all of a version that holds them, no more, no less."""
+        version, complete = self.position(batch_id, upstream.hop.name)
+        low, high = upstream.same_rows(cut)
+        return complete and low <= version <= high
+
 
 def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: dict[str, int]) -> dict[str, int]:
     """Each hop's target batch, consistent along every edge of the graph below the first view
@@ -121,10 +135,11 @@ def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: di
             if not cuts:
                 targets.pop(down.hop.name, None)
                 continue
-            target = min([down.last_clean_batch(cut, up.hop.name) for up, cut in cuts]
+            # A batch that read past the cut only into commits of no rows (a no-data batch's) is clean.
+            target = min([down.last_clean_batch(up.same_rows(cut)[1], up.hop.name) for up, cut in cuts]
                          + [targets.get(down.hop.name, never), bounds.get(down.hop.name, never)])
             straddled = next(((up, cut) for up, cut in cuts
-                              if target != -1 and down.position(target, up.hop.name) != (cut, True)), None)
+                              if target != -1 and not down.read_up_to(target, up, cut)), None)
             if straddled is None:
                 targets[down.hop.name] = target
                 continue
@@ -327,11 +342,11 @@ def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], ref
     cut = up.cut(targets[up.hop.name])
     if cut is None or not down.committed:
         return
-    clean = down.last_clean_batch(cut, up.hop.name)
+    clean = down.last_clean_batch(up.same_rows(cut)[1], up.hop.name)
     if clean < down.committed[-1]:
         refused.append(f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
                        f"{up.hop.name} data being undone; roll back with cascade")
-    elif down.position(clean, up.hop.name) != (cut, True):
+    elif not down.read_up_to(clean, up, cut):
         refused.append(f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
                        "run it first or roll back with cascade")
     else:

@@ -9,7 +9,6 @@ and texts becomes ``NAME``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -20,9 +19,9 @@ from spark_jobs.logs.fs import write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.settings import PIPELINES, pipelines_dirs
 from spark_jobs.model.spec import scan_specs
+from spark_jobs.model.spec_keys import PIPELINE_NAME
 
 PLACEHOLDER = "__pipeline__"
-NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 @dataclass
@@ -74,7 +73,7 @@ def _home(folders: tuple[Path, ...]) -> Path:
 def new_pipeline(name: str) -> NewPipeline:
     """Write pipeline ``name`` from the skeleton; refuse a bad name, no pipelines folder, or any
     file already there."""
-    if not NAME.fullmatch(name):
+    if not PIPELINE_NAME.fullmatch(name):
         raise UsageError(f"pipeline name {name!r} is not allowed: use lower-case letters, digits and _, "
                          "starting with a letter (it names modules, tables and DAG ids)")
     folder = _home(pipelines_dirs()) / name

@@ -50,7 +50,7 @@ class HopRun:
         self.fenced: LakehouseError | None = None
         self.lake = lake
         self.hop = hop
-        self.spec = lake.spec
+        self.spec = lake.spec.for_hop(hop.name)  # the hop's own event time where it sets one
         self.code = pipeline_code(lake.spec)
         self.code.check(lake.spec)
         self.progress = progress

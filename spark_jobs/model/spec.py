@@ -6,7 +6,7 @@ Plain data only; no Spark here, so DAG parsing stays fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -14,6 +14,7 @@ import yaml
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import KINDS, HopKind, kind_named
 from spark_jobs.model.settings import pipelines_dirs
+from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, check_keys
 from spark_jobs.model.times import duration_ms
 
 
@@ -41,6 +42,10 @@ class HopSpec:
     # A join's bound: how far apart in event time two rows it joins can be (``1 hour``); a
     # backfill reads its upstreams this much around its range.
     within: str | None = None
+    # The hop's own event time (None: the pipeline's): its transform's ``spec.window`` and
+    # ``spec.allowed_lateness``, and the window its MERGE recomputes and backfills by.
+    window: str | None = None
+    allowed_lateness: str | None = None
 
     @property
     def upstream(self) -> str | None:
@@ -97,6 +102,13 @@ class PipelineSpec:
     @property
     def freshness_s(self) -> float | None:
         return duration_ms(self.freshness) / 1000 if self.freshness else None
+
+    def for_hop(self, name: str) -> PipelineSpec:
+        """The spec as hop ``name`` sees it: its own ``window`` and ``allowed_lateness`` where it
+        sets them (what its transform reads as ``spec.window`` and ``spec.allowed_lateness``)."""
+        hop = self.hop(name)
+        return replace(self, window=hop.window or self.window,
+                       allowed_lateness=hop.allowed_lateness or self.allowed_lateness)
 
     @property
     def hop_names(self) -> tuple[str, ...]:
@@ -157,45 +169,31 @@ class PipelineSpec:
 
 
 def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
-    missing = [key for key in ("name", "kind", "table", "time_column") if key not in raw]
+    missing = [key.name for key in HOP_KEYS if key.required and key.name not in raw]
     if missing:
         raise UsageError(f"{source}: hop {raw.get('name', '?')} lacks {', '.join(missing)}: add it to the spec")
-    kind_named(raw["kind"], f"{source}: hop {raw['name']} has ")
+    kind = kind_named(raw["kind"], f"{source}: hop {raw['name']} has ")
+    check_keys(raw, HOP_KEYS, f"{source}: hop {raw['name']}")
+    if raw.get("unique") and not kind.takes_unique:
+        takers = " and ".join(name for name, kind in KINDS.items() if kind.takes_unique)
+        raise UsageError(f"{source}: hop {raw['name']} has unique: {raw['unique']!r}, which only {takers} hops take: "
+                         "remove it (an aggregate's keys are unique already)")
+    upstream = raw.get("upstream")
     return HopSpec(
         name=raw["name"],
         kind=raw["kind"],
         table=raw["table"],
         time_column=raw["time_column"],
-        upstreams=_upstreams(raw, source),
+        upstreams=() if upstream is None else (upstream,) if isinstance(upstream, str) else tuple(upstream),
         within=raw.get("within"),
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
         keys=tuple(raw.get("keys") or ()),
-        unique=_unique(raw, source),
+        unique=tuple(raw.get("unique") or ()),
         landing=raw.get("landing"),
+        window=raw.get("window"),
+        allowed_lateness=raw.get("allowed_lateness"),
     )
-
-
-def _unique(raw: dict, source: Path) -> tuple[str, ...]:
-    value = raw.get("unique") or ()
-    if value and not kind_named(raw["kind"]).takes_unique:
-        takers = " and ".join(name for name, kind in KINDS.items() if kind.takes_unique)
-        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}, which only {takers} hops take: "
-                         "remove it (an aggregate's keys are unique already)")
-    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
-        raise UsageError(f"{source}: hop {raw['name']} has unique: {value!r}: give a list of column names")
-    return tuple(value)
-
-
-def _upstreams(raw: dict, source: Path) -> tuple[str, ...]:
-    value = raw.get("upstream")
-    if value is None:
-        return ()
-    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else None
-    if not names or not all(isinstance(name, str) for name in names):
-        raise UsageError(f"{source}: hop {raw['name']} has upstream {value!r}: name a hop above it, or a list of "
-                         "hops for a join")
-    return names
 
 
 def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:
@@ -241,14 +239,10 @@ def _check_join(hop: HopSpec, path: Path) -> None:
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) needs `upstream: [<hop>, <hop>]` (two or more "
                          "different hops above it) and `within: <duration>` (how far apart in event time two "
                          "joined rows can be)")
-    try:
-        duration_ms(str(hop.within))
-    except (ValueError, KeyError):
-        raise UsageError(f"{path}: hop {hop.name} has within {hop.within!r}, not a duration: use e.g. `1 hour`") from None
 
 
-_KNOBS = {"description", "schedule", "backfill_start", "shuffle_partitions", "window", "allowed_lateness",
-          "min_batches_to_retain", "source_log_compact_interval", "freshness"}
+# The pipeline keys that are PipelineSpec fields as they are written (the rest are read below).
+_KNOBS = {key.name for key in PIPELINE_KEYS} - {"name", "hops", "landing", "inputs", "campaigns"}
 
 
 def load_spec(path: Path) -> PipelineSpec:
@@ -259,20 +253,19 @@ def load_spec(path: Path) -> PipelineSpec:
         raise UsageError(f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file") from None
     if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
         raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
-    if not isinstance(raw["hops"], list) or not all(isinstance(hop, dict) for hop in raw["hops"]):
+    check_keys(raw, PIPELINE_KEYS, f"{path}: the pipeline")
+    if not PIPELINE_NAME.fullmatch(raw["name"]):
+        raise UsageError(f"{path}: the pipeline's name {raw['name']!r} is not allowed: use lower-case letters, "
+                         "digits and _, starting with a letter (it names modules, tables and DAG ids)")
+    if not all(isinstance(hop, dict) for hop in raw["hops"]):
         raise UsageError(f"{path}: hops must be a list of mappings (name, kind, table, time_column)")
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
     _check_graph(hops, path, raw.get("landing"))
-    if raw.get("freshness") is not None:
-        try:
-            duration_ms(str(raw["freshness"]))
-        except (ValueError, KeyError):
-            raise UsageError(f"{path}: freshness {raw['freshness']!r} is not a duration: use e.g. `15 minutes`") from None
     inputs = dict(raw.get("inputs") or {})
     if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
         inputs.setdefault("campaigns", raw["campaigns"])
-    return PipelineSpec(name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path,
-                        **{key: raw[key] for key in _KNOBS if key in raw})
+    knobs = {key: str(raw[key]) if key == "backfill_start" else raw[key] for key in _KNOBS if key in raw}
+    return PipelineSpec(name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path, **knobs)
 
 
 def spec_files(folders: tuple[Path, ...] | None = None) -> list[Path]:

@@ -79,6 +79,8 @@ def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_
                                      "  - {name: bronze, kind: ingest-ish, table: tables/bronze/orders, time_column: t}\n")
     (specs / "late.yaml").write_text("name: late\nlanding: landing/late\nschedule: every morning\nhops:\n"
                                      "  - {name: bronze, kind: ingest, table: tables/bronze/late, time_column: t}\n")
+    (specs / "typo.yaml").write_text("name: typo\nlanding: landing/typo\nallowed_latenes: 30 minutes\nhops:\n"
+                                     "  - {name: bronze, kind: ingest, table: tables/bronze/typo, time_column: t}\n")
     # And a team's own pipeline written by `lakehouse new`: its DAGs appear beside ad_events'.
     subprocess.run([str(VENV_BIN / "lakehouse"), "new", "orders"], check=True, capture_output=True,
                    env={**os.environ, "LAKEHOUSE_PIPELINES": str(specs), "LAKEHOUSE_QUALITY": str(tmp_path / "quality")})
@@ -92,6 +94,8 @@ def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_
     error = bag["errors"][errors_file]
     assert f"{specs / 'shop.yaml'}: hop bronze has kind 'ingest-ish': use one of ingest, append, aggregate" in error
     assert f"{specs / 'late.yaml'}: " in error and "every morning" in error
+    assert (f"{specs / 'typo.yaml'}: the pipeline has unknown key `allowed_latenes`: did you mean "
+            "`allowed_lateness`?") in error
 
 
 def test_parsing_imports_no_spark_and_starts_no_jvm(dagbag):

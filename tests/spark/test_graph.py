@@ -40,7 +40,11 @@ hops:
   - {{name: positive_b, kind: append, upstream: bronze_b, table: tables/silver/{NAME}_positive_b, time_column: event_time}}
   - {{name: gold_a, kind: aggregate, upstream: positive_a, table: tables/gold/{NAME}_a, keys: [kind, window_start],
      time_column: window_start}}
+  - {{name: gold_b, kind: aggregate, upstream: positive_b, table: tables/gold/{NAME}_b, keys: [kind, window_start],
+     time_column: window_start, window: 2 minutes, allowed_lateness: 5 minutes}}
 """
+# gold_b's own event time (the pipeline's is gold_a's): its windows and its watermark delay, in ms.
+EVENT_TIME = {"gold_a": (60_000, 60_000), "gold_b": (120_000, 300_000)}
 MODULE = f"""\
 from pyspark.sql import functions as F
 
@@ -53,6 +57,7 @@ TRANSFORMS = {{
     "other_a": lambda frame, spec, inputs: frame.where(F.col("amount") <= 0).select(*transforms.SILVER_COLUMNS),
     "positive_b": lambda frame, spec, inputs: transforms.positive(frame),
     "gold_a": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
+    "gold_b": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
 }}
 
 
@@ -68,18 +73,23 @@ def _valid_events(folder: Path) -> list[dict]:
 
 def _expected(home: Path) -> dict[str, object]:
     """Each table's content as the landing files say: ids for the row tables, counts and sums per
-    kind and minute for gold."""
+    kind and window for each gold (a minute for gold_a, two for gold_b)."""
     a, b = _valid_events(home / f"landing/{NAME}_a"), _valid_events(home / f"landing/{NAME}_b")
     positive = lambda events: sorted(e["id"] for e in events if Decimal(str(e["amount"])) > 0)  # noqa: E731
-    gold: dict = {}
-    for event in a:
-        if Decimal(str(event["amount"])) > 0:
-            key = (event["kind"], event["event_time"] - event["event_time"] % 60_000)
-            count, total = gold.get(key, (0, Decimal(0)))
-            gold[key] = (count + 1, total + Decimal(str(event["amount"])))
+
+    def gold(events: list[dict], window_ms: int) -> dict:
+        found: dict = {}
+        for event in events:
+            if Decimal(str(event["amount"])) > 0:
+                key = (event["kind"], event["event_time"] - event["event_time"] % window_ms)
+                count, total = found.get(key, (0, Decimal(0)))
+                found[key] = (count + 1, total + Decimal(str(event["amount"])))
+        return found
+
     return {"bronze_a": sorted(e["id"] for e in a), "bronze_b": sorted(e["id"] for e in b),
             "positive_a": positive(a), "other_a": sorted(e["id"] for e in a if Decimal(str(e["amount"])) <= 0),
-            "positive_b": positive(b), "gold_a": gold}
+            "positive_b": positive(b), "gold_a": gold(a, EVENT_TIME["gold_a"][0]),
+            "gold_b": gold(b, EVENT_TIME["gold_b"][0])}
 
 
 def _actual(spark, home: Path) -> dict[str, object]:
@@ -90,9 +100,20 @@ def _actual(spark, home: Path) -> dict[str, object]:
         ("bronze_a", f"tables/bronze/{NAME}_a"), ("bronze_b", f"tables/bronze/{NAME}_b"),
         ("positive_a", f"tables/silver/{NAME}_positive_a"), ("other_a", f"tables/silver/{NAME}_other_a"),
         ("positive_b", f"tables/silver/{NAME}_positive_b"))}
-    found["gold_a"] = {(row.kind, int(row.window_start.timestamp() * 1000)): (row.events, row.amount)
-                       for row in rows(f"tables/gold/{NAME}_a")}
+    for hop in ("gold_a", "gold_b"):
+        found[hop] = {(row.kind, int(row.window_start.timestamp() * 1000)): (row.events, row.amount)
+                      for row in rows(f"tables/gold/{NAME}_{hop[-1]}")}
     return found
+
+
+def _watermarks_follow_each_hops_lateness(home: Path) -> None:
+    """Each gold's watermark after its last batch is the newest event it read less its own delay."""
+    for hop, source in (("gold_a", "a"), ("gold_b", "b")):
+        newest = max(e["event_time"] for e in _valid_events(home / f"landing/{NAME}_{source}")
+                     if Decimal(str(e["amount"])) > 0)
+        checkpoint = str(home / f"checkpoints/{NAME}/{hop}")
+        last = checkpoint_log.commit_batch_ids(checkpoint)[-1]
+        assert checkpoint_log.read_commit_watermark(checkpoint, last) == newest - EVENT_TIME[hop][1], hop
 
 
 def _land(home: Path, source: str, seed: int, offset: int) -> None:
@@ -142,9 +163,11 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     for offset, source in enumerate("aab"):
         _land(home, source, seed=offset, offset=offset)
     lake = Lake.open(get_spec(NAME))
-    assert set(pending_work(lake)) == {"bronze_a", "bronze_b", "positive_a", "other_a", "positive_b", "gold_a"}
+    assert set(pending_work(lake)) == {"bronze_a", "bronze_b", "positive_a", "other_a", "positive_b", "gold_a",
+                                       "gold_b"}
     assert main(["run", NAME]) == 0
     assert _actual(spark, home) == _expected(home)
+    _watermarks_follow_each_hops_lateness(home)
     status = _status(capsys)
     assert status["landing"] == {"files": 3, "new_files": 0}
 
@@ -153,7 +176,7 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert _status(capsys)["landing"] == {"files": 4, "new_files": 1}
     assert {hop: bool(reason) for hop, reason in pending_work(lake).items()} == {
         "bronze_a": False, "bronze_b": True, "positive_a": False, "other_a": False, "positive_b": False,
-        "gold_a": False}
+        "gold_a": False, "gold_b": False}
 
     # Bronze_a's batch 1 is read by positive_a on its own, then batch 2 by both: other_a's batch
     # 1 reads bronze_a's batches 1 and 2 together. Undoing batch 2 alone would cut through it,
@@ -165,9 +188,9 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     _land(home, "a", seed=11, offset=5)
     assert main(["run", NAME]) == 0
     assert _actual(spark, home) == _expected(home)
-    b_branch = _versions(home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b")
+    b_branch = _versions(home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b", f"tables/gold/{NAME}_b")
     b_offsets = {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
-                 for hop in ("bronze_b", "positive_b")}
+                 for hop in ("bronze_b", "positive_b", "gold_b")}
     capsys.readouterr()
     assert main(["rollback", NAME, "--hop", "bronze_a", "--to-batch", "1", "--no-cascade"]) != 0
     refusal = capsys.readouterr()
@@ -184,4 +207,10 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert _versions(home, *b_branch) == b_branch
     assert {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}")) for hop in b_offsets} == b_offsets
     assert main(["run", NAME]) == 0
+    assert _actual(spark, home) == _expected(home)
+    _watermarks_follow_each_hops_lateness(home)
+    # A backfill of gold_b from the middle of one of its two-minute windows recomputes whole
+    # windows of its own size (the pipeline's one-minute window would split 00:02-00:04).
+    assert main(["backfill", NAME, "--hop", "gold_b", "--start", "2026-03-01T00:03:00Z",
+                 "--end", "2026-03-01T00:09:00Z", "--quality", "off"]) == 0
     assert _actual(spark, home) == _expected(home)

@@ -213,3 +213,34 @@ def test_a_rollback_plan_to_a_run_says_which_of_its_repairs_it_leaves(tmp_path):
     assert planner._repairs_kept(lake, [gold], "R", restoring(5)) == [note]  # the restore keeps its commit
     assert planner._repairs_kept(lake, [gold], "R", restoring(4)) == []  # the restore undoes it
     assert planner._repairs_kept(lake, [gold], "T", []) == []  # another run's repairs are not this run's
+
+
+def _adds(table: str, version: int) -> int:
+    lines = Path(table, "_delta_log", f"{version:020d}.json").read_text().splitlines()
+    return sum("add" in json.loads(line) for line in lines)
+
+
+def test_a_no_data_batch_read_below_does_not_make_the_hops_below_undo_more(tmp_path):
+    """nodata (the shop pipeline): silver_orders de-duplicates under a watermark, so each run's
+    batch of rows is followed by a no-data batch that commits no rows, and silver_paid's batches
+    read up to that empty commit. Rolling silver_orders back to its first batch undoes the empty
+    commit too, but the rows silver_paid and gold read are all still there: they keep the first
+    run's batches, and undo only the second's."""
+    lake = fixture_lake("nodata", tmp_path)
+    orders = lake.table(lake.spec.hop("silver_orders"))
+    first, empty = record(lake, "n0", "silver_orders")["batch_ids"]
+    assert empty == first + 1
+    assert _adds(orders, version_after(lake, "n0", "silver_orders") - 1) > 0
+    assert _adds(orders, version_after(lake, "n0", "silver_orders")) == 0  # the no-data batch's commit
+    plan = planner.plan(lake, Request("silver_orders", to_batch=first))
+    kept = {hop: max(record(lake, "n0", hop)["batch_ids"]) for hop in ("silver_paid", "gold_merchant_revenue")}
+    assert targets(plan) == {"silver_orders": first, **kept}
+    for step in plan.hops[1:]:
+        assert step.undone == record(lake, "n1", step.hop)["batch_ids"]
+        assert [table.restore_to for table in step.tables] == [version_after(lake, "n0", step.hop)]
+    assert plan.notes == [] and plan.refused == []
+    # Undoing only the second run's no-data batch undoes no row: the hops below keep every batch.
+    second = record(lake, "n1", "silver_orders")["batch_ids"][0]
+    plan = planner.plan(lake, Request("silver_orders", to_batch=second))
+    assert targets(plan) == {"silver_orders": second, "silver_paid": max(record(lake, "n1", "silver_paid")["batch_ids"])}
+    assert plan.step("silver_paid").undone == [] and plan.step("silver_paid").tables == []

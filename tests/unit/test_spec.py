@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.model.errors import UsageError
-from spark_jobs.model.spec import get_spec
+from spark_jobs.model.spec import get_spec, load_spec
 from spark_jobs.model.times import parse_time
 
 pytestmark = [pytest.mark.unit]
@@ -78,7 +78,7 @@ def test_a_spec_without_inputs_loads_and_names_a_missing_input(pipelines):
     ([("a", "ingest", ""), ("b", "aggregate", ", upstream: a, unique: [k]")],
      "hop b has unique: ['k'], which only append and join hops take: remove it"),
     ([("a", "ingest", ""), ("b", "append", ", upstream: a, unique: k")],
-     "hop b has unique: 'k': give a list of column names"),
+     "hop b has unique 'k', not a list of column names: use e.g. `[event_date]`"),
 ], ids=["unknown-kind", "unknown-upstream", "cycle", "self", "duplicate", "no-upstream", "ingest-upstream",
         "two-upstreams-not-join", "join-one-upstream", "join-no-within", "join-bad-within", "join-unknown-upstream",
         "unique-on-aggregate", "unique-not-a-list"])
@@ -135,3 +135,61 @@ def test_an_s3_lake_is_spelt_s3a_everywhere(monkeypatch):
     assert lakehouse_home() == "s3a://bucket/some/prefix"
     monkeypatch.setenv("LAKEHOUSE_HOME", "s3a://bucket/p")
     assert lakehouse_home() == "s3a://bucket/p"
+
+
+@pytest.mark.parametrize("top, hop_extra, problem", [
+    ("allowed_latenes: 30 minutes\n", "", "the pipeline has unknown key `allowed_latenes`: did you mean `allowed_lateness`?"),
+    ("", ", uniq: [k]", "hop a has unknown key `uniq`: did you mean `unique`?"),
+    ("", ", color: red", "hop a has unknown key `color`: remove it (valid keys: name, kind, table, time_column, "),
+    ("window: ten seconds\n", "", "the pipeline has window 'ten seconds', not a duration: use e.g. `10 seconds`"),
+    ("freshness: soon\n", "", "the pipeline has freshness 'soon', not a duration: use e.g. `15 minutes`"),
+    ("shuffle_partitions: 0\n", "", "the pipeline has shuffle_partitions 0, not a positive whole number"),
+    ("backfill_start: March\n", "", "the pipeline has backfill_start 'March', not a date"),
+    ("inputs: [campaigns]\n", "", "the pipeline has inputs ['campaigns'], not a mapping of names to paths"),
+    ("", ", partition_by: event_date", "hop a has partition_by 'event_date', not a list of column names"),
+    ("", ", table: 7", "hop a has table 7, not a non-empty string"),
+], ids=["pipeline-typo", "hop-typo", "hop-unknown", "window", "freshness", "partitions", "start", "inputs",
+        "partition-by", "table"])
+def test_a_key_the_spec_does_not_declare_or_a_value_of_the_wrong_type_is_refused(pipelines, top, hop_extra, problem):
+    """A misspelled key is an error naming the nearest valid one, never a silent default."""
+    folder = pipelines()
+    (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\n{top}hops:\n  - "
+                                      + "{name: a, kind: ingest, table: tables/a, time_column: t%s}\n" % hop_extra)
+    with pytest.raises(UsageError) as refused:
+        get_spec("team")
+    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+
+
+def test_a_pipeline_name_that_cannot_name_dags_and_tables_is_refused(pipelines):
+    folder = pipelines()
+    (folder / "Team-1.yaml").write_text("name: Team-1\nlanding: landing/team\nhops:\n"
+                                        "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
+    with pytest.raises(UsageError, match="the pipeline's name 'Team-1' is not allowed: use lower-case letters"):
+        get_spec("Team-1")
+
+
+def test_the_spec_reference_lists_every_declared_key_with_the_specs_defaults(tmp_path):
+    """docs/reference/spec.md's tables come from spark_jobs/model/spec_keys.py; each knob's
+    default is the one PipelineSpec applies when the key is left out; its example loads."""
+    import importlib.util
+
+    from spark_jobs.model.spec import PipelineSpec
+    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
+    from testkit.paths import ROOT
+
+    found = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(found)
+    found.loader.exec_module(hooks)
+    page = hooks.spec_page((ROOT / "docs" / "reference" / "spec.md").read_text())
+    top, hops = page.split("## Hop keys")
+    rows = {line.split("|")[1].strip(): line for line in top.splitlines() if line.startswith("| `")}
+    assert {f"`{key.name}`" for key in PIPELINE_KEYS} == set(rows)
+    assert {f"`{key.name}`" for key in HOP_KEYS} == {line.split("|")[1].strip() for line in hops.splitlines()
+                                                    if line.startswith("| `")}
+    defaults = PipelineSpec(name="x", landing=None, hops=())
+    for key in ("schedule", "window", "allowed_lateness", "shuffle_partitions", "min_batches_to_retain"):
+        assert f"| `{getattr(defaults, key)}` |" in rows[f"`{key}`"], rows[f"`{key}`"]
+    assert "<!--" not in page
+    spec_file = tmp_path / "shop.yaml"
+    spec_file.write_text(page.split("```yaml")[1].split("```")[0])
+    assert load_spec(spec_file).hop_names[-1] == "gold_merchant_revenue"

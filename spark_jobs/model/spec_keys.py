@@ -1,0 +1,140 @@
+"""The spec's keys, declared once: what each means, which hops take it and what its value is.
+
+:func:`spark_jobs.model.spec.load_spec` refuses a key declared nowhere here (with the nearest
+valid one: a misspelled ``allowed_latenes`` is an error, not a silent default) and a value of
+the wrong type; the manual's spec reference (``docs/reference/spec.md``) is generated from
+these tables, the defaults from :class:`~spark_jobs.model.spec.PipelineSpec`'s fields.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from dataclasses import dataclass
+
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.times import duration_ms
+
+# A pipeline's name: it names modules, tables and DAG ids.
+PIPELINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+# What a value is; each a check and the hint its error gives.
+TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST = (
+    "text", "count", "duration", "columns", "hop or hops", "inputs", "date", "list")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a spec.
+
+    :param kinds: for a hop key, the kinds that take it (``all``: every kind).
+    :param required: the spec (or hop) must give it.
+    """
+
+    name: str
+    value: str
+    meaning: str
+    kinds: str = "all"
+    required: bool = False
+    example: str = ""  # for its error's fix, when not its type's
+
+
+PIPELINE_KEYS: tuple[Key, ...] = (
+    Key("name", TEXT, "the pipeline's name: lower-case letters, digits and `_`; it names the DAGs "
+        "(`<name>__stream`, ...)", required=True),
+    Key("hops", LIST, "the hops, in order (below); a hop's upstreams are listed above it", required=True),
+    Key("description", TEXT, "shown in the DAGs' documentation and on the Lakehouse page"),
+    Key("landing", TEXT, "the landing folder of the ingest hops that name none of their own"),
+    Key("inputs", INPUTS, "the pipeline's static inputs by name (`campaigns: landing/campaigns`), read by its "
+        "pipeline module through `lake.input(name)`"),
+    Key("campaigns", TEXT, "older specs' name of `inputs: {campaigns: ...}`, read as that"),
+    Key("schedule", TEXT, "the stream DAG's schedule (cron or an Airflow preset)"),
+    Key("backfill_start", DATE, "the first data interval of the daily backfill DAG"),
+    Key("shuffle_partitions", COUNT, "Spark's shuffle partitions, pinned in each stateful hop's checkpoint at "
+        "its first run"),
+    Key("window", DURATION, "the event-time window of the hops that set none of their own (`spec.window` in a "
+        "transform)"),
+    Key("allowed_lateness", DURATION, "the watermark delay of the stateful hops that set none of their own "
+        "(`spec.allowed_lateness`); rows later than it are dropped by the stream and counted"),
+    Key("min_batches_to_retain", COUNT, "how many batches each checkpoint keeps (Spark's `minBatchesToRetain`): "
+        "how far back a rollback can reach"),
+    Key("source_log_compact_interval", COUNT, "how often the file source's log is compacted"),
+    Key("freshness", DURATION, "how old a hop's newest commit may get before it is stale (red on the Lakehouse "
+        "page; the stream DAG's deadline alert)", example="`15 minutes`"),
+)
+
+HOP_KEYS: tuple[Key, ...] = (
+    Key("name", TEXT, "the hop's name, unique in the spec; it names the checkpoint, the DAG tasks and the suite "
+        "file", required=True),
+    Key("kind", TEXT, "`ingest`, `append`, `aggregate` or `join` ([Hops and kinds](../concepts/hops.md))",
+        required=True),
+    Key("table", TEXT, "the hop's Delta table", required=True),
+    Key("time_column", TEXT, "the event-time column a backfill's `[start, end)` applies to (epoch milliseconds "
+        "or a timestamp)", required=True),
+    Key("upstream", HOPS, "the hop above whose table it reads; a list of two or more for a join",
+        kinds="append, aggregate, join"),
+    Key("landing", TEXT, "the hop's own landing folder (else the pipeline's `landing`)", kinds="ingest"),
+    Key("quarantine", TEXT, "the table of rows the hop refuses (invalid lines, or rows a `drop` rule takes out)",
+        kinds="ingest, append"),
+    Key("partition_by", COLUMNS, "the table's partition columns"),
+    Key("keys", COLUMNS, "the columns the MERGE matches on (the grouping keys and `window_start`)",
+        kinds="aggregate"),
+    Key("unique", COLUMNS, "columns whose values the table holds once (a transform that drops resends): a batch "
+        "leaves out rows whose key a backfill already wrote", kinds="append, join"),
+    Key("window", DURATION, "this hop's event-time window (`spec.window` in its transform); else the "
+        "pipeline's `window`"),
+    Key("allowed_lateness", DURATION, "this hop's watermark delay (`spec.allowed_lateness` in its transform); "
+        "else the pipeline's `allowed_lateness`"),
+    Key("within", DURATION, "how far apart in event time two joined rows can be; a backfill reads its upstreams "
+        "this much around its range", kinds="join", example="`1 hour`"),
+)
+
+# Each value type: what a valid value is, and an example for the error's fix.
+_WHAT = {TEXT: ("a non-empty string", "`tables/silver/orders`"), COUNT: ("a positive whole number", "`4`"),
+         DURATION: ("a duration", "`10 seconds`"), COLUMNS: ("a list of column names", "`[event_date]`"),
+         HOPS: ("a hop's name or a list of them", "`bronze` or `[orders, payments]`"),
+         INPUTS: ("a mapping of names to paths", "`{campaigns: landing/campaigns}`"),
+         DATE: ("a date", '`"2026-01-01"`'), LIST: ("a list", "a list of mappings")}
+
+
+def _valid(kind: str, value: object) -> bool:
+    if kind == TEXT:
+        return isinstance(value, str) and value != ""
+    if kind == COUNT:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if kind == DURATION:
+        try:
+            duration_ms(str(value))
+        except (ValueError, KeyError):
+            return False
+        return True
+    if kind == COLUMNS:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if kind == HOPS:
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+    if kind == INPUTS:
+        return isinstance(value, dict) and all(isinstance(path, str) for path in value.values())
+    if kind == DATE:
+        try:
+            dt.date.fromisoformat(str(value))
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, list)
+
+
+def check_keys(raw: dict, keys: tuple[Key, ...], subject: str) -> None:
+    """Refuse a key ``keys`` does not declare, naming the nearest declared one, and a declared
+    key's value of the wrong type (``subject``: ``<file>: the pipeline`` or ``<file>: hop <name>``)."""
+    names = [key.name for key in keys]
+    for name in raw:
+        if name not in names:
+            near = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
+            fix = f"did you mean `{near[0]}`?" if near else f"remove it (valid keys: {', '.join(names)})"
+            raise UsageError(f"{subject} has unknown key `{name}`: {fix}")
+    for key in keys:
+        value = raw.get(key.name)
+        if value is not None and not _valid(key.value, value):
+            what, example = _WHAT[key.value]
+            raise UsageError(f"{subject} has {key.name} {value!r}, not {what}: use e.g. {key.example or example}")
