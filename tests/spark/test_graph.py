@@ -41,10 +41,10 @@ hops:
   - {{name: gold_a, kind: aggregate, upstream: positive_a, table: tables/gold/{NAME}_a, keys: [kind, window_start],
      time_column: window_start}}
   - {{name: gold_b, kind: aggregate, upstream: positive_b, table: tables/gold/{NAME}_b, keys: [kind, window_start],
-     time_column: window_start, window: 2 minutes, allowed_lateness: 5 minutes}}
+     time_column: window_start, window: 3 minutes, allowed_lateness: 5 minutes}}
 """
 # gold_b's own event time (the pipeline's is gold_a's): its windows and its watermark delay, in ms.
-EVENT_TIME = {"gold_a": (60_000, 60_000), "gold_b": (120_000, 300_000)}
+EVENT_TIME = {"gold_a": (60_000, 60_000), "gold_b": (180_000, 300_000)}
 MODULE = f"""\
 from pyspark.sql import functions as F
 
@@ -73,7 +73,7 @@ def _valid_events(folder: Path) -> list[dict]:
 
 def _expected(home: Path) -> dict[str, object]:
     """Each table's content as the landing files say: ids for the row tables, counts and sums per
-    kind and window for each gold (a minute for gold_a, two for gold_b)."""
+    kind and window for each gold (a minute for gold_a, three for gold_b)."""
     a, b = _valid_events(home / f"landing/{NAME}_a"), _valid_events(home / f"landing/{NAME}_b")
     positive = lambda events: sorted(e["id"] for e in events if Decimal(str(e["amount"])) > 0)  # noqa: E731
 
@@ -209,8 +209,8 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert main(["run", NAME]) == 0
     assert _actual(spark, home) == _expected(home)
     _watermarks_follow_each_hops_lateness(home)
-    # A backfill of gold_b from the middle of one of its two-minute windows recomputes whole
-    # windows of its own size (the pipeline's one-minute window would split 00:02-00:04).
-    assert main(["backfill", NAME, "--hop", "gold_b", "--start", "2026-03-01T00:03:00Z",
+    # A backfill of gold_b from the middle of one of its three-minute windows recomputes whole
+    # windows of its own size (the pipeline's one-minute window would split 00:03-00:06).
+    assert main(["backfill", NAME, "--hop", "gold_b", "--start", "2026-03-01T00:04:30Z",
                  "--end", "2026-03-01T00:09:00Z", "--quality", "off"]) == 0
     assert _actual(spark, home) == _expected(home)
