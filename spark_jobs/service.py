@@ -352,7 +352,7 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
 def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) -> dict:
     """What the quarantine of each hop that has one holds (or of ``hop``; of one ``run``'s writes,
     if given): counts by reason and file, samples, and the backfills that ingest fixed files again."""
-    from spark_jobs.engine import quarantine as quarantines
+    from spark_jobs.control import quarantine as quarantines
     from spark_jobs.logs.ops import read_record
 
     lake = open_lake(pipeline)
@@ -363,9 +363,8 @@ def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) ->
     records = {each.name: read_record(lake, run, each.name) for each in hops} if run else {}
     if run and not any(records.values()):
         raise UsageError(f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse status {lake.spec.name}`")
-    spark = _session(lake, "quarantine")
     return {"pipeline": lake.spec.name, "run_id": run,
-            "hops": [quarantines.summary(spark, lake, each, records.get(each.name)) for each in hops
+            "hops": [quarantines.summary(lake, each, records.get(each.name)) for each in hops
                      if not run or records.get(each.name)]}
 
 

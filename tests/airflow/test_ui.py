@@ -5,6 +5,7 @@ is read. The browser walk through the login page is in ``test_platform.py``."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -117,6 +118,16 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
     pass_rates = {run["run_id"]: run["quality_pass_rate"] for run in series["runs"]}
     assert pass_rates == {"r0": None, "r1": None, "r2": 1.0}, pass_rates
     assert "http://" not in hop_page.text.replace("http://www.w3.org/2000/svg", "")  # nothing loads from elsewhere
+
+    # Bronze's quarantine, read without a JVM: every invalid line of the files the runs ingested.
+    from testkit.expected import landing_lines, valid_event
+
+    invalid = [line for name, line in landing_lines(home) if valid_event(line) is None and name != late.name]
+    held = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/hops/bronze?format=json", headers=viewer).json()["quarantine"]
+    assert held["rows"] == len(invalid) > 0 and sum(reason["rows"] for reason in held["reasons"]) == held["rows"]
+    bronze_page = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/hops/bronze", headers=viewer).text
+    assert f"{held['rows']} rows in" in bronze_page
+    assert all(html.escape(reason["value"], quote=False) in bronze_page for reason in held["reasons"])
 
     quality = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/quality", headers=viewer).text
     link = re.search(r'class="data-docs" href="([^"]+)"', quality).group(1)

@@ -119,11 +119,14 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
     """A hop's batches (what ``lakehouse status --hop`` shows) and its charts."""
     if hop not in spec.hop_names:
         raise HTTPException(404, f"pipeline {spec.name} has no hop {hop!r}: its hops are {', '.join(spec.hop_names)}")
+    from spark_jobs.control.quarantine import summary
+
     lake = Lake.open(spec)
     figures = overview.hop_overview(lake, hop)
     series = overview.hop_series(lake, hop)
+    held = summary(lake, spec.hop(hop)) if spec.hop(hop).quarantine else None  # delta-rs: no JVM
     if _wants_json(request):
-        return JSONResponse({"hop": figures, "series": series})
+        return JSONResponse({"hop": figures, "series": series, "quarantine": held})
     from spark_jobs.control.status import hop_status
 
     charts = [
@@ -140,7 +143,7 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
                   chart_id="quality"),
     ]
     return _page("hop.html", request, pipeline=spec.name, hop=figures,
-                 batches=hop_status(lake, hop, detail=True)["batch_log"], charts=charts)
+                 batches=hop_status(lake, hop, detail=True)["batch_log"], charts=charts, quarantine=held)
 
 
 def _quality_files(lake: Lake) -> list[dict]:
