@@ -101,14 +101,17 @@ def _default(name: str) -> str:
 
 def spec_page(markdown: str) -> str:
     """``reference/spec.md`` with its key tables from :mod:`spark_jobs.model.spec_keys`."""
-    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
+    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, RETENTION_KEYS
 
     pipeline = ["| key | default | meaning |", "|---|---|---|"] + [
         f"| `{key.name}` | {'required' if key.required else _default(key.name)} | {key.meaning} |"
         for key in PIPELINE_KEYS]
     hop = ["| key | kinds | meaning |", "|---|---|---|"] + [
         f"| `{key.name}` | {key.kinds}{' (required)' if key.required else ''} | {key.meaning} |" for key in HOP_KEYS]
-    return markdown.replace("<!-- pipeline keys -->", "\n".join(pipeline)).replace("<!-- hop keys -->", "\n".join(hop))
+    retention = ["| key | meaning |", "|---|---|"] + [f"| `{key.name}` | {key.meaning} |" for key in RETENTION_KEYS]
+    for marker, table in (("pipeline", pipeline), ("retention", retention), ("hop", hop)):
+        markdown = markdown.replace(f"<!-- {marker} keys -->", "\n".join(table))
+    return markdown
 
 
 def figures() -> str:

@@ -94,6 +94,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
         "state_bytes": _folder_bytes(f"{lake.checkpoint(hop)}/state"),
         "table_versions": status["table_versions"],
         "rollback_horizon": status["rollback_horizon"],
+        "rollback_window": status["rollback_window"],
         "feeds": status["feeds"],
         "last_run": status["last_run"],
         "runs": [_run_row(record) for record in records[-runs:]],

@@ -53,9 +53,11 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
     if detail:
         infos = batches.hop_batches(lake, hop)
         batches.link_downstream(lake, hop, infos)
+        horizon = batches.horizon(lake, hop, infos)
         extra = {
             "batch_log": [info.to_dict() for info in infos],
-            "rollback_horizon": batches.horizon(lake, hop, infos),
+            "rollback_horizon": horizon,
+            "rollback_window": _window(infos, horizon, lake.spec.retention.get("rollback")),
             "min_batches_to_retain": lake.spec.min_batches_to_retain,
             "feeds": [below.name for below in lake.spec.feeds(hop.name)],
         }
@@ -135,12 +137,32 @@ def format_status(status: dict) -> str:
     return "\n".join(lines)
 
 
+def _window(infos: list, horizon: int | None, declared: str | None) -> dict:
+    """How far back a rollback reaches now: the oldest batch it can go back to, and since when the
+    batches it can undo were committed (``since`` None: all of them, from the hop's first)."""
+    committed = {info.batch_id: info.committed_at for info in infos if info.committed}
+    return {"batch": horizon, "since": committed.get(horizon) if horizon is not None and horizon >= 0 else None,
+            "undoable_batches": sum(1 for batch_id in committed if horizon is not None and batch_id > horizon),
+            "declared": declared}
+
+
+def _window_text(hop: dict) -> str:
+    window = hop["rollback_window"]
+    if window["batch"] is None:
+        reach = "rollback reaches nothing yet"
+    elif window["batch"] == -1:
+        reach = f"rollback reaches back to before batch 0 (all {window['undoable_batches']} batches)"
+    else:
+        reach = (f"rollback reaches back to batch {window['batch']}, committed at {window['since']} "
+                 f"({window['undoable_batches']} batches after it)")
+    return reach + (f"; the spec asks for {window['declared']}" if window["declared"] else "")
+
+
 def _format_batches(hop: dict) -> list[str]:
-    horizon = hop["rollback_horizon"]
     lines = [
         "",
-        f"{hop['hop']} batches (rollback reaches back to batch {'-' if horizon is None else horizon}; "
-        f"the checkpoint keeps {hop['min_batches_to_retain']} batches; feeds {', '.join(hop['feeds']) or 'nothing'})",
+        f"{hop['hop']} batches ({_window_text(hop)}; the checkpoint keeps {hop['min_batches_to_retain']} batches; "
+        f"feeds {', '.join(hop['feeds']) or 'nothing'})",
         f"{'batch':>6}  {'state':<10}{'rows':>8}{'files':>7}  {'source range':<28}{'watermark':<21}"
         f"{'committed at':<21}{'version':>8}  read by",
     ]

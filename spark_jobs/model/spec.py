@@ -13,8 +13,9 @@ import yaml
 
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import KINDS, HopKind, kind_named
+from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
-from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, check_keys
+from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, RETENTION_KEYS, check_keys
 from spark_jobs.model.times import duration_ms
 
 
@@ -97,6 +98,8 @@ class PipelineSpec:
     # Lakehouse page, and a stream DAG run not done this long after it was queued misses its
     # deadline alert. None: no limit.
     freshness: str | None = None
+    # What the pipeline keeps (``{"rollback": "7 days"}``): spark_jobs/model/retention.py.
+    retention: dict = field(default_factory=dict, compare=False)
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -254,6 +257,7 @@ def load_spec(path: Path) -> PipelineSpec:
     if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
         raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
     check_keys(raw, PIPELINE_KEYS, f"{path}: the pipeline")
+    check_keys(raw.get("retention") or {}, RETENTION_KEYS, f"{path}: retention")
     if not PIPELINE_NAME.fullmatch(raw["name"]):
         raise UsageError(f"{path}: the pipeline's name {raw['name']!r} is not allowed: use lower-case letters, "
                          "digits and _, starting with a letter (it names modules, tables and DAG ids)")
@@ -265,6 +269,9 @@ def load_spec(path: Path) -> PipelineSpec:
     if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
         inputs.setdefault("campaigns", raw["campaigns"])
     knobs = {key: str(raw[key]) if key == "backfill_start" else raw[key] for key in _KNOBS if key in raw}
+    retained = batches_to_retain(raw, raw.get("schedule", PipelineSpec.schedule), f"{path}: the pipeline")
+    if retained is not None:
+        knobs["min_batches_to_retain"] = retained
     return PipelineSpec(name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path, **knobs)
 
 

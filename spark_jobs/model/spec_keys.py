@@ -20,8 +20,8 @@ from spark_jobs.model.times import duration_ms
 PIPELINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 # What a value is; each a check and the hint its error gives.
-TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST = (
-    "text", "count", "duration", "columns", "hop or hops", "inputs", "date", "list")
+TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING = (
+    "text", "count", "duration", "columns", "hop or hops", "inputs", "date", "list", "mapping")
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,17 @@ PIPELINE_KEYS: tuple[Key, ...] = (
     Key("min_batches_to_retain", COUNT, "how many batches each checkpoint keeps (Spark's `minBatchesToRetain`): "
         "how far back a rollback can reach"),
     Key("source_log_compact_interval", COUNT, "how often the file source's log is compacted"),
+    Key("retention", MAPPING, "what the pipeline keeps, each bounded by the rest: `rollback`, how far back in time a "
+        "rollback must reach (below)"),
     Key("freshness", DURATION, "how old a hop's newest commit may get before it is stale (red on the Lakehouse "
         "page; the stream DAG's deadline alert)", example="`15 minutes`"),
+)
+
+# The keys under ``retention:`` (spark_jobs/model/retention.py).
+RETENTION_KEYS: tuple[Key, ...] = (
+    Key("rollback", DURATION, "how far back in time a rollback must reach (at most 30 days, Delta's log "
+        "retention): the checkpoints keep the batches the schedule makes in it, and a spec whose "
+        "`min_batches_to_retain` is fewer is refused with the number it needs", example="`7 days`"),
 )
 
 HOP_KEYS: tuple[Key, ...] = (
@@ -95,33 +104,42 @@ _WHAT = {TEXT: ("a non-empty string", "`tables/silver/orders`"), COUNT: ("a posi
          DURATION: ("a duration", "`10 seconds`"), COLUMNS: ("a list of column names", "`[event_date]`"),
          HOPS: ("a hop's name or a list of them", "`bronze` or `[orders, payments]`"),
          INPUTS: ("a mapping of names to paths", "`{campaigns: landing/campaigns}`"),
-         DATE: ("a date", '`"2026-01-01"`'), LIST: ("a list", "a list of mappings")}
+         DATE: ("a date", '`"2026-01-01"`'), LIST: ("a list", "a list of mappings"),
+         MAPPING: ("a mapping", "`{rollback: 7 days}`")}
 
 
-def _valid(kind: str, value: object) -> bool:
-    if kind == TEXT:
-        return isinstance(value, str) and value != ""
-    if kind == COUNT:
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
-    if kind == DURATION:
-        try:
-            duration_ms(str(value))
-        except (ValueError, KeyError):
-            return False
-        return True
-    if kind == COLUMNS:
-        return isinstance(value, list) and all(isinstance(item, str) for item in value)
-    if kind == HOPS:
-        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
-    if kind == INPUTS:
-        return isinstance(value, dict) and all(isinstance(path, str) for path in value.values())
-    if kind == DATE:
-        try:
-            dt.date.fromisoformat(str(value))
-        except ValueError:
-            return False
-        return True
-    return isinstance(value, list)
+def _is_duration(value: object) -> bool:
+    try:
+        duration_ms(str(value))
+    except (ValueError, KeyError):
+        return False
+    return True
+
+
+def _is_date(value: object) -> bool:
+    try:
+        dt.date.fromisoformat(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# Each value type's check.
+_VALID = {
+    TEXT: lambda value: isinstance(value, str) and value != "",
+    COUNT: lambda value: isinstance(value, int) and not isinstance(value, bool) and value > 0,
+    DURATION: _is_duration,
+    COLUMNS: _names,
+    HOPS: lambda value: isinstance(value, str) or _names(value),
+    INPUTS: lambda value: isinstance(value, dict) and all(isinstance(path, str) for path in value.values()),
+    DATE: _is_date,
+    LIST: lambda value: isinstance(value, list),
+    MAPPING: lambda value: isinstance(value, dict),
+}
 
 
 def check_keys(raw: dict, keys: tuple[Key, ...], subject: str) -> None:
@@ -135,6 +153,6 @@ def check_keys(raw: dict, keys: tuple[Key, ...], subject: str) -> None:
             raise UsageError(f"{subject} has unknown key `{name}`: {fix}")
     for key in keys:
         value = raw.get(key.name)
-        if value is not None and not _valid(key.value, value):
+        if value is not None and not _VALID[key.value](value):
             what, example = _WHAT[key.value]
             raise UsageError(f"{subject} has {key.name} {value!r}, not {what}: use e.g. {key.example or example}")

@@ -105,3 +105,26 @@ def test_one_damaged_file_is_found_and_named(tmp_path, damage, kind):
     found = validate(lake)
     assert [(finding.hop, finding.kind) for finding in found] == [("bronze", kind)], found
     assert found[0].fix
+
+
+def test_status_says_how_far_back_a_rollback_reaches_in_batches_and_time(tmp_path):
+    """history: every batch is still reachable (a rollback can undo all of them). With offsets/0
+    gone, as Spark's retention takes it, batches 0 and 1 cannot be targets (each needs its own
+    offsets and the one before): the window starts at batch 2, committed when its commit file was
+    written."""
+    import datetime as dt
+
+    from spark_jobs.control.status import format_status, hop_status, pipeline_status
+
+    lake = fixture_lake("history", tmp_path)
+    checkpoint = Path(lake.checkpoint(lake.spec.hop("bronze")))
+    commits = numbered(checkpoint / "commits")
+    window = hop_status(lake, "bronze", detail=True)["rollback_window"]
+    assert window == {"batch": -1, "since": None, "undoable_batches": len(commits), "declared": None}
+    (checkpoint / "offsets" / "0").unlink()
+    shown = hop_status(lake, "bronze", detail=True)
+    committed = dt.datetime.fromtimestamp((checkpoint / "commits" / "2").stat().st_mtime, dt.UTC)
+    assert shown["rollback_window"]["batch"] == 2 and shown["rollback_window"]["undoable_batches"] == len(commits) - 3
+    assert shown["rollback_window"]["since"][:19] == committed.strftime("%Y-%m-%dT%H:%M:%S")
+    text = format_status(pipeline_status(lake, "bronze"))
+    assert f"rollback reaches back to batch 2, committed at {shown['rollback_window']['since']}" in text

@@ -174,16 +174,19 @@ def test_the_spec_reference_lists_every_declared_key_with_the_specs_defaults(tmp
     import importlib.util
 
     from spark_jobs.model.spec import PipelineSpec
-    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
+    from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, RETENTION_KEYS
     from testkit.paths import ROOT
 
     found = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
     hooks = importlib.util.module_from_spec(found)
     found.loader.exec_module(hooks)
     page = hooks.spec_page((ROOT / "docs" / "reference" / "spec.md").read_text())
-    top, hops = page.split("## Hop keys")
+    top, rest = page.split("## Retention keys")
+    retention, hops = rest.split("## Hop keys")
     rows = {line.split("|")[1].strip(): line for line in top.splitlines() if line.startswith("| `")}
     assert {f"`{key.name}`" for key in PIPELINE_KEYS} == set(rows)
+    assert {f"`{key.name}`" for key in RETENTION_KEYS} == {line.split("|")[1].strip() for line in retention.splitlines()
+                                                         if line.startswith("| `")}
     assert {f"`{key.name}`" for key in HOP_KEYS} == {line.split("|")[1].strip() for line in hops.splitlines()
                                                     if line.startswith("| `")}
     defaults = PipelineSpec(name="x", landing=None, hops=())
@@ -193,3 +196,57 @@ def test_the_spec_reference_lists_every_declared_key_with_the_specs_defaults(tmp
     spec_file = tmp_path / "shop.yaml"
     spec_file.write_text(page.split("```yaml")[1].split("```")[0])
     assert load_spec(spec_file).hop_names[-1] == "gold_merchant_revenue"
+
+
+def _runs_by_hand(schedule: str, days: int) -> int:
+    """A cron schedule's runs in ``days`` days, counted minute by minute (the common forms only)."""
+    minute, hour, *_rest = schedule.split()
+    per_hour = 60 // int(minute[2:]) if minute.startswith("*/") else 1
+    return per_hour * (24 if hour == "*" else 1) * days
+
+
+@pytest.mark.parametrize("schedule, days", [("*/30 * * * *", 7), ("0 * * * *", 3), ("*/5 * * * *", 2),
+                                            ("15 6 * * *", 30)])
+def test_a_rollback_window_sets_the_batches_the_checkpoints_keep_or_refuses_too_few(pipelines, schedule, days):
+    """retention.rollback: the checkpoints keep two batches per scheduled run in the window (at
+    least Spark's 100); a spec that keeps fewer is refused with the number it needs."""
+    folder = pipelines()
+    runs = _runs_by_hand(schedule, days)
+    needed = max(100, 2 * runs)
+
+    def load(extra: str):
+        (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nschedule: \"{schedule}\"\n{extra}hops:\n"
+                                          "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
+        return get_spec("team")
+
+    assert load(f"retention: {{rollback: {days} days}}\n").min_batches_to_retain == needed
+    assert load(f"retention: {{rollback: {days} days}}\nmin_batches_to_retain: {needed}\n").min_batches_to_retain == needed
+    assert load("").min_batches_to_retain == 100 and load("").retention == {}
+    with pytest.raises(UsageError) as refused:
+        load(f"retention: {{rollback: {days} days}}\nmin_batches_to_retain: {needed - 1}\n")
+    assert f"keeps {needed - 1} batches (min_batches_to_retain), but a rollback window of {days} days" in str(refused.value)
+    assert f"needs {needed} ({runs} runs of up to 2 batches): raise min_batches_to_retain to {needed}" in str(refused.value)
+
+
+@pytest.mark.parametrize("retention, problem", [
+    ("{rollbak: 7 days}", "retention has unknown key `rollbak`: did you mean `rollback`?"),
+    ("{rollback: a week}", "retention has rollback 'a week', not a duration: use e.g. `7 days`"),
+    ("{rollback: 45 days}", "the pipeline has retention.rollback '45 days', longer than the 30 days Delta keeps"),
+    ("7 days", "the pipeline has retention '7 days', not a mapping"),
+], ids=["typo", "not-a-duration", "beyond-delta", "not-a-mapping"])
+def test_a_rollback_window_that_cannot_be_had_is_refused(pipelines, retention, problem):
+    folder = pipelines()
+    (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nretention: {retention}\nhops:\n"
+                                      "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
+    with pytest.raises(UsageError) as refused:
+        get_spec("team")
+    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+
+
+def test_a_rollback_window_needs_a_schedule_whose_runs_can_be_counted(pipelines):
+    folder = pipelines()
+    (folder / "team.yaml").write_text("name: team\nlanding: landing/team\nschedule: \"@continuous\"\n"
+                                      "retention: {rollback: 1 day}\nhops:\n"
+                                      "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
+    with pytest.raises(UsageError, match="give a cron schedule"):
+        get_spec("team")

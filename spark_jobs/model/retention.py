@@ -1,0 +1,66 @@
+"""The rollback window a spec declares (``retention: {rollback: 7 days}``) and what it takes.
+
+A rollback to a batch needs that batch's offsets, commit and state version, which Spark keeps
+for the last ``min_batches_to_retain`` batches, and the tables' log versions, which Delta keeps
+for ``delta.logRetentionDuration`` (30 days unless a table says otherwise). So a window in time is
+a number of batches: the runs the stream DAG's schedule makes in it, times the batches a run
+makes (a batch of rows, and for a stateful hop the no-data batch that moves its watermark on).
+Runs started by hand between scheduled ones make more batches: the count is a floor.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from spark_jobs.model.errors import UsageError
+from spark_jobs.model.times import duration_ms
+
+BATCHES_PER_RUN = 2
+DELTA_LOG_DAYS = 30  # delta.logRetentionDuration's default
+DEFAULT_BATCHES = 100  # Spark's minBatchesToRetain default
+_WEEK_MS = 7 * 24 * 3600 * 1000
+_EPOCH = dt.datetime(2026, 1, 5)  # a Monday: runs are counted from a fixed point, the same every time
+
+
+def runs_in(schedule: str, window_ms: int) -> int | None:
+    """How many times a cron ``schedule`` fires in ``window_ms`` (a week's count scaled up for a
+    longer window); None when it is not a cron expression."""
+    from croniter import croniter
+
+    if not croniter.is_valid(schedule):
+        return None
+    span = min(window_ms, _WEEK_MS)
+    fires, moments, end = 0, croniter(schedule, _EPOCH), _EPOCH + dt.timedelta(milliseconds=span)
+    while moments.get_next(dt.datetime) <= end:
+        fires += 1
+    return fires if window_ms <= _WEEK_MS else -(-fires * window_ms // _WEEK_MS)
+
+
+def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
+    """The scheduled runs in a rollback window of ``rollback`` and the batches a checkpoint must
+    keep for it; a :class:`UsageError` naming the fix when the window cannot be had."""
+    window_ms = duration_ms(rollback)
+    if window_ms > DELTA_LOG_DAYS * 24 * 3600 * 1000:
+        raise UsageError(f"{where} has retention.rollback {rollback!r}, longer than the {DELTA_LOG_DAYS} days Delta "
+                         "keeps a table's log: use at most 30 days")
+    runs = runs_in(schedule, window_ms)
+    if runs is None:
+        raise UsageError(f"{where} has retention.rollback {rollback!r} and schedule {schedule!r}, whose runs cannot be "
+                         "counted: give a cron schedule (e.g. `*/30 * * * *`) or remove retention.rollback")
+    return runs, max(DEFAULT_BATCHES, runs * BATCHES_PER_RUN)
+
+
+def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
+    """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need when the spec
+    gives no number, the spec's number when it is enough (None: neither is given); a
+    :class:`UsageError` with the number needed otherwise."""
+    rollback = (raw.get("retention") or {}).get("rollback")
+    given = raw.get("min_batches_to_retain")
+    if rollback is None:
+        return given
+    runs, needed = needed_batches(str(rollback), schedule, where)
+    if given is not None and given < needed:
+        raise UsageError(f"{where} keeps {given} batches (min_batches_to_retain), but a rollback window of {rollback} "
+                         f"at schedule {schedule!r} needs {needed} ({runs} runs of up to {BATCHES_PER_RUN} batches): "
+                         f"raise min_batches_to_retain to {needed}, or leave it out, or shorten retention.rollback")
+    return given if given is not None else needed
