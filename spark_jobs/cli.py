@@ -95,7 +95,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_rollback(args) -> int:
-    target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "to_time_text": args.to_time,
+    target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "replan": args.replan,
+              "to_time_text": args.to_time,
               "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None}
     try:
         result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait,
@@ -254,6 +255,9 @@ def _add_undoers(commands) -> None:
     target.add_argument("--to-time", help="keep the batches committed by this time (ISO-8601, UTC)")
     rollback.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=True,
                           help="also undo the hops below that read the undone data (default); --no-cascade: leave them")
+    rollback.add_argument("--replan", action="store_true",
+                          help="the next run plans the undone data afresh, with what arrived since, instead of "
+                               "replaying each undone batch as it was logged (where the plan can)")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 

@@ -222,8 +222,9 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
             reason = rebuild.refusal(lake, lake.spec.hop(name), from_text or iso(from_ms))
             if reason:
                 raise UsageError(reason)
+    # Planned afresh: the new code recomputes whatever the hops read now.
     undone = rollback(pipeline, hop, to_batch=-1 if from_ms is None else None, to_time_ms=from_ms,
-                      to_time_text=from_text, dry_run=dry_run, wait_s=wait_s, progress=progress)
+                      to_time_text=from_text, replan=True, dry_run=dry_run, wait_s=wait_s, progress=progress)
     targets = {step.hop: step.target_batch for step in undone.plan.hops}
     for name in rebuilt:
         batch = targets.get(name, (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1])
@@ -285,7 +286,7 @@ def status(pipeline: str, hop: str | None = None) -> dict:
 
 def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: str | None = None,
              to_time_ms: int | None = None, to_time_text: str | None = None, cascade: bool = True,
-             dry_run: bool = False, wait_s: float = 0.0, progress: Progress = stderr) -> RollbackResult:
+             replan: bool = False, dry_run: bool = False, wait_s: float = 0.0, progress: Progress = stderr) -> RollbackResult:
     """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
     the next run replays from the batch after each target. An unfinished rollback of the same
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
@@ -298,7 +299,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     lake.spec.hop(hop)
     if sum(target is not None for target in (to_batch, to_run, to_time_ms)) != 1:
         raise UsageError("give exactly one of --to-batch, --to-run, --to-time")
-    request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade)
+    request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan)
     journal = rollbacks.pending(lake)
     if journal and not journal.plan.request.same_target(request):
         rollbacks.refuse_if_pending(lake)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from spark_jobs.control import batches
+from spark_jobs.control import batches, replays
 from spark_jobs.control.repairs import backfilled, widened
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
@@ -188,6 +188,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
+        step.replay = "exact" if replays.exact_possible(view.hop, step, request) else "afresh"
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
             hops.append(step)
     backfills = _backfills(lake, hops)
@@ -202,7 +203,7 @@ def plan(lake: Lake, request: Request) -> Plan:
 
 
 def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_run: str | None = None,
-                 to_time: str | None = None, cascade: bool = True) -> Plan:
+                 to_time: str | None = None, cascade: bool = True, replan: bool = False) -> Plan:
     """:func:`plan` from one target as a person gives it (``to_time`` as ISO-8601 text), as the
     rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
     given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
@@ -210,7 +211,8 @@ def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_r
     if len(given) != 1:
         raise UsageError(f"give exactly one of to_batch, to_run, to_time (got {', '.join(sorted(given)) or 'none'})")
     to_time_ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
-    return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, given.get("to_time"), cascade))
+    return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, given.get("to_time"), cascade,
+                              replan))
 
 
 def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tuple[dict, dict, list[str]]:

@@ -13,13 +13,14 @@ import os
 import time
 from collections.abc import Callable
 
-from spark_jobs.control import batches
+from spark_jobs.control import batches, replays
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
 from spark_jobs.model import settings
 from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Journal, Plan, TableStep
+from spark_jobs.model.plans import HopStep, Journal, Plan, TableStep
+from spark_jobs.model.spec import HopSpec
 
 Progress = Callable[[str], None]
 # Restores (or empties) one table as its step says; returns the table's version after.
@@ -80,11 +81,23 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     step = journal.plan.step(hop_name)
     hop = lake.spec.hop(hop_name)
     checkpoint, target = step.checkpoint, step.target_batch
+    if step.replay == "exact":  # the undone batches' offsets, for the next run to replay as logged
+        replays.keep(lake, hop, journal.rollback_id, step.new_query_id, target)
+    else:
+        replays.forget(lake, hop)
     checkpoint_log.drop_batches_after(checkpoint, target)
     if step.source_log_cut is not None:
         file_source_log.truncate_file_source(checkpoint, step.source_log_cut, lake.spec.source_log_compact_interval)
     if step.state_version is not None:
         state_store.drop_state_after(checkpoint, step.state_version)
+    _move_past_restores(lake, journal, step, hop)
+    if step.new_query_id != checkpoint_log.query_id(checkpoint):
+        checkpoint_log.set_query_id(checkpoint, step.new_query_id)
+
+
+def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpec) -> None:
+    """Move the hop's source offset at its target past the RESTORE commits of its upstreams."""
+    checkpoint, target = step.checkpoint, step.target_batch
     # Each upstream restored by this rollback, or by an earlier one past what the hop keeps,
     # moves the hop's source offset past that RESTORE commit (journals written before joins
     # name no upstream: the hop's only one).
@@ -105,8 +118,6 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
                 moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
         checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
             target, offsets.watermark_ms, offsets.timestamp_ms, moved))
-    if step.new_query_id != checkpoint_log.query_id(checkpoint):
-        checkpoint_log.set_query_id(checkpoint, step.new_query_id)
 
 
 def verify(lake: Lake, journal: Journal) -> list[str]:

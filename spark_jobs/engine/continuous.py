@@ -46,6 +46,7 @@ def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, tr
                 if run.hop.name not in queries and not run.upstream_missing():
                     progress(f"[{run.hop.name}] always-on, trigger every {trigger_interval}")
                     run.refuse_damaged_checkpoint()
+                    run.replay_logged()
                     queries[run.hop.name] = run.start_stream({"processingTime": trigger_interval})
             for run in runs:
                 query = queries.get(run.hop.name)

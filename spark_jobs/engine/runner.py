@@ -19,6 +19,7 @@ from spark_jobs.control import fingerprint as fingerprints
 from spark_jobs.control import rebuild, suites
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import source_and_sink
+from spark_jobs.engine.replay import replay_logged
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
 from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
@@ -323,6 +324,10 @@ class HopRun:
                 f"see `lakehouse checkpoint validate {self.spec.name}`"
             )
 
+    def replay_logged(self) -> None:
+        """The batches a rollback kept, run again as logged (:func:`spark_jobs.engine.replay.replay_logged`)."""
+        replay_logged(self)
+
     def run_once(self, max_files_per_trigger: int | None = None) -> RunRecord:
         """Process everything new since the last run (``availableNow``), then stop."""
         if self.upstream_missing():
@@ -330,6 +335,7 @@ class HopRun:
         self.progress(f"[{self.hop.name}] run-once from {self.checkpoint}")
         with self._failures_recorded("run"):
             self.refuse_damaged_checkpoint()
+            self.replay_logged()
             query = self.start_stream({"availableNow": True}, max_files_per_trigger)
             while not query.awaitTermination(1):
                 self.note_progress(query)

@@ -67,6 +67,9 @@ class HopStep:
     # [start, end] ranges (ISO) to backfill again at this hop after the replay.
     rebackfill: list[list[str]] = field(default_factory=list)
     skip_to_version: int | None = None  # journals written before joins: the only upstream's skip
+    # ``exact``: the next run re-runs each undone batch as its offsets logged it (the same source
+    # range, watermark and timestamp) before new data; ``afresh``: it plans them again with new data.
+    replay: str = "afresh"
 
     @classmethod
     def from_dict(cls, document: dict) -> HopStep:
@@ -74,7 +77,7 @@ class HopStep:
 
     def to_dict(self) -> dict:
         document = dataclasses.asdict(self)
-        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None)):
+        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh")):
             if document[key] == empty:
                 del document[key]
         return document
@@ -90,20 +93,28 @@ class Request:
     to_time: int | None = None  # epoch milliseconds
     to_time_iso: str | None = None  # the time as the person gave it
     cascade: bool = True
+    replan: bool = False  # plan the undone batches afresh rather than replay them as logged
 
     @classmethod
     def from_dict(cls, document: dict) -> Request:
         return _known(cls, document)
 
+    def to_dict(self) -> dict:
+        document = dataclasses.asdict(self)
+        if not self.replan:
+            del document["replan"]
+        return document
+
     def same_target(self, other: Request) -> bool:
-        return (self.hop, self.to_batch, self.to_run, self.to_time, self.cascade) == (
-            other.hop, other.to_batch, other.to_run, other.to_time, other.cascade)
+        return (self.hop, self.to_batch, self.to_run, self.to_time, self.cascade, self.replan) == (
+            other.hop, other.to_batch, other.to_run, other.to_time, other.cascade, other.replan)
 
     def command_line(self, pipeline: str) -> str:
         """The CLI command that makes (or finishes) a rollback with this request."""
         target = (f"--to-batch {self.to_batch}" if self.to_batch is not None
                   else f"--to-run {self.to_run}" if self.to_run else f"--to-time {self.to_time_iso}")
-        return f"lakehouse rollback {pipeline} --hop {self.hop} {target}" + ("" if self.cascade else " --no-cascade")
+        return (f"lakehouse rollback {pipeline} --hop {self.hop} {target}" + ("" if self.cascade else " --no-cascade")
+                + (" --replan" if self.replan else ""))
 
 
 @dataclass
@@ -158,7 +169,7 @@ class Plan:
                       backfills=[Backfill.from_dict(each) for each in document.get("backfills", [])])
 
     def to_dict(self) -> dict:
-        return {"rollback_id": self.rollback_id, "pipeline": self.pipeline, "request": dataclasses.asdict(self.request),
+        return {"rollback_id": self.rollback_id, "pipeline": self.pipeline, "request": self.request.to_dict(),
                 "requested_batch": self.requested_batch, "hops": [step.to_dict() for step in self.hops],
                 "notes": list(self.notes), "refused": list(self.refused),
                 "backfills": [dataclasses.asdict(each) for each in self.backfills], "nothing_to_do": self.nothing_to_do}
@@ -192,7 +203,8 @@ def _step_lines(step: HopStep) -> list[str]:
                      + (f", state versions past {step.state_version}" if step.state_version is not None else "")
                      + (f", file source log past {step.source_log_cut}" if step.source_log_cut is not None else "")
                      + ", new query id")
-        lines.append(f"    next run re-reads {step.reread}")
+        lines.append(f"    next run replays batches {undone[0]}..{undone[-1]} as logged (the same source ranges and "
+                     "watermarks), then reads what is new" if step.replay == "exact" else f"    next run re-reads {step.reread}")
     lines.extend(f"    source offset moves past the restore commit of {upstream}'s table" for upstream in step.restored_upstreams)
     lines.extend(f"    source offset moves past version {version} of {upstream}'s table (an earlier RESTORE)"
                  for upstream, version in step.skip_versions.items())

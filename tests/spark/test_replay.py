@@ -1,0 +1,74 @@
+"""A rollback's replay reproduces the original run: the undone batches run again as their offsets
+logged them (spark_jobs/control/replays.py), late drops included, and only then what is new.
+
+ad_events' gold drops a view later than the watermark the batch before it left. Three landings:
+A at 00:00, B at 00:10 (each run through every hop: gold's batch of rows, then a no-data batch
+that moves its watermark on), then C at 00:12 with half its events five minutes late (about
+00:07), which silver reads but gold not yet. Rolled back to batch 1 and run, gold replays B's
+batches as logged, so C's late views are older than B's watermark and dropped, as in a lake that
+never rolled back. With ``--replan`` one batch reads B and C under A's watermark and keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import pytest
+
+from spark_jobs.cli import main
+from testkit.expected import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+GOLD = "tables/gold/campaign_views_10s"
+
+
+def _land(start: str, late: float = 0.0) -> None:
+    assert main(["generate", "ad_events", "--events", "600", "--files", "1", "--seed", start[-5:-3], "--start",
+                 start, "--bad-fraction", "0", "--late-fraction", str(late)]) == 0
+
+
+def _gold(home) -> Counter:
+    return Counter({(campaign, start): views for campaign, start, views in
+                    delta_rows(home, GOLD, "campaign_id", "window_start", "views")})
+
+
+def _rollback(capsys, *extra: str) -> dict:
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", "1", "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_rolled_back_hop_replays_its_batches_as_logged_late_drops_included(spark, lake_home, tmp_path, monkeypatch,
+                                                                           capsys):
+    for start in ("2026-04-01T00:00:00", "2026-04-01T00:10:00"):
+        _land(start)
+        assert main(["run", "ad_events"]) == 0
+    _land("2026-04-01T00:12:00", late=0.5)
+    for hop in ("bronze", "silver"):
+        assert main(["run", "ad_events", "--hop", hop]) == 0
+    never = tmp_path / "never"  # the same lake, never rolled back
+    replanned = tmp_path / "replanned"
+    for copy in (never, replanned):
+        shutil.copytree(lake_home, copy)
+
+    undone = _rollback(capsys)
+    [step] = undone["plan"]["hops"]
+    assert step.get("replay") == "exact" and step["undone"] == [2, 3], step
+    capsys.readouterr()
+    assert main(["run", "ad_events", "--hop", "gold", "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)["hops"]
+    assert record["batch_ids"][:2] == [2, 3] and record["rows_dropped_late"] > 0
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(never))
+    assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    assert _gold(lake_home) == _gold(never)
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(replanned))
+    assert "replay" not in _rollback(capsys, "--replan")["plan"]["hops"][0]  # afresh: the key a plan had before
+    assert main(["run", "ad_events", "--hop", "gold"]) == 0
+    kept, dropped = _gold(replanned), _gold(never)
+    assert sum(kept.values()) > sum(dropped.values())  # C's late views, counted in windows of 00:07
+    assert all(start.minute == 7 for _campaign, start in kept - dropped)
