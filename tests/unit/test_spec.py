@@ -153,11 +153,16 @@ def test_an_s3_lake_is_spelt_s3a_everywhere(monkeypatch):
 def test_a_key_the_spec_does_not_declare_or_a_value_of_the_wrong_type_is_refused(pipelines, top, hop_extra, problem):
     """A misspelled key is an error naming the nearest valid one, never a silent default."""
     folder = pipelines()
+    assert _refusal(folder, top, hop_extra).startswith(f"{folder / 'team.yaml'}: {problem}")
+
+
+def _refusal(folder, top: str, hop_extra: str = "") -> str:
+    """Why a one-hop spec ``team`` with these pipeline keys (``top``) and hop keys is refused."""
     (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\n{top}hops:\n  - "
                                       + "{name: a, kind: ingest, table: tables/a, time_column: t%s}\n" % hop_extra)
     with pytest.raises(UsageError) as refused:
         get_spec("team")
-    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+    return str(refused.value)
 
 
 def test_a_pipeline_name_that_cannot_name_dags_and_tables_is_refused(pipelines):
@@ -236,17 +241,8 @@ def test_a_rollback_window_sets_the_batches_the_checkpoints_keep_or_refuses_too_
 ], ids=["typo", "not-a-duration", "beyond-delta", "not-a-mapping"])
 def test_a_rollback_window_that_cannot_be_had_is_refused(pipelines, retention, problem):
     folder = pipelines()
-    (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nretention: {retention}\nhops:\n"
-                                      "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
-    with pytest.raises(UsageError) as refused:
-        get_spec("team")
-    assert str(refused.value).startswith(f"{folder / 'team.yaml'}: {problem}")
+    assert _refusal(folder, f"retention: {retention}\n").startswith(f"{folder / 'team.yaml'}: {problem}")
 
 
 def test_a_rollback_window_needs_a_schedule_whose_runs_can_be_counted(pipelines):
-    folder = pipelines()
-    (folder / "team.yaml").write_text("name: team\nlanding: landing/team\nschedule: \"@continuous\"\n"
-                                      "retention: {rollback: 1 day}\nhops:\n"
-                                      "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
-    with pytest.raises(UsageError, match="give a cron schedule"):
-        get_spec("team")
+    assert "give a cron schedule" in _refusal(pipelines(), "schedule: \"@continuous\"\nretention: {rollback: 1 day}\n")
