@@ -231,11 +231,11 @@ def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
     spec = load_spec(tmp_path / "forks.yaml")
     stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
     above = {"bronze_a": None, "bronze_b": None, "positive_a": "bronze_a", "other_a": "bronze_a",
-             "positive_b": "bronze_b", "gold_a": "positive_a"}
+             "positive_b": "bronze_b", "gold_a": "positive_a", "gold_b": "positive_b"}
     gates = sorted(f"gate_{hop}" for hop in above)
     assert {task.task_id: sorted(task.upstream_task_ids) for task in stream.tasks} == {
         "check_new_data": [], "plan_undo": gates, "undo": ["plan_undo"],
-        "all_gates_passed": ["gate_gold_a", "gate_other_a", "gate_positive_b"],
+        "all_gates_passed": ["gate_gold_a", "gate_gold_b", "gate_other_a"],
         **{hop: [f"gate_{up}" if up else "check_new_data"] for hop, up in above.items()},
         **{f"gate_{hop}": [hop] for hop in above}}
     assert {task.task_id: sorted(task.upstream_task_ids) for task in backfill.tasks} == {
