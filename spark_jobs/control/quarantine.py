@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import Counter
 
 from spark_jobs.logs import delta_log, table_rows
-from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
@@ -23,10 +22,6 @@ DAY_MS = 24 * 3600 * 1000
 SAMPLES = 3  # rows shown per reason
 TOP = 20  # reasons and files listed
 LINE_CHARS = 200  # of each sample's line
-
-
-def _exists(table: str) -> bool:
-    return filesystem(table).exists(f"{table}/_delta_log")
 
 
 def _counts(values: list) -> list[dict]:
@@ -53,7 +48,7 @@ def _ingest_again(lake: Lake, hop: HopSpec, files: list[dict]) -> list[dict]:
     (a backfill of those days reads the file again and rebuilds its quarantine rows)."""
     names = [each["value"] for each in files if each["value"] is not None]
     table = lake.table(hop)
-    if not names or not _exists(table):
+    if not names or delta_log.table_version(table) is None:
         return []
     rows = table_rows.read(table, ["_source_file", hop.time_column], where=("_source_file", names))
     spans: dict[str, tuple[int, int]] = {}
@@ -84,7 +79,7 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
     document = {"hop": hop.name, "table": table, "version": delta_log.table_version(table),
                 "run_id": run["run_id"] if run else None, "rows": 0, "reasons": [], "files": [], "samples": {},
                 "ingest_again": []}
-    if not _exists(table):
+    if delta_log.table_version(table) is None:
         return document
     present = table_rows.columns_of(table)
     columns = [name for name in ("reason", "raw_line", "_source_file", hop.time_column) if name in present]

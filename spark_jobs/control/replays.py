@@ -15,8 +15,6 @@ and the run plans afresh, as a rollback with ``--replan`` does.
 
 from __future__ import annotations
 
-import json
-
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
@@ -57,10 +55,7 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int)
 
 def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str) -> bool:
     """Whether every upstream version the logged batch reads is still in its table (none undone)."""
-    sources = []
-    for line in text.splitlines()[2:]:  # the version line, the header, then one line per source
-        value = line.split(":", 1)[1] if line[:1] not in "{-" and ":" in line else line
-        sources.append(None if value.strip() == "-" else json.loads(value))
+    sources = checkpoint_log.offsets_sources(text.splitlines()[2:])  # after the version line and the header
     for upstream in hop.upstreams:
         offset = batches.upstream_offset(lake, hop, upstream, sources)
         if offset is None:

@@ -211,16 +211,22 @@ def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
     fs = filesystem(checkpoint)
     _version, lines = read_log_file(fs, f"{checkpoint}/offsets/{batch_id}")
     header = json.loads(lines[0])
-    sources: list[dict | None] = []
-    for line in lines[1:]:
-        text = line.split(":", 1)[1] if line[:1] not in "{-" and ":" in line else line
-        sources.append(None if text.strip() == "-" else json.loads(text))
     return BatchOffsets(
         batch_id=batch_id,
         watermark_ms=int(header.get("batchWatermarkMs", 0)),
         timestamp_ms=int(header.get("batchTimestampMs", 0)),
-        sources=sources,
+        sources=offsets_sources(lines[1:]),
     )
+
+
+def offsets_sources(lines: list[str]) -> list[dict | None]:
+    """The source offsets of an offsets file's lines after its header: one per source, JSON or
+    ``-`` (none yet), with v2's ``index:`` prefix."""
+    sources: list[dict | None] = []
+    for line in lines:
+        text = line.split(":", 1)[1] if line[:1] not in "{-" and ":" in line else line
+        sources.append(None if text.strip() == "-" else json.loads(text))
+    return sources
 
 
 def read_commit_watermark(checkpoint: str, batch_id: int) -> int | None:
