@@ -130,6 +130,17 @@ def s3(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    """The Kafka broker (``include/scripts/kafka_server.py``) for one test module, stopped by PID after it."""
+    from kafka_server import KafkaServer
+
+    server = KafkaServer(tmp_path_factory.mktemp("kafka"))
+    server.start()
+    yield server
+    server.stop()
+
+
 # -- shared lake set-ups -------------------------------------------------------------------------
 
 @pytest.fixture

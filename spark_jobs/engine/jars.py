@@ -57,16 +57,19 @@ def cached_jars() -> list[Path]:
 def resolve_jars() -> list[Path]:
     """Resolve the manifest with Maven into the cache; a no-op when the cache is complete."""
     with manifest() as pom:
-        return _resolve(pom, jars_dir())
+        resolve(pom, jars_dir(), what="Delta's jars")
+    return cached_jars()
 
 
-def _resolve(pom: Path, folder: Path) -> list[Path]:
+def resolve(pom: Path, folder: Path, what: str, drop_shipped: bool = True) -> list[Path]:
+    """The runtime jars ``pom`` names, resolved once with Maven into ``folder`` (a no-op when
+    ``folder`` holds them already); without the ones pyspark ships when ``drop_shipped``."""
     stamp = folder / ".manifest"
     wanted = pom.read_text()
     if stamp.exists() and stamp.read_text() == wanted:
-        return cached_jars()
+        return sorted(folder.glob("*.jar"))
     if shutil.which("mvn") is None:
-        raise SetupError("Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve Delta's jars")
+        raise SetupError(f"Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve {what}")
     with tempfile.TemporaryDirectory() as scratch:
         command = [
             "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
@@ -75,8 +78,8 @@ def _resolve(pom: Path, folder: Path) -> list[Path]:
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise SetupError(f"Delta jars are not resolvable with Maven ({last[0][:300]}): check the network and {pom}")
-        shipped = _pyspark_artifacts()
+            raise SetupError(f"{what} are not resolvable with Maven ({last[0][:300]}): check the network and {pom}")
+        shipped = _pyspark_artifacts() if drop_shipped else set()
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
@@ -84,7 +87,7 @@ def _resolve(pom: Path, folder: Path) -> list[Path]:
             if _artifact(jar.name) not in shipped:
                 shutil.copy2(jar, folder / jar.name)
     stamp.write_text(wanted)
-    return cached_jars()
+    return sorted(folder.glob("*.jar"))
 
 
 def main() -> int:

@@ -69,6 +69,17 @@ DRIVER_DIR = Setting("LAKEHOUSE_DRIVER_DIR", "",
                      "Where shared drivers' address files live (default `$AIRFLOW_HOME/drivers`).")
 ROLLBACK_CRASH_AFTER = Setting("LAKEHOUSE_ROLLBACK_CRASH_AFTER", "",
                                "For tests: a rollback stops after this many steps, as if it crashed.")
+KAFKA_BOOTSTRAP_SERVERS = Setting(
+    "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "",
+    "The Kafka brokers (`host:port,...`) of hops that read a topic.")
+KAFKA_SECURITY_PROTOCOL = Setting(
+    "LAKEHOUSE_KAFKA_SECURITY_PROTOCOL", "",
+    "How clients talk to Kafka: `PLAINTEXT`, `SASL_PLAINTEXT`, `SSL` or `SASL_SSL` (default: `SASL_PLAINTEXT` "
+    "when a user name is set, else `PLAINTEXT`).")
+KAFKA_SASL_MECHANISM = Setting("LAKEHOUSE_KAFKA_SASL_MECHANISM", "PLAIN",
+                               "The SASL mechanism of the Kafka login: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.")
+KAFKA_USERNAME = Setting("LAKEHOUSE_KAFKA_USERNAME", "", "The Kafka login's user name (none: no login).")
+KAFKA_PASSWORD = Setting("LAKEHOUSE_KAFKA_PASSWORD", "", "The Kafka login's password.")
 # The launcher's own (`make run`, include/scripts/lakehouse_platform.py).
 METADATA_DB = Setting("LAKEHOUSE_METADATA_DB", "postgres",
                       "`make run`'s Airflow metadata DB: the embedded `postgres`, or `sqlite` (no server).")
@@ -80,7 +91,8 @@ SPARK = Setting("LAKEHOUSE_SPARK", "local", "`cluster`: `make run` runs every Sp
 
 SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
-            DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
+            DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
+            KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
             SPARK)
 
 
