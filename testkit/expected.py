@@ -88,11 +88,12 @@ def campaigns_of(home: Path | str) -> dict[str, str]:
     return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(text.splitlines())}
 
 
-def expected_gold(home: Path | str) -> Counter:
-    """Views per (campaign_id, window start ms) over every valid view in the landing files."""
+def expected_gold(home: Path | str, lines: list[str] | None = None) -> Counter:
+    """Views per (campaign_id, window start ms) over every valid view in the landing files (or in
+    ``lines``: a topic's records)."""
     campaigns = campaigns_of(home)
     counts: Counter = Counter()
-    for _name, line in landing_lines(home):
+    for line in [line for _name, line in landing_lines(home)] if lines is None else lines:
         event = valid_event(line)
         if event and event["event_type"] == "view" and event["ad_id"] in campaigns:
             time_ms = int(event["event_time"])

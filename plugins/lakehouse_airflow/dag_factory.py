@@ -102,7 +102,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                        f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
                        "gets an event.",
             )
-            (check if hop.reads_landing else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
+            (check if hop.ingests else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
             gates[hop.name] = gate
         undo_hop = "ti.xcom_pull(task_ids='plan_undo')"
         planned = PythonOperator(task_id="plan_undo", python_callable=plan_undo, trigger_rule="one_failed", retries=0,

@@ -9,7 +9,10 @@ sources whose rows belong together (payments of orders) defines instead
 text per ingest hop, written to each hop's own landing folder.
 
 Files are written under a dot-prefixed name and renamed when complete, so a running stream
-never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``).
+never reads half a file (Spark's file source ignores names starting with ``.`` or ``_``). For an
+ingest hop that reads a Kafka topic, each file's lines are produced to the topic instead, one
+record per line (:func:`spark_jobs.control.topics.produce`); the result names them
+``kafka://<topic>``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.control import topics
 from spark_jobs.control.companions import companion_module
 from spark_jobs.logs.fs import filesystem, write_text
 from spark_jobs.model.errors import UsageError
@@ -108,19 +112,24 @@ def generate(
     tag = uuid.UUID(int=rng.getrandbits(128), version=4).hex[:8]
     per_file = [events // files + (1 if index < events % files else 0) for index in range(files)]
     folders = {name: lake.landing_of(lake.spec.hop(name)) for name in lake.spec.landings}
+    fed = {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
     written, bad, late, times = [], 0, 0, []
     # One source: its events' file for the first ingest hop; invalid lines go on cycling through
     # BAD_LINES from file to file (the lambda reads ``bad`` when called).
-    make = sample.landing_files or (lambda *args: _event_file(sample, next(iter(folders)), bad, *args))
+    make = sample.landing_files or (lambda *args: _event_file(sample, next(iter([*folders, *fed])), bad, *args))
     position = 0
     for index, count in enumerate(per_file):
         made = make(rng, start + position * (1000 // EVENTS_PER_SECOND), count, bad_fraction, late_fraction)
         position += count
-        unknown = sorted(set(made.files) - set(folders))
+        unknown = sorted(set(made.files) - set(folders) - set(fed))
         if unknown:
             raise UsageError(f"pipeline {lake.spec.name}'s sample writes files for {unknown[0]}, which is not an "
-                             f"ingest hop: use one of {', '.join(folders)}")
+                             f"ingest hop: use one of {', '.join([*folders, *fed])}")
         for hop, (suffix, text) in made.files.items():
+            if hop in fed:
+                topics.produce(fed[hop], text.splitlines())
+                written.append(f"kafka://{fed[hop]}")
+                continue
             folder = folders[hop]
             filesystem(folder).makedirs(folder, exist_ok=True)
             path = f"{folder}/events-{stamp}-{tag}-{index:04d}{suffix}"

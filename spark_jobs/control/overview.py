@@ -8,11 +8,12 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from spark_jobs.control import batches
+from spark_jobs.control import batches, topics
 from spark_jobs.control.status import hop_status, new_landing_files, pending_work, unread_upstream_versions
 from spark_jobs.control.suites import read_summary
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_alerts, read_records
+from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 
 
@@ -39,6 +40,15 @@ def landing_backlog(lake: Lake, hop) -> dict:
     unread = new_landing_files(lake, hop)
     fs = filesystem(lake.landing_of(hop))
     return {"files": len(unread), "bytes": sum(int(fs.size(path) or 0) for path in unread)}
+
+
+def _topic_backlog(lake: Lake, hop) -> dict:
+    """Records of the topic-fed ``hop``'s topic it has not read, per partition (or why unknown)."""
+    try:
+        behind = topics.unread(lake, hop)
+    except LakehouseError as error:
+        return {"topic": hop.topic, "error": str(error)}
+    return {"topic": hop.topic, "records": sum(behind.values()), "partitions": {str(p): n for p, n in behind.items()}}
 
 
 def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
@@ -69,6 +79,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
     backlog = ({"landing": landing_backlog(lake, hop)} if hop.reads_landing
+               else {"topic": _topic_backlog(lake, hop)} if hop.reads_topic
                else {"upstream_versions": [version for upstream in hop.upstreams
                                            for version in unread_upstream_versions(lake, hop, upstream)]})
     commit_age = _age(_epoch((last or {}).get("committed_at")), now)
@@ -105,7 +116,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
 def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
     """Every hop's :func:`hop_overview`, and why each has work (the stream DAG's check)."""
     now = time.time() if now is None else now
-    pending = pending_work(lake)
+    pending = pending_work(lake, strict=False)
     return {
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,

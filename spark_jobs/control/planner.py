@@ -230,7 +230,7 @@ def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tu
         resets = []
         for view in chain:
             target = targets.get(view.hop.name)
-            if target is None or target < 0 or view.hop.reads_landing:
+            if target is None or target < 0 or view.hop.ingests:
                 continue
             restored = _restored_upstreams(view.hop, by_name, targets)
             unrestored = [upstream for upstream in view.hop.upstreams if upstream not in restored]
@@ -290,7 +290,7 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
       away in event time, outside the range (shop's model, seed 42: payments of 06:00..08:00
       backfilled, their orders of 05:xx were never joined again).
     """
-    if hop.reads_landing:
+    if hop.ingests:
         return []
     ranges = set()
     main = lake.table(hop)
@@ -301,7 +301,7 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
         if (span := backfilled(record)) and after in undone:
             ranges.add(span)
     for upstream in map(lake.spec.hop, hop.upstreams):
-        if step.target_batch == -1 and step.undone and upstream.reads_landing:
+        if step.target_batch == -1 and step.undone and upstream.ingests:
             ranges.update(widened(span, hop.within_ms) for record in read_records(lake, upstream.name)
                           if (span := backfilled(record)))
     return [[iso(start), iso(end)] for start, end in sorted(ranges)]

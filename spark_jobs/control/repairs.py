@@ -62,7 +62,7 @@ def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
 def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
     """The ranges ``hop``'s run recomputes after its stream, merged, oldest first."""
     starts = [each for each in lake.spec.hops if each.kind_of.repairs_after_backfill]
-    if hop.reads_landing or not any(start == hop or hop in lake.spec.downstream_of(start.name) for start in starts):
+    if hop.ingests or not any(start == hop or hop in lake.spec.downstream_of(start.name) for start in starts):
         return []  # repairs start at a join: a hop neither a join nor below one owes none
     records = read_records(lake)
     mine = [record for record in records if record.get("hop") == hop.name]

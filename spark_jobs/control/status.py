@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs.control import batches
+from spark_jobs.control import batches, topics
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, listing
@@ -76,7 +76,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         # batch boundaries, so a replay after a rollback can drop others (docs/concepts/rollback.md).
         "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
-        **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.reads_landing else {}),
+        **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.ingests else {}),
         "last_run": None
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
@@ -194,13 +194,15 @@ def _source_range(info: dict) -> str:
     return "-"
 
 
-def pending_work(lake: Lake) -> dict[str, str | None]:
+def pending_work(lake: Lake, strict: bool = True) -> dict[str, str | None]:
     """Per hop, why it has work to do (or None): the stream DAG's "new data?" check, no JVM.
 
-    Bronze has work when a landing file is not in its source log; a Delta-fed hop when its
+    Bronze has work when a landing file is not in its source log, or its topic has records past
+    the offsets its last batch logged (:mod:`spark_jobs.control.topics`); a Delta-fed hop when its
     upstream table has commits past the last offset it read that its stream takes rows from
     (:func:`_upstream_news`); any hop with an offset that was never committed has a batch to
-    finish.
+    finish. A broker that cannot answer raises :class:`~spark_jobs.control.topics.TopicError`,
+    unless not ``strict`` (the Lakehouse page): then its message is the reason.
     """
     pending: dict[str, str | None] = {}
     for hop in lake.spec.hops:
@@ -211,6 +213,13 @@ def pending_work(lake: Lake) -> dict[str, str | None]:
         elif hop.reads_landing:
             new = new_landing_files(lake, hop)
             pending[hop.name] = f"{len(new)} new landing files" if new else None
+        elif hop.reads_topic:
+            try:
+                pending[hop.name] = topics.news(lake, hop)
+            except topics.TopicError as error:
+                if strict:
+                    raise
+                pending[hop.name] = str(error)
         else:
             pending[hop.name] = _upstream_news(lake, hop, checkpoint)
     return pending
@@ -254,7 +263,7 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
         return list(range(version + 1))
     source = batches.upstream_offset(lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources)
     read_to, complete = checkpoint_log.delta_position(source)
-    backfills_bring_none = lake.spec.hop(name).reads_landing
+    backfills_bring_none = lake.spec.hop(name).ingests
     return ([] if complete else [read_to]) + [
         commit.version for commit in batches.commits(table, after=read_to) if commit.appends_only
         and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]

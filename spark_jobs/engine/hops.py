@@ -1,7 +1,7 @@
 """Each hop kind's Source and Sink, and the contract between them and the hop run.
 
 A **Source** (:mod:`spark_jobs.engine.sources`) is where a hop's rows come from; there is one
-per thing a kind reads (:data:`SOURCES`: landing files, one upstream table, several). A
+per thing a hop reads (:data:`SOURCES`: landing files, a Kafka topic, one upstream table, several). A
 **Sink** (:mod:`spark_jobs.engine.sinks`) is how a hop writes: ``stream_writer()``, the
 streaming batch write (idempotent per batch id), and ``backfill()``, the overwrite of a range;
 :data:`SINKS` names each kind's. The kinds themselves, and what each can do, are declared in
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from spark_jobs.engine.sinks.append import AppendSink
 from spark_jobs.engine.sinks.ingest import IngestSink
 from spark_jobs.engine.sinks.merge import MergeSink
-from spark_jobs.engine.sources import LandingFiles, UpstreamTable, UpstreamTables
+from spark_jobs.engine.sources import KafkaTopic, LandingFiles, UpstreamTable, UpstreamTables
 from spark_jobs.model import kinds
 
 
@@ -66,7 +66,8 @@ class Sink(Protocol):
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None: ...
 
 
-SOURCES = {kinds.LANDING: LandingFiles, kinds.TABLE: UpstreamTable, kinds.TABLES: UpstreamTables}
+SOURCES = {kinds.LANDING: LandingFiles, kinds.TOPIC: KafkaTopic, kinds.TABLE: UpstreamTable,
+           kinds.TABLES: UpstreamTables}
 
 
 SINKS = {"ingest": IngestSink, "append": AppendSink, "aggregate": MergeSink, "join": AppendSink}
@@ -81,5 +82,4 @@ def register_sink(kind: str, sink: type) -> None:
 
 def source_and_sink(hop) -> tuple[type, type]:
     """The Source and the Sink classes of ``hop``'s kind."""
-    kind = hop.kind_of
-    return SOURCES[kind.reads], SINKS[kind.name]
+    return SOURCES[hop.reads], SINKS[hop.kind]

@@ -95,7 +95,7 @@ class HopRun:
         if quarantine:
             change = record.tables[quarantine]
             record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
-        if self.hop.reads_landing:
+        if self.hop.ingests:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
         if record.mode == "backfill":  # a batch read has no streaming progress: its reads were observed
             record.rows_in = _observed_total(self._read_observations, "rows")

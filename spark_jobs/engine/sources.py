@@ -1,5 +1,6 @@
-"""The Sources: where a hop's rows come from, one per thing a hop kind reads
-(:data:`spark_jobs.engine.hops.SOURCES`): the landing folder, one upstream table, several.
+"""The Sources: where a hop's rows come from, one per thing a hop reads
+(:data:`spark_jobs.engine.hops.SOURCES`): the landing folder, a Kafka topic, one upstream table,
+several.
 Each gives ``stream()`` for the run-once and always-on query, ``read(start_ms, end_ms)`` for a
 backfill and ``missing()``, what is not there yet to read (:class:`spark_jobs.engine.hops.Source`)."""
 
@@ -43,6 +44,53 @@ class LandingFiles:
         return None
 
 
+def record_address(topic, partition, offset):
+    """A Kafka record's address, ``kafka://<topic>/<partition>/<offset>``: what a topic-fed hop's
+    rows carry as ``_source_file``, as a landing file's rows carry its path (lineage, quarantine)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit("kafka://"), topic, F.lit("/"), partition.cast("string"), F.lit("/"), offset.cast("string"))
+
+
+class KafkaTopic:
+    """An ingest hop's Kafka topic, record by record: ``value`` (the record's value as UTF-8 text,
+    the line a transform parses) and ``_source_file`` (the record's address,
+    :func:`record_address`).
+
+    The stream starts at the hop's ``starting_offsets`` and takes at most
+    ``max_offsets_per_trigger`` records a batch; each batch's end offsets are logged in the
+    checkpoint, which is what a rollback rewinds and a replay reads again. Records the broker no
+    longer holds fail the run (``failOnDataLoss``): they are never skipped silently. A backfill
+    reads every record the broker still holds; the ingest sink keeps the range's rows.
+    """
+
+    def __init__(self, run):
+        self.run = run
+
+    def _records(self, reader):
+        from spark_jobs.model.kafka import KafkaConnection
+
+        hop = self.run.hop
+        frame = reader.format("kafka").options(**KafkaConnection.from_env().spark_options()).option(
+            "subscribe", hop.topic).option("failOnDataLoss", "true").load()
+        return frame.select(frame["value"].cast("string").alias("value"),
+                            record_address(frame["topic"], frame["partition"], frame["offset"]).alias("_source_file"))
+
+    def stream(self, max_files_per_trigger: int | None = None):
+        hop = self.run.hop
+        reader = self.run.spark.readStream.option("startingOffsets", hop.starting_offsets)
+        if hop.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", int(hop.max_offsets_per_trigger))
+        return self._records(reader)
+
+    def read(self, start_ms: int, end_ms: int, version: int | None = None):
+        """Every record the broker holds: records carry no trustworthy event time until parsed."""
+        return self._records(self.run.spark.read.option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+
+    def missing(self) -> str | None:
+        return None
+
+
 class UpstreamTable:
     """The Delta table of the hop above (or of ``name``, one of a join's upstreams): its appends
     as a stream, a time range as a batch read."""
@@ -61,7 +109,7 @@ class UpstreamTable:
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
         frame = reader.load(self.table)
-        if self.upstream.reads_landing:
+        if self.upstream.ingests:
             frame = streamed_rows(frame)
         return frame
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from spark_jobs.model.errors import UsageError
 
 LANDING, TABLE, TABLES = "landing", "table", "tables"
+# What an ingest hop with a ``topic`` reads instead of its landing folder (a Kafka topic).
+TOPIC = "topic"
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,14 @@ from pathlib import Path
 import yaml
 
 from spark_jobs.model.errors import UsageError
-from spark_jobs.model.kinds import KINDS, HopKind, kind_named
+from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
 from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, RETENTION_KEYS, check_keys
 from spark_jobs.model.times import duration_ms
+
+# Where a topic-fed hop's first run starts (Spark's ``startingOffsets``).
+STARTING_OFFSETS = ("earliest", "latest")
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class HopSpec:
     unique: tuple[str, ...] = ()
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
+    # An ingest hop that reads a Kafka topic instead (``topic``), from where on its first run, and
+    # how many records a batch takes at most (None: all there are).
+    topic: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
     # A join's bound: how far apart in event time two rows it joins can be (``1 hour``); a
     # backfill reads its upstreams this much around its range.
     within: str | None = None
@@ -64,9 +72,26 @@ class HopSpec:
         return kind_named(self.kind)
 
     @property
-    def reads_landing(self) -> bool:
-        """True when the hop reads landing files (rows stamped with lineage), not an upstream table."""
+    def ingests(self) -> bool:
+        """True when the hop brings rows into the lake (parsed, stamped with lineage, the rest
+        quarantined) from landing files or a topic, not from an upstream table."""
         return self.kind_of.reads_landing
+
+    @property
+    def reads_landing(self) -> bool:
+        """True when the hop reads landing files (through a file source, whose log lists each file)."""
+        return self.ingests and self.topic is None
+
+    @property
+    def reads_topic(self) -> bool:
+        """True when the hop reads a Kafka topic (its checkpoint logs each batch's offsets)."""
+        return self.ingests and self.topic is not None
+
+    @property
+    def reads(self) -> str:
+        """What the hop reads, the key of its Source: its kind's (``landing``, ``table``,
+        ``tables``), or ``topic``."""
+        return TOPIC if self.reads_topic else self.kind_of.reads
 
 
 @dataclass(frozen=True)
@@ -194,6 +219,9 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         keys=tuple(raw.get("keys") or ()),
         unique=tuple(raw.get("unique") or ()),
         landing=raw.get("landing"),
+        topic=raw.get("topic"),
+        starting_offsets=raw.get("starting_offsets", "earliest"),
+        max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
     )
@@ -218,7 +246,11 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
 
 
 def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
-    """An ingest hop has a landing folder and no upstream; any other hop an upstream and no landing."""
+    """An ingest hop has a landing folder or a topic and no upstream; any other hop an upstream
+    and neither."""
+    if hop.reads_topic:
+        _check_topic(hop, path)
+        return
     if hop.landing is not None and not hop.reads_landing:
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
                          "remove its landing key")
@@ -230,6 +262,19 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
                          f"{', '.join(hop.upstreams)!r}: remove its upstream key")
     if not hop.reads_landing and not hop.upstreams:
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
+
+
+def _check_topic(hop: HopSpec, path: Path) -> None:
+    """A topic-fed hop names no landing folder and no upstream, and starts at earliest or latest."""
+    if hop.landing is not None:
+        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r} and landing folder {hop.landing!r}: "
+                         "keep one (a second source is a second ingest hop)")
+    if hop.upstreams:
+        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r}, not {', '.join(hop.upstreams)!r}: "
+                         "remove its upstream key")
+    if hop.starting_offsets not in STARTING_OFFSETS:
+        raise UsageError(f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "
+                         f"{' or '.join(STARTING_OFFSETS)}")
 
 
 def _check_join(hop: HopSpec, path: Path) -> None:

@@ -84,6 +84,12 @@ HOP_KEYS: tuple[Key, ...] = (
     Key("upstream", HOPS, "the hop above whose table it reads; a list of two or more for a join",
         kinds="append, aggregate, join"),
     Key("landing", TEXT, "the hop's own landing folder (else the pipeline's `landing`)", kinds="ingest"),
+    Key("topic", TEXT, "the Kafka topic the hop reads instead of a landing folder (brokers and login from the "
+        "`LAKEHOUSE_KAFKA_*` settings; [Kafka](../guides/kafka.md))", kinds="ingest", example="`ad_events`"),
+    Key("starting_offsets", TEXT, "where a topic-fed hop's first run starts: `earliest` (default: every retained "
+        "record) or `latest` (only what is produced from then on)", kinds="ingest", example="`earliest`"),
+    Key("max_offsets_per_trigger", COUNT, "at most this many records of a topic in one batch (Spark's "
+        "`maxOffsetsPerTrigger`); a run takes as many batches as it needs", kinds="ingest", example="`100000`"),
     Key("quarantine", TEXT, "the table of rows the hop refuses (invalid lines, or rows a `drop` rule takes out)",
         kinds="ingest, append"),
     Key("partition_by", COLUMNS, "the table's partition columns"),

@@ -48,7 +48,7 @@ class PipelineCode:
         if missing:
             raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {', '.join(missing)}: "
                              f"add `{missing[0]!r}: fn(frame, spec, inputs)` to it")
-        if any(hop.reads_landing for hop in spec.hops) and not callable(getattr(self.module, "split_ingested", None)):
+        if any(hop.ingests for hop in spec.hops) and not callable(getattr(self.module, "split_ingested", None)):
             raise UsageError(f"{self.module.__file__}: the ingest hop needs split_ingested(parsed) -> (valid, invalid): "
                              "define it")
 

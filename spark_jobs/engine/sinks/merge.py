@@ -66,7 +66,7 @@ class MergeSink:
         already the aggregate of every upstream row, which :meth:`recomputed` would read again
         (a first load of 2 M events: gold 5.0 -> 3.4 s). Not over a table that reads landing
         files: its stream leaves out the rows a backfill wrote (``streamed_rows``)."""
-        return (not self.run.source.upstream.reads_landing
+        return (not self.run.source.upstream.ingests
                 and checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id))
 
     def recomputed(self, batch, batch_id: int):

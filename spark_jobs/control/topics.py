@@ -1,0 +1,108 @@
+"""A topic-fed hop against its broker, through the plain Kafka client (no JVM): how far each
+partition goes, how far the hop's checkpoint has read, what is left to read (the stream DAG's
+"new data?" check and the Lakehouse page's backlog)."""
+
+from __future__ import annotations
+
+from spark_jobs.logs import checkpoint_log
+from spark_jobs.model.errors import LakehouseError
+from spark_jobs.model.kafka import KafkaConnection
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
+
+# librdkafka logs connection trouble to stderr by itself; the errors it raises say the same.
+_QUIET = {"log_level": 0}
+TIMEOUT_S = 15.0
+
+
+class TopicError(LakehouseError):
+    """The broker cannot say what it holds (down, wrong login, no such topic)."""
+
+
+def _consumer(connection: KafkaConnection):
+    from confluent_kafka import Consumer
+
+    return Consumer({**connection.client_config(), **_QUIET, "group.id": "lakehouse-offsets",
+                     "enable.auto.commit": False})
+
+
+def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[int, tuple[int, int]]:
+    """Per partition of ``topic``: the earliest offset the broker still holds and the end offset
+    (one past the last record)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    connection = connection or KafkaConnection.from_env()
+    consumer = _consumer(connection)
+    try:
+        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            raise TopicError(f"topic {topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
+                             "or fix the hop's `topic`")
+        return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+                for partition in sorted(metadata.partitions)}
+    except KafkaException as error:
+        raise TopicError(f"the Kafka brokers at {connection.bootstrap_servers} did not answer ({error.args[0]}): "
+                         "check that they run and the LAKEHOUSE_KAFKA_* settings") from None
+    finally:
+        consumer.close()
+
+
+def produce(topic: str, lines: list[str], connection: KafkaConnection | None = None) -> None:
+    """Produce each line as one record's value (no key: the client spreads them over the
+    partitions), and wait until the broker has them all."""
+    from confluent_kafka import Producer
+
+    connection = connection or KafkaConnection.from_env()
+    producer = Producer({**connection.client_config(), **_QUIET, "linger.ms": 20})
+    failed: list[str] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failed.append(str(error))
+
+    for line in lines:
+        while True:
+            try:
+                producer.produce(topic, value=line.encode("utf-8"), on_delivery=delivered)
+                break
+            except BufferError:  # the client's queue is full: let it send some
+                producer.poll(0.5)
+    left = producer.flush(TIMEOUT_S * 4) + len(failed)
+    if left:
+        why = (failed or ["timed out"])[0]
+        raise TopicError(f"{left} records were not delivered to topic {topic!r} at {connection.bootstrap_servers} "
+                         f"({why}): "
+                         "check that the brokers run and the topic exists")
+
+
+def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dict[int, int] | None:
+    """Per partition, the offset the hop's batch ``batch_id`` (default: its last) reads up to, as
+    its checkpoint logged it; None before its first batch."""
+    checkpoint = lake.checkpoint(hop)
+    batch_ids = checkpoint_log.offset_batch_ids(checkpoint)
+    if batch_id is None and not batch_ids:
+        return None
+    sources = checkpoint_log.read_offsets(checkpoint, batch_ids[-1] if batch_id is None else batch_id).sources
+    ends = (sources[0] or {}).get(hop.topic, {}) if sources else {}
+    return {int(partition): int(offset) for partition, offset in ends.items()}
+
+
+def unread(lake: Lake, hop: HopSpec) -> dict[int, int]:
+    """Per partition with records the hop has not read yet, how many (offsets behind the end)."""
+    marks = watermarks(hop.topic)
+    read_to = logged_offsets(lake, hop)
+    if read_to is None:  # the first run starts at the earliest record, or at the end
+        start = {partition: (low if hop.starting_offsets == "earliest" else high)
+                 for partition, (low, high) in marks.items()}
+    else:  # a partition added since the last batch is read from its earliest record
+        start = {partition: read_to.get(partition, low) for partition, (low, high) in marks.items()}
+    return {partition: high - start[partition] for partition, (_low, high) in marks.items()
+            if high > start[partition]}
+
+
+def news(lake: Lake, hop: HopSpec) -> str | None:
+    """Why the topic-fed ``hop`` has work (records past its last logged offsets), or None."""
+    behind = unread(lake, hop)
+    if not behind:
+        return None
+    return f"{sum(behind.values())} new records in topic {hop.topic} ({len(behind)} of its partitions)"

@@ -1,0 +1,98 @@
+"""An ingest hop that reads a Kafka topic, on a real broker: ad_events with bronze fed by a topic
+of three partitions, the rest of the pipeline unchanged. The sample generator produces to the
+topic; the expected tables are computed in plain Python from the records read back with a plain
+consumer, not from anything the platform wrote."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from spark_jobs import service
+from spark_jobs.control import topics
+from spark_jobs.control.status import pending_work
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import get_spec
+from spark_jobs.model.times import parse_time
+from testkit.expected import delta_rows, expected_gold, gold_counter, valid_event
+from testkit.lakes import spec_copy
+from testkit.paths import EXAMPLES
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+TOPIC = "ad_events_hop"
+
+
+def _records(kafka) -> list[tuple[str, str]]:
+    """(address, value) of every record of the topic, read with a plain consumer."""
+    consumer = Consumer({**kafka.connection().client_config(), "log_level": 0, "group.id": "oracle",
+                         "enable.auto.commit": False})
+    try:
+        found = []
+        for partition in range(3):
+            low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(TOPIC, partition, low)])
+            while len([a for a, _ in found if a.startswith(f"kafka://{TOPIC}/{partition}/")]) < high - low:
+                message = consumer.poll(10)
+                assert message is not None and message.error() is None
+                found.append((f"kafka://{TOPIC}/{partition}/{message.offset()}", message.value().decode()))
+        return found
+    finally:
+        consumer.close()
+
+
+def _produce(seed: int) -> None:
+    service.generate("ad_events", 300, files=2, seed=seed, start_ms=parse_time(f"2026-04-01T00:{seed:02d}:00", "start"),
+                     bad_fraction=0.05)
+
+
+def _assert_lake_matches_topic(spark, kafka, home) -> None:
+    records = _records(kafka)
+    valid = sorted(address for address, value in records if valid_event(value))
+    invalid = sorted((address, value) for address, value in records if not valid_event(value))
+    assert sorted(address for (address,) in delta_rows(home, "tables/bronze/ad_events", "_source_file")) == valid
+    assert sorted(delta_rows(home, "tables/quarantine/ad_events", "_source_file", "raw_line")) == invalid
+    assert gold_counter(spark, home) == expected_gold(home, [value for _address, value in records])
+
+
+def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exactly(spark, kafka, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
+    for key, value in kafka.env().items():
+        monkeypatch.setenv(key, value)
+    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+    hops[0].update(topic=TOPIC, max_offsets_per_trigger=250)
+    folder = spec_copy(tmp_path / "pipelines", hops=hops)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
+    kafka.create_topic(TOPIC, 3)
+    lake = Lake.open(get_spec("ad_events"))
+    home = tmp_path / "lake"
+
+    _produce(1)
+    assert pending_work(lake)["bronze"] == f"300 new records in topic {TOPIC} (3 of its partitions)"
+    service.run("ad_events", run_id="r1", progress=lambda line: None).raise_for_gate()
+    _assert_lake_matches_topic(spark, kafka, home)
+    assert pending_work(lake)["bronze"] is None  # the check reads the broker and the checkpoint: no JVM
+    assert sum(topics.logged_offsets(lake, lake.spec.hop("bronze")).values()) == 300
+    assert len(service.status("ad_events", "bronze")["hops"][0]["batch_log"]) == 2  # 300 records, 250 a batch
+
+    _produce(2)
+    service.run("ad_events", run_id="r2", progress=lambda line: None).raise_for_gate()
+    _assert_lake_matches_topic(spark, kafka, home)
+    before = {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")}
+
+    # Undo bronze's last batches and everything below, then run: the logged ranges are read again.
+    service.rollback("ad_events", "bronze", to_batch=1, progress=lambda line: None)
+    assert delta_rows(home, "tables/bronze/ad_events", "_source_file") != before["bronze"]
+    service.run("ad_events", run_id="r3", progress=lambda line: None).raise_for_gate()
+    _assert_lake_matches_topic(spark, kafka, home)
+    assert {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")} == before
+
+
+def _table(hop: str) -> tuple[str, ...]:
+    return {"bronze": ("tables/bronze/ad_events", "_source_file", "event_time", "ad_id"),
+            "gold": ("tables/gold/campaign_views_10s", "campaign_id", "window_start", "views")}[hop]
