@@ -246,3 +246,20 @@ def test_a_rollback_window_that_cannot_be_had_is_refused(pipelines, retention, p
 
 def test_a_rollback_window_needs_a_schedule_whose_runs_can_be_counted(pipelines):
     assert "give a cron schedule" in _refusal(pipelines(), "schedule: \"@continuous\"\nretention: {rollback: 1 day}\n")
+
+
+def test_a_topic_fed_ingest_hop_reads_its_topic_and_nothing_else(pipelines):
+    folder = pipelines()
+    (folder / "team.yaml").write_text("name: team\nhops:\n  - {name: a, kind: ingest, topic: events, "
+                                      "max_offsets_per_trigger: 500, table: tables/a, time_column: t}\n")
+    hop = get_spec("team").hop("a")
+    assert (hop.reads, hop.reads_topic, hop.reads_landing, hop.ingests) == ("topic", True, False, True)
+    assert (hop.topic, hop.starting_offsets, hop.max_offsets_per_trigger) == ("events", "earliest", 500)
+    assert get_spec("team").landings == {}  # no landing folder to list or to generate into
+
+    assert "reads topic 'events' and landing folder 'landing/x': keep one" in _refusal(
+        folder, "", ", topic: events, landing: landing/x")
+    assert "has starting_offsets 'oldest': use earliest or latest" in _refusal(
+        folder, "", ", topic: events, starting_offsets: oldest")
+    assert "has max_offsets_per_trigger 0, not a positive whole number" in _refusal(
+        folder, "", ", topic: events, max_offsets_per_trigger: 0")
