@@ -12,6 +12,7 @@ controller's port (KRaft's quorum; the broker is its only member).
 Clients need nothing but the settings :meth:`KafkaServer.env` gives (``LAKEHOUSE_KAFKA_*``).
 
     python include/scripts/kafka_server.py run --dir DIR [--duration SECONDS] [--topic NAME:PARTITIONS]
+    python include/scripts/kafka_server.py jars     # resolve the jars only (an image's build step)
 
 runs one in the foreground (Ctrl-C stops it) and prints those variables. In a container
 (``docker-compose.yaml``'s ``kafka`` service) it listens on the container's network instead
@@ -203,8 +204,8 @@ def _topic(text: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Kafka (KRaft) on 127.0.0.1 behind a generated password")
-    parser.add_argument("command", choices=["run"])
-    parser.add_argument("--dir", required=True, type=Path, help="data, login and log")
+    parser.add_argument("command", choices=["run", "jars"], help="run: the broker; jars: resolve its jars only")
+    parser.add_argument("--dir", type=Path, help="data, login and log (run)")
     parser.add_argument("--duration", type=float, default=3600, help="stop after this many seconds (0: until stopped)")
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (a container's: 0.0.0.0)")
     parser.add_argument("--advertise", default="127.0.0.1", help="the host name clients reach it by")
@@ -214,6 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--credentials-from-env", action="store_true",
                         help="use $LAKEHOUSE_KAFKA_USERNAME and $LAKEHOUSE_KAFKA_PASSWORD instead of generated ones")
     args = parser.parse_args(argv)
+    try:
+        jars = broker_jars()
+    except KafkaServerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.command == "jars":
+        print(f"{len(jars)} jars of the Kafka broker")
+        return 0
+    if args.dir is None:
+        parser.error("run needs --dir")
     given = None
     if args.credentials_from_env:
         given = (os.environ.get("LAKEHOUSE_KAFKA_USERNAME", ""), os.environ.get("LAKEHOUSE_KAFKA_PASSWORD", ""))

@@ -39,6 +39,11 @@ def test_compose_file_is_sound():
     for name in ("spark-master", "spark-worker"):
         assert services[name]["command"][-2:] == ["--properties-file", shared["LAKEHOUSE_SPARK_PROPERTIES"]], name
     assert services["spark-init"]["command"][-1] == shared["LAKEHOUSE_SPARK_PROPERTIES"]
+    # The Kafka broker: only with its profile, its login the one every service is given, published nowhere.
+    kafka = services["kafka"]
+    assert kafka["profiles"] == ["kafka"] and "ports" not in kafka and "KAFKA_PASSWORD:?" in text
+    assert shared["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"] == f"kafka:{kafka['command'][kafka['command'].index('--port') + 1]}"
+    assert kafka["environment"]["LAKEHOUSE_KAFKA_USERNAME"] == shared["LAKEHOUSE_KAFKA_USERNAME"]
     dockerfile = (ROOT / "include/docker/Dockerfile").read_text()
     for copied in ("requirements.txt", "spark_jobs", "dags", "plugins", "include"):
         assert copied in dockerfile and (ROOT / copied).exists()
