@@ -19,7 +19,7 @@ from testkit.expected import delta_rows, expected_gold, gold_counter, valid_even
 from testkit.lakes import spec_copy
 from testkit.paths import EXAMPLES
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "ad_events_hop"
 
