@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from spark_jobs.control import batches, replays
+from spark_jobs.control import batches, replays, topics
 from spark_jobs.control.repairs import backfilled, widened
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
@@ -181,6 +181,8 @@ def plan(lake: Lake, request: Request) -> Plan:
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
         problems = batches.reach_problems(lake, view.hop, target) if undone else []
+        if undone and view.hop.reads_topic:  # the broker must still hold what the replay reads
+            problems += topics.replay_problems(lake, view.hop, target, request.replan)
         if problems:  # beyond retention: say why, plan nothing for the hop
             refused.extend(problems)
             hops.append(HopStep(name, target, undone, refused=problems))
@@ -383,6 +385,9 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         entries = file_source_log.file_source_entries(view.checkpoint)
         files = sorted({file_source_log.listed_path(entry["path"]) for entry in entries if int(entry["batchId"]) > cut})
         step.source_log_cut, step.reread_files, step.reread = cut, files, f"{len(files)} landing files"
+    elif hop.reads_topic and undone:
+        step.reread = f"records of topic {hop.topic} after batch {target}" if target >= 0 else \
+            f"topic {hop.topic} from {'the earliest record it holds' if hop.starting_offsets == 'earliest' else 'its end'}"
     elif undone:
         step.reread = "; ".join(_reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams)
     return step

@@ -1,10 +1,14 @@
 """A topic-fed hop against its broker, through the plain Kafka client (no JVM): how far each
 partition goes, how far the hop's checkpoint has read, what is left to read (the stream DAG's
-"new data?" check and the Lakehouse page's backlog)."""
+"new data?" check and the Lakehouse page's backlog), and whether the broker still holds what a
+rollback would read again (:func:`replay_problems`)."""
 
 from __future__ import annotations
 
+import json
+
 from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.kafka import KafkaConnection
 from spark_jobs.model.lake import Lake
@@ -106,3 +110,47 @@ def news(lake: Lake, hop: HopSpec) -> str | None:
     if not behind:
         return None
     return f"{sum(behind.values())} new records in topic {hop.topic} ({len(behind)} of its partitions)"
+
+
+def initial_offsets(lake: Lake, hop: HopSpec) -> dict[int, int] | None:
+    """Per partition, where the hop's first batch began: Spark's Kafka source writes it once, on
+    the query's first run, to ``sources/0/0`` (a NUL byte, then ``v1`` and the offsets as JSON)."""
+    path = f"{lake.checkpoint(hop)}/sources/0/0"
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rb") as handle:
+        lines = handle.read().lstrip(b"\x00").decode("utf-8").splitlines()
+    starts = json.loads(lines[-1]).get(hop.topic, {})
+    return {int(partition): int(offset) for partition, offset in starts.items()}
+
+
+def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[int, tuple[int, int]]:
+    """Per partition, the offsets ``[first, end)`` that the hop's batches after ``target`` read
+    and the broker no longer holds (retention, deleted records, a deleted partition)."""
+    start = logged_offsets(lake, hop, target) if target >= 0 else initial_offsets(lake, hop)
+    end = logged_offsets(lake, hop)
+    if start is None or end is None:
+        return {}
+    marks = watermarks(hop.topic)
+    lost = {}
+    for partition, read_to in end.items():
+        begin = start.get(partition, 0)
+        earliest = marks[partition][0] if partition in marks else read_to
+        if read_to > begin and earliest > begin:
+            lost[partition] = (begin, min(earliest, read_to))
+    return lost
+
+
+def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str]:
+    """Why a rollback of the topic-fed ``hop`` to ``target`` cannot replay what it undoes (empty:
+    it can): the broker no longer holds some of the records. Back to before the first batch with
+    ``replan``, the hop starts over at the earliest record the broker holds, which is allowed."""
+    lost = lost_ranges(lake, hop, target)
+    if not lost or (target < 0 and replan):
+        return []
+    ranges = ", ".join(f"partition {partition} offsets {first}..{end - 1}" for partition, (first, end) in sorted(lost.items()))
+    count = sum(end - first for first, end in lost.values())
+    return [f"{hop.name}: topic {hop.topic} no longer holds {count} records that batches after {target} read ({ranges}): "
+            "roll back to a later batch, backfill the range from another copy of the records, or start the hop over "
+            "from the earliest record the broker holds (`--to-batch -1 --replan`)"]

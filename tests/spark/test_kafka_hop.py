@@ -5,13 +5,17 @@ consumer, not from anything the platform wrote."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from spark_jobs import service
-from spark_jobs.control import topics
+from spark_jobs.control import planner, topics
 from spark_jobs.control.status import pending_work
+from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import parse_time
@@ -91,6 +95,31 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
     service.run("ad_events", run_id="r3", progress=lambda line: None).raise_for_gate()
     _assert_lake_matches_topic(spark, kafka, home)
     assert {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")} == before
+
+    # The broker drops the first records after batch 0's end in one partition (as retention would):
+    # a rollback to batch 0 is refused before anything changes; one that replays nothing lost is not.
+    checkpoint = home / "checkpoints" / "ad_events" / "bronze"
+    files_before = sorted(path.name for path in (checkpoint / "offsets").iterdir())
+    last = max(int(name) for name in files_before if name.isdigit())
+    ends = {batch: json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])[TOPIC]
+            for batch in range(last + 1)}
+    end_of_0, end = ends[0], ends[last]
+    partition = max(end, key=lambda p: end[p] - end_of_0[p])  # one that batches after 0 read 2 or more of
+    assert end[partition] - end_of_0[partition] >= 2
+    cut = TopicPartition(TOPIC, int(partition), end_of_0[partition] + 2)
+    admin = AdminClient({**kafka.connection().client_config(), "log_level": 0})
+    admin.delete_records([cut])[cut].result(30)
+    with pytest.raises(RollbackRefused) as refused:
+        service.rollback("ad_events", "bronze", to_batch=0, progress=lambda line: None)
+    assert (f"bronze: topic {TOPIC} no longer holds 2 records that batches after 0 read (partition {partition} "
+            f"offsets {end_of_0[partition]}..{end_of_0[partition] + 1})") in str(refused.value)
+    assert sorted(path.name for path in (checkpoint / "offsets").iterdir()) == files_before
+    assert {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")} == before
+    whole = min(batch for batch in ends if ends[batch][partition] >= cut.offset)  # read past the records lost
+    assert not planner.plan_request(lake, "bronze", to_batch=whole).refused  # what it would replay is all there
+    assert planner.plan_request(lake, "bronze", to_batch=whole - 1).refused
+    assert planner.plan_request(lake, "bronze", to_batch=-1).refused
+    assert not planner.plan_request(lake, "bronze", to_batch=-1, replan=True).refused  # start over from the earliest
 
 
 def _table(hop: str) -> tuple[str, ...]:
