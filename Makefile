@@ -46,8 +46,9 @@ platform-cache: $(VENV)/.installed
 	$(PY) include/scripts/lakehouse_platform.py migrate
 
 # `make run LAKE=s3` puts the lake on the embedded S3 server (SeaweedFS on 127.0.0.1) instead of .lakehouse/.
+# `make run SOURCE=kafka` starts a Kafka broker on 127.0.0.1 and feeds every ingest hop from a topic.
 run: setup
-	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE))
+	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE)) $(if $(SOURCE),--source $(SOURCE))
 
 # The production topology as processes on 127.0.0.1 (docker-compose.yaml's, without Docker): the
 # lake on the embedded S3 server, every Spark task on a standalone master with two workers.

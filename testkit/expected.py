@@ -148,8 +148,38 @@ def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
     return sorted(zip(*(table.column(column).to_pylist() for column in columns), strict=True), key=repr)
 
 
-def assert_tables_match_landing(home: Path | str) -> None:
-    """Every table holds exactly what the landing files say, no row missing or twice.
+def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
+    """``(address, value)`` of every record a Kafka topic holds (address as a topic-fed hop's
+    ``_source_file``: ``kafka://<topic>/<partition>/<offset>``), read with a plain consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**client_config, "log_level": 0, "group.id": "oracle", "enable.auto.commit": False})
+    try:
+        found = []
+        for partition in sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, partition, low)])
+            offset = low - 1
+            while offset < high - 1:
+                message = consumer.poll(10)
+                assert message is not None and message.error() is None, message and message.error()
+                offset = message.offset()
+                found.append((f"kafka://{topic}/{partition}/{offset}", message.value().decode("utf-8", "replace")))
+        return found
+    finally:
+        consumer.close()
+
+
+def _source_name(path: str) -> str:
+    """A landing file's name, or a record's whole address."""
+    return path if path.startswith("kafka://") else path.rsplit("/", 1)[-1]
+
+
+def assert_tables_match_landing(home: Path | str, lines: list[tuple[str, str]] | None = None) -> None:
+    """Every table holds exactly what the landing files say (or ``lines``: a topic's
+    :func:`topic_records`), no row missing or twice.
 
     Bronze: one row per valid line (keyed by file, ad, type and time); quarantine: every
     invalid line; silver: one row per valid view with its campaign (None when the ad has
@@ -158,7 +188,8 @@ def assert_tables_match_landing(home: Path | str) -> None:
     """
     campaigns = campaigns_of(home)
     bronze, silver, quarantine = [], [], []
-    for name, line in landing_lines(home):
+    lines = landing_lines(home) if lines is None else lines
+    for name, line in lines:
         event = valid_event(line)
         if event is None:
             quarantine.append((line,))
@@ -166,7 +197,7 @@ def assert_tables_match_landing(home: Path | str) -> None:
         bronze.append((name, event["ad_id"], event["event_type"], int(event["event_time"])))
         if event["event_type"] == "view":
             silver.append((event["ad_id"], int(event["event_time"]), campaigns.get(event["ad_id"])))
-    stored = [(path.rsplit("/", 1)[-1], *rest) for path, *rest in
+    stored = [(_source_name(path), *rest) for path, *rest in
               delta_rows(home, "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time")]
     assert sorted(stored, key=repr) == sorted(bronze, key=repr), "bronze differs from the landing files"
     assert delta_rows(home, "tables/quarantine/ad_events", "raw_line") == sorted(quarantine, key=repr)
@@ -178,4 +209,4 @@ def assert_tables_match_landing(home: Path | str) -> None:
         key = (campaign, int(start.replace(tzinfo=__import__("datetime").UTC).timestamp() * 1000))
         assert key not in gold, f"gold has the key {key} twice"
         gold[key] = views
-    assert gold == expected_gold(home)
+    assert gold == expected_gold(home, [line for _name, line in lines])

@@ -20,10 +20,10 @@ LAUNCHER = ROOT / "include/scripts/lakehouse_platform.py"
 
 def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
             trickle_every: int = 10, lake: str = "local", spark: str = "local",
-            quality: Path | None = None) -> tuple[subprocess.Popen, dict, str]:
+            quality: Path | None = None, source: str = "landing") -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
     example spec alone (with another ``freshness`` if given), a sample file every ``trickle_every``
-    seconds, its ``--lake`` and ``--spark``, and the quality suites of ``quality`` if given;
+    seconds, its ``--lake``, ``--spark`` and ``--source``, and the quality suites of ``quality`` if given;
     returns it, its environment and its login line."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
@@ -48,7 +48,7 @@ def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshne
         env.pop(key)
     process = subprocess.Popen(
         [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every),
-         "--lake", lake, "--spark", spark],
+         "--lake", lake, "--spark", spark, "--source", source],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 240
     seen = []

@@ -7,12 +7,15 @@ a Spark standalone master with two workers (``spark_cluster.py``) instead of loc
     python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
     python include/scripts/lakehouse_platform.py migrate    # the SQLite DB (tests, sqlite mode), once per version
     python include/scripts/lakehouse_platform.py run [--duration S] [--port P] [--lake local|s3] [--spark local|cluster]
+        [--source landing|kafka]
     python include/scripts/lakehouse_platform.py stop       # stop a platform started by run
 
 ``run`` starts PostgreSQL (migrated once per Airflow version), with ``--lake s3`` the S3 server
 (its data in ``$AIRFLOW_HOME/s3``; the lake is ``s3a://lakehouse/lake`` and every process gets
 the server's standard ``AWS_*`` variables), with ``--spark cluster`` the Spark cluster (every Spark
-task is then submitted to its master, with its shared secret), then Airflow's api-server,
+task is then submitted to its master, with its shared secret), with ``--source kafka`` a Kafka
+broker (``kafka_server.py``, its data in ``$AIRFLOW_HOME/kafka``) and copies of the pipelines
+whose ingest hops read a topic each (:func:`topic_pipelines`), then Airflow's api-server,
 scheduler and dag-processor (and with ``LAKEHOUSE_TRIGGERER=1`` its triggerer) with the
 LocalExecutor, all bound to 127.0.0.1
 (docs/getting-started.md), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
@@ -41,6 +44,7 @@ import urllib.request
 from pathlib import Path
 
 import metadata_db  # beside this file
+from kafka_server import KafkaServer, KafkaServerError
 from s3_server import BUCKET, S3Server, S3ServerError
 from spark_cluster import SparkCluster, SparkClusterError
 
@@ -402,16 +406,52 @@ def _generate(env: dict[str, str], events: int, warn: bool) -> None:
 
 LAKES = ("local", "s3")
 SPARKS = ("local", "cluster")
+SOURCES = ("landing", "kafka")
 S3_LAKE = f"s3a://{BUCKET}/lake"
+TOPIC_PARTITIONS = 3
+
+
+def topic_pipelines(env: dict[str, str], out: Path) -> list[str]:
+    """Copies in ``out`` of the pipelines ``env`` names, each ingest hop reading a topic of its
+    own (``<pipeline>.<hop>``) instead of its landing folder; returns the topics. A pipeline
+    folder is copied whole; a spec written side by side with others, with its own modules."""
+    import shutil
+
+    import yaml
+
+    from spark_jobs.model.spec import spec_files
+
+    folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
+    shutil.rmtree(out, ignore_errors=True)
+    topics = []
+    for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder)):
+        target = out / path.stem
+        if path.parent.name == path.stem:
+            shutil.copytree(path.parent, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.mkdir(parents=True)
+            for item in path.parent.glob(f"{path.stem}*"):
+                if item.is_file():
+                    shutil.copy2(item, target / item.name)
+        spec = yaml.safe_load(path.read_text())
+        for hop in spec.get("hops") or []:
+            if hop.get("kind") == "ingest":
+                hop.pop("landing", None)
+                hop["topic"] = f"{spec['name']}.{hop['name']}"
+                topics.append(hop["topic"])
+        (target / path.name).write_text(yaml.safe_dump(spec, sort_keys=False))
+    return topics
 
 
 class Platform:
     """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), the S3
-    server (``--lake s3``), the Spark cluster (``--spark cluster``), Airflow."""
+    server (``--lake s3``), the Spark cluster (``--spark cluster``), the Kafka broker (``--source
+    kafka``), Airflow."""
 
-    def __init__(self, env: dict[str, str], lake: str = "local", spark: str = "local"):
+    def __init__(self, env: dict[str, str], lake: str = "local", spark: str = "local", source: str = "landing"):
         self.env = env
-        self.lake, self.spark = lake, spark
+        self.lake, self.spark, self.source = lake, spark, source
+        self.kafka: KafkaServer | None = None
         self.guard: subprocess.Popen | None = None
         self.db: metadata_db.Postgres | None = None
         self.s3: S3Server | None = None
@@ -446,11 +486,19 @@ class Platform:
                 self._watch(process)
             lake_env.update(self.cluster.env())
             self.env.update(lake_env)
+        if self.source == "kafka":
+            self.kafka = KafkaServer(home / "kafka")
+            self._watch(self.kafka.start())
+            pipelines = home / "pipelines-kafka"
+            for topic in topic_pipelines(self.env, pipelines):
+                self.kafka.create_topic(topic, TOPIC_PARTITIONS)
+            lake_env.update({**self.kafka.env(), "LAKEHOUSE_PIPELINES": str(pipelines)})
+            self.env.update(lake_env)
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)
         groups = [process.pid for process in self.processes] + [
-            server.process.pid for server in (self.db, self.s3) if server is not None] + [
+            server.process.pid for server in (self.db, self.s3, self.kafka) if server is not None] + [
             process.pid for process in (self.cluster.processes if self.cluster else [])]
         pid_file = _pid_file(self.env)
         pid_file.touch(mode=0o600)
@@ -467,6 +515,8 @@ class Platform:
             self.cluster.stop()
         if self.s3 is not None:
             self.s3.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
         if self.db is not None:
             self.db.stop()
         if self.guard is not None:
@@ -509,7 +559,7 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
 
 
 def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int,
-        lake: str = "local", spark: str = "local") -> int:
+        lake: str = "local", spark: str = "local", source: str = "landing") -> int:
     found = running_platform(env)
     if found is not None:
         print(f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop it with "
@@ -519,13 +569,13 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.append(True))
-    platform = Platform(env, lake, spark)
+    platform = Platform(env, lake, spark, source)
     try:
         platform.launch()
         return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
     except KeyboardInterrupt:
         return 0
-    except (metadata_db.MetadataDBError, S3ServerError, SparkClusterError) as error:
+    except (metadata_db.MetadataDBError, S3ServerError, SparkClusterError, KafkaServerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
@@ -546,6 +596,8 @@ def main() -> int:
                         help="where the lake lives: a local folder (LAKEHOUSE_HOME) or the embedded S3 server")
     parser.add_argument("--spark", choices=SPARKS, default=os.environ.get("LAKEHOUSE_SPARK") or "local",
                         help="where Spark tasks run: local[2] in each task, or a standalone master with two workers")
+    parser.add_argument("--source", choices=SOURCES, default=os.environ.get("LAKEHOUSE_SOURCE") or "landing",
+                        help="what ingest hops read: their landing folders, or a topic each on an embedded Kafka broker")
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "run":
@@ -569,7 +621,7 @@ def main() -> int:
         return watchdog(Path(args.drivers) if args.drivers else None)
     if args.action == "stop":
         return stop_platform(env)
-    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake, args.spark)
+    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake, args.spark, args.source)
 
 
 if __name__ == "__main__":

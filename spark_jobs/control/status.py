@@ -96,15 +96,30 @@ def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
         "landing": {"files": sum(map(len, listed.values())),
                     "new_files": sum(len(new_landing_files(lake, lake.spec.hop(name), files))
                                      for name, files in listed.items())},
+        **({"topics": _topics(lake)} if any(spec.reads_topic for spec in lake.spec.hops) else {}),
         "hops": [hop_status(lake, name, detail) for name in hops],
     }
 
 
+def _topics(lake: Lake) -> dict[str, dict]:
+    """Per topic-fed hop: its topic and the records it has not read (or why the broker cannot say)."""
+    found = {}
+    for hop in lake.spec.hops:
+        if hop.reads_topic:
+            try:
+                found[hop.name] = {"topic": hop.topic, "unread": sum(topics.unread(lake, hop).values())}
+            except topics.TopicError as error:
+                found[hop.name] = {"topic": hop.topic, "error": str(error)}
+    return found
+
+
 def format_status(status: dict) -> str:
-    lines = [
-        f"pipeline {status['pipeline']}  (LAKEHOUSE_HOME={status['lakehouse_home']})",
-        f"landing: {status['landing']['files']} files, {status['landing']['new_files']} not yet ingested",
-    ]
+    lines = [f"pipeline {status['pipeline']}  (LAKEHOUSE_HOME={status['lakehouse_home']})"]
+    if status["landing"]["files"] or not status.get("topics"):
+        lines.append(f"landing: {status['landing']['files']} files, {status['landing']['new_files']} not yet ingested")
+    for hop, topic in (status.get("topics") or {}).items():
+        said = topic["error"] if "error" in topic else f"{topic['unread']} records not yet read by {hop}"
+        lines.append(f"topic {topic['topic']}: {said}")
     width = max([8, *(len(hop["hop"]) + 2 for hop in status["hops"])])  # the widest hop name, shop's included
     lines.append(f"{'hop':<{width}}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  table versions / last run")
     for hop in status["hops"]:

@@ -57,6 +57,12 @@ class Source(Protocol):
     def missing(self) -> str | None: ...
 
 
+class IngestSource(Source, Protocol):
+    """An ingest hop's Source also says which quarantine rows a backfill's read rebuilds."""
+
+    def read_scope(self, lines: Any) -> str | None: ...
+
+
 class Sink(Protocol):
     """How a hop writes: a streaming batch write, idempotent per batch id, and a range's overwrite."""
 

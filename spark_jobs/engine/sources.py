@@ -40,8 +40,24 @@ class LandingFiles:
         sink applies the range to the parsed rows. (Landing files have no versions.)"""
         return self._lines(False)
 
+    def read_scope(self, lines) -> str | None:
+        """The rows of what ``lines`` (a backfill's read) came from, as a predicate on
+        ``_source_file``: the files read (None: none)."""
+        files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
+        return "_source_file IN (" + ", ".join("'" + path.replace("'", "''") + "'" for path in files) + ")" if files else None
+
     def missing(self) -> str | None:
         return None
+
+
+# A part of a record's address: -2 its partition, -1 its offset.
+_ADDRESS_PART = "element_at(split(_source_file, '/'), %d)"
+
+
+def _address_part(index: int):
+    from pyspark.sql import functions as F
+
+    return F.expr(_ADDRESS_PART % index)
 
 
 def record_address(topic, partition, offset):
@@ -86,6 +102,19 @@ class KafkaTopic:
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """Every record the broker holds: records carry no trustworthy event time until parsed."""
         return self._records(self.run.spark.read.option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+
+    def read_scope(self, lines) -> str | None:
+        """The rows of what ``lines`` (a backfill's read) came from, as a predicate on
+        ``_source_file``: per partition, the offsets from the first record read to the last
+        (None: none read)."""
+        from pyspark.sql import functions as F
+
+        partition, offset = _address_part(-2).cast("int"), _address_part(-1).cast("long")
+        spans = lines.groupBy(partition.alias("p")).agg(F.min(offset).alias("low"), F.max(offset).alias("high"))
+        ranges = [f"({_ADDRESS_PART % -2} = '{row.p}' AND CAST({_ADDRESS_PART % -1} AS BIGINT) BETWEEN {row.low} AND "
+                  f"{row.high})" for row in sorted(spans.collect())]
+        prefix = f"kafka://{self.run.hop.topic}/"
+        return f"startswith(_source_file, '{prefix}') AND ({' OR '.join(ranges)})" if ranges else None
 
     def missing(self) -> str | None:
         return None

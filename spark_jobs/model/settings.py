@@ -88,12 +88,15 @@ USER_DAGS = Setting("LAKEHOUSE_USER_DAGS", "", "A folder of your own DAGs that `
 AIRFLOW_PORT = Setting("LAKEHOUSE_AIRFLOW_PORT", "8080", "The port of `make run`'s Airflow API server (on 127.0.0.1).")
 LAKE = Setting("LAKEHOUSE_LAKE", "local", "`s3`: `make run` puts the lake on its embedded S3 server.")
 SPARK = Setting("LAKEHOUSE_SPARK", "local", "`cluster`: `make run` runs every Spark task on a standalone cluster.")
+SOURCE = Setting("LAKEHOUSE_SOURCE", "landing",
+                 "`kafka`: `make run` starts a Kafka broker and every ingest hop reads a topic of its own "
+                 "(`<pipeline>.<hop>`), which the sample trickle produces to.")
 
 SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
             DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
             KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
-            SPARK)
+            SPARK, SOURCE)
 
 
 def pipelines_dirs() -> tuple[Path, ...]:

@@ -273,21 +273,24 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
 
 
 def _walk_the_cluster(tmp_path) -> None:
-    """The second platform is the production topology as processes (``make run-cluster``): the lake
-    on the embedded S3 server, every Spark task submitted to a standalone master with two workers
-    behind Spark's shared secret. A stream DAG run, and every table equals the landing files (the
-    backfill DAG's tasks submit theirs the same way: the first platform runs that DAG); ``env``
-    gives another shell what reads the same lake. Nothing listens beyond 127.0.0.1; a SIGKILLed
-    launcher's watchdog stops everything. Without quality suites (the first platform ran the
-    gates; on cold executors each costs seconds)."""
+    """The second platform is the production topology as processes (``make run-cluster``) with
+    Kafka (``make run SOURCE=kafka``): the lake on the embedded S3 server, every Spark task
+    submitted to a standalone master with two workers behind Spark's shared secret, bronze fed by
+    a topic on the embedded broker that the sample trickle produces to. A stream DAG run, and
+    every table equals the topic's records (the backfill DAG's tasks submit theirs the same way:
+    the first platform runs that DAG); ``env`` gives another shell what reads the same lake and
+    topic. Nothing listens beyond 127.0.0.1; a SIGKILLed launcher's watchdog stops everything.
+    Without quality suites (the first platform ran the gates; on cold executors each costs
+    seconds)."""
     from spark_cluster import spark_home  # include/scripts
 
-    from testkit.expected import assert_tables_match_landing
+    from spark_jobs.model.kafka import KafkaConnection
+    from testkit.expected import assert_tables_match_landing, topic_records
 
     port = free_port()
     (tmp_path / "no-suites").mkdir()
     process, env, login = launch(tmp_path, port, trickle_every=3600, lake="s3", spark="cluster",
-                                  quality=tmp_path / "no-suites")
+                                  quality=tmp_path / "no-suites", source="kafka")
     started, intruder = [], None
     try:
         user, password = login.split("login:")[1].strip().split(" / ")
@@ -317,10 +320,13 @@ def _walk_the_cluster(tmp_path) -> None:
         shell = dict(line.removeprefix("export ").split("=", 1) for line in exported.splitlines())
         shell = {key: json.loads(value) for key, value in shell.items()}
         assert shell["LAKEHOUSE_HOME"] == "s3a://lakehouse/lake" and shell["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+        assert shell["LAKEHOUSE_PIPELINES"] == str(tmp_path / "airflow" / "pipelines-kafka")
         with pytest.MonkeyPatch.context() as patch:
             for key, value in shell.items():
                 patch.setenv(key, value)
-            assert_tables_match_landing(shell["LAKEHOUSE_HOME"])  # read from S3 by delta-rs and s3fs
+            records = topic_records(KafkaConnection.from_env().client_config(), "ad_events.bronze")
+            assert records  # the launcher's first sample, produced to the topic
+            assert_tables_match_landing(shell["LAKEHOUSE_HOME"], records)  # tables read from S3 by delta-rs
         deadline = time.time() + 120
         while not any("SaslException" in line for line in said) and intruder.poll() is None:
             assert time.time() < deadline, "".join(said)[-3000:]
@@ -350,6 +356,8 @@ def _walk_the_cluster(tmp_path) -> None:
         started = descendants(process.pid)
         commands = [command_of(child) for child in started]
         assert any("weed" in command for command in commands) and sum("deploy.worker.Worker" in c for c in commands) == 2
+        assert any(command.endswith("kafka.Kafka " + str(tmp_path / "airflow/kafka/server.properties"))
+                   for command in commands)
         os.kill(process.pid, signal.SIGKILL)  # the launcher alone: nothing of it runs to stop its children
         process.wait()
         assert left_running(started, 40) == [] and drivers_left(tmp_path, 5) == []

@@ -73,13 +73,15 @@ class IngestSink:
         return start_ms, end_ms
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
-        """Bronze over the range; the quarantine of every landing file read is rebuilt whole.
+        """Bronze over the range; the quarantine of everything read (every landing file, every
+        record of a topic) is rebuilt whole.
 
-        Invalid lines have no trustworthy event time, so they are keyed by source file.
+        Invalid lines have no trustworthy event time, so they are keyed by where they came from
+        (the Source's :meth:`read_scope`).
         """
         run = self.run
         lines = run.read(start_ms, end_ms)
-        source_files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
+        scope = run.source.read_scope(lines)
         with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
             valid, invalid = run.code.split_ingested(parsed)
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
@@ -88,7 +90,6 @@ class IngestSink:
             run.fence()
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *run.hop.partition_by).option("replaceWhere", in_range).option("mergeSchema", "true").save(self.table)
-            if source_files:
-                quoted = ", ".join("'" + path.replace("'", "''") + "'" for path in source_files)
+            if scope:
                 add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
-                    "replaceWhere", f"_source_file IN ({quoted})").save(self.quarantine)
+                    "replaceWhere", scope).save(self.quarantine)
