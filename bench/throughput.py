@@ -59,6 +59,30 @@ def plain_batch(spark, home: Path, rules: str = "same") -> dict[str, Path]:
 
     lines = spark.read.text(str(home / "landing/ad_events")).select(
         "value", F.col("_metadata.file_path").alias("_source_file"))
+    parsed = plain_parse(lines, rules).persist()
+    events = plain_events(parsed)
+    out = home / "plain"
+    events.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "bronze"))
+    plain_invalid(parsed).write.format("delta").mode("overwrite").save(str(out / "quarantine"))
+    campaigns = spark.read.option("header", True).schema("ad_id string, campaign_id string").csv(
+        str(home / "landing/campaigns"))
+    views = events.where(F.col("event_type") == "view").join(campaigns, "ad_id", "left")
+    views.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "silver"))
+    counts = (views.where(F.col("campaign_id").isNotNull())
+              .groupBy(F.window("event_ts", "10 seconds").alias("window"), "campaign_id")
+              .agg(F.count(F.lit(1)).alias("views"))
+              .select("campaign_id", F.col("window.start").alias("window_start"),
+                      F.col("window.end").alias("window_end"), "views"))
+    counts.write.format("delta").mode("overwrite").save(str(out / "gold"))
+    parsed.unpersist()
+    return {name: out / name for name in ("bronze", "quarantine", "silver", "gold")}
+
+
+def plain_parse(lines, rules: str = "same"):
+    """``lines`` (``value``, ``_source_file``) parsed by the plain script's own expressions, each
+    row with ``is_event`` (:func:`plain_batch` says what ``rules`` checks)."""
+    from pyspark.sql import functions as F
+
     doc = F.try_parse_json("value")
 
     def field(name: str, kind: str = "string"):
@@ -82,26 +106,22 @@ def plain_batch(spark, home: Path, rules: str = "same") -> dict[str, Path]:
         known = F.array(*[F.lit(name) for name in (*names, "event_time")])
         extra = F.map_filter(F.try_variant_get(doc, "$", "map<string,variant>"), lambda key, _v: ~F.array_contains(known, key))
         parsed = parsed.withColumn("_rescued", F.when(F.size(extra) > 0, F.to_json(extra)))
-    parsed = parsed.withColumn("is_event", F.coalesce(is_event, F.lit(False))).persist()
-    events = (parsed.where("is_event").drop("value", "is_event")
-              .withColumn("event_ts", F.timestamp_millis("event_time"))
-              .withColumn("event_date", F.to_date("event_ts")))
-    out = home / "plain"
-    events.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "bronze"))
-    parsed.where(~F.col("is_event")).select(F.make_valid_utf8("value").alias("raw_line"), "_source_file").write.format(
-        "delta").mode("overwrite").save(str(out / "quarantine"))
-    campaigns = spark.read.option("header", True).schema("ad_id string, campaign_id string").csv(
-        str(home / "landing/campaigns"))
-    views = events.where(F.col("event_type") == "view").join(campaigns, "ad_id", "left")
-    views.write.format("delta").mode("overwrite").partitionBy("event_date").save(str(out / "silver"))
-    counts = (views.where(F.col("campaign_id").isNotNull())
-              .groupBy(F.window("event_ts", "10 seconds").alias("window"), "campaign_id")
-              .agg(F.count(F.lit(1)).alias("views"))
-              .select("campaign_id", F.col("window.start").alias("window_start"),
-                      F.col("window.end").alias("window_end"), "views"))
-    counts.write.format("delta").mode("overwrite").save(str(out / "gold"))
-    parsed.unpersist()
-    return {name: out / name for name in ("bronze", "quarantine", "silver", "gold")}
+    return parsed.withColumn("is_event", F.coalesce(is_event, F.lit(False)))
+
+
+def plain_events(parsed):
+    """The valid events of :func:`plain_parse`'s rows, with their timestamp and date."""
+    from pyspark.sql import functions as F
+
+    return (parsed.where("is_event").drop("value", "is_event").withColumn("event_ts", F.timestamp_millis("event_time"))
+            .withColumn("event_date", F.to_date("event_ts")))
+
+
+def plain_invalid(parsed):
+    """The quarantine rows of :func:`plain_parse`'s rows."""
+    from pyspark.sql import functions as F
+
+    return parsed.where(~F.col("is_event")).select(F.make_valid_utf8("value").alias("raw_line"), "_source_file")
 
 
 def _counts(spark, tables: dict[str, Path]) -> dict[str, int]:

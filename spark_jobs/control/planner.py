@@ -180,9 +180,8 @@ def plan(lake: Lake, request: Request) -> Plan:
     for name, target in targets.items():
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        problems = batches.reach_problems(lake, view.hop, target) if undone else []
-        if undone and view.hop.reads_topic:  # the broker must still hold what the replay reads
-            problems += topics.replay_problems(lake, view.hop, target, request.replan)
+        problems = (batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
+                    + topics.replay_problems(lake, view.hop, target, request.replan)) if undone else []
         if problems:  # beyond retention: say why, plan nothing for the hop
             refused.extend(problems)
             hops.append(HopStep(name, target, undone, refused=problems))
@@ -386,8 +385,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         files = sorted({file_source_log.listed_path(entry["path"]) for entry in entries if int(entry["batchId"]) > cut})
         step.source_log_cut, step.reread_files, step.reread = cut, files, f"{len(files)} landing files"
     elif hop.reads_topic and undone:
-        step.reread = f"records of topic {hop.topic} after batch {target}" if target >= 0 else \
-            f"topic {hop.topic} from {'the earliest record it holds' if hop.starting_offsets == 'earliest' else 'its end'}"
+        step.reread = topics.reread(hop, target)
     elif undone:
         step.reread = "; ".join(_reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams)
     return step

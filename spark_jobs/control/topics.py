@@ -51,9 +51,9 @@ def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[in
         consumer.close()
 
 
-def produce(topic: str, lines: list[str], connection: KafkaConnection | None = None) -> None:
-    """Produce each line as one record's value (no key: the client spreads them over the
-    partitions), and wait until the broker has them all."""
+def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnection | None = None) -> None:
+    """Produce each line (text, as UTF-8, or bytes as they are) as one record's value (no key:
+    the client spreads them over the partitions), and wait until the broker has them all."""
     from confluent_kafka import Producer
 
     connection = connection or KafkaConnection.from_env()
@@ -67,7 +67,8 @@ def produce(topic: str, lines: list[str], connection: KafkaConnection | None = N
     for line in lines:
         while True:
             try:
-                producer.produce(topic, value=line.encode("utf-8"), on_delivery=delivered)
+                value = line.encode("utf-8") if isinstance(line, str) else line
+                producer.produce(topic, value=value, on_delivery=delivered)
                 break
             except BufferError:  # the client's queue is full: let it send some
                 producer.poll(0.5)
@@ -142,10 +143,20 @@ def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[int, tuple[int, i
     return lost
 
 
+def reread(hop: HopSpec, target: int) -> str:
+    """What the topic-fed ``hop`` reads again after a rollback to ``target`` (a plan's words)."""
+    if target >= 0:
+        return f"records of topic {hop.topic} after batch {target}"
+    return f"topic {hop.topic} from {'the earliest record it holds' if hop.starting_offsets == 'earliest' else 'its end'}"
+
+
 def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str]:
-    """Why a rollback of the topic-fed ``hop`` to ``target`` cannot replay what it undoes (empty:
-    it can): the broker no longer holds some of the records. Back to before the first batch with
-    ``replan``, the hop starts over at the earliest record the broker holds, which is allowed."""
+    """Why a rollback of ``hop`` to ``target`` cannot replay what it undoes (empty: it can, or it
+    does not read a topic): the broker no longer holds some of the records. Back to before the
+    first batch with ``replan``, the hop starts over at the earliest record the broker holds,
+    which is allowed."""
+    if not hop.reads_topic:
+        return []
     lost = lost_ranges(lake, hop, target)
     if not lost or (target < 0 and replan):
         return []
