@@ -172,7 +172,7 @@ def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
         consumer.close()
 
 
-def _source_name(path: str) -> str:
+def source_name(path: str) -> str:
     """A landing file's name, or a record's whole address."""
     return path if path.startswith("kafka://") else path.rsplit("/", 1)[-1]
 
@@ -197,7 +197,7 @@ def assert_tables_match_landing(home: Path | str, lines: list[tuple[str, str]] |
         bronze.append((name, event["ad_id"], event["event_type"], int(event["event_time"])))
         if event["event_type"] == "view":
             silver.append((event["ad_id"], int(event["event_time"]), campaigns.get(event["ad_id"])))
-    stored = [(_source_name(path), *rest) for path, *rest in
+    stored = [(source_name(path), *rest) for path, *rest in
               delta_rows(home, "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time")]
     assert sorted(stored, key=repr) == sorted(bronze, key=repr), "bronze differs from the landing files"
     assert delta_rows(home, "tables/quarantine/ad_events", "raw_line") == sorted(quarantine, key=repr)

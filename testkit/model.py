@@ -20,7 +20,11 @@ Event times all lie within one allowed lateness (the test spec sets an hour), in
 no event is ever dropped as too late whatever the batch boundaries: late lines are within the
 lateness. Beyond it, which events are dropped depends on batch boundaries (docs/limitations.md).
 
-``python -m testkit.model --seed S --steps N`` runs one sequence; the benchmark suite's soak and
+The Kafka variant (``kafka``: a broker, :class:`kafka_server.KafkaServer`) feeds bronze from a topic:
+a landing produces the lines as records, the model reads the topic back with a plain consumer,
+and a step may restart the broker between operations.
+
+``python -m testkit.model --seed S --steps N [--kafka]`` runs one sequence; the benchmark suite's soak and
 ``tests/spark/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI
 (``tests/spark/test_s3_lake.py``): the model reads and writes it through fsspec, as the platform's
 plain-file readers do.
@@ -73,12 +77,13 @@ def _iso(ms: int) -> str:
 class Runner:
     """Applies random operations to a lake and checks it against the model after each."""
 
-    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print):
+    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print, kafka=None):
         self.spark = spark
         self.home = home
         self.fs = filesystem(home)
         self.rng = random.Random(seed)
-        self.lake = Lake(home, self.rng)
+        self.kafka = kafka
+        self.lake = Lake(home, self.rng, kafka.connection().client_config() if kafka else None)
         self.sequence = Sequence(seed)
         self.kill_weight = kill_weight
         self.log = log
@@ -116,7 +121,13 @@ class Runner:
     def op_land(self, step: Step) -> None:
         names = [self.lake.land() for _ in range(self.rng.randint(1, 3))]
         step.argv = names
-        step.outcome = f"{len(names)} files"
+        step.outcome = f"{len(names)} {'productions' if self.kafka else 'files'}"
+
+    def op_restart(self, step: Step) -> None:
+        """Stop the broker and start it again (same folder: same port, login and records)."""
+        self.kafka.stop()
+        self.kafka.start()
+        step.argv, step.outcome = ["broker"], "restarted"
 
     def _run_argv(self, hop: str) -> list[str]:
         argv = ["run", "ad_events", "--hop", hop]
@@ -274,7 +285,8 @@ class Runner:
     # -- the loop -------------------------------------------------------------------------------
 
     def step(self, number: int, operation: str | None = None) -> None:
-        weights = {"land": 0.22, "run": 0.25, "rollback": 0.2, "backfill": 0.13, "kill": self.kill_weight, "settle": 0.1}
+        weights = {"land": 0.22, "run": 0.25, "rollback": 0.2, "backfill": 0.13, "kill": self.kill_weight, "settle": 0.1,
+                   "restart": 0.05 if self.kafka else 0.0}
         operation = operation or self.rng.choices(list(weights), list(weights.values()))[0]
         step = Step(number, operation, [])
         self.sequence.steps.append(step)
@@ -289,14 +301,16 @@ class Runner:
 
 
 def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
-                 operations: list[str] | None = None) -> Sequence:
+                 operations: list[str] | None = None, kafka=None) -> Sequence:
     """Land a first file, then ``steps`` random operations, then settle; raise with the transcript on a mismatch.
 
-    The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder.
+    The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder
+    (with ``kafka``, a started broker: its ``write_spec(kafka=True)``, the ``LAKEHOUSE_KAFKA_*``
+    settings, and :data:`~testkit.model_lake.TOPIC` created).
     ``operations``, when given, names each step's operation instead of drawing it (targets, ranges
     and moments are still drawn).
     """
-    runner = Runner(spark, home, seed, kill_weight, log)
+    runner = Runner(spark, home, seed, kill_weight, log, kafka)
     number = 0
     try:
         runner.step(number, "land")
@@ -305,8 +319,34 @@ def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0
         runner.step(steps + 1, "settle")
     except Exception as error:
         raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model --seed {seed} "
-                            f"--steps {steps}") from error
+                            f"--steps {steps}{' --kafka' if kafka else ''}") from error
     return runner.sequence
+
+
+@contextlib.contextmanager
+def started_broker(folder: Path):
+    """A broker for the Kafka variant: started, its settings in the environment, the model's topic
+    created; stopped by PID after, and the environment as it was."""
+    from testkit.model_lake import TOPIC
+    from testkit.paths import ROOT
+
+    sys.path.insert(0, str(ROOT / "include" / "scripts"))
+    from kafka_server import KafkaServer
+
+    server = KafkaServer(folder)
+    saved = {key: os.environ.get(key) for key in server.env()}
+    server.start()
+    try:
+        os.environ.update(server.env())
+        server.create_topic(TOPIC, 2)
+        yield server
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,15 +357,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--kill-weight", type=float, default=0.05)
+    parser.add_argument("--kafka", action="store_true", help="bronze reads a topic on a broker started here")
     args = parser.parse_args(argv)
     from spark_jobs.engine.session import build_session
 
     work = Path(tempfile.mkdtemp(prefix="model-"))
     os.environ["LAKEHOUSE_HOME"] = str(work / "lake")
-    os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
+    os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines", kafka=args.kafka))
     os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
-    spark = build_session("lakehouse-model", 4)
-    sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight)
+    with contextlib.ExitStack() as stack:
+        kafka = stack.enter_context(started_broker(work / "kafka")) if args.kafka else None
+        spark = build_session("lakehouse-model", 4)
+        sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight, kafka=kafka)
     print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}")
     return 0
 

@@ -1,6 +1,6 @@
-"""The model test's world (:mod:`testkit.model`): the test spec, a lake's landing files drawn at
-random, what its tables must hold computed from those files in plain Python, and the tables as
-Spark and delta-rs read them, compared whole or in part."""
+"""The model test's world (:mod:`testkit.model`): the test spec, a lake's landing files (or a
+topic's records) drawn at random, what its tables must hold computed from those in plain Python,
+and the tables as Spark and delta-rs read them, compared whole or in part."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, write_text
-from testkit.expected import hadoop_lines, valid_event
+from testkit.expected import hadoop_lines, source_name, topic_records, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
 SPAN_MS = 40 * 60 * 1000  # every event time lies in [T0, T0 + SPAN_MS), within the allowed lateness
@@ -22,6 +22,7 @@ NO_CAMPAIGN_AD = "ad-orphan"
 BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
              '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
 SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3}
+TOPIC = "model_events"  # the Kafka variant's bronze reads it, at most 40 records a batch
 
 
 class ModelMismatch(AssertionError):
@@ -52,18 +53,29 @@ class Sequence:
         return f"model sequence seed={self.seed}\n" + "\n".join(map(str, self.steps))
 
 
-def write_spec(folder: Path) -> Path:
-    """The test's copy of the ad_events spec (see :data:`SPEC_CHANGES`)."""
-    from testkit.lakes import spec_copy
+def write_spec(folder: Path, kafka: bool = False) -> Path:
+    """The test's copy of the ad_events spec (see :data:`SPEC_CHANGES`); with ``kafka``, bronze
+    reads :data:`TOPIC`."""
+    import yaml
 
-    return spec_copy(folder, **SPEC_CHANGES)
+    from testkit.lakes import spec_copy
+    from testkit.paths import EXAMPLES
+
+    changes = dict(SPEC_CHANGES)
+    if kafka:
+        hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+        hops[0].update(topic=TOPIC, max_offsets_per_trigger=40)
+        changes["hops"] = hops
+    return spec_copy(folder, **changes)
 
 
 class Lake:
-    """The landing files the test wrote, and what every table must hold because of them."""
+    """The landing files the test wrote (or, given a Kafka ``client`` configuration, the records it
+    produced to :data:`TOPIC`), and what every table must hold because of them."""
 
-    def __init__(self, home: str, rng: random.Random):
+    def __init__(self, home: str, rng: random.Random, client: dict | None = None):
         self.home = home
+        self.client = client
         self.fs = filesystem(home)
         self.rng = rng
         self.files = 0
@@ -86,30 +98,51 @@ class Lake:
                                      "event_time": T0 + self.rng.randrange(SPAN_MS), "ip_address": "1.2.3.4"}))
         name = f"events-{self.files:05d}.json"
         self.files += 1
+        if self.client is not None:
+            return self._produce(lines)
         write_text(f"{self.landing}/{name}", "".join(line + "\n" for line in lines))
         return name
+
+    def _produce(self, lines: list[str]) -> str:
+        """The lines as records of :data:`TOPIC`, by a plain producer (none of the platform's code)."""
+        from confluent_kafka import Producer
+
+        producer = Producer({**self.client, "log_level": 0})
+        for line in lines:
+            producer.produce(TOPIC, value=line.encode())
+        if producer.flush(60):
+            raise ModelMismatch(f"the broker did not take the {len(lines)} records")
+        return f"{len(lines)} records"
+
+    def sources(self) -> list[tuple[str, str]]:
+        """``(where from, line)`` of every line the tables must account for: each landing file's
+        lines, or each record of the topic (read back from the broker)."""
+        if self.client is not None:
+            return topic_records(self.client, TOPIC)
+        found = []
+        for path in sorted(self.fs.ls(self.landing, detail=False)):
+            name = path.rsplit("/", 1)[-1]
+            if not name.startswith((".", "_")):
+                found.extend((name, line) for line in hadoop_lines(self.fs.cat_file(path)))
+        return found
 
     # -- what the tables must hold --------------------------------------------------------------
 
     def expected(self) -> dict[str, Counter]:
         campaigns = dict(ADS)
         bronze, quarantine, silver, gold = Counter(), Counter(), Counter(), Counter()
-        for path in sorted(self.fs.ls(self.landing, detail=False)):
-            name = path.rsplit("/", 1)[-1]
-            if name.startswith((".", "_")):
+        for name, line in self.sources():
+            event = valid_event(line)
+            if event is None:
+                quarantine[(line,)] += 1
                 continue
-            for line in hadoop_lines(self.fs.cat_file(path)):
-                event = valid_event(line)
-                if event is None:
-                    quarantine[(line,)] += 1
-                    continue
-                time_ms = int(event["event_time"])
-                bronze[(name, event["ad_id"], event["event_type"], time_ms, event["user_id"])] += 1
-                if event["event_type"] == "view":
-                    campaign = campaigns.get(event["ad_id"])
-                    silver[(event["ad_id"], time_ms, event["user_id"], campaign)] += 1
-                    if campaign is not None:
-                        gold[(campaign, time_ms - time_ms % 10_000)] += 1
+            time_ms = int(event["event_time"])
+            bronze[(name, event["ad_id"], event["event_type"], time_ms, event["user_id"])] += 1
+            if event["event_type"] == "view":
+                campaign = campaigns.get(event["ad_id"])
+                silver[(event["ad_id"], time_ms, event["user_id"], campaign)] += 1
+                if campaign is not None:
+                    gold[(campaign, time_ms - time_ms % 10_000)] += 1
         return {"bronze": bronze, "quarantine": quarantine, "silver": silver, "gold": gold}
 
 
@@ -143,7 +176,7 @@ def stored_by_delta_rs(home: str) -> dict[str, Counter]:
 
 
 def _tables(rows) -> dict[str, Counter]:
-    bronze = Counter((source.rsplit("/", 1)[-1], *rest) for source, *rest in rows(
+    bronze = Counter((source_name(source), *rest) for source, *rest in rows(
         "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time", "user_id"))
     gold: Counter = Counter()
     for campaign, start, views in rows("tables/gold/campaign_views_10s", "campaign_id", "window_start", "views"):

@@ -34,3 +34,22 @@ def test_random_sequences_keep_every_table_equal_to_the_landing_files(spark, tmp
     sequence = run_sequence(spark, str(tmp_path / "lake"), seed, steps)
     print(sequence.transcript())
     assert sequence.settles >= 1 and sum(sequence.counts.values()) == steps + 2  # first landing, steps, last settle
+
+
+# The Kafka variant: bronze reads a topic; landings produce records; a step may restart the broker.
+KAFKA_SEQUENCES = [
+    (7, 12),
+]
+
+
+@pytest.mark.parametrize("seed,steps", KAFKA_SEQUENCES, ids=[f"seed{seed}" for seed, _ in KAFKA_SEQUENCES])
+def test_random_sequences_on_a_topic_keep_every_table_equal_to_its_records(spark, tmp_path, monkeypatch, seed, steps):
+    from testkit.model import started_broker
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_spec(tmp_path / "pipelines", kafka=True)))
+    steps = int(os.environ.get("MODEL_STEPS", steps))
+    with started_broker(tmp_path / "kafka") as broker:  # its settings in the environment meanwhile
+        sequence = run_sequence(spark, str(tmp_path / "lake"), seed, steps, kafka=broker)
+    print(sequence.transcript())
+    assert sequence.settles >= 1 and sum(sequence.counts.values()) == steps + 2
