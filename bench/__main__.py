@@ -48,7 +48,8 @@ PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", 
          "airflow", "scheduled", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
-         "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "gold_events": 2_000,
+         "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
+         "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
          "shop_orders": 2_000, "kafka_events": 2_000}
 
@@ -75,6 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--soak-seed", type=int, default=1000, help="soak: the first sequence's seed")
     parser.add_argument("--soak-shop-steps", type=int, default=100,
                         help="soak: random steps of the shop pipeline's model after ad_events'")
+    parser.add_argument("--soak-kafka-steps", type=int, default=200,
+                        help="soak: random steps of the model's Kafka variant after shop's")
     parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
     parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
     parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
@@ -155,8 +158,10 @@ def run(args: argparse.Namespace) -> dict:
         _step(f"kafka: ingest of {args.kafka_events:,} events from a topic, run-once hop and a plain script x {args.repeats}")
         result["kafka"] = kafka.run(args.kafka_events, args.repeats, warm_up=not args.smoke)
     if "soak" in args.only:
-        _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's")
-        result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed, args.soak_shop_steps)
+        _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's and "
+              f"{args.soak_kafka_steps} of the Kafka variant's")
+        result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed, args.soak_shop_steps,
+                                  args.soak_kafka_steps)
     _alone(args, result)
     result["duration_s"] = round(time.time() - began, 1)
     return result
@@ -166,8 +171,8 @@ def _failed(result: dict) -> list[str]:
     """What makes the suite exit 1 after writing its results: a soak sequence that broke the model."""
     soaked = result.get("soak", {})
     return [f"soak seed {failure['seed']}: {failure['error'].splitlines()[0]}" for failure in soaked.get("failures", [])] \
-        + [f"soak shop seed {failure['seed']}: {failure['error'].splitlines()[0]}"
-           for failure in soaked.get("shop", {}).get("failures", [])]
+        + [f"soak {part} seed {failure['seed']}: {failure['error'].splitlines()[0]}"
+           for part in ("shop", "kafka") for failure in soaked.get(part, {}).get("failures", [])]
 
 
 # Each part's key in the results, its title and its Markdown (the manual's benchmarks page uses them too).

@@ -2,7 +2,9 @@
 rollbacks, backfills and SIGKILLs, each checked against the plain-Python model in
 ``testkit/model.py``; figures: steps, operations of each kind, refusals, settle points, failures.
 Then the ``shop`` pipeline's model (``testkit/shop_model.py``: a graph of hops with a
-stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more.
+stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more, and the
+model's Kafka variant (bronze fed by a topic on a broker of its own per sequence, broker restarts
+among the steps) for ``kafka_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m testkit.model --seed S --steps N``).
@@ -35,7 +37,7 @@ def _lake_environment():
                 os.environ[key] = value
 
 
-def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -> dict:
+def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
     from testkit.model import SOAK_REGRESSIONS, run_sequence
     from testkit.model_lake import ModelMismatch, write_spec
@@ -71,7 +73,37 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0) -
             done += length
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "refusals": dict(refusals), "settles": settles, "failures": failures,
-            "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed)}
+            "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed),
+            "kafka": run_kafka(spark, kafka_steps, first_seed)}
+
+
+def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
+    """The model's Kafka variant: sequences of ``sequence_steps``, each on a fresh lake and broker."""
+    from testkit.model import run_sequence, started_broker
+    from testkit.model_lake import ModelMismatch, write_spec
+
+    began = time.time()
+    done, seeds, failures, operations, settles = 0, [], [], Counter(), 0
+    with _lake_environment():
+        while done < steps:
+            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            work = Path(tempfile.mkdtemp(prefix=f"soak-kafka-{seed}-"))
+            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"),
+                              LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines", kafka=True)),
+                              LAKEHOUSE_QUALITY=str(work / "no-suites"))
+            try:
+                with started_broker(work / "kafka") as broker:
+                    sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker)
+                operations.update(sequence.counts)
+                settles += sequence.settles
+            except ModelMismatch as error:
+                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
+            print(f"[soak] kafka seed {seed}: {length} steps, {len(failures)} failures so far, "
+                  f"{time.time() - began:.0f} s", flush=True)
+            seeds.append(seed)
+            done += length
+    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
+            "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1)}
 
 
 # Shop's sequences that ever failed, run first: seed 41 (20 steps) found silver_orders writing
@@ -128,4 +160,13 @@ def markdown(result: dict) -> str:
                       f"every run. **Failures: {len(shop['failures'])}**"]
         lines += [f"- shop seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in shop["failures"]]
+    kafka = result.get("kafka")
+    if kafka and kafka["steps"]:
+        operations = ", ".join(f"{name} {count}" for name, count in sorted(kafka["operations"].items()))
+        lines += ["", f"Kafka (bronze fed by a topic, broker restarts among the steps): {kafka['steps']} random steps in "
+                      f"{kafka['sequences']} sequences (seeds {', '.join(map(str, kafka['seeds']))}), "
+                      f"{kafka['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled the "
+                      f"topic's records: {kafka['settles']}. **Failures: {len(kafka['failures'])}**"]
+        lines += [f"- kafka seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in kafka["failures"]]
     return "\n".join(lines)
