@@ -165,3 +165,27 @@ def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list
     return [f"{hop.name}: topic {hop.topic} no longer holds {count} records that batches after {target} read ({ranges}): "
             "roll back to a later batch, backfill the range from another copy of the records, or start the hop over "
             "from the earliest record the broker holds (`--to-batch -1 --replan`)"]
+
+
+def gone_before_read(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, int]]:
+    """Per partition, the offsets ``[first, earliest)`` the hop has not read yet and the broker no
+    longer holds: a run would fail on them (``failOnDataLoss``) rather than skip them."""
+    read_to = logged_offsets(lake, hop)
+    if read_to is None:
+        return {}
+    marks = watermarks(hop.topic)
+    return {partition: (read_to[partition], marks[partition][0]) for partition in sorted(read_to)
+            if partition in marks and marks[partition][0] > read_to[partition]}
+
+
+def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
+    """Refuse a run of the topic-fed ``hop`` that would meet records gone from the broker before it
+    read them, naming them and the ways on (:class:`TopicError`)."""
+    gone = gone_before_read(lake, hop)
+    if gone:
+        ranges = ", ".join(f"partition {partition} offsets {first}..{earliest - 1}"
+                           for partition, (first, earliest) in gone.items())
+        raise TopicError(f"{hop.name}: topic {hop.topic} no longer holds records the hop has not read yet ({ranges}): "
+                         "backfill them from another copy of the records, or start the hop over from the earliest "
+                         f"record the broker holds (`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 "
+                         "--replan`)")

@@ -93,7 +93,10 @@ class KafkaTopic:
                             record_address(frame["topic"], frame["partition"], frame["offset"]).alias("_source_file"))
 
     def stream(self, max_files_per_trigger: int | None = None):
+        from spark_jobs.control.topics import check_nothing_lost
+
         hop = self.run.hop
+        check_nothing_lost(self.run.lake, hop)  # Spark would fail on them too, with less to go on
         reader = self.run.spark.readStream.option("startingOffsets", hop.starting_offsets)
         if hop.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(hop.max_offsets_per_trigger))

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 from spark_jobs import service
 from spark_jobs.control import planner, topics
 from spark_jobs.control.status import pending_work
-from spark_jobs.model.errors import RollbackRefused
+from spark_jobs.model.errors import LakehouseError, RollbackRefused
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import parse_time
@@ -107,6 +107,19 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
     assert planner.plan_request(lake, "bronze", to_batch=whole - 1).refused
     assert planner.plan_request(lake, "bronze", to_batch=-1).refused
     assert not planner.plan_request(lake, "bronze", to_batch=-1, replan=True).refused  # start over from the earliest
+
+    # Records gone before the hop read them: the run refuses, naming them, and writes nothing.
+    topics.produce(TOPIC, ['{"ad_id":"a","event_type":"view","event_time":1775001600000}'] * 20)
+    marks = topics.watermarks(TOPIC)
+    read_to = topics.logged_offsets(lake, lake.spec.hop("bronze"))
+    fresh = next(p for p in sorted(marks) if marks[p][1] > read_to[p])
+    gone = TopicPartition(TOPIC, fresh, marks[fresh][1])
+    admin.delete_records([gone])[gone].result(30)
+    versions = sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json"))
+    with pytest.raises(LakehouseError, match=f"bronze: topic {TOPIC} no longer holds records the hop has not read yet "
+                                             rf"\(partition {fresh} offsets {read_to[fresh]}\.\.{marks[fresh][1] - 1}\)"):
+        service.run("ad_events", hop="bronze", progress=lambda line: None)
+    assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == versions
 
 
 QUARANTINE = ("tables/quarantine/ad_events", "_source_file", "raw_line", "reason")
