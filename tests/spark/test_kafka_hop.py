@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from spark_jobs import service
 from spark_jobs.control import planner, topics
+from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.errors import LakehouseError, RollbackRefused
 from spark_jobs.model.lake import Lake
@@ -110,6 +111,8 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
 
     # Records gone before the hop read them: the run refuses, naming them, and writes nothing.
     topics.produce(TOPIC, ['{"ad_id":"a","event_type":"view","event_time":1775001600000}'] * 20)
+    backlog = pipeline_overview(lake)["hops"][0]["backlog"]["topic"]  # the Lakehouse page's figure
+    assert backlog["topic"] == TOPIC and backlog["records"] == 20 == sum(backlog["partitions"].values())
     marks = topics.watermarks(TOPIC)
     read_to = topics.logged_offsets(lake, lake.spec.hop("bronze"))
     fresh = next(p for p in sorted(marks) if marks[p][1] > read_to[p])
