@@ -34,6 +34,7 @@ import yaml
 
 from bench.common import CORES, ROOT, spread, stats
 from bench.throughput import HOSTILE_LINES, RANGE, plain_events, plain_invalid, plain_parse
+from testkit.paths import environment_kept
 
 sys.path.insert(0, str(ROOT / "include" / "scripts"))
 
@@ -129,40 +130,35 @@ def run(events: int, repeats: int, warm_up: bool = True) -> dict:
 
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-kafka-"))
     server = KafkaServer(root / "kafka")
-    saved = {key: os.environ.get(key) for key in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", *server.env())}
-    try:
-        server.start()
-        os.environ.update(server.env())
-        server.create_topic(TOPIC, CORES)
-        lines = _lines(root, events)
-        began = time.perf_counter()
-        topics.produce(TOPIC, lines)
-        produce_s = time.perf_counter() - began
-        os.environ["LAKEHOUSE_PIPELINES"] = str(_topic_spec(root))
-        spark = build_session("lakehouse-bench")
-        for way in WAYS if warm_up else ():
-            _one(way, spark, root / f"warm-up-{way}")
-            shutil.rmtree(root / f"warm-up-{way}")
-        seconds: dict[str, list[float]] = {way: [] for way in WAYS}
-        for attempt in range(repeats):
-            counts = {}
-            for way in WAYS:
-                home = root / f"{way}-{attempt}"
-                elapsed, counts[way] = _one(way, spark, home)
-                seconds[way].append(elapsed)
-                shutil.rmtree(home)
-                print(f"  kafka {attempt + 1}/{repeats} {way}: {elapsed:.1f} s", flush=True)
-            if counts["run"] != counts["plain"] or sum(counts["run"].values()) != len(lines):
-                raise RuntimeError(f"the hop and the plain script wrote different rows ({counts}) of {len(lines)} "
-                                   "records, so they did not do the same work")
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(root, ignore_errors=True)
+    with environment_kept("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", *server.env()):
+        try:
+            server.start()
+            os.environ.update(server.env())
+            server.create_topic(TOPIC, CORES)
+            lines = _lines(root, events)
+            began = time.perf_counter()
+            topics.produce(TOPIC, lines)
+            produce_s = time.perf_counter() - began
+            os.environ["LAKEHOUSE_PIPELINES"] = str(_topic_spec(root))
+            spark = build_session("lakehouse-bench")
+            for way in WAYS if warm_up else ():
+                _one(way, spark, root / f"warm-up-{way}")
+                shutil.rmtree(root / f"warm-up-{way}")
+            seconds: dict[str, list[float]] = {way: [] for way in WAYS}
+            for attempt in range(repeats):
+                counts = {}
+                for way in WAYS:
+                    home = root / f"{way}-{attempt}"
+                    elapsed, counts[way] = _one(way, spark, home)
+                    seconds[way].append(elapsed)
+                    shutil.rmtree(home)
+                    print(f"  kafka {attempt + 1}/{repeats} {way}: {elapsed:.1f} s", flush=True)
+                if counts["run"] != counts["plain"] or sum(counts["run"].values()) != len(lines):
+                    raise RuntimeError(f"the hop and the plain script wrote different rows ({counts}) of {len(lines)} "
+                                       "records, so they did not do the same work")
+        finally:
+            server.stop()
+            shutil.rmtree(root, ignore_errors=True)
     result = {"records": len(lines), "partitions": CORES, "cores": CORES, "rows": counts["run"],
               "produce_records_per_s": round(len(lines) / produce_s), "ways": {},
               "paper_records_per_s_per_core": PAPER["records_per_s"] // PAPER["cores"]}

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.common import ROOT, spread, stats
+from testkit.paths import environment_kept
 
 sys.path.insert(0, str(ROOT / "include" / "scripts"))
 
@@ -98,33 +99,28 @@ def run(events: int, repeats: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     server = S3Server(work / "s3")
     server.start()
-    saved = {key: os.environ.get(key) for key in (*server.env(), "LAKEHOUSE_HOME")}
-    try:
-        os.environ.update(server.env())
-        lakes = {"local": str(work / "lake"), "s3": f"s3a://{BUCKET}/bench"}
-        for home in lakes.values():
-            os.environ["LAKEHOUSE_HOME"] = home
-            assert main(["generate", "ad_events", "--events", str(events), "--files", "8", "--seed", "5",
-                         "--start", "2026-05-01T00:00:00"]) == 0
-        build_session("lakehouse-bench")
-        _run_all(lakes["local"])  # warm-up, not counted: the JVM's first run loads and compiles most of its classes
-        seconds: dict[str, list[float]] = {way: [] for way in lakes}
-        rows: dict[str, int] = {}
-        for _ in range(repeats):
-            for way, home in lakes.items():
-                _empty(home)
-                took, rows[way] = _run_all(home)
-                seconds[way].append(took)
-        assert rows["local"] == rows["s3"], f"the two lakes wrote different rows: {rows}"
-        readers = _readers(lakes["s3"])
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(work, ignore_errors=True)
+    with environment_kept(*server.env(), "LAKEHOUSE_HOME"):
+        try:
+            os.environ.update(server.env())
+            lakes = {"local": str(work / "lake"), "s3": f"s3a://{BUCKET}/bench"}
+            for home in lakes.values():
+                os.environ["LAKEHOUSE_HOME"] = home
+                assert main(["generate", "ad_events", "--events", str(events), "--files", "8", "--seed", "5",
+                             "--start", "2026-05-01T00:00:00"]) == 0
+            build_session("lakehouse-bench")
+            _run_all(lakes["local"])  # warm-up, not counted: the JVM's first run loads and compiles most of its classes
+            seconds: dict[str, list[float]] = {way: [] for way in lakes}
+            rows: dict[str, int] = {}
+            for _ in range(repeats):
+                for way, home in lakes.items():
+                    _empty(home)
+                    took, rows[way] = _run_all(home)
+                    seconds[way].append(took)
+            assert rows["local"] == rows["s3"], f"the two lakes wrote different rows: {rows}"
+            readers = _readers(lakes["s3"])
+        finally:
+            server.stop()
+            shutil.rmtree(work, ignore_errors=True)
     summary = {way: stats(values) for way, values in seconds.items()}
     return {"events": events, "bronze_rows": rows["local"], "seconds": summary,
             "records_per_s": {way: round(events / summary[way]["median"]) for way in summary},

@@ -13,7 +13,6 @@ The long sequences that ever failed (``testkit/model.SOAK_REGRESSIONS``) run fir
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import time
@@ -23,18 +22,11 @@ from pathlib import Path
 from bench.common import ROOT
 
 
-@contextlib.contextmanager
 def _lake_environment():
     """The lake's variables as they were before, whatever the sequences set."""
-    saved = {key: os.environ.get(key) for key in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")}
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    from testkit.paths import environment_kept
+
+    return environment_kept("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")
 
 
 def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0) -> dict:

@@ -328,25 +328,20 @@ def started_broker(folder: Path):
     """A broker for the Kafka variant: started, its settings in the environment, the model's topic
     created; stopped by PID after, and the environment as it was."""
     from testkit.model_lake import TOPIC
-    from testkit.paths import ROOT
+    from testkit.paths import ROOT, environment_kept
 
     sys.path.insert(0, str(ROOT / "include" / "scripts"))
     from kafka_server import KafkaServer
 
     server = KafkaServer(folder)
-    saved = {key: os.environ.get(key) for key in server.env()}
     server.start()
     try:
-        os.environ.update(server.env())
-        server.create_topic(TOPIC, 2)
-        yield server
+        with environment_kept(*server.env()):
+            os.environ.update(server.env())
+            server.create_topic(TOPIC, 2)
+            yield server
     finally:
         server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
-"""Where things are (the checkout, its virtualenv, the examples), free ports, and the
-``lakehouse`` command run in a subprocess, killed mid-run or not."""
+"""Where things are (the checkout, its virtualenv, the examples), free ports, the environment kept
+around a change, and the ``lakehouse`` command run in a subprocess, killed mid-run or not."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,20 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def environment_kept(*names: str):
+    """The variables ``names`` as they were before, whatever the block sets."""
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def lakehouse(*args: str, env: dict | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:

@@ -31,11 +31,10 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
-from metadata_db import die_with_parent, free_port, stop_process_groups
+from metadata_db import free_port, start_server, stop_process_groups
 
 POM = Path(__file__).resolve().parents[1] / "kafka" / "pom.xml"
 HEAP = "-Xmx384m"
@@ -154,18 +153,9 @@ class KafkaServer:
         """Start on 127.0.0.1 in its own process group; wait until it answers a logged-in client."""
         properties = self._properties()
         self._format(properties)
-        with open(self.folder / "kafka.log", "ab") as log:
-            self.process = subprocess.Popen(self._java("kafka.Kafka", str(properties)), stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.folder,
-                                            start_new_session=True,
-                                            preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent
-                                            else None)
-        deadline = time.time() + timeout_s
-        while not self.answers():
-            if self.process.poll() is not None or time.time() > deadline:
-                self.stop()
-                raise KafkaServerError(f"Kafka did not start: see {self.folder / 'kafka.log'}")
-            time.sleep(0.5)
+        self.process = start_server(self._java("kafka.Kafka", str(properties)), self.folder / "kafka.log", self.answers,
+                                    stop_with_parent=stop_with_parent, timeout_s=timeout_s,
+                                    failed=KafkaServerError(f"Kafka did not start: see {self.folder / 'kafka.log'}"))
         return self.process
 
     def answers(self) -> bool:

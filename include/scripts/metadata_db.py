@@ -60,6 +60,24 @@ def stop_process_groups(processes: list[subprocess.Popen], grace_s: float = 20.0
             process.wait()
 
 
+def start_server(argv: list[str], log: Path, answers, *, stop_with_parent: bool, timeout_s: float,
+                 failed: Exception) -> subprocess.Popen:
+    """Start ``argv`` in its own process group in ``log``'s folder (its output appended to ``log``;
+    SIGTERM when the launcher dies, with ``stop_with_parent``), and wait until ``answers()``; if it
+    ends or ``timeout_s`` passes first, stop it and raise ``failed``."""
+    with open(log, "ab") as sink:
+        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent,
+                                   start_new_session=True,
+                                   preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None)
+    deadline = time.time() + timeout_s
+    while not answers():
+        if process.poll() is not None or time.time() > deadline:
+            stop_process_groups([process])
+            raise failed
+        time.sleep(0.3)
+    return process
+
+
 def kind(env: dict[str, str]) -> str:
     chosen = env.get("LAKEHOUSE_METADATA_DB", "postgres")
     if chosen not in ("postgres", "sqlite"):

@@ -33,12 +33,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from metadata_db import die_with_parent, free_port, stop_process_groups
+from metadata_db import free_port, start_server, stop_process_groups
 
 BUCKET = "lakehouse"
 REGION = "us-east-1"
@@ -121,16 +120,9 @@ class S3Server:
                 "-admin.ui=false", "-webdav=false", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 *[f"-{name}={port}" for name, port in self.ports.items()]]
         (self.folder / "data").mkdir(parents=True, exist_ok=True)
-        with open(self.folder / "weed.log", "ab") as log:
-            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            cwd=self.folder, start_new_session=True,
-                                            preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None)
-        deadline = time.time() + timeout_s
-        while not self._answers():
-            if self.process.poll() is not None or time.time() > deadline:
-                self.stop()
-                raise S3ServerError(f"SeaweedFS did not start: see {self.folder / 'weed.log'}")
-            time.sleep(0.3)
+        self.process = start_server(argv, self.folder / "weed.log", self._answers, stop_with_parent=stop_with_parent,
+                                    timeout_s=timeout_s,
+                                    failed=S3ServerError(f"SeaweedFS did not start: see {self.folder / 'weed.log'}"))
         return self.process
 
     def _answers(self) -> bool:
