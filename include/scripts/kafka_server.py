@@ -34,7 +34,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from metadata_db import free_port, start_server, stop_process_groups
+from metadata_db import free_port, serve, start_server, stop_process_groups
 
 POM = Path(__file__).resolve().parents[1] / "kafka" / "pom.xml"
 HEAP = "-Xmx384m"
@@ -173,7 +173,7 @@ class KafkaServer:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient(self.connection().client_config())
+        admin = AdminClient({**self.connection().client_config(), "log_level": 0})
         future = admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name]
         try:
             future.result(timeout=30)
@@ -232,14 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         server.stop()
         return 2
-    try:  # the print too: a closed stdout must not leave the broker behind
-        print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
-        server.process.wait(timeout=args.duration or None)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt, BrokenPipeError):
-        pass
-    finally:
-        server.stop()
-    return 0
+    return serve(server, args.duration)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,20 @@ def start_server(argv: list[str], log: Path, answers, *, stop_with_parent: bool,
     return process
 
 
+def serve(server, duration_s: float) -> int:
+    """A started ``server``'s foreground life (``python <script> run``): print its ``env()`` as
+    shell exports, then wait until it ends, ``duration_s`` passes (0: no limit), Ctrl-C or a closed
+    stdout, and stop it."""
+    try:  # the print too: a closed stdout must not leave the server behind
+        print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
+        server.process.wait(timeout=duration_s or None)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, BrokenPipeError):
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
 def kind(env: dict[str, str]) -> str:
     chosen = env.get("LAKEHOUSE_METADATA_DB", "postgres")
     if chosen not in ("postgres", "sqlite"):

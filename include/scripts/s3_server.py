@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from metadata_db import free_port, start_server, stop_process_groups
+from metadata_db import free_port, serve, start_server, stop_process_groups
 
 BUCKET = "lakehouse"
 REGION = "us-east-1"
@@ -164,14 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     except S3ServerError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    try:  # the print too: a closed stdout must not leave the server behind
-        print("".join(f"export {key}={value}\n" for key, value in server.env().items()), flush=True)
-        server.process.wait(timeout=args.duration or None)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt, BrokenPipeError):
-        pass
-    finally:
-        server.stop()
-    return 0
+    return serve(server, args.duration)
 
 
 if __name__ == "__main__":
