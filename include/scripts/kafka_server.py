@@ -159,13 +159,17 @@ class KafkaServer:
         return self.process
 
     def answers(self) -> bool:
-        """True once the broker lists its topics to a client that logs in."""
+        """True once the broker lists its topics to a client that logs in, each partition with its
+        leader (after a restart the broker answers before it leads its partitions again)."""
         from confluent_kafka.admin import AdminClient
 
         try:
-            AdminClient({**self.connection().client_config(), "log_level": 0}).list_topics(timeout=2)
+            topics = AdminClient({**self.connection().client_config(), "log_level": 0}).list_topics(timeout=2).topics
         except Exception:  # noqa: BLE001 - not up yet, whatever the client says
             return False
+        return all(topic.error is None and all(partition.leader >= 0 and partition.error is None
+                                               for partition in topic.partitions.values())
+                   for topic in topics.values())
         return True
 
     def create_topic(self, name: str, partitions: int = 1, **config: str) -> None:

@@ -1,7 +1,8 @@
 """A hop's quarantine table as a person reads it (``lakehouse quarantine``, the Lakehouse page): its
-rows counted by reason and by source file, a few rows of each reason, and for each file (or, for
-a hop fed by a table, the quarantined rows' time span) the backfill that ingests it again once
-it is fixed.
+rows counted by reason and by source file (by topic partition, for a hop that reads a topic), a
+few rows of each reason, and for each file (or, for a hop fed by a table, the quarantined rows'
+time span) the backfill that ingests it again once it is fixed. (A backfill of a topic-fed hop
+reads every record the broker holds, whatever its range, and rebuilds their quarantine rows.)
 
 Quarantine rows hold the line (or the row as JSON) in ``raw_line``, why in ``reason``, and the
 hop's lineage (``_source_file`` for an ingest hop; the hop's time column for a hop whose ``drop``
@@ -94,7 +95,9 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
     listed = rows.select([name for name in columns if name != hop.time_column]).to_pylist()
     document["reasons"] = _counts([row["reason"] for row in listed])
     document["samples"] = _samples(listed, document["reasons"])
-    if "_source_file" in columns:
+    if "_source_file" in columns and hop.reads_topic:  # a record's address: counted by its partition
+        document["files"] = _counts([(row["_source_file"] or "").rsplit("/", 1)[0] or None for row in listed])
+    elif "_source_file" in columns:
         document["files"] = _counts([row["_source_file"] for row in listed])
         document["ingest_again"] = _ingest_again(lake, hop, document["files"])
     elif hop.time_column in columns:

@@ -86,6 +86,8 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     else:
         replays.forget(lake, hop)
     checkpoint_log.drop_batches_after(checkpoint, target)
+    if target < 0 and hop.reads_topic:  # where the first batch began: the next one starts afresh
+        checkpoint_log.drop_source_logs(checkpoint)
     if step.source_log_cut is not None:
         file_source_log.truncate_file_source(checkpoint, step.source_log_cut, lake.spec.source_log_compact_interval)
     if step.state_version is not None:

@@ -6,6 +6,7 @@ rollback would read again (:func:`replay_problems`)."""
 from __future__ import annotations
 
 import json
+import time
 
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem
@@ -33,22 +34,34 @@ def _consumer(connection: KafkaConnection):
 def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[int, tuple[int, int]]:
     """Per partition of ``topic``: the earliest offset the broker still holds and the end offset
     (one past the last record)."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException
 
     connection = connection or KafkaConnection.from_env()
     consumer = _consumer(connection)
+    deadline = time.monotonic() + TIMEOUT_S
     try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            raise TopicError(f"topic {topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
-                             "or fix the hop's `topic`")
-        return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-                for partition in sorted(metadata.partitions)}
-    except KafkaException as error:
-        raise TopicError(f"the Kafka brokers at {connection.bootstrap_servers} did not answer ({error.args[0]}): "
-                         "check that they run and the LAKEHOUSE_KAFKA_* settings") from None
+        while True:
+            try:
+                return _watermarks(consumer, topic, connection)
+            except KafkaException as error:
+                # A broker that has just started, or a partition whose leader moves, says so for a moment.
+                if not error.args[0].retriable() or time.monotonic() > deadline:
+                    raise TopicError(f"the Kafka brokers at {connection.bootstrap_servers} did not answer "
+                                     f"({error.args[0]}): check that they run and the LAKEHOUSE_KAFKA_* settings") from None
+                time.sleep(0.5)
     finally:
         consumer.close()
+
+
+def _watermarks(consumer, topic: str, connection: KafkaConnection) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import TopicPartition
+
+    metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        raise TopicError(f"topic {topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
+                         "or fix the hop's `topic`")
+    return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+            for partition in sorted(metadata.partitions)}
 
 
 def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnection | None = None) -> None:
@@ -178,14 +191,31 @@ def gone_before_read(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, int]]:
             if partition in marks and marks[partition][0] > read_to[partition]}
 
 
+def went_back(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, int | None]]:
+    """Per partition the hop has read that is gone, or whose end offset is now before the offset
+    the hop read up to (the topic was deleted and created again): ``(read up to, end or None)``."""
+    read_to = logged_offsets(lake, hop)
+    if read_to is None:
+        return {}
+    marks = watermarks(hop.topic)
+    return {partition: (read_to[partition], marks[partition][1] if partition in marks else None)
+            for partition in sorted(read_to) if partition not in marks or marks[partition][1] < read_to[partition]}
+
+
 def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
     """Refuse a run of the topic-fed ``hop`` that would meet records gone from the broker before it
-    read them, naming them and the ways on (:class:`TopicError`)."""
+    read them, or a topic whose offsets went back, naming them and the ways on (:class:`TopicError`)."""
+    start_over = f"`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 --replan`"
+    back = went_back(lake, hop)
+    if back:
+        where = ", ".join(f"partition {partition} {'is gone' if end is None else f'ends at {end}'}, read up to {read}"
+                          for partition, (read, end) in back.items())
+        raise TopicError(f"{hop.name}: topic {hop.topic} holds fewer records than the hop has read ({where}): it was "
+                         f"deleted and created again; start the hop over on the new topic ({start_over})")
     gone = gone_before_read(lake, hop)
     if gone:
         ranges = ", ".join(f"partition {partition} offsets {first}..{earliest - 1}"
                            for partition, (first, earliest) in gone.items())
         raise TopicError(f"{hop.name}: topic {hop.topic} no longer holds records the hop has not read yet ({ranges}): "
                          "backfill them from another copy of the records, or start the hop over from the earliest "
-                         f"record the broker holds (`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 "
-                         "--replan`)")
+                         f"record the broker holds ({start_over})")

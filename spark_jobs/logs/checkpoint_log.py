@@ -277,6 +277,13 @@ def drop_batches_after(checkpoint: str, batch_id: int) -> list[str]:
     return removed
 
 
+def drop_source_logs(checkpoint: str) -> None:
+    """Remove ``sources/``: what each source logged for itself (a file source's files, a Kafka
+    source's starting offsets), so a query that starts over starts from its own options."""
+    fs = filesystem(checkpoint)
+    remove_tree(fs, f"{checkpoint}/sources")
+
+
 def drop_leftovers(checkpoint: str) -> list[str]:
     """Remove from ``offsets/`` and ``commits/`` every file that is neither a batch's log file
     nor the ``.crc`` of one: what a write killed half-way leaves (Spark's ``.<n>.<uuid>.tmp``

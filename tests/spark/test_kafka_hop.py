@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+from collections import Counter
 
 import pytest
 import yaml
@@ -14,14 +16,14 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_jobs import service
-from spark_jobs.control import planner, topics
+from spark_jobs.control import planner, quarantine, topics
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.errors import LakehouseError, RollbackRefused
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import parse_time
-from testkit.expected import assert_tables_match_landing, delta_rows, topic_records
+from testkit.expected import assert_tables_match_landing, delta_rows, topic_records, valid_event
 from testkit.lakes import spec_copy
 from testkit.paths import EXAMPLES
 
@@ -64,6 +66,11 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
     _produce(2)
     service.run("ad_events", run_id="r2", progress=lambda line: None).raise_for_gate()
     _assert_lake_matches_topic(kafka, home)
+    held = quarantine.summary(lake, lake.spec.hop("bronze"))  # counted by partition, not by record
+    refused = [address for address, value in topic_records(kafka.connection().client_config(), TOPIC)
+               if not valid_event(value)]
+    assert held["rows"] == len(refused) > 0 and held["ingest_again"] == []
+    assert {each["value"]: each["rows"] for each in held["files"]} == Counter(a.rsplit("/", 1)[0] for a in refused)
     before = {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")}
 
     # Undo bronze's last batches and everything below, then run: the logged ranges are read again.
@@ -123,6 +130,21 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
                                              rf"\(partition {fresh} offsets {read_to[fresh]}\.\.{marks[fresh][1] - 1}\)"):
         service.run("ad_events", hop="bronze", progress=lambda line: None)
     assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == versions
+
+    # The topic deleted and created again: runs refuse until the hop starts over on the new topic.
+    admin.delete_topics([TOPIC])[TOPIC].result(30)
+    deadline = time.time() + 60
+    while TOPIC in admin.list_topics(timeout=10).topics:
+        assert time.time() < deadline, "the broker did not delete the topic"
+        time.sleep(0.5)
+    kafka.create_topic(TOPIC, 2)  # fewer partitions: where the old topic's first batch began is no start
+    _produce(3)
+    with pytest.raises(LakehouseError, match=f"topic {TOPIC} holds fewer records than the hop has read .* deleted and "
+                                             "created again"):
+        service.run("ad_events", hop="bronze", progress=lambda line: None)
+    service.rollback("ad_events", "bronze", to_batch=-1, replan=True, progress=lambda line: None)
+    service.run("ad_events", run_id="r4", progress=lambda line: None).raise_for_gate()
+    _assert_lake_matches_topic(kafka, home)  # the new topic's records, and nothing of the old one
 
 
 QUARANTINE = ("tables/quarantine/ad_events", "_source_file", "raw_line", "reason")
