@@ -53,7 +53,7 @@ run: setup
 # The production topology as processes on 127.0.0.1 (docker-compose.yaml's, without Docker): the
 # lake on the embedded S3 server, every Spark task on a standalone master with two workers.
 run-cluster: setup
-	$(PY) include/scripts/lakehouse_platform.py run --lake s3 --spark cluster
+	$(PY) include/scripts/lakehouse_platform.py run --lake s3 --spark cluster $(if $(SOURCE),--source $(SOURCE))
 
 # Stops a platform `make run` started (from another shell), or what one that was killed left.
 stop:
