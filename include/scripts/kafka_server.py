@@ -34,7 +34,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from metadata_db import free_port, serve, start_server, stop_process_groups
+from metadata_db import free_port, serve, start_server, stop_process_groups, write_private
 
 POM = Path(__file__).resolve().parents[1] / "kafka" / "pom.xml"
 HEAP = "-Xmx384m"
@@ -54,14 +54,6 @@ def broker_jars() -> list[Path]:
         return resolve(POM, cache_dir() / "kafka-broker", what="the Kafka broker's jars", drop_shipped=False)
     except SetupError as error:
         raise KafkaServerError(str(error)) from None
-
-
-def _private(path: Path, text: str) -> None:
-    """Write ``path`` readable by its owner only (a new file is never world-readable, even briefly)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
 
 
 class KafkaServer:
@@ -84,7 +76,7 @@ class KafkaServer:
                       "controller_port": config.get("controller_port") or free_port(),
                       "cluster_id": config.get("cluster_id") or base64.urlsafe_b64encode(uuid.uuid4().bytes)
                       .decode().rstrip("=")}
-            _private(path, json.dumps(config, indent=2))
+            write_private(path, json.dumps(config, indent=2))
         return config
 
     @property
@@ -132,7 +124,7 @@ class KafkaServer:
             "log.retention.check.interval.ms": "5000",
         }
         path = self.folder / "server.properties"
-        _private(path, "".join(f"{key}={value}\n" for key, value in lines.items()))
+        write_private(path, "".join(f"{key}={value}\n" for key, value in lines.items()))
         return path
 
     def _java(self, main: str, *args: str) -> list[str]:

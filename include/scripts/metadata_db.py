@@ -60,6 +60,14 @@ def stop_process_groups(processes: list[subprocess.Popen], grace_s: float = 20.0
             process.wait()
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable by its owner only (a new file is never world-readable, even briefly)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+
+
 def start_server(argv: list[str], log: Path, answers, *, stop_with_parent: bool, timeout_s: float,
                  failed: Exception) -> subprocess.Popen:
     """Start ``argv`` in its own process group in ``log``'s folder (its output appended to ``log``;

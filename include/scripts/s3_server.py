@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from metadata_db import free_port, serve, start_server, stop_process_groups
+from metadata_db import free_port, serve, start_server, stop_process_groups, write_private
 
 BUCKET = "lakehouse"
 REGION = "us-east-1"
@@ -59,14 +59,6 @@ def weed_binary() -> Path:
     return found
 
 
-def _private(path: Path, text: str) -> None:
-    """Write ``path`` readable by its owner only (a new file is never world-readable, even briefly)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-
-
 class S3Server:
     """A SeaweedFS S3 server whose data, credentials and log live in ``folder``."""
 
@@ -84,7 +76,7 @@ class S3Server:
             key_id, secret = self.given or ("LAKEHOUSE" + secrets.token_hex(6).upper(), secrets.token_urlsafe(30))
             identity = {"name": "lakehouse", "credentials": [{"accessKey": key_id, "secretKey": secret}],
                         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
-            _private(config, json.dumps({"identities": [identity]}, indent=2))
+            write_private(config, json.dumps({"identities": [identity]}, indent=2))
         identity = json.loads(config.read_text())["identities"][0]["credentials"][0]
         return identity["accessKey"], identity["secretKey"]
 
@@ -95,7 +87,7 @@ class S3Server:
         if not path.exists():
             sections = ("jwt.signing", "jwt.signing.read", "jwt.filer_signing", "jwt.filer_signing.read")
             text = "".join(f'[{name}]\nkey = "{secrets.token_hex(32)}"\n\n' for name in sections)
-            _private(path, text + "[access]\nui = false\n")
+            write_private(path, text + "[access]\nui = false\n")
         return folder
 
     @property

@@ -180,42 +180,26 @@ def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list
             "from the earliest record the broker holds (`--to-batch -1 --replan`)"]
 
 
-def gone_before_read(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, int]]:
-    """Per partition, the offsets ``[first, earliest)`` the hop has not read yet and the broker no
-    longer holds: a run would fail on them (``failOnDataLoss``) rather than skip them."""
-    read_to = logged_offsets(lake, hop)
-    if read_to is None:
-        return {}
-    marks = watermarks(hop.topic)
-    return {partition: (read_to[partition], marks[partition][0]) for partition in sorted(read_to)
-            if partition in marks and marks[partition][0] > read_to[partition]}
-
-
-def went_back(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, int | None]]:
-    """Per partition the hop has read that is gone, or whose end offset is now before the offset
-    the hop read up to (the topic was deleted and created again): ``(read up to, end or None)``."""
-    read_to = logged_offsets(lake, hop)
-    if read_to is None:
-        return {}
-    marks = watermarks(hop.topic)
-    return {partition: (read_to[partition], marks[partition][1] if partition in marks else None)
-            for partition in sorted(read_to) if partition not in marks or marks[partition][1] < read_to[partition]}
-
-
 def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
     """Refuse a run of the topic-fed ``hop`` that would meet records gone from the broker before it
-    read them, or a topic whose offsets went back, naming them and the ways on (:class:`TopicError`)."""
+    read them, or a topic whose offsets went back (deleted and created again), naming them and the
+    ways on (:class:`TopicError`). One question to the broker; nothing before the first batch."""
+    read_to = logged_offsets(lake, hop)
+    if read_to is None:
+        return
+    marks = watermarks(hop.topic)
     start_over = f"`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 --replan`"
-    back = went_back(lake, hop)
+    back = {partition: marks[partition][1] if partition in marks else None for partition in sorted(read_to)
+            if partition not in marks or marks[partition][1] < read_to[partition]}
     if back:
-        where = ", ".join(f"partition {partition} {'is gone' if end is None else f'ends at {end}'}, read up to {read}"
-                          for partition, (read, end) in back.items())
+        where = ", ".join(f"partition {partition} {'is gone' if end is None else f'ends at {end}'}, "
+                          f"read up to {read_to[partition]}" for partition, end in back.items())
         raise TopicError(f"{hop.name}: topic {hop.topic} holds fewer records than the hop has read ({where}): it was "
                          f"deleted and created again; start the hop over on the new topic ({start_over})")
-    gone = gone_before_read(lake, hop)
+    gone = [partition for partition in sorted(read_to) if marks[partition][0] > read_to[partition]]
     if gone:
-        ranges = ", ".join(f"partition {partition} offsets {first}..{earliest - 1}"
-                           for partition, (first, earliest) in gone.items())
+        ranges = ", ".join(f"partition {partition} offsets {read_to[partition]}..{marks[partition][0] - 1}"
+                           for partition in gone)
         raise TopicError(f"{hop.name}: topic {hop.topic} no longer holds records the hop has not read yet ({ranges}): "
                          "backfill them from another copy of the records, or start the hop over from the earliest "
                          f"record the broker holds ({start_over})")
