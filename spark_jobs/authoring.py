@@ -5,6 +5,8 @@ the manual's "Pipeline modules" reference), its transforms and its sample module
 
 - :data:`RESCUED` and :func:`rescued` in an ingest hop's parse: the fields of a JSON object the
   schema does not know, kept as JSON text in the ``_rescued`` column instead of dropped;
+- :func:`debezium_columns` in the parse of a change feed: a Debezium envelope's row, operation,
+  log position and time as flat columns, for a ``changes`` hop below;
 - :class:`SampleFiles` in a sample module whose pipeline has several sources: what its
   ``landing_files`` hook returns for ``lakehouse generate``;
 - :class:`UsageError`, the error to raise for a problem the user can fix (one line: what is
@@ -23,7 +25,7 @@ from spark_jobs.model.errors import UsageError
 
 RESCUED = "_rescued"
 
-__all__ = ["RESCUED", "SampleFiles", "UsageError", "files_in", "rescued", "write_text"]
+__all__ = ["RESCUED", "SampleFiles", "UsageError", "debezium_columns", "files_in", "rescued", "write_text"]
 
 
 def files_in(folder: str) -> list[str]:
@@ -43,3 +45,12 @@ def rescued(document, known: tuple[str, ...]):
     from spark_jobs.transforms.lineage import rescued as rescued_fields
 
     return rescued_fields(document, known)
+
+
+def debezium_columns(document, fields: dict[str, str]) -> list:
+    """The flat columns of a Debezium change event ``document`` (a variant ``Column``): each of
+    ``fields`` from ``after`` (``before`` for a delete), ``op``, ``lsn`` and ``changed_at``
+    (:func:`spark_jobs.transforms.changes.debezium_columns`)."""
+    from spark_jobs.transforms.changes import debezium_columns as columns
+
+    return columns(document, fields)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from spark_jobs.engine.sinks.append import AppendSink
+from spark_jobs.engine.sinks.changes import ChangesSink
 from spark_jobs.engine.sinks.ingest import IngestSink
 from spark_jobs.engine.sinks.merge import MergeSink
 from spark_jobs.engine.sources import KafkaTopic, LandingFiles, UpstreamTable, UpstreamTables
@@ -76,7 +77,8 @@ SOURCES = {kinds.LANDING: LandingFiles, kinds.TOPIC: KafkaTopic, kinds.TABLE: Up
            kinds.TABLES: UpstreamTables}
 
 
-SINKS = {"ingest": IngestSink, "append": AppendSink, "aggregate": MergeSink, "join": AppendSink}
+SINKS = {"ingest": IngestSink, "append": AppendSink, "aggregate": MergeSink, "join": AppendSink,
+         "changes": ChangesSink}
 
 
 def register_sink(kind: str, sink: type) -> None:

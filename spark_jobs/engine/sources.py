@@ -164,11 +164,15 @@ class UpstreamTable:
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """The rows of ``[start_ms, end_ms)``, of the table now or as of ``version``."""
+        frame = self.read_all(version)
+        return frame.where(range_predicate(frame, self.upstream.time_column, start_ms, end_ms))
+
+    def read_all(self, version: int | None = None):
+        """Every row of the table, now or as of ``version`` (a backfill's rows too)."""
         reader = self.run.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", int(version))
-        frame = reader.load(self.table)
-        return frame.where(range_predicate(frame, self.upstream.time_column, start_ms, end_ms))
+        return reader.load(self.table)
 
     def missing(self) -> str | None:
         """The upstream table's path while it does not exist yet (nothing to read)."""

@@ -30,6 +30,8 @@ class HopKind:
     :param keyed: its sink merges on ``keys``, which the spec must give.
     :param repairs_after_backfill: a run recomputes, after its stream, the ranges backfilled
         above it that its stream could not pair (a join), and the hops below it follow.
+    :param transform_optional: the engine does the hop's work, so the pipeline module may leave
+        its transform out (its rows are the upstream's as they are).
     """
 
     name: str
@@ -37,6 +39,7 @@ class HopKind:
     takes_unique: bool = False
     keyed: bool = False
     repairs_after_backfill: bool = False
+    transform_optional: bool = False
 
     @property
     def reads_landing(self) -> bool:
@@ -59,8 +62,10 @@ INGEST = HopKind("ingest", LANDING)
 APPEND = HopKind("append", TABLE, takes_unique=True)
 AGGREGATE = HopKind("aggregate", TABLE, keyed=True)
 JOIN = HopKind("join", TABLES, takes_unique=True, repairs_after_backfill=True)
+# A feed of changes applied in sequence order per key (spark_jobs/model/changes.py).
+CHANGES = HopKind("changes", TABLE, keyed=True, transform_optional=True)
 
-KINDS: dict[str, HopKind] = {kind.name: kind for kind in (INGEST, APPEND, AGGREGATE, JOIN)}
+KINDS: dict[str, HopKind] = {kind.name: kind for kind in (INGEST, APPEND, AGGREGATE, JOIN, CHANGES)}
 
 
 def kind_named(name: str, where: str = "") -> HopKind:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from spark_jobs.model.changes import ChangesSpec
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
@@ -55,6 +56,8 @@ class HopSpec:
     # ``spec.allowed_lateness``, and the window its MERGE recomputes and backfills by.
     window: str | None = None
     allowed_lateness: str | None = None
+    # A changes hop's rules (sequence, deletes, SCD type): spark_jobs/model/changes.py.
+    changes: ChangesSpec | None = None
 
     @property
     def upstream(self) -> str | None:
@@ -224,7 +227,18 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
+        changes=_changes(raw, kind, f"{source}: hop {raw['name']}"),
     )
+
+
+def _changes(raw: dict, kind: HopKind, subject: str) -> ChangesSpec | None:
+    """A changes hop's rules; its keys on another kind's hop are refused."""
+    if kind.name == "changes":
+        return ChangesSpec.from_raw(raw, subject)
+    given = [key.name for key in HOP_KEYS if key.kinds == "changes" and key.name in raw]
+    if given:
+        raise UsageError(f"{subject} (kind {kind.name}) has {given[0]}, which only a changes hop takes: remove it")
+    return None
 
 
 def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:

@@ -76,13 +76,13 @@ RETENTION_KEYS: tuple[Key, ...] = (
 HOP_KEYS: tuple[Key, ...] = (
     Key("name", TEXT, "the hop's name, unique in the spec; it names the checkpoint, the DAG tasks and the suite "
         "file", required=True),
-    Key("kind", TEXT, "`ingest`, `append`, `aggregate` or `join` ([Hops and kinds](../concepts/hops.md))",
+    Key("kind", TEXT, "`ingest`, `append`, `aggregate`, `join` or `changes` ([Hops and kinds](../concepts/hops.md))",
         required=True),
     Key("table", TEXT, "the hop's Delta table", required=True),
     Key("time_column", TEXT, "the event-time column a backfill's `[start, end)` applies to (epoch milliseconds "
         "or a timestamp)", required=True),
     Key("upstream", HOPS, "the hop above whose table it reads; a list of two or more for a join",
-        kinds="append, aggregate, join"),
+        kinds="append, aggregate, join, changes"),
     Key("landing", TEXT, "the hop's own landing folder (else the pipeline's `landing`)", kinds="ingest"),
     Key("topic", TEXT, "the Kafka topic the hop reads instead of a landing folder (brokers and login from the "
         "`LAKEHOUSE_KAFKA_*` settings; [Kafka](../guides/kafka.md))", kinds="ingest", example="`ad_events`"),
@@ -93,8 +93,24 @@ HOP_KEYS: tuple[Key, ...] = (
     Key("quarantine", TEXT, "the table of rows the hop refuses (invalid lines, or rows a `drop` rule takes out)",
         kinds="ingest, append"),
     Key("partition_by", COLUMNS, "the table's partition columns"),
-    Key("keys", COLUMNS, "the columns the MERGE matches on (the grouping keys and `window_start`)",
-        kinds="aggregate"),
+    Key("keys", COLUMNS, "the columns the MERGE matches on: an aggregate's grouping keys and `window_start`, "
+        "the columns that name a row of a change feed", kinds="aggregate, changes"),
+    Key("sequence_by", TEXT, "the column that orders the changes of one key (a number or a timestamp); a "
+        "change older than one applied never overwrites it ([Change data capture](../guides/changes.md))",
+        kinds="changes", example="`lsn`"),
+    Key("operation", TEXT, "the column that says whether a change is a delete (its values in `deletes`); "
+        "without it every change is an insert or an update", kinds="changes", example="`op`"),
+    Key("deletes", COLUMNS, "the `operation` values that mark a delete (default `[d, delete]`, Debezium's and "
+        "the spelled-out one)", kinds="changes", example="`[d, D]`"),
+    Key("except_columns", COLUMNS, "upstream columns the table leaves out (the operation column and the run's "
+        "lineage `_batch_id`, `_ingest_time` are left out always)", kinds="changes"),
+    Key("scd", COUNT, "`1`: the latest row of each live key; `2`: every version of each key with its validity "
+        "range", kinds="changes", example="`2`"),
+    Key("track_history", COLUMNS, "type 2: the columns whose change starts a new version (default: every value "
+        "column but the time column and lineage); a change of the others updates the current version",
+        kinds="changes"),
+    Key("validity", COLUMNS, "type 2: the names of the columns that hold each version's first sequence and "
+        "the sequence that ended it (null while current); default `[valid_from, valid_to]`", kinds="changes"),
     Key("unique", COLUMNS, "columns whose values the table holds once (a transform that drops resends): a batch "
         "leaves out rows whose key a backfill already wrote", kinds="append, join"),
     Key("window", DURATION, "this hop's event-time window (`spec.window` in its transform); else the "

@@ -44,7 +44,7 @@ class PipelineCode:
         """A :class:`UsageError` naming the module and the fix when a hop of ``spec`` has no
         transform, or an ingest hop no ``split_ingested``: before any query starts."""
         transforms = getattr(self.module, "TRANSFORMS", {})
-        missing = [hop.name for hop in spec.hops if hop.name not in transforms]
+        missing = [hop.name for hop in spec.hops if hop.name not in transforms and not hop.kind_of.transform_optional]
         if missing:
             raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {', '.join(missing)}: "
                              f"add `{missing[0]!r}: fn(frame, spec, inputs)` to it")
@@ -54,6 +54,8 @@ class PipelineCode:
 
     def transform(self, hop, frame, spec, inputs: dict):
         transforms = getattr(self.module, "TRANSFORMS", {})
+        if hop.name not in transforms and hop.kind_of.transform_optional:
+            return frame
         if hop.name not in transforms:
             raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {hop.name!r}: add it")
         return transforms[hop.name](frame, spec, inputs)

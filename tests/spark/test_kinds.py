@@ -34,7 +34,7 @@ def test_a_spec_names_only_declared_kinds(tmp_path):
     spec = tmp_path / "toy.yaml"
     spec.write_text("name: toy\nlanding: landing/toy\nhops:\n"
                     "  - {name: bronze, kind: copy, table: tables/toy, time_column: t}\n")
-    with pytest.raises(UsageError, match="hop bronze has kind 'copy': use one of ingest, append, aggregate, join$"):
+    with pytest.raises(UsageError, match="hop bronze has kind 'copy': use one of ingest, append, aggregate, join, changes$"):
         load_spec(spec)
 
 

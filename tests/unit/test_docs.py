@@ -55,9 +55,11 @@ def test_every_field_of_a_spec_is_a_declared_key():
     """What a spec can set is declared in spark_jobs/model/spec_keys.py, from which the spec
     reference's tables are generated (tests/unit/test_spec.py)."""
     from spark_jobs.model import spec
+    from spark_jobs.model.changes import ChangesSpec
     from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
 
-    hop_fields = {field.name for field in dataclasses.fields(spec.HopSpec)} - {"upstreams"} | {"upstream"}
+    hop_fields = {field.name for field in dataclasses.fields(spec.HopSpec)} - {"upstreams", "changes"} | {"upstream"}
+    hop_fields |= {field.name for field in dataclasses.fields(ChangesSpec)}  # a changes hop's, flat in the spec
     pipeline_fields = {field.name for field in dataclasses.fields(spec.PipelineSpec)} - {"source"}
     assert hop_fields == {key.name for key in HOP_KEYS}
     assert pipeline_fields == {key.name for key in PIPELINE_KEYS} - {"campaigns"}

@@ -1,0 +1,95 @@
+"""A ``changes`` hop's rules: how it reads a feed of changes and the table it keeps from them.
+
+A change is a row of the hop's upstream table: the key columns (``keys``), a sequence number
+(``sequence_by``) that orders the changes of one key, an optional operation column whose values
+in ``deletes`` mark deletes (any other value, or no operation column, is an insert or update),
+and the row's values. The hop keeps the latest row of each live key (``scd: 1``) or every
+version of each key with its validity range (``scd: 2``). Plain data; the engine applies the
+rules (:mod:`spark_jobs.engine.sinks.changes`), ``testkit/changes_model.py`` states them in
+plain Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_jobs.model.errors import UsageError
+
+# The lineage columns an ingest hop stamps that differ between a stream's and a backfill's copy
+# of the same change: never part of the table a changes hop keeps.
+RUN_COLUMNS = ("_batch_id", "_ingest_time")
+DELETES = ("d", "delete")
+VALIDITY = ("valid_from", "valid_to")
+
+
+@dataclass(frozen=True)
+class ChangesSpec:
+    """The keys of a ``changes`` hop beyond the ones every hop has."""
+
+    sequence_by: str
+    operation: str | None = None
+    deletes: tuple[str, ...] = DELETES
+    except_columns: tuple[str, ...] = ()
+    scd: int = 1
+    track_history: tuple[str, ...] = ()
+    validity: tuple[str, str] = VALIDITY
+
+    @classmethod
+    def from_raw(cls, raw: dict, subject: str) -> ChangesSpec:
+        """The rules of a hop's spec mapping (``subject`` names it in errors)."""
+        if not raw.get("sequence_by"):
+            raise UsageError(f"{subject} (kind changes) lacks sequence_by: add the column that orders each key's "
+                             "changes (`sequence_by: lsn`)")
+        if not raw.get("keys"):
+            raise UsageError(f"{subject} (kind changes) lacks keys: add the columns that name a row (`keys: [id]`)")
+        scd = raw.get("scd", 1)
+        if scd not in (1, 2):
+            raise UsageError(f"{subject} has scd {scd!r}: use 1 (the latest row of each key) or 2 (every version)")
+        validity = tuple(raw.get("validity") or VALIDITY)
+        if len(validity) != 2 or validity[0] == validity[1]:
+            raise UsageError(f"{subject} has validity {list(validity)!r}: name two columns, e.g. "
+                             f"`[{VALIDITY[0]}, {VALIDITY[1]}]`")
+        if scd == 1 and (raw.get("track_history") or raw.get("validity")):
+            raise UsageError(f"{subject} has track_history or validity, which only an `scd: 2` hop keeps: "
+                             "remove them or set `scd: 2`")
+        return cls(sequence_by=raw["sequence_by"], operation=raw.get("operation"),
+                   deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
+                   except_columns=tuple(raw.get("except_columns") or ()), scd=scd,
+                   track_history=tuple(raw.get("track_history") or ()), validity=validity)
+
+    def dropped(self) -> set[str]:
+        """The upstream columns the table leaves out."""
+        return set(RUN_COLUMNS) | set(self.except_columns) | ({self.operation} if self.operation else set())
+
+    def kept_columns(self, columns: list[str]) -> list[str]:
+        """The table's columns from the changes' ``columns`` (type 2 adds its validity columns)."""
+        kept = [name for name in columns if name not in self.dropped()]
+        return kept + list(self.validity) if self.scd == 2 else kept
+
+    def value_columns(self, columns: list[str], keys: tuple[str, ...]) -> list[str]:
+        """The kept columns that are neither a key nor the sequence, the ones that ``_`` starts
+        (lineage) last: the order in which two changes of one key and sequence are told apart."""
+        values = [name for name in columns if name not in self.dropped() and name not in keys
+                  and name != self.sequence_by]
+        return sorted(values, key=lambda name: name.startswith("_"))
+
+    def tracked_columns(self, columns: list[str], keys: tuple[str, ...], time_column: str) -> list[str]:
+        """The columns whose change starts a new version (type 2): ``track_history``, or every value
+        column but the time column and lineage."""
+        if self.track_history:
+            return list(self.track_history)
+        return [name for name in self.value_columns(columns, keys)
+                if name != time_column and not name.startswith("_")]
+
+    def check_columns(self, columns: list[str], keys: tuple[str, ...], subject: str) -> None:
+        """Refuse rules that name columns the changes do not have."""
+        named = [*keys, self.sequence_by, *([self.operation] if self.operation else []), *self.except_columns,
+                 *self.track_history]
+        absent = [name for name in named if name not in columns]
+        if absent:
+            raise UsageError(f"{subject}: the changes have no column {', '.join(map(repr, absent))} (they have "
+                             f"{', '.join(columns)}): fix the spec or the transform above it")
+        clash = [name for name in self.validity if name in columns and self.scd == 2]
+        if clash:
+            raise UsageError(f"{subject}: the changes already have a column {clash[0]!r}: name the validity "
+                             "columns differently (`validity: [from, to]`)")

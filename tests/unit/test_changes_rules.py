@@ -1,0 +1,76 @@
+"""A changes hop's spec keys (refused with the fix when wrong) and the plain-Python model of its
+rules on hand-picked feeds (the model that tests/spark/test_changes.py holds the engine to)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from spark_jobs.model.errors import UsageError
+from testkit.changes_model import Change, scd1, scd2
+
+pytestmark = pytest.mark.unit
+
+BRONZE = "  - {name: bronze, kind: ingest, table: t/b, time_column: at}\n"
+
+
+def load(tmp_path, hop: str):
+    from spark_jobs.model.spec import load_spec
+
+    path = tmp_path / "crm.yaml"
+    path.write_text("name: crm\nlanding: landing/crm\nhops:\n" + BRONZE + hop)
+    return load_spec(path)
+
+
+def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
+    spec = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+                          "sequence_by: lsn, operation: op, scd: 2}\n")
+    rules = spec.hop("c").changes
+    assert (rules.sequence_by, rules.operation, rules.deletes, rules.scd, rules.validity) == (
+        "lsn", "op", ("d", "delete"), 2, ("valid_from", "valid_to"))
+    columns = ["id", "name", "tier", "lsn", "at", "op", "_source_file", "_batch_id", "_ingest_time"]
+    assert rules.kept_columns(columns) == ["id", "name", "tier", "lsn", "at", "_source_file", "valid_from", "valid_to"]
+    assert rules.tracked_columns(columns, ("id",), "at") == ["name", "tier"]
+    assert spec.hop("bronze").changes is None
+
+
+@pytest.mark.parametrize("hop, message", [
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id]}",
+     "hop c (kind changes) lacks sequence_by: add the column"),
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, sequence_by: lsn}",
+     "hop c (kind changes) lacks keys: add the columns"),
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: lsn, scd: 3}",
+     "hop c has scd 3: use 1"),
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: lsn, "
+     "track_history: [tier]}", "hop c has track_history or validity, which only an `scd: 2` hop keeps"),
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: lsn, scd: 2, "
+     "validity: [v, v]}", "hop c has validity ['v', 'v']: name two columns"),
+    ("{name: c, kind: append, upstream: bronze, table: t/c, time_column: at, sequence_by: lsn}",
+     "hop c (kind append) has sequence_by, which only a changes hop takes: remove it"),
+    ("{name: c, kind: changes, table: t/c, time_column: at, keys: [id], sequence_by: lsn}",
+     "hop c (kind changes) reads a table: add `upstream"),
+], ids=["no-sequence", "no-keys", "scd-3", "history-on-1", "validity", "on-append", "no-upstream"])
+def test_a_wrong_changes_hop_is_refused_with_the_fix(tmp_path, hop, message):
+    with pytest.raises(UsageError, match=re.escape("crm.yaml: " + message)):
+        load(tmp_path, f"  - {hop}\n")
+
+
+def test_a_change_older_than_a_delete_does_not_bring_its_key_back_in_either_type():
+    feed = [Change("a", 1, "c", "Ada", "gold"), Change("a", 3, "d", "Ada", "gold"), Change("a", 2, "u", "Bo", "gold")]
+    assert scd1(feed) == []
+    assert [(row["name"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [("Bo", 1, 3)]
+
+
+def test_twins_of_one_sequence_count_once_a_delete_first_else_the_greatest_values():
+    assert scd1([Change("a", 1, "c", "Ada", "gold"), Change("a", 1, "d", "Ada", "gold")]) == []
+    assert [row["name"] for row in scd1([Change("a", 1, "c", None, "gold"), Change("a", 1, "c", "Ada", "gold"),
+                                         Change("a", 1, "u", "Ada", "gold")])] == ["Ada"]
+
+
+def test_a_late_change_splits_a_history_at_its_sequence_and_untracked_changes_stay_in_their_version():
+    feed = [Change("a", 1, "c", "Ada", "gold"), Change("a", 5, "u", "Ada", "silver"), Change("a", 2, "u", "Bo", "gold"),
+            Change("a", 3, "u", "Cy", "bronze")]
+    assert [(row["name"], row["tier"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [
+        ("Bo", "gold", 1, 3), ("Cy", "bronze", 3, 5), ("Ada", "silver", 5, None)]
+    assert [(row["name"], row["lsn"]) for row in scd1(feed)] == [("Ada", 5)]
