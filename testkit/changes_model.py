@@ -37,9 +37,13 @@ class Change:
     def changed_ms(self) -> int:
         return T0_MS + self.lsn * 1000
 
+    @property
+    def email(self) -> str | None:
+        return f"{self.name.lower()}.{self.key}@example.com" if self.name else None
+
     def line(self) -> str:
         """The change as a Debezium envelope (a delete's values in ``before``, the rest in ``after``)."""
-        row = {"customer_id": self.key, "name": self.name, "tier": self.tier}
+        row = {"customer_id": self.key, "name": self.name, "email": self.email, "tier": self.tier}
         before, after = (row, None) if self.op == "d" else (None, row)
         return json.dumps({"before": before, "after": after, "op": self.op, "ts_ms": self.changed_ms,
                            "source": {"lsn": self.lsn}})
@@ -86,7 +90,8 @@ def _unique(changes: list[Change]) -> list[Change]:
     best: dict[tuple, Change] = {}
 
     def rank(change: Change) -> tuple:
-        return (change.op == "d", *((value is not None, value or "") for value in (change.name, change.tier)))
+        values = (change.name, change.email, change.tier)
+        return (change.op == "d", *((value is not None, value or "") for value in values))
 
     for change in changes:
         key = (change.key, change.lsn)
@@ -96,8 +101,8 @@ def _unique(changes: list[Change]) -> list[Change]:
 
 
 def _row(change: Change) -> dict:
-    return {"customer_id": change.key, "name": change.name, "tier": change.tier, "lsn": change.lsn,
-            "changed_at": change.changed_at}
+    return {"customer_id": change.key, "name": change.name, "email": change.email, "tier": change.tier,
+            "lsn": change.lsn, "changed_at": change.changed_at}
 
 
 def scd1(changes: list[Change]) -> list[dict]:

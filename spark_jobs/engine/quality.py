@@ -259,7 +259,7 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     # A run that wrote no row has no increment to check: no Spark job (its commits' metrics say so).
     idle = found is None and not record.get("rows_out")
     frame = None if found or idle else increment(spark, table, change.get("version_before"),
-                                                 change.get("version_after"), tuple(hop.keys))
+                                                 change.get("version_after"), hop.table_keys)
     name = f"{record['run_id']}.{hop.name}"
     summary = {"suite": suite.get("name"), "run_id": record["run_id"], "hop": hop.name,
                "versions": [change.get("version_before"), change.get("version_after")], "rows": 0,

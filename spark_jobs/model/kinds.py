@@ -32,6 +32,8 @@ class HopKind:
         above it that its stream could not pair (a join), and the hops below it follow.
     :param transform_optional: the engine does the hop's work, so the pipeline module may leave
         its transform out (its rows are the upstream's as they are).
+    :param feeds_streams: a hop below can stream its table (its batches append rows; a table
+        whose batches rewrite rows in place cannot be streamed from yet).
     """
 
     name: str
@@ -40,6 +42,7 @@ class HopKind:
     keyed: bool = False
     repairs_after_backfill: bool = False
     transform_optional: bool = False
+    feeds_streams: bool = True
 
     @property
     def reads_landing(self) -> bool:
@@ -63,7 +66,7 @@ APPEND = HopKind("append", TABLE, takes_unique=True)
 AGGREGATE = HopKind("aggregate", TABLE, keyed=True)
 JOIN = HopKind("join", TABLES, takes_unique=True, repairs_after_backfill=True)
 # A feed of changes applied in sequence order per key (spark_jobs/model/changes.py).
-CHANGES = HopKind("changes", TABLE, keyed=True, transform_optional=True)
+CHANGES = HopKind("changes", TABLE, keyed=True, transform_optional=True, feeds_streams=False)
 
 KINDS: dict[str, HopKind] = {kind.name: kind for kind in (INGEST, APPEND, AGGREGATE, JOIN, CHANGES)}
 

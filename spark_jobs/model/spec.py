@@ -66,6 +66,14 @@ class HopSpec:
         return self.upstreams[0] if len(self.upstreams) == 1 else None
 
     @property
+    def table_keys(self) -> tuple[str, ...]:
+        """The columns that name one row of the hop's table when a MERGE keeps it: its ``keys``,
+        and for a type 2 history each version's first sequence too."""
+        if self.changes is not None and self.changes.scd == 2:
+            return (*self.keys, self.changes.validity[0])
+        return self.keys
+
+    @property
     def within_ms(self) -> int:
         return duration_ms(self.within) if self.within else 0
 
@@ -257,6 +265,11 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
             if upstream not in names[:index]:
                 where = "below it: hops run top to bottom, so list it above" if upstream in names else "not a hop of this spec"
                 raise UsageError(f"{path}: hop {hop.name} has upstream {upstream!r}, which is {where}")
+            above = hops[names.index(upstream)].kind_of
+            if not above.feeds_streams:
+                raise UsageError(f"{path}: hop {hop.name} reads {upstream!r}, a {above.name} hop, whose batches rewrite "
+                                 "rows in place: no hop can stream its table yet; read it in a transform as a static "
+                                 "input (STATIC_INPUTS) instead")
 
 
 def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:

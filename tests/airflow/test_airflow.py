@@ -61,7 +61,7 @@ def dagbag(tmp_path_factory):
 
 
 @pytest.mark.parametrize("dag_file, dag_ids", [
-    ("lakehouse_pipelines.py", {f"{name}__{kind}" for name in ("ad_events", "shop")
+    ("lakehouse_pipelines.py", {f"{name}__{kind}" for name in ("ad_events", "crm", "shop")
                                 for kind in ("stream", "backfill", "rollback", "refresh")}),
     ("lakehouse_spec_errors.py", set()),
 ], ids=["pipelines", "spec_errors"])  # a set's order differs per process: xdist needs stable ids

@@ -1,7 +1,8 @@
-"""A ``changes`` hop applies a Debezium feed (inserts, updates, deletes, re-inserts, resends,
-twins of one sequence, out-of-order arrival, late changes after a delete) as an SCD type 1
-table and a type 2 history; after every run, a rollback and its replay, and a backfill into an
-empty lake, both equal a plain-Python model of the rules (testkit/changes_model.py)."""
+"""The ``crm`` example's ``changes`` hops apply a Debezium feed (inserts, updates, deletes,
+re-inserts, resends, twins of one sequence, out-of-order arrival, late changes after a delete)
+as an SCD type 1 table and a type 2 history, with their quality gates; after every run, a
+rollback and its replay, and backfills, both equal a plain-Python model of the rules
+(testkit/changes_model.py)."""
 
 from __future__ import annotations
 
@@ -11,65 +12,11 @@ from pathlib import Path
 import pytest
 
 from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2
+from testkit.lakes import example_copy
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
 
-SPEC = """name: crm
-description: A customers table kept from its database's change feed.
-landing: landing/crm/customers
-shuffle_partitions: 2
-hops:
-  - name: bronze_customers
-    kind: ingest
-    table: tables/bronze/crm_customers
-    quarantine: tables/quarantine/crm_customers
-    time_column: changed_at
-  - name: customers
-    kind: changes
-    upstream: bronze_customers
-    table: tables/silver/crm_customers
-    time_column: changed_at
-    keys: [customer_id]
-    sequence_by: lsn
-    operation: op
-  - name: customers_history
-    kind: changes
-    upstream: bronze_customers
-    table: tables/silver/crm_customers_history
-    time_column: changed_at
-    keys: [customer_id]
-    sequence_by: lsn
-    operation: op
-    scd: 2
-    track_history: [tier]
-"""
-
-MODULE = '''
-from pyspark.sql import functions as F
-
-from spark_jobs.authoring import debezium_columns
-
-FIELDS = {"customer_id": "string", "name": "string", "tier": "string"}
-
-
-def parse(lines):
-    typed = lines.select("value", "_source_file", *debezium_columns(F.try_parse_json("value"), FIELDS))
-    bad = (F.col("customer_id").isNull() | F.col("lsn").isNull() | F.col("changed_at").isNull()
-           | ~F.coalesce(F.col("op").isin("c", "u", "d", "r"), F.lit(False)))
-    reason = F.when(bad, F.lit("not a change event of a customer"))
-    return typed.select(*FIELDS, "op", "lsn", "changed_at", "_source_file", reason.alias("reason"),
-                        F.when(reason.isNotNull(), F.col("value")).alias("raw_line"))
-
-
-TRANSFORMS = {"bronze_customers": lambda frame, spec, inputs: parse(frame)}
-
-
-def split_ingested(parsed):
-    return (parsed.where("reason IS NULL").drop("reason", "raw_line"),
-            parsed.where("reason IS NOT NULL").select("raw_line", "reason", "_source_file"))
-'''
-
-COLUMNS = ("customer_id", "name", "tier", "lsn", "changed_at")
+COLUMNS = ("customer_id", "name", "email", "tier", "lsn", "changed_at")
 
 
 def quiet(_line: str) -> None:
@@ -90,10 +37,7 @@ def tables(spark, home: Path) -> tuple[list[dict], list[dict]]:
 def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(spark, tmp_path, monkeypatch, seed):
     from spark_jobs import service
 
-    pipelines = tmp_path / "pipelines" / "crm"
-    pipelines.mkdir(parents=True)
-    (pipelines / "crm.yaml").write_text(SPEC)
-    (pipelines / "crm.py").write_text(MODULE)
+    example_copy(tmp_path / "pipelines", "crm")
     home = tmp_path / "lake"
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))

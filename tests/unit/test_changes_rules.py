@@ -4,6 +4,7 @@ rules on hand-picked feeds (the model that tests/spark/test_changes.py holds the
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,10 @@ def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
      "hop c (kind append) has sequence_by, which only a changes hop takes: remove it"),
     ("{name: c, kind: changes, table: t/c, time_column: at, keys: [id], sequence_by: lsn}",
      "hop c (kind changes) reads a table: add `upstream"),
-], ids=["no-sequence", "no-keys", "scd-3", "history-on-1", "validity", "on-append", "no-upstream"])
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: lsn}\n"
+     "  - {name: g, kind: append, upstream: c, table: t/g, time_column: at}",
+     "hop g reads 'c', a changes hop, whose batches rewrite rows in place: no hop can stream its table yet"),
+], ids=["no-sequence", "no-keys", "scd-3", "history-on-1", "validity", "on-append", "no-upstream", "below"])
 def test_a_wrong_changes_hop_is_refused_with_the_fix(tmp_path, hop, message):
     with pytest.raises(UsageError, match=re.escape("crm.yaml: " + message)):
         load(tmp_path, f"  - {hop}\n")
@@ -74,3 +78,20 @@ def test_a_late_change_splits_a_history_at_its_sequence_and_untracked_changes_st
     assert [(row["name"], row["tier"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [
         ("Bo", "gold", 1, 3), ("Cy", "bronze", 3, 5), ("Ada", "silver", 5, None)]
     assert [(row["name"], row["lsn"]) for row in scd1(feed)] == [("Ada", 5)]
+
+
+def test_the_crm_sample_writes_inserts_updates_deletes_and_late_changes_as_debezium_events(tmp_path, monkeypatch):
+    import json
+
+    from spark_jobs import service
+    from testkit.paths import EXAMPLES
+
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(EXAMPLES))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
+    result = service.generate("crm", 400, seed=5, start_ms=1_780_000_000_000, late_fraction=0.1)
+    events = [json.loads(line) for line in Path(result.files[0]).read_text().splitlines()]
+    assert {event["op"] for event in events} == {"c", "u", "d"}
+    assert all((event["before"] if event["op"] == "d" else event["after"])["customer_id"] for event in events)
+    positions = [event["source"]["lsn"] for event in events]
+    late = sum(1 for index, position in enumerate(positions) if position < max(positions[:index], default=0))
+    assert late == result.late_events > 0  # each late event arrives after a newer one

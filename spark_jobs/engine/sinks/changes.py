@@ -155,7 +155,7 @@ class ChangesSink:
                         writer = writer.partitionBy(*run.hop.partition_by)
                     writer.save(self.table)
                     return
-                match = list(keys) + ([self.rules.validity[0]] if self.rules.scd == 2 else [])
+                match = list(run.hop.table_keys)
                 target = DeltaTable.forPath(session, self.table)
                 current = target.toDF().join(changes.select(*keys).distinct(), on=list(keys), how="left_semi")
                 gone = current.join(rows.select(*match), on=match, how="left_anti")
