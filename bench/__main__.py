@@ -3,7 +3,8 @@
 Runs, in order: throughput (run vs plain PySpark vs backfill), the shop pipeline's run against
 its backfill, one file of half a million
 lines, the quality gates' share, rollback at two table sizes, gold's recount, the S3 lake against the
-local lake, ingest from a Kafka topic against a plain Structured Streaming script, the soak (in
+local lake, ingest from a Kafka topic against a plain Structured Streaming script, a change feed
+applied by the changes hop against a plain MERGE script, the soak (in
 this process, one warm JVM), then a 2-worker standalone cluster against
 local[2], Airflow's parse time, task overhead and nothing-new task, a nothing-new stream DAG run
 through ``make run``'s scheduler, and last the cost of always-on against run-once and the busy
@@ -27,6 +28,7 @@ from bench import (
     airflow_overhead,
     big_file,
     busy,
+    changes,
     charts,
     cluster,
     cost,
@@ -44,14 +46,14 @@ from bench.common import RESULTS, machine, write_json
 
 RUNS = RESULTS.parent / "runs"  # one JSON file per full run, kept in the repository
 
-PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "soak", "cluster",
+PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "changes", "soak", "cluster",
          "airflow", "scheduled", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
          "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
-         "shop_orders": 2_000, "kafka_events": 2_000}
+         "shop_orders": 2_000, "kafka_events": 2_000, "changes": 2_000, "change_keys": 200}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -69,6 +71,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--s3-events", type=int, default=200_000, help="s3: events in each lake")
     parser.add_argument("--cluster-events", type=int, default=200_000, help="cluster: events in the lake")
     parser.add_argument("--kafka-events", type=int, default=1_000_000, help="kafka: events produced to the topic")
+    parser.add_argument("--changes", type=int, default=1_000_000, help="changes: change events in the feed")
+    parser.add_argument("--change-keys", type=int, default=100_000, help="changes: keys the feed changes")
     parser.add_argument("--shop-orders", type=int, default=200_000, help="shop: orders in the landing files")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
@@ -157,6 +161,10 @@ def run(args: argparse.Namespace) -> dict:
     if "kafka" in args.only:
         _step(f"kafka: ingest of {args.kafka_events:,} events from a topic, run-once hop and a plain script x {args.repeats}")
         result["kafka"] = kafka.run(args.kafka_events, args.repeats, warm_up=not args.smoke)
+    if "changes" in args.only:
+        _step(f"changes: {args.changes:,} changes over {args.change_keys:,} keys, the changes hop and a plain MERGE "
+              f"script x {args.repeats}")
+        result["changes"] = changes.run(args.changes, args.change_keys, args.repeats, warm_up=not args.smoke)
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's and "
               f"{args.soak_kafka_steps} of the Kafka variant's")
@@ -188,6 +196,7 @@ SECTIONS = (("throughput", "Throughput: the same work three ways", throughput.ma
             ("gold_merge", "Gold's recount of changed windows against the state's count", gold_merge.markdown),
             ("s3", "The lake on S3 against the local lake", s3.markdown),
             ("kafka", "Ingest from a Kafka topic: the run-once hop against a plain script", kafka.markdown),
+            ("changes", "A change feed: the changes hop against a plain MERGE script", changes.markdown),
             ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
             ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
 

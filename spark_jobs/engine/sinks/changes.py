@@ -10,7 +10,9 @@ upstream table holds it: a late change older than a delete never brings its key 
 
 from __future__ import annotations
 
-from spark_jobs.engine.tables import table_exists
+from contextlib import contextmanager
+
+from spark_jobs.engine.tables import held, table_exists
 from spark_jobs.logs import checkpoint_log
 
 LIVE = "_change_live"  # on the MERGE's source rows: true for a row to keep, null for one to delete
@@ -25,31 +27,56 @@ def _is_delete(rules):
     return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.deletes), F.lit(False))
 
 
-def deduplicated(changes, rules, keys: tuple[str, ...]):
-    """One change per key and sequence: of several, a delete, else the greatest values (nulls
-    first), so the choice does not depend on arrival."""
-    from pyspark.sql import Window
+def _orderable(frame, names: list[str]) -> list[str]:
+    """The columns of ``names`` Spark can order by (not a map or a variant, nor anything holding one)."""
+    def plain(kind) -> bool:
+        name = kind.typeName()
+        if name in ("map", "variant"):
+            return False
+        if name == "struct":
+            return all(plain(field.dataType) for field in kind.fields)
+        return plain(kind.elementType) if name == "array" else True
+
+    return [name for name in names if plain(frame.schema[name].dataType)]
+
+
+def _greatest(frame, group: list[str], order: list[str], carried: list[str], more: dict | None = None):
+    """Per ``group``, the row with the greatest ``order`` columns (compared in turn, nulls first):
+    ``group``, ``carried`` and the aggregates ``more`` by name. A hash aggregate, no sort: the
+    max of one struct that leads with ``order`` when every column can be ordered, else Spark's
+    ``max_by``."""
     from pyspark.sql import functions as F
 
-    changes = changes.withColumn(_DELETE, _is_delete(rules))
-    values = rules.value_columns(changes.columns, keys)
-    order = [F.col(_DELETE).desc()]
-    for name in values:
-        order += [F.col(name).isNotNull().desc(), F.col(name).cast("string").desc()]
-    window = Window.partitionBy(*keys, rules.sequence_by).orderBy(*order)
-    return changes.withColumn("_change_rank", F.row_number().over(window)).where("_change_rank = 1").drop("_change_rank")
+    more = more or {}
+    fields = [*order, *[name for name in carried if name not in order]]
+    if len(_orderable(frame, fields)) == len(fields):
+        best = F.max(F.struct(*fields))
+    else:
+        best = F.max_by(F.struct(*carried), F.struct(*order))
+    picked = frame.groupBy(*group).agg(best.alias("_change_row"), *[column.alias(name) for name, column in more.items()])
+    return picked.select(*group, *[F.col(f"_change_row.{name}").alias(name) for name in carried], *more)
+
+
+def _marked(changes, rules):
+    return changes.withColumn(_DELETE, _is_delete(rules))
+
+
+def _tiebreak(changes, rules, keys: tuple[str, ...]) -> list[str]:
+    """What tells two changes of one key and sequence apart: a delete first, then the greatest
+    values column by column (nulls first), so the choice never depends on arrival."""
+    values = rules.value_columns([name for name in changes.columns if name != _DELETE], keys)
+    return [_DELETE, *_orderable(changes, values)]
 
 
 def latest_rows(changes, rules, keys: tuple[str, ...]):
-    """Type 1: each key's last change, unless it is a delete; the table's columns."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    """Type 1: each key's last change (by sequence, then :func:`_tiebreak`), unless it is a
+    delete; the table's columns."""
 
     kept = rules.kept_columns(changes.columns)
-    last = Window.partitionBy(*keys).orderBy(F.col(rules.sequence_by).desc())
-    unique = deduplicated(changes, rules, keys)
-    return (unique.withColumn("_change_rank", F.row_number().over(last))
-            .where(f"_change_rank = 1 AND NOT {_DELETE}").select(*kept))
+    changes = _marked(changes, rules)
+    carried = [name for name in kept if name not in keys] + [_DELETE]
+    order = [rules.sequence_by, *_tiebreak(changes, rules, keys)]
+    return _greatest(changes, list(keys), order, carried).where(f"NOT {_DELETE}").select(*kept)
 
 
 def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
@@ -60,10 +87,13 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
     from pyspark.sql import functions as F
 
     valid_from, valid_to = rules.validity
+    seq = rules.sequence_by
     kept = rules.kept_columns(changes.columns)
     tracked = rules.tracked_columns(changes.columns, keys, time_column)
-    order = Window.partitionBy(*keys).orderBy(rules.sequence_by)
-    unique = deduplicated(changes, rules, keys)
+    changes = _marked(changes, rules)
+    base = [name for name in kept if name not in (*keys, seq, valid_from, valid_to)]
+    unique = _greatest(changes, [*keys, seq], _tiebreak(changes, rules, keys), [*base, _DELETE])
+    order = Window.partitionBy(*keys).orderBy(seq)
     same = F.lit(True)
     for name in tracked:
         same = same & F.col(name).eqNullSafe(F.lag(name).over(order))
@@ -71,13 +101,10 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
     starts = ~F.col(_DELETE) & (previous_delete.isNull() | previous_delete | ~same)
     marked = (unique.withColumn(_START, starts.cast("int"))
               .withColumn(_VERSION, F.sum(_START).over(order.rowsBetween(Window.unboundedPreceding, 0)))
-              .withColumn(valid_to, F.lead(rules.sequence_by).over(order)))
-    versions = marked.where(f"NOT {_DELETE}")
-    newest_first = Window.partitionBy(*keys, _VERSION).orderBy(F.col(rules.sequence_by).desc())
-    whole = Window.partitionBy(*keys, _VERSION)
-    return (versions.withColumn(valid_from, F.min(rules.sequence_by).over(whole))
-            .withColumn("_change_rank", F.row_number().over(newest_first))
-            .where("_change_rank = 1").select(*kept))
+              .withColumn(valid_to, F.lead(seq).over(order))
+              .where(f"NOT {_DELETE}"))
+    versions = _greatest(marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: F.min(seq)})
+    return versions.select(*kept)
 
 
 class ChangesSink:
@@ -101,26 +128,23 @@ class ChangesSink:
         """Every upstream change of the keys in ``touched``, of the table now or as of ``version``."""
         run = self.run
         frame = run.code.transform(run.hop, run.source.read_all(version), run.spec, inputs)
-        return frame.join(touched.select(*self.keys).distinct(), on=list(self.keys), how="left_semi")
+        return frame.join(touched, on=list(self.keys), how="left_semi")
 
     def stream_writer(self, frame, query_id: str):
         run = self.run
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
 
         def apply_batch(batch, batch_id: int) -> None:
-            batch.persist()
-            try:
-                if batch.isEmpty():
-                    return
-                if self.saw_whole_upstream(batch_id):
-                    changes = batch
-                else:
-                    end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-                    version, _complete = checkpoint_log.delta_position(end)
-                    changes = self.changes_of(batch, inputs, version)
-                self.apply(changes, (query_id, batch_id))
-            finally:
-                batch.unpersist()
+            if batch.isEmpty():
+                return
+            touched = batch.select(*self.keys).distinct()
+            if self.saw_whole_upstream(batch_id):
+                changes = batch
+            else:
+                end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
+                version, _complete = checkpoint_log.delta_position(end)
+                changes = self.changes_of(touched, inputs, version)
+            self.apply(changes, touched, (query_id, batch_id))
 
         return frame.writeStream.foreachBatch(run.each_batch(apply_batch))
 
@@ -133,31 +157,31 @@ class ChangesSink:
         return (checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id)
                 and not (source.upstream.ingests and has_backfill_writes(source.table)))
 
-    def apply(self, changes, transaction: tuple[str, int] | None) -> None:
-        """MERGE the recomputed rows of the keys ``changes`` touch: a key's rows replaced by its
-        new ones, its rows that are no longer (deleted, or a version an earlier change split)
-        deleted. ``transaction``: the stream's (query id, batch id), so a batch commits once."""
+    def apply(self, changes, touched, transaction: tuple[str, int] | None) -> None:
+        """MERGE the recomputed rows of the keys ``touched`` (all their ``changes``): a key's rows
+        replaced by its new ones, its rows that are no longer (deleted, or a version a late change
+        split) deleted. ``transaction``: the stream's (query id, batch id), so a batch commits once."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        run, keys = self.run, self.keys
+        run = self.run
         session = changes.sparkSession
+        rows = self.rows(changes)
         with _transaction(session, transaction):
-            changes = changes.persist()
-            try:
-                rows = self.rows(changes)
-                run.fence()
-                if not table_exists(self.table) or DeltaTable.forPath(session, self.table).detail().first()["numFiles"] == 0:
-                    writer = rows.write.format("delta").mode("append")
-                    if transaction:
-                        writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
-                    if run.hop.partition_by:
-                        writer = writer.partitionBy(*run.hop.partition_by)
+            run.fence()
+            if not table_exists(self.table) or DeltaTable.forPath(session, self.table).detail().first()["numFiles"] == 0:
+                writer = rows.write.format("delta").mode("append")
+                if transaction:
+                    writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
+                if run.hop.partition_by:
+                    writer = writer.partitionBy(*run.hop.partition_by)
+                with _deletion_vectors(session):
                     writer.save(self.table)
-                    return
-                match = list(run.hop.table_keys)
-                target = DeltaTable.forPath(session, self.table)
-                current = target.toDF().join(changes.select(*keys).distinct(), on=list(keys), how="left_semi")
+                return
+            match = list(run.hop.table_keys)
+            target = DeltaTable.forPath(session, self.table)
+            with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
+                current = target.toDF().join(touched, on=list(self.keys), how="left_semi")
                 gone = current.join(rows.select(*match), on=match, how="left_anti")
                 source = rows.withColumn(LIVE, F.lit(True)).unionByName(
                     gone.withColumn(LIVE, F.lit(None).cast("boolean")))
@@ -166,16 +190,31 @@ class ChangesSink:
                 (target.alias("t").merge(source.alias("s"), condition)
                  .whenMatchedDelete(f"s.{LIVE} IS NULL").whenMatchedUpdate(set=columns)
                  .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns).execute())
-            finally:
-                changes.unpersist()
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
         return start_ms, end_ms
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Recompute every key a change of ``[start, end)`` touches, from all its changes."""
-        touched = self.run.transformed_range(start_ms, end_ms, inputs)
-        self.apply(self.changes_of(touched, inputs), None)
+        touched = self.run.transformed_range(start_ms, end_ms, inputs).select(*self.keys).distinct()
+        self.apply(self.changes_of(touched, inputs), touched, None)
+
+
+@contextmanager
+def _deletion_vectors(session):
+    """A table created in the block has deletion vectors: a MERGE that changes a few rows of a
+    file marks them deleted in a small side file instead of rewriting the file, so a batch that
+    touches 1% of the keys rewrites none of the table's files."""
+    name = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+    before = session.conf.get(name, None)
+    session.conf.set(name, "true")
+    try:
+        yield
+    finally:
+        if before is None:
+            session.conf.unset(name)
+        else:
+            session.conf.set(name, before)
 
 
 class _transaction:
