@@ -1,8 +1,8 @@
 """The ``crm`` example's ``changes`` hops apply a Debezium feed (inserts, updates, deletes,
 re-inserts, resends, twins of one sequence, out-of-order arrival, late changes after a delete)
-as an SCD type 1 table and a type 2 history, with their quality gates; after every run, a
-rollback and its replay, and backfills, both equal a plain-Python model of the rules
-(testkit/changes_model.py)."""
+as an SCD type 1 table and a type 2 history, with their quality gates; after every run (one of
+them SIGKILLed while the changes hops apply its batch, then run again), a rollback and its
+replay, and backfills, both equal a plain-Python model of the rules (testkit/changes_model.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2
 from testkit.lakes import example_copy
+from testkit.paths import killed_mid_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
 
@@ -45,13 +46,21 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     landing.mkdir(parents=True)
 
     arrival = feed(seed)
+    rng = random.Random(seed)
     arrived = 0
-    for number, size in enumerate(cuts(seed, len(arrival), 4)):
+    sizes = cuts(seed, len(arrival), 4)
+    for number, size in enumerate(sizes):
         lines = [change.line() for change in arrival[arrived:arrived + size]]
         if number == 1:
-            lines.insert(random.Random(seed).randrange(len(lines)), '{"op": "u", "after": {"name": "no key"}}')
+            lines.insert(rng.randrange(len(lines)), '{"op": "u", "after": {"name": "no key"}}')
         (landing / f"changes-{number:03d}.json").write_text("\n".join(lines) + "\n")
         arrived += size
+        if number == len(sizes) - 1:
+            # The last file's run is SIGKILLed while the changes hops apply it; the next run finishes it.
+            delay = rng.uniform(0.5, 4.0)
+            killed, _code, _out = killed_mid_run(["run", "crm"], delay,
+                                                 after=home / f"checkpoints/crm/bronze_customers/commits/{number}")
+            assert killed, f"the run ended within {delay:.1f} s of bronze's batch: not a mid-run kill"
         service.run("crm", progress=quiet).raise_for_gate()
         assert tables(spark, home) == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
     expected = (scd1(arrival), scd2(arrival))
