@@ -152,6 +152,14 @@ def run(args: argparse.Namespace) -> dict:
         _step(f"rollback: {args.rollback_events:,} and 10x events in {args.rollback_batches} batches x {args.repeats}")
         result["rollback"] = rollback.run(args.rollback_events, 10, args.repeats, RESULTS / "rollback.json",
                                           args.rollback_batches)
+    _comparisons(args, result)
+    _alone(args, result)
+    result["duration_s"] = round(time.time() - began, 1)
+    return result
+
+
+def _comparisons(args: argparse.Namespace, result: dict) -> None:
+    """The in-process parts after rollback: gold's recount, S3, Kafka, a change feed, the soak."""
     if "gold_merge" in args.only:
         _step(f"gold merge: recount against state count, {args.gold_events:,} events x {args.repeats}")
         result["gold_merge"] = gold_merge.run(args.gold_events, 2, args.repeats)
@@ -170,9 +178,6 @@ def run(args: argparse.Namespace) -> dict:
               f"{args.soak_kafka_steps} of the Kafka variant's")
         result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed, args.soak_shop_steps,
                                   args.soak_kafka_steps)
-    _alone(args, result)
-    result["duration_s"] = round(time.time() - began, 1)
-    return result
 
 
 def _failed(result: dict) -> list[str]:
