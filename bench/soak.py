@@ -4,7 +4,8 @@ rollbacks, backfills and SIGKILLs, each checked against the plain-Python model i
 Then the ``shop`` pipeline's model (``testkit/shop_model.py``: a graph of hops with a
 stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more, and the
 model's Kafka variant (bronze fed by a topic on a broker of its own per sequence, broker restarts
-among the steps) for ``kafka_steps`` more.
+among the steps) for ``kafka_steps`` more, and the ``crm`` example's change feed against its SCD 1
+and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m testkit.model --seed S --steps N``).
@@ -29,7 +30,8 @@ def _lake_environment():
     return environment_kept("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")
 
 
-def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0) -> dict:
+def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0,
+        changes_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
     from testkit.model import SOAK_REGRESSIONS, run_sequence
     from testkit.model_lake import ModelMismatch, write_spec
@@ -66,7 +68,33 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "refusals": dict(refusals), "settles": settles, "failures": failures,
             "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed),
-            "kafka": run_kafka(spark, kafka_steps, first_seed)}
+            "kafka": run_kafka(spark, kafka_steps, first_seed), "changes": run_changes(spark, changes_steps, first_seed)}
+
+
+def run_changes(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
+    """The crm example's change-feed sequences (a fresh lake each, the example's spec, code and suites)."""
+    from testkit.changes_run import run_sequence
+
+    began = time.time()
+    done, seeds, failures, operations = 0, [], [], Counter()
+    with _lake_environment():
+        os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")
+        os.environ.pop("LAKEHOUSE_QUALITY", None)
+        while done < steps:
+            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            home = Path(tempfile.mkdtemp(prefix=f"soak-changes-{seed}-")) / "lake"
+            os.environ["LAKEHOUSE_HOME"] = str(home)
+            try:
+                transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
+                operations.update(line.split(" ")[0] for line in transcript)
+            except AssertionError as error:
+                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
+            print(f"[soak] changes seed {seed}: {length} steps, {len(failures)} failures so far, "
+                  f"{time.time() - began:.0f} s", flush=True)
+            seeds.append(seed)
+            done += length
+    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
+            "failures": failures, "seconds": round(time.time() - began, 1)}
 
 
 def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
@@ -161,4 +189,13 @@ def markdown(result: dict) -> str:
                       f"topic's records: {kafka['settles']}. **Failures: {len(kafka['failures'])}**"]
         lines += [f"- kafka seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in kafka["failures"]]
+    changes = result.get("changes")
+    if changes and changes["steps"]:
+        operations = ", ".join(f"{name} {count}" for name, count in sorted(changes["operations"].items()))
+        lines += ["", f"crm (a change feed as SCD 1 and SCD 2 tables, `testkit/changes_run.py`): {changes['steps']} "
+                      f"random steps in {changes['sequences']} sequences (seeds "
+                      f"{', '.join(map(str, changes['seeds']))}), {changes['seconds'] / 60:.1f} min: {operations}; "
+                      f"both tables equal to the model after every run. **Failures: {len(changes['failures'])}**"]
+        lines += [f"- changes seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in changes["failures"]]
     return "\n".join(lines)

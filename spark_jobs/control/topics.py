@@ -45,12 +45,20 @@ def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[in
                 return _watermarks(consumer, topic, connection)
             except KafkaException as error:
                 # A broker that has just started, or a partition whose leader moves, says so for a moment.
-                if not error.args[0].retriable() or time.monotonic() > deadline:
+                if not _passing(error.args[0]) or time.monotonic() > deadline:
                     raise TopicError(f"the Kafka brokers at {connection.bootstrap_servers} did not answer "
                                      f"({error.args[0]}): check that they run and the LAKEHOUSE_KAFKA_* settings") from None
                 time.sleep(0.5)
     finally:
         consumer.close()
+
+
+def _passing(error) -> bool:
+    """Whether a Kafka error is one a moment later may not repeat: librdkafka's retriable ones, and
+    a partition whose leader is not yet elected or has just moved (which it does not flag so)."""
+    from confluent_kafka import KafkaError
+
+    return error.retriable() or error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 def _watermarks(consumer, topic: str, connection: KafkaConnection) -> dict[int, tuple[int, int]]:

@@ -6,10 +6,11 @@ a restart that keeps the records, the port and the login."""
 from __future__ import annotations
 
 import stat
+import time
 
 import psutil
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_server import KafkaServer  # include/scripts (tests/conftest.py puts it on the path)
 
@@ -19,9 +20,19 @@ QUIET = {"log_level": 0}
 
 
 def _end_offsets(config: dict, topic: str, partitions: int) -> list[int]:
+    """Each partition's end offset; a broker that has just started may say for a moment that it is
+    not yet the leader of a partition (a retriable error), so the probe asks again for up to 30 s."""
     consumer = Consumer({**config, **QUIET, "group.id": "probe", "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+        while True:
+            try:
+                return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+            except KafkaException as error:
+                moving = error.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+                if not (error.args[0].retriable() or moving) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 
