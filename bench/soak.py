@@ -75,26 +75,7 @@ def run_changes(spark, steps: int, first_seed: int, sequence_steps: int = 20) ->
     """The crm example's change-feed sequences (a fresh lake each, the example's spec, code and suites)."""
     from testkit.changes_run import run_sequence
 
-    began = time.time()
-    done, seeds, failures, operations = 0, [], [], Counter()
-    with _lake_environment():
-        os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")
-        os.environ.pop("LAKEHOUSE_QUALITY", None)
-        while done < steps:
-            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
-            home = Path(tempfile.mkdtemp(prefix=f"soak-changes-{seed}-")) / "lake"
-            os.environ["LAKEHOUSE_HOME"] = str(home)
-            try:
-                transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
-                operations.update(line.split(" ")[0] for line in transcript)
-            except AssertionError as error:
-                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] changes seed {seed}: {length} steps, {len(failures)} failures so far, "
-                  f"{time.time() - began:.0f} s", flush=True)
-            seeds.append(seed)
-            done += length
-    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "failures": failures, "seconds": round(time.time() - began, 1)}
+    return _example_sequences(spark, "changes", run_sequence, steps, lambda count: first_seed + count, sequence_steps)
 
 
 def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
@@ -138,23 +119,32 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
     :data:`SHOP_REGRESSIONS` first, then seeds from ``first_seed`` on."""
     from testkit.shop_model import run_sequence
 
+    def seed_at(count: int) -> int:
+        fresh = [seed for seed in range(first_seed, first_seed + count + 2) if seed not in SHOP_REGRESSIONS]
+        return [*SHOP_REGRESSIONS, *fresh][count]
+
+    return _example_sequences(spark, "shop", run_sequence, steps, seed_at, sequence_steps)
+
+
+def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, sequence_steps: int) -> dict:
+    """``steps`` random steps of an example's model (``run_sequence(spark, home, seed, steps)``) in
+    sequences of ``sequence_steps``, each on a fresh lake with the example's spec, code and suites;
+    the ``count``-th sequence's seed is ``seed_at(count)``."""
     began = time.time()
     done, seeds, failures, operations = 0, [], [], Counter()
     with _lake_environment():
-        os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")  # the example's spec, code and suites
+        os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")
         os.environ.pop("LAKEHOUSE_QUALITY", None)
         while done < steps:
-            fresh = [seed for seed in range(first_seed, first_seed + len(seeds) + 2) if seed not in SHOP_REGRESSIONS]
-            planned = [*SHOP_REGRESSIONS, *fresh]
-            seed, length = planned[len(seeds)], min(sequence_steps, steps - done)
-            home = Path(tempfile.mkdtemp(prefix=f"soak-shop-{seed}-")) / "lake"
+            seed, length = seed_at(len(seeds)), min(sequence_steps, steps - done)
+            home = Path(tempfile.mkdtemp(prefix=f"soak-{label}-{seed}-")) / "lake"
             os.environ["LAKEHOUSE_HOME"] = str(home)
             try:
                 transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
                 operations.update(line.split(" ")[0] for line in transcript)
             except AssertionError as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] shop seed {seed}: {length} steps, {len(failures)} failures so far, "
+            print(f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
                   f"{time.time() - began:.0f} s", flush=True)
             seeds.append(seed)
             done += length

@@ -21,8 +21,6 @@ folder each time); ``tests/spark/test_shop.py`` and the benchmark suite's soak c
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import random
 import sys
@@ -32,7 +30,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from testkit.paths import killed_mid_run
+from testkit.sequences import RandomSequence
 
 NAME = "shop"
 HOUR_MS = 3_600_000
@@ -161,37 +159,20 @@ def _covered(hop: str, start: str, end: str, backfills: list[dict]) -> bool:
                for each in backfills)
 
 
-def _tree(home: Path) -> dict[str, tuple]:
-    """Every file under the tables and checkpoints with its size: what a refused operation must not change."""
-    return {str(path.relative_to(home)): (path.stat().st_size,) for folder in ("tables", "checkpoints")
-            for path in sorted((home / folder).rglob("*")) if path.is_file()}
+class _Sequence(RandomSequence):
+    """One random sequence of shop's lake: hours of orders and their payments landed, the model's
+    tables from them."""
 
-
-def _cli(argv: list[str]) -> tuple[int, str, str]:
-    from spark_jobs.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    if code not in (0, 2):
-        raise AssertionError(f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}")
-    return code, out.getvalue(), err.getvalue()
-
-
-class _Sequence:
-    """One random sequence's lake, landings, random source and transcript."""
+    name, hops = NAME, HOPS
 
     def __init__(self, spark, home: Path, seed: int, log):
-        self.spark, self.home, self.seed, self.log = spark, home, seed, log
-        self.rng = random.Random(seed)
+        super().__init__(spark, home, seed, log)
         self.landing = Landing(home, seed)
-        self.transcript: list[str] = []
         self.hour, self.later = 0, []
-        self.owed: set[tuple[str, str, str]] = set()  # (hop, start, end) to backfill again after the next run
 
-    def note(self, text: str) -> None:
-        self.transcript.append(text)
-        self.log(f"[shop seed {self.seed}] {len(self.transcript)}. {text}")
+    @property
+    def landed_any(self) -> bool:
+        return self.hour > 0
 
     def check(self) -> None:
         assert_tables(self.spark, self.home, self.landing.expected(), " after: " + "; ".join(self.transcript))
@@ -205,27 +186,13 @@ class _Sequence:
         self.note(f"land hour {self.hour} ({len(self.later)} payments held back)")
         self.hour += 1
 
-    def run(self) -> None:
-        code, _out, err = _cli(["run", NAME])
-        assert code == 0, err[-2000:]
-        self.pay_debts()
-        self.check()
-
-    def pay_debts(self) -> None:
-        """The backfills the rollbacks' plans asked for, each hop's before those of the hops below."""
-        for hop, start, end in sorted(self.owed, key=lambda debt: (HOPS.index(debt[0]), debt[1:])):
-            code, _out, err = _cli(["backfill", NAME, "--hop", hop, "--start", start, "--end", end])
-            assert code == 0, f"the backfill a rollback's plan asked for was refused: {err[-1000:]}"
-            self.note(f"backfill again {hop} {start} .. {end}")
-        self.owed.clear()
-
     def note_plan(self, out: str) -> None:
-        """What a rollback's plan (its --json output) says to backfill again after the next run."""
+        """The plan's backfills, each covering its step's ranges at its hop and every hop below."""
         plan = json.loads(out)["plan"]
-        for step in plan["hops"]:  # the list covers each step's ranges at its hop and every hop below
+        for step in plan["hops"]:
             for start, end in step["rebackfill"]:
                 assert all(_covered(hop, start, end, plan["backfills"]) for hop in (step["hop"], *BELOW[step["hop"]]))
-        self.owed.update((each["hop"], each["start"], each["end"]) for each in plan["backfills"])
+        super().note_plan(out)
 
     def backfill(self) -> None:
         """Every hop over whole landed hours, often with the hour after (where their late payments
@@ -234,62 +201,7 @@ class _Sequence:
         first = self.rng.randrange(self.hour)
         last = self.rng.randrange(first, self.hour) + self.rng.choice((1, 2))  # the end, exclusive
         start, end = (iso(START_MS + hour * HOUR_MS)[:-1] for hour in (first, last))
-        before = _tree(self.home)
-        code, _out, err = _cli(["backfill", NAME, "--start", start, "--end", end])
-        self.note(f"backfill {start} .. {end}" + (" (refused)" if code else ""))
-        if code:
-            assert _tree(self.home) == before, f"a refused backfill changed files: {err[-500:]}"
-
-    def kill(self, argv: list[str]) -> None:
-        """``argv`` SIGKILLed at a random moment (its process group: the CLI and its JVM), then
-        the same command again to completion (a crashed rollback finishes, a run replays)."""
-        delay = self.rng.uniform(2, 20)
-        killed, code, first_out = killed_mid_run(argv, delay)
-        again, out, err = _cli(argv)
-        self.note(f"{' '.join(argv[:4])} {'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
-                  f"again: exit {again}")
-        if argv[0] == "rollback":
-            for done, text in ((not killed and code == 0, first_out), (again == 0, out)):
-                if done:
-                    self.note_plan(text)
-        if argv[0] == "run":
-            assert again == 0, err[-2000:]
-            self.pay_debts()
-            self.check()
-
-    def rollback(self, hop: str, batches: list[int], killing: bool) -> None:
-        """Back to a random batch the hop still holds (or its start); a refusal changes nothing."""
-        target = self.rng.choice([-1, *batches[:-1]]) if len(batches) > 1 or self.rng.random() < 0.5 else -1
-        argv = ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"]
-        if killing:
-            self.kill(argv)
-            return
-        before = _tree(self.home)
-        code, out, err = _cli(argv)
-        self.note(f"rollback {hop} --to-batch {target}" + (" (refused)" if code else ""))
-        if code:
-            assert _tree(self.home) == before, f"a refused rollback changed files: {err[-500:]}"
-        else:
-            self.note_plan(out)
-
-    def step(self) -> None:
-        from spark_jobs.logs import checkpoint_log
-
-        operation = self.rng.choices(("land", "run", "rollback", "kill", "backfill"), (0.35, 0.25, 0.2, 0.1, 0.1))[0]
-        if operation == "land" or self.hour == 0:
-            self.land()
-        elif operation == "backfill":
-            self.backfill()
-        elif operation == "run":
-            self.note("run")
-            self.run()
-        else:
-            hop = self.rng.choice(HOPS)
-            batches = checkpoint_log.commit_batch_ids(str(self.home / f"checkpoints/{NAME}/{hop}"))
-            if operation == "kill" and (not batches or self.rng.random() < 0.7):
-                self.kill(["run", NAME])
-            elif batches:
-                self.rollback(hop, batches, killing=operation == "kill")
+        self.refused_changes_nothing(["backfill", NAME, "--start", start, "--end", end], f"backfill {start} .. {end}")
 
 
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:

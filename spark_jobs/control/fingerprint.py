@@ -33,6 +33,8 @@ from spark_jobs.logs.fs import filesystem, read_json, write_json
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
+# A changes hop's "state": the rules its table was built by (spark_jobs/model/changes.py).
+CHANGE_RULES = "change rules"
 STATEFUL = ("Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join", "FlatMapGroupsWithState",
             "TransformWithState", "FlatMapGroupsInPandasWithState")
 _NODE = re.compile(r"^(?P<indent>[\s:|+\-]*?)~?(?P<name>[A-Za-z]+)\b")
@@ -121,6 +123,10 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
     params = json.dumps({"kind": hop.kind, "upstreams": hop.upstreams, "keys": hop.keys, "within": hop.within,
                          "time_column": hop.time_column}, sort_keys=True)
     state, names = state_part(lines)
+    if hop.changes is not None:
+        # A changes hop's table is what its rules built, as a state is: other rules cannot go on with it.
+        params += "\n" + json.dumps(asdict(hop.changes), sort_keys=True)
+        names = (*names, CHANGE_RULES)
     return Fingerprint(
         code=code_hash,
         query=_digest(params + "\n" + "\n".join(lines)),
@@ -163,10 +169,13 @@ def change(old: Fingerprint | None, new: Fingerprint) -> str:
 
 def refusal(lake: Lake, hop: HopSpec, old: Fingerprint, new: Fingerprint) -> str:
     """One line: what changed and the command that fixes it."""
-    what = (f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> {', '.join(new.stateful) or 'none'})"
-            if old.stateful != new.stateful else
-            f"what its state ({', '.join(new.stateful)}) was built by changed: a key, a window, a condition or a "
-            "filter before it")
+    if old.stateful != new.stateful:
+        what = f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> {', '.join(new.stateful) or 'none'})"
+    elif new.stateful == (CHANGE_RULES,):
+        what = "its table was built by other change rules (keys, sequence_by, operation, deletes, columns or SCD type)"
+    else:
+        what = (f"what its state ({', '.join(new.stateful)}) was built by changed: a key, a window, a condition or a "
+                "filter before it")
     return (f"hop {hop.name}'s query changed since its checkpoint was written and {what}, so the checkpoint cannot "
             f"go on with the new code: recompute with it with `lakehouse refresh {lake.spec.name} --hop {hop.name}` "
             "(from the start, or --from TIME to keep what was written before then; the hops below follow), "

@@ -7,36 +7,24 @@ replay, and backfills, both equal a plain-Python model of the rules (testkit/cha
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
 from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2
+from testkit.changes_run import tables
 from testkit.lakes import example_copy
 from testkit.paths import killed_mid_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.quality]
 
-COLUMNS = ("customer_id", "name", "email", "tier", "lsn", "changed_at")
-
-
 def quiet(_line: str) -> None:
     pass
-
-
-def tables(spark, home: Path) -> tuple[list[dict], list[dict]]:
-    def rows(relative: str, columns: tuple[str, ...], order: tuple[str, ...]) -> list[dict]:
-        frame = spark.read.format("delta").load(str(home / relative))
-        return [row.asDict() for row in frame.select(*columns).orderBy(*order).collect()]
-
-    return (rows("tables/silver/crm_customers", COLUMNS, ("customer_id",)),
-            rows("tables/silver/crm_customers_history", (*COLUMNS, "valid_from", "valid_to"),
-                 ("customer_id", "valid_from")))
 
 
 @pytest.mark.parametrize("seed", [3], ids=lambda seed: f"seed{seed}")
 def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(spark, tmp_path, monkeypatch, seed):
     from spark_jobs import service
+    from spark_jobs.model.errors import CodeChanged
 
     example_copy(tmp_path / "pipelines", "crm")
     home = tmp_path / "lake"
@@ -76,6 +64,14 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     middle = T0_MS + len(arrival) // 3 * 1000
     service.backfill("crm", middle, middle + 20_000, progress=quiet)
     assert tables(spark, home) == expected
+
+    # Other rules cannot go on with a table the old ones built: refused before any query, naming refresh.
+    spec = tmp_path / "pipelines" / "crm" / "crm.yaml"
+    rules = spec.read_text()
+    spec.write_text(rules.replace("track_history: [tier]", "track_history: [tier, name]"))
+    with pytest.raises(CodeChanged, match="customers_history's query changed .* other change rules"):
+        service.run("crm", progress=quiet)
+    spec.write_text(rules)
 
     # A backfill into an empty lake over the same files gives the same tables.
     fresh = tmp_path / "fresh"

@@ -95,3 +95,25 @@ def test_the_crm_sample_writes_inserts_updates_deletes_and_late_changes_as_debez
     positions = [event["source"]["lsn"] for event in events]
     late = sum(1 for index, position in enumerate(positions) if position < max(positions[:index], default=0))
     assert late == result.late_events > 0  # each late event arrives after a newer one
+
+
+def test_other_change_rules_are_an_incompatible_code_change_and_another_filter_is_not(tmp_path):
+    """A changes hop's table is what its rules built: new rules cannot go on with it (refresh),
+    while a change of its query alone (a filter in its transform) can."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from spark_jobs.control import fingerprint
+
+    hop = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+                         "sequence_by: lsn, operation: op}\n").hop("c")
+    plan = "Project [id#1, lsn#2]\n+- StreamingRelation delta, [id#1, lsn#2]"
+    filtered = "Project [id#1, lsn#2]\n+- Filter (lsn#2 > 0)\n   +- StreamingRelation delta, [id#1, lsn#2]"
+    before = fingerprint.of_plan(plan, hop, "code-1")
+    assert fingerprint.change(before, fingerprint.of_plan(filtered, hop, "code-2")) == "compatible"
+    for rules in ({"scd": 2}, {"sequence_by": "ts"}, {"deletes": ("D",)}, {"except_columns": ("note",)}):
+        other = replace(hop, changes=replace(hop.changes, **rules))
+        assert fingerprint.change(before, fingerprint.of_plan(plan, other, "code-2")) == "incompatible", rules
+    lake = SimpleNamespace(spec=SimpleNamespace(name="crm"))  # the refusal reads the pipeline's name only
+    assert fingerprint.refusal(lake, other, before, fingerprint.of_plan(plan, other, "code-2")).startswith(
+        "hop c's query changed since its checkpoint was written and its table was built by other change rules")
