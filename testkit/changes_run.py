@@ -14,13 +14,11 @@ soak calls :func:`run_sequence`.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 from testkit.changes_model import T0_MS, feed, scd1, scd2
-from testkit.sequences import RandomSequence
+from testkit.sequences import RandomSequence, main
 
 NAME = "crm"
 HOPS = ("bronze_customers", "customers", "customers_history")
@@ -89,32 +87,8 @@ def _iso(ms: int) -> str:
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
     """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``, the example's
     pipeline in ``$LAKEHOUSE_PIPELINES``), checked after each run, and a final run; the transcript."""
-    sequence = Sequence(spark, home, seed, log)
-    for _ in range(steps):
-        sequence.step()
-    sequence.note("final run")
-    sequence.run()
-    return sequence.transcript
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args(argv)
-    import os
-
-    from spark_jobs.engine.session import build_session
-    from testkit.paths import EXAMPLES
-
-    home = Path(tempfile.mkdtemp(prefix="crm-model-")) / "lake"
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    os.environ["LAKEHOUSE_PIPELINES"] = str(EXAMPLES)
-    os.environ.pop("LAKEHOUSE_QUALITY", None)
-    run_sequence(build_session("crm-model"), home, args.seed, args.steps)
-    print(f"seed {args.seed}: {args.steps} steps, both tables equal to the model after every run ({home})")
-    return 0
+    return Sequence(spark, home, seed, log).play(steps)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(run_sequence, __doc__.splitlines()[0]))

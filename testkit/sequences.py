@@ -5,10 +5,13 @@ for, and the transcript that names a failing sequence."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
+import os
 import random
+import tempfile
 from pathlib import Path
 
 from testkit.paths import killed_mid_run
@@ -120,6 +123,19 @@ class RandomSequence:
         if not code:
             self.note_plan(out)
 
+    def before_final_run(self) -> None:
+        """What lands before the final run (nothing, unless a subclass holds something back)."""
+
+    def play(self, steps: int) -> list[str]:
+        """``steps`` random operations, checked after each run, and a final run; the transcript
+        (to keep a failing sequence as a regression case)."""
+        for _ in range(steps):
+            self.step()
+        self.before_final_run()
+        self.note("final run")
+        self.run()
+        return self.transcript
+
     def step(self) -> None:
         from spark_jobs.logs import checkpoint_log
 
@@ -138,3 +154,22 @@ class RandomSequence:
                 self.kill(["run", self.name])
             elif batches:
                 self.rollback(hop, batches, killing=operation == "kill")
+
+
+def main(run_sequence, description: str, argv: list[str] | None = None) -> int:
+    """``python -m testkit.<model> --seed S --steps N``: one sequence on a new lake, the examples'
+    pipelines unless ``$LAKEHOUSE_PIPELINES`` names others, their suites on."""
+    from spark_jobs.engine.session import build_session
+    from testkit.paths import EXAMPLES
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    home = Path(tempfile.mkdtemp(prefix="model-")) / "lake"
+    os.environ["LAKEHOUSE_HOME"] = str(home)
+    os.environ.setdefault("LAKEHOUSE_PIPELINES", str(EXAMPLES))
+    os.environ.pop("LAKEHOUSE_QUALITY", None)
+    run_sequence(build_session("model"), home, args.seed, args.steps)
+    print(f"seed {args.seed}: {args.steps} steps, every table equal to the model after every run ({home})")
+    return 0

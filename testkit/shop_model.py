@@ -20,17 +20,15 @@ folder each time); ``tests/spark/test_shop.py`` and the benchmark suite's soak c
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-import tempfile
 from collections import Counter
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from testkit.sequences import RandomSequence
+from testkit.sequences import RandomSequence, main
 
 NAME = "shop"
 HOUR_MS = 3_600_000
@@ -194,6 +192,9 @@ class _Sequence(RandomSequence):
                 assert all(_covered(hop, start, end, plan["backfills"]) for hop in (step["hop"], *BELOW[step["hop"]]))
         super().note_plan(out)
 
+    def before_final_run(self) -> None:
+        self.landing.pay(self.later)
+
     def backfill(self) -> None:
         """Every hop over whole landed hours, often with the hour after (where their late payments
         fall; without it the join's backfill needs payments beyond the range's end); a refusal (a
@@ -207,30 +208,8 @@ class _Sequence(RandomSequence):
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
     """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``), checked after each
     run, and a final run; the transcript (to keep a failing sequence as a regression case)."""
-    sequence = _Sequence(spark, home, seed, log)
-    for _ in range(steps):
-        sequence.step()
-    sequence.landing.pay(sequence.later)
-    sequence.note("final run")
-    sequence.run()
-    return sequence.transcript
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args(argv)
-    import os
-
-    from spark_jobs.engine.session import build_session
-
-    home = Path(tempfile.mkdtemp(prefix="shop-model-")) / "lake"
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    run_sequence(build_session("shop-model"), home, args.seed, args.steps)
-    print(f"seed {args.seed}: {args.steps} steps, every table equal to the landing files after every run ({home})")
-    return 0
+    return _Sequence(spark, home, seed, log).play(steps)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(run_sequence, __doc__.splitlines()[0]))
