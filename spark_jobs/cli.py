@@ -53,7 +53,7 @@ def cmd_setup(args) -> int:
 
 
 def cmd_new(args) -> int:
-    result = service.new(args.pipeline)
+    result = service.new(args.pipeline, args.format)
     name = result.name
     _emit(args, {"pipeline": name, "files": result.files},
           f"wrote pipeline {name}:\n" + "".join(f"  {path}\n" for path in result.files)
@@ -204,8 +204,11 @@ def _add_writers(commands) -> None:
     generate.add_argument("--late-fraction", type=float, default=0.0,
                           help="this fraction of events 5 minutes older than their place (0..1)")
 
-    command("new", "write a runnable skeleton pipeline (spec, code, sample data, suites, a test) to make yours",
-            cmd_new)
+    new = command("new", "write a runnable skeleton pipeline (spec, code, sample data, suites, a test) to make yours",
+                  cmd_new)
+    new.add_argument("--format", choices=("json", "csv"), default="json",
+                     help="its sample lands as JSON lines its code parses (default), or as CSV files with a header "
+                          "the platform parses by the spec's columns")
 
     run = command("run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run)
     run.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")

@@ -130,12 +130,13 @@ def setup() -> dict:
     return {"jars_dir": str(jars_dir()), "jars": [jar.name for jar in jars], "jvm_archive": str(archive) if archive else None}
 
 
-def new(name: str):
+def new(name: str, fmt: str = "json"):
     """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.skeleton.NewPipeline`):
-    a pipeline folder of its own (spec, code, sample data, suites, a test) in the pipelines folder."""
+    a pipeline folder of its own (spec, code, sample data, suites, a test) in the pipelines folder,
+    its sample landing as ``fmt`` (``json`` or ``csv``)."""
     from spark_jobs.control.skeleton import new_pipeline
 
-    return new_pipeline(name)
+    return new_pipeline(name, fmt)
 
 
 def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files_per_trigger: int | None = None,

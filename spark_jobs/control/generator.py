@@ -17,6 +17,8 @@ record per line (:func:`spark_jobs.control.topics.produce`); the result names th
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 import time
@@ -28,6 +30,7 @@ from spark_jobs.control import topics
 from spark_jobs.control.companions import companion_module
 from spark_jobs.logs.fs import filesystem, write_text
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.formats import CSV, FormatSpec
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec
 
@@ -116,7 +119,8 @@ def generate(
     written, bad, late, times = [], 0, 0, []
     # One source: its events' file for the first ingest hop; invalid lines go on cycling through
     # BAD_LINES from file to file (the lambda reads ``bad`` when called).
-    make = sample.landing_files or (lambda *args: _event_file(sample, next(iter([*folders, *fed])), bad, *args))
+    first = lake.spec.hop(next(iter([*folders, *fed])))
+    make = sample.landing_files or (lambda *args: _event_file(sample, first, bad, *args))
     position = 0
     for index, count in enumerate(per_file):
         made = make(rng, start + position * (1000 // EVENTS_PER_SECOND), count, bad_fraction, late_fraction)
@@ -133,7 +137,8 @@ def generate(
             folder = folders[hop]
             filesystem(folder).makedirs(folder, exist_ok=True)
             path = f"{folder}/events-{stamp}-{tag}-{index:04d}{suffix}"
-            write_text(path, text)
+            fmt = lake.spec.hop(hop).format
+            write_text(path, text, fmt.encoding if fmt else "utf-8")
             written.append(path)
         bad, late, times = bad + made.bad, late + made.late, times + made.times
     return GenerateResult(
@@ -147,22 +152,46 @@ def generate(
     )
 
 
-def _event_file(sample: Sample, hop: str, bad_before: int, rng: random.Random, start_ms: int, events: int,
+def _event_file(sample: Sample, hop, bad_before: int, rng: random.Random, start_ms: int, events: int,
                 bad_fraction: float, late_fraction: float) -> SampleFiles:
-    """One JSON-lines file of ``sample.event``'s events for the single ingest ``hop``."""
-    lines, bad, late, times = [], 0, 0, []
+    """One file of ``sample.event``'s events for the single ingest ``hop``: JSON lines, or a CSV
+    file with a header when the hop reads CSV (:func:`csv_text`)."""
+    entries, bad, late, times = [], 0, 0, []  # each an event (a dict) or an invalid line (text)
     for position in range(events):
         event_time = start_ms + position * (1000 // EVENTS_PER_SECOND)
         if rng.random() < bad_fraction:
-            lines.append(sample.bad_lines[(bad_before + bad) % len(sample.bad_lines)])
+            entries.append(sample.bad_lines[(bad_before + bad) % len(sample.bad_lines)])
             bad += 1
             continue
         if rng.random() < late_fraction:
             event_time -= LATE_BY_MS
             late += 1
         times.append(event_time)
-        lines.append(json.dumps(sample.event(rng, event_time), separators=(",", ":")))
-    return SampleFiles({hop: (".json", "".join(line + "\n" for line in lines))}, events, bad, late, times)
+        entries.append(sample.event(rng, event_time))
+    if hop.format is not None and hop.format.name == CSV:
+        return SampleFiles({hop.name: (".csv", csv_text(hop.format, entries))}, events, bad, late, times)
+    text = "".join((json.dumps(entry, separators=(",", ":")) if isinstance(entry, dict) else entry) + "\n"
+                   for entry in entries)
+    return SampleFiles({hop.name: (".json", text)}, events, bad, late, times)
+
+
+def csv_text(fmt: FormatSpec, entries: list[dict | str]) -> str:
+    """A CSV file in ``fmt``'s delimiter and quote: its header names the declared columns, then
+    any other key the events have (in the order met); each event (a dict) is a row, a missing
+    value an empty field; an invalid line (text) is written as it is, where it stood."""
+    events = [entry for entry in entries if isinstance(entry, dict)]
+    names = [*fmt.names, *(key for key in dict.fromkeys(key for event in events for key in event)
+                           if key not in fmt.names)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=fmt.delimiter, quotechar=fmt.quote, lineterminator="\n")
+    if fmt.header:
+        writer.writerow(names)
+    for entry in entries:
+        if isinstance(entry, dict):
+            writer.writerow(["" if entry.get(name) is None else entry[name] for name in names])
+        else:
+            buffer.write(entry + "\n")
+    return buffer.getvalue()
 
 
 def as_dict(result: GenerateResult) -> dict:

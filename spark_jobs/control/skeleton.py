@@ -17,6 +17,7 @@ from pathlib import Path
 from spark_jobs.control.suites import suites_dir
 from spark_jobs.logs.fs import write_text
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.formats import CSV, FORMATS, JSON
 from spark_jobs.model.settings import PIPELINES, pipelines_dirs
 from spark_jobs.model.spec import scan_specs
 from spark_jobs.model.spec_keys import PIPELINE_NAME
@@ -49,11 +50,15 @@ def _skeleton_files(folder: Traversable, relative: tuple[str, ...] = ()) -> list
     return found
 
 
-def _targets(name: str, folder: Path) -> dict[Path, Traversable]:
-    """Where NAME's copy of each skeleton file goes, in its pipeline folder ``folder``."""
+def _targets(name: str, folder: Path, fmt: str) -> dict[Path, Traversable]:
+    """Where NAME's copy of each skeleton file goes, in its pipeline folder ``folder``; for
+    ``fmt`` csv, the files of ``skeleton_csv`` replace the skeleton's of the same name."""
     suites = suites_dir(name, folder / f"{name}.yaml")
     targets = {}
-    for relative, source in _skeleton_files(skeleton()):
+    chosen = dict(_skeleton_files(skeleton()))
+    if fmt == CSV:
+        chosen.update(_skeleton_files(files("spark_jobs.resources") / "skeleton_csv"))
+    for relative, source in chosen.items():
         if relative[0] == "quality":
             targets[suites.joinpath(*relative[1:])] = source
         else:
@@ -70,9 +75,12 @@ def _home(folders: tuple[Path, ...]) -> Path:
     return folders[0]
 
 
-def new_pipeline(name: str) -> NewPipeline:
-    """Write pipeline ``name`` from the skeleton; refuse a bad name, no pipelines folder, or any
-    file already there."""
+def new_pipeline(name: str, fmt: str = JSON) -> NewPipeline:
+    """Write pipeline ``name`` from the skeleton, its sample landing as ``fmt`` (JSON lines its
+    code parses, or CSV files the platform parses); refuse a bad name, no pipelines folder, or
+    any file already there."""
+    if fmt not in FORMATS:
+        raise UsageError(f"format {fmt!r} is not one new writes: use json or csv")
     if not PIPELINE_NAME.fullmatch(name):
         raise UsageError(f"pipeline name {name!r} is not allowed: use lower-case letters, digits and _, "
                          "starting with a letter (it names modules, tables and DAG ids)")
@@ -81,7 +89,7 @@ def new_pipeline(name: str) -> NewPipeline:
     taken = next((spec for spec in specs if spec.name == name), None)
     if taken is not None:
         raise UsageError(f"pipeline {name!r} exists already (its spec: {taken.source}): choose another name")
-    targets = _targets(name, folder)
+    targets = _targets(name, folder, fmt)
     there = [str(path) for path in targets if path.exists()]
     if there:
         raise UsageError(f"{there[0]} exists already: move it away or choose another name")

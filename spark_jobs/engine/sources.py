@@ -11,12 +11,28 @@ from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.transforms.lineage import streamed_rows
 
+
+def parsed(lines, fmt):
+    """An ingest hop's lines (``value``, ``_source_file``), parsed by the platform when the hop
+    declares a ``format``; else as they are, for its transform to parse."""
+    if fmt is None:
+        return lines
+    from spark_jobs.transforms.formats import parse
+
+    return parse(lines, fmt)
+
+
+# Spark's binaryFile source's columns (a stream must be told them).
+BINARY_FILE_SCHEMA = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
+
 # How many files a Delta stream's batch admits when maxFilesPerTrigger is not set (Delta's default).
 DELTA_FILES_PER_BATCH = 1000
 
 
 class LandingFiles:
-    """The ingest hop's landing folder, line by line, with each line's source file."""
+    """The ingest hop's landing folder, line by line, with each line's source file. A CSV hop's
+    files are read whole (``binaryFile``), so each line knows its file's header; the file
+    source logs the same paths either way."""
 
     def __init__(self, run):
         self.run = run
@@ -29,8 +45,16 @@ class LandingFiles:
         reader = self.run.spark.readStream if streaming else self.run.spark.read
         if streaming and max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-        lines = reader.format("text").load(landing)
-        return lines.select("value", F.col("_metadata.file_path").alias("_source_file"))
+        fmt = self.run.hop.format
+        if fmt is not None and fmt.reads_files_whole:
+            from spark_jobs.transforms.formats import file_lines
+
+            files = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(landing)
+            lines = file_lines(files.select("content", F.col("_metadata.file_path").alias("_source_file")), fmt)
+        else:
+            lines = reader.format("text").load(landing).select(
+                "value", F.col("_metadata.file_path").alias("_source_file"))
+        return parsed(lines, fmt)
 
     def stream(self, max_files_per_trigger: int | None = None):
         return self._lines(True, max_files_per_trigger)
@@ -89,8 +113,8 @@ class KafkaTopic:
         hop = self.run.hop
         frame = reader.format("kafka").options(**KafkaConnection.from_env().spark_options()).option(
             "subscribe", hop.topic).option("failOnDataLoss", "true").load()
-        return frame.select(frame["value"].cast("string").alias("value"),
-                            record_address(frame["topic"], frame["partition"], frame["offset"]).alias("_source_file"))
+        return parsed(frame.select(frame["value"].cast("string").alias("value"), record_address(
+            frame["topic"], frame["partition"], frame["offset"]).alias("_source_file")), hop.format)
 
     def stream(self, max_files_per_trigger: int | None = None):
         from spark_jobs.control.topics import check_nothing_lost

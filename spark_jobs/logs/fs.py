@@ -69,15 +69,15 @@ def remove_tree(fs: fsspec.AbstractFileSystem, path: str) -> None:
     folders_of(key.rstrip("/") + "/")
 
 
-def write_text(path: str, text: str) -> str:
+def write_text(path: str, text: str, encoding: str = "utf-8") -> str:
     """Write ``path`` atomically: a dot-prefixed temp file beside it (which Spark's file sources
     and the log readers skip), then a rename. Returns ``path``."""
     fs = filesystem(path)
     folder, name = path.rsplit("/", 1)
     fs.makedirs(folder, exist_ok=True)
     staging = f"{folder}/.{name}.lakehouse-tmp"
-    with fs.open(staging, "w") as handle:
-        handle.write(text)
+    with fs.open(staging, "wb") as handle:
+        handle.write(text.encode(encoding))
     fs.mv(staging, path)
     return path
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.kinds import HopKind
+from spark_jobs.model.spec_keys import HOP_KEYS
 
 # The lineage columns an ingest hop stamps that differ between a stream's and a backfill's copy
 # of the same change: never part of the table a changes hop keeps.
@@ -93,3 +95,13 @@ class ChangesSpec:
         if clash:
             raise UsageError(f"{subject}: the changes already have a column {clash[0]!r}: name the validity "
                              "columns differently (`validity: [from, to]`)")
+
+
+def hop_changes(raw: dict, kind: HopKind, subject: str) -> ChangesSpec | None:
+    """A changes hop's rules; its keys on another kind's hop are refused."""
+    if kind.name == "changes":
+        return ChangesSpec.from_raw(raw, subject)
+    given = [key.name for key in HOP_KEYS if key.kinds == "changes" and key.name in raw]
+    if given:
+        raise UsageError(f"{subject} (kind {kind.name}) has {given[0]}, which only a changes hop takes: remove it")
+    return None

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from spark_jobs.model.changes import ChangesSpec
+from spark_jobs.model.changes import ChangesSpec, hop_changes
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.formats import FormatSpec, hop_format
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
@@ -49,6 +50,9 @@ class HopSpec:
     topic: str | None = None
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    # How an ingest hop's rows are parsed when the platform parses them (``format: csv|json``;
+    # spark_jobs/model/formats.py); None: each line goes to the hop's transform as it is.
+    format: FormatSpec | None = None
     # A join's bound: how far apart in event time two rows it joins can be (``1 hour``); a
     # backfill reads its upstreams this much around its range.
     within: str | None = None
@@ -72,6 +76,12 @@ class HopSpec:
         if self.changes is not None and self.changes.scd == 2:
             return (*self.keys, self.changes.validity[0])
         return self.keys
+
+    @property
+    def transform_optional(self) -> bool:
+        """The pipeline module may leave the hop's transform out: the engine does its work (its
+        kind's), or the platform parses its rows (a ``format``)."""
+        return self.kind_of.transform_optional or self.format is not None
 
     @property
     def within_ms(self) -> int:
@@ -235,18 +245,10 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
-        changes=_changes(raw, kind, f"{source}: hop {raw['name']}"),
+        changes=hop_changes(raw, kind, f"{source}: hop {raw['name']}"),
+        format=hop_format(raw, kind, f"{source}: hop {raw['name']}"),
     )
 
-
-def _changes(raw: dict, kind: HopKind, subject: str) -> ChangesSpec | None:
-    """A changes hop's rules; its keys on another kind's hop are refused."""
-    if kind.name == "changes":
-        return ChangesSpec.from_raw(raw, subject)
-    given = [key.name for key in HOP_KEYS if key.kinds == "changes" and key.name in raw]
-    if given:
-        raise UsageError(f"{subject} (kind {kind.name}) has {given[0]}, which only a changes hop takes: remove it")
-    return None
 
 
 def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:

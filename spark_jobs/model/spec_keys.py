@@ -90,6 +90,15 @@ HOP_KEYS: tuple[Key, ...] = (
         "record) or `latest` (only what is produced from then on)", kinds="ingest", example="`earliest`"),
     Key("max_offsets_per_trigger", COUNT, "at most this many records of a topic in one batch (Spark's "
         "`maxOffsetsPerTrigger`); a run takes as many batches as it needs", kinds="ingest", example="`100000`"),
+    Key("format", TEXT, "`csv` or `json`: the platform parses each row into `columns`, keeps fields no column "
+        "names in `_rescued` and quarantines rows it cannot type, with the column in the reason; else each line "
+        "goes to the hop's transform as it is ([Landing formats](../guides/formats.md))", kinds="ingest",
+        example="`csv`"),
+    Key("columns", MAPPING, "with `format`: each column's name and Spark SQL type, in the table's order",
+        kinds="ingest", example="`{sensor_id: string, reading_time: timestamp, temperature_c: double}`"),
+    Key("csv", MAPPING, "with `format: csv`: `header` (default true: each file's first line names its columns), "
+        "`delimiter` (`,`), `quote` (`\"`) and `encoding` (`utf-8`)", kinds="ingest",
+        example="`{delimiter: ';', encoding: latin-1}`"),
     Key("quarantine", TEXT, "the table of rows the hop refuses (invalid lines, or rows a `drop` rule takes out)",
         kinds="ingest, append"),
     Key("partition_by", COLUMNS, "the table's partition columns"),

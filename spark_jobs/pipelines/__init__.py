@@ -12,7 +12,8 @@ siblings relatively (``from . import demo_transforms``); from the platform it im
   every run (a stream-static join);
 - ``QUALITY_FRAMES`` (optional): ``{hop name: fn(frame) -> frame}``, what the hop's suite checks
   when it is not the table's rows as they are;
-- ``split_ingested(parsed) -> (valid, invalid)`` when the pipeline has an ingest hop.
+- ``split_ingested(parsed) -> (valid, invalid)`` when the pipeline has an ingest hop whose lines
+  its transform parses (a hop with a ``format`` is split by the platform).
 
 Sample data for ``lakehouse generate`` comes from ``<name>_sample.py`` beside the spec (plain
 Python, no Spark: see :mod:`spark_jobs.control.generator`).
@@ -44,17 +45,18 @@ class PipelineCode:
         """A :class:`UsageError` naming the module and the fix when a hop of ``spec`` has no
         transform, or an ingest hop no ``split_ingested``: before any query starts."""
         transforms = getattr(self.module, "TRANSFORMS", {})
-        missing = [hop.name for hop in spec.hops if hop.name not in transforms and not hop.kind_of.transform_optional]
+        missing = [hop.name for hop in spec.hops if hop.name not in transforms and not hop.transform_optional]
         if missing:
             raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {', '.join(missing)}: "
                              f"add `{missing[0]!r}: fn(frame, spec, inputs)` to it")
-        if any(hop.ingests for hop in spec.hops) and not callable(getattr(self.module, "split_ingested", None)):
+        parsed_here = any(hop.ingests and hop.format is None for hop in spec.hops)
+        if parsed_here and not callable(getattr(self.module, "split_ingested", None)):
             raise UsageError(f"{self.module.__file__}: the ingest hop needs split_ingested(parsed) -> (valid, invalid): "
                              "define it")
 
     def transform(self, hop, frame, spec, inputs: dict):
         transforms = getattr(self.module, "TRANSFORMS", {})
-        if hop.name not in transforms and hop.kind_of.transform_optional:
+        if hop.name not in transforms and hop.transform_optional:
             return frame
         if hop.name not in transforms:
             raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {hop.name!r}: add it")
@@ -68,7 +70,12 @@ class PipelineCode:
         shape = getattr(self.module, "QUALITY_FRAMES", {}).get(hop.name)
         return shape(frame) if shape else frame
 
-    def split_ingested(self, parsed):
+    def split_ingested(self, hop, parsed):
+        """An ingest hop's (valid, invalid) rows: the platform's split for a hop with a format."""
+        if hop.format is not None:
+            from spark_jobs.transforms.formats import split_parsed
+
+            return split_parsed(parsed)
         return self.module.split_ingested(parsed)
 
     def code_hash(self, spec: PipelineSpec) -> str:

@@ -79,3 +79,24 @@ def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, 
     with pytest.raises(UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"):
         service.run("clicks")
     assert not (tmp_path / "lake" / "tables").exists() and not (tmp_path / "lake" / "checkpoints").exists()
+
+
+def test_new_with_csv_writes_a_pipeline_without_a_line_parser_whose_test_passes(spark, tmp_path, monkeypatch, capsys):
+    """``new --format csv``: the sample lands as CSV files with a header, the spec declares
+    bronze's columns and the platform parses them; the pipeline module has no parser and no
+    ``split_ingested``, and the skeleton's test (which reads the CSV files with Python's csv
+    module) passes."""
+    specs = tmp_path / "pipelines"
+    specs.mkdir()
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
+    assert main(["new", "readings", "--format", "csv"]) == 0
+    code = (specs / "readings" / "readings.py").read_text()
+    assert "split_ingested" not in code and "transforms.parse" not in code
+    assert "format: csv" in (specs / "readings" / "readings.yaml").read_text()
+    with pytest.raises(SystemExit) as refused:
+        main(["new", "other", "--format", "xml"])
+    assert refused.value.code == 2 and "invalid choice: 'xml'" in capsys.readouterr().err
+
+    _skeleton_test(specs / "readings", "readings")(tmp_path / "run", monkeypatch)
+    landed = list((tmp_path / "run" / "lake" / "landing" / "readings").glob("*"))
+    assert landed and all(path.suffix == ".csv" for path in landed)

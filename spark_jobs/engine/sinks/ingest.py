@@ -25,7 +25,7 @@ class IngestSink:
 
             with held(batch):
                 ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
-                valid, invalid = run.code.split_ingested(batch)
+                valid, invalid = run.code.split_ingested(run.hop, batch)
                 if backfilled:
                     valid, invalid = self._not_backfilled(batch, valid, invalid)
                 valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
@@ -83,7 +83,7 @@ class IngestSink:
         lines = run.read(start_ms, end_ms)
         scope = run.source.read_scope(lines)
         with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
-            valid, invalid = run.code.split_ingested(parsed)
+            valid, invalid = run.code.split_ingested(run.hop, parsed)
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
             valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
             in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)

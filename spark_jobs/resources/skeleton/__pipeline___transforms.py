@@ -29,16 +29,23 @@ def parse(lines: DataFrame) -> DataFrame:
     )
     reason = (
         F.when(F.col("_not_json"), F.lit("not JSON"))
-        .when(F.col("id").isNull(), F.lit("missing id"))
-        .when(~F.coalesce(F.col("kind").isin(*KINDS), F.lit(False)), F.lit("kind is not one of " + "|".join(KINDS)))
         .when(F.col("amount").isNull(), F.lit("amount is missing or not a number"))
         .when(F.col("event_time").isNull(), F.lit("event_time is missing or not a number"))
     )
+    return stamp(fields.select("id", "kind", "amount", "event_time", RESCUED, "_source_file", reason.alias("reason"),
+                               F.col("value").alias("raw_line")))
+
+
+def stamp(events: DataFrame) -> DataFrame:
+    """Typed events (from :func:`parse`, or the platform's parse of a CSV file) with their time
+    as a timestamp and its date; an event with no id or a kind not in ``KINDS`` gets a reason
+    (the first reason found is kept)."""
+    reason = F.coalesce(F.col("reason"), F.when(F.col("id").isNull(), F.lit("missing id")),
+                        F.when(~F.coalesce(F.col("kind").isin(*KINDS), F.lit(False)),
+                               F.lit("kind is not one of " + "|".join(KINDS))))
     event_ts = F.timestamp_millis(F.col("event_time"))
-    return fields.select(
-        "id", "kind", "amount", "event_time", RESCUED, "_source_file", reason.alias("reason"),
-        F.when(reason.isNotNull(), F.col("value")).alias("raw_line"),
-    ).withColumn("event_ts", event_ts).withColumn("event_date", F.to_date(event_ts))
+    return events.withColumn("reason", reason).withColumn("event_ts", event_ts).withColumn("event_date",
+                                                                                            F.to_date(event_ts))
 
 
 def valid(parsed: DataFrame) -> DataFrame:

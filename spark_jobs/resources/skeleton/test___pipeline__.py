@@ -4,6 +4,7 @@ files say, computed here in plain Python. Run it with pytest where the platform 
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 from decimal import Decimal
@@ -13,8 +14,24 @@ KINDS = ("a", "b", "c")
 WINDOW_MS = 60_000
 
 
+def _valid(event: dict) -> bool:
+    return (isinstance(event.get("id"), str) and event["id"] != "" and event.get("kind") in KINDS
+            and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int))
+
+
+def _number(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
 def _events(landing: Path) -> tuple[list[dict], int]:
-    """The valid events of the landing files and the number of invalid lines."""
+    """The valid events of the landing files (JSON lines, or CSV files with a header) and the
+    number of invalid lines."""
     events, invalid = [], 0
     for path in sorted(landing.glob("*.json")):
         for line in path.read_text().splitlines():
@@ -23,9 +40,15 @@ def _events(landing: Path) -> tuple[list[dict], int]:
             except ValueError:
                 invalid += 1
                 continue
-            ok = (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in KINDS
-                  and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int))
-            if ok:
+            if isinstance(event, dict) and _valid(event):
+                events.append(event)
+            else:
+                invalid += 1
+    for path in sorted(landing.glob("*.csv")):
+        header, *rows = list(csv.reader(path.read_text().splitlines()))
+        for row in rows:
+            event = {name: _number(value) for name, value in zip(header, row, strict=False)}
+            if len(row) == len(header) and _valid(event):
                 events.append(event)
             else:
                 invalid += 1
