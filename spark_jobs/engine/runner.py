@@ -20,6 +20,7 @@ from spark_jobs.control import rebuild, suites
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import source_and_sink
 from spark_jobs.engine.replay import replay_logged
+from spark_jobs.engine.sources import LINES_READ
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
 from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
@@ -115,7 +116,9 @@ class HopRun:
             if batch_id in self._seen_batches or "addBatch" not in entry.get("durationMs", {}):
                 continue
             self._seen_batches.add(batch_id)
-            rows = int(entry.get("numInputRows") or 0)
+            # A source that reads whole files counts its rows itself (numInputRows would be files).
+            lines = entry.get("observedMetrics", {}).get(LINES_READ)
+            rows = int(lines["rows"] if lines else entry.get("numInputRows") or 0)
             rate = float(entry.get("processedRowsPerSecond") or 0.0)
             dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in entry.get("stateOperators", []))
             self.record.batch_ids.append(batch_id)

@@ -22,6 +22,9 @@ def parsed(lines, fmt):
     return parse(lines, fmt)
 
 
+# The observed metric of a stream that reads whole files: the rows (lines) its batch read.
+LINES_READ = "lines_read"
+
 # Spark's binaryFile source's columns (a stream must be told them).
 BINARY_FILE_SCHEMA = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
 
@@ -51,6 +54,8 @@ class LandingFiles:
 
             files = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(landing)
             lines = file_lines(files.select("content", F.col("_metadata.file_path").alias("_source_file")), fmt)
+            if streaming:  # the source's own count is of files: "rows in" are the lines read
+                lines = lines.observe(LINES_READ, F.count(F.lit(1)).alias("rows"))
         else:
             lines = reader.format("text").load(landing).select(
                 "value", F.col("_metadata.file_path").alias("_source_file"))

@@ -131,8 +131,11 @@ def test_a_csv_pipeline_without_a_line_parser_equals_pythons_csv_module(spark, t
         for name, text in files.items():
             (landing / name).write_bytes(text.encode())
         landed.update(files)
-        service.run("sensors", progress=lambda line: None).raise_for_gate()
+        result = service.run("sensors", progress=lambda line: None)
+        result.raise_for_gate()
         _assert_same(_tables(spark, home), _oracle(landed))
+        # "rows in": the lines the run read (every row, refused or not; no header, no empty line).
+        assert result.records[0].rows_in == sum(map(len, _oracle(files)))
     rows, refused = _oracle(landed)
     assert any(row[-1] for row in rows) and {reason.split()[0] for _line, reason in refused} >= {
         "no", "the", "temperature_c"} and any("fields, the header has" in reason for _line, reason in refused)
@@ -141,8 +144,10 @@ def test_a_csv_pipeline_without_a_line_parser_equals_pythons_csv_module(spark, t
     shutil.rmtree(home / "tables")
     shutil.rmtree(home / "checkpoints")
     start = int(START.replace(tzinfo=dt.UTC).timestamp() * 1000)
-    service.backfill("sensors", start, start + 86_400_000, progress=lambda line: None).raise_for_gate()
+    result = service.backfill("sensors", start, start + 86_400_000, progress=lambda line: None)
+    result.raise_for_gate()
     _assert_same(_tables(spark, home), _oracle(landed))
+    assert result.records[0].rows_in == len(rows) + len(refused)
 
 
 def test_the_parse_reads_other_delimiters_encodings_and_json_lines(spark):
