@@ -258,9 +258,10 @@ def _add_undoers(commands) -> None:
     target.add_argument("--to-time", help="keep the batches committed by this time (ISO-8601, UTC)")
     rollback.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=True,
                           help="also undo the hops below that read the undone data (default); --no-cascade: leave them")
-    rollback.add_argument("--replan", action="store_true",
+    rollback.add_argument("--replan", action=argparse.BooleanOptionalAction, default=False,
                           help="the next run plans the undone data afresh, with what arrived since, instead of "
-                               "replaying each undone batch as it was logged (where the plan can)")
+                               "replaying each undone batch as it was logged (where the plan can); --no-replan: "
+                               "replay (default)")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 

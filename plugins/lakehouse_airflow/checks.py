@@ -31,7 +31,8 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     lake = Lake.open(get_spec(pipeline))
     try:
         plan = planner.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
-                                     to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)))
+                                     to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)),
+                                     replan=bool(params.get("replan", False)))
     except LakehouseError as error:
         raise AirflowFailException(str(error)) from None
     log.info("%s", plan.text())

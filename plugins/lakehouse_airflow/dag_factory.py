@@ -175,7 +175,9 @@ batches of the hops below that read them, so the next run of `{name}__stream` re
 exactly once. `plan` prints what will be undone, which table versions are restored and what
 will be read again (also in XCom `plan`), and starts no JVM. With `dry_run` on (the default)
 nothing changes; turn it off to let `execute` restore the tables and rewind the checkpoints,
-then `verify` checks the result. A rollback waits for a running job of the pipeline.
+then `verify` checks the result. A rollback waits for a running job of the pipeline. With
+`replan` on, the next run plans the undone data afresh (with what arrived since) instead of
+replaying each undone batch as it was logged.
 """
 
 
@@ -204,6 +206,8 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
         "to_time": Param(None, type=["null", "string"], pattern=_ISO,
                          description="Keep batches committed by this time (UTC, ISO-8601)"),
         "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
+        "replan": Param(False, type="boolean", description="The next run plans the undone data afresh with what "
+                        "arrived since, instead of replaying each undone batch as it was logged"),
         "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
     }) as dag:
         planned = ShortCircuitOperator(task_id="plan", python_callable=plan_rollback,
@@ -213,7 +217,8 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
             command="rollback",
             pipeline=spec.name,
             arguments=["--hop", "{{ params.hop }}", "--to-batch", "{{ %s['requested_batch'] }}" % plan,
-                       "{{ '--cascade' if params.cascade else '--no-cascade' }}", *WAIT_ARGS],
+                       "{{ '--cascade' if params.cascade else '--no-cascade' }}",
+                       "{{ '--replan' if params.replan else '--no-replan' }}", *WAIT_ARGS],
             doc_md="Restore the tables and rewind the checkpoints as planned (a Spark application).",
         )
         verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})

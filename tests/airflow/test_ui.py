@@ -137,6 +137,10 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
 
     plan = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0", headers=viewer)
     assert "undo batches 1..2 (2)" in plan.text and 'id="confirm"' not in plan.text and "no-permission" in plan.text
+    replanned = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0&replan=true",
+                                headers=viewer).text
+    assert "replays batches 1..2 as logged" in plan.text and "replays batches 1..2" not in replanned
+    assert "next run re-reads" in replanned and 'name="replan" value="true" checked' in replanned
     refused = airflow_app.post(f"/lakehouse/pipelines/{PIPELINE}/rollback", headers=viewer,
                                data={"hop": "silver", "to_batch": "0", "form_token": "x"})
     assert refused.status_code == 403
@@ -241,7 +245,7 @@ def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spa
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == f"{PIPELINE}__rollback", DagRun.run_id == run_id).one()
         run_conf = dict(run.conf)
-    assert run_conf == {"hop": "silver", "to_run": "r2", "cascade": True, "dry_run": False}
+    assert run_conf == {"hop": "silver", "to_run": "r2", "cascade": True, "replan": False, "dry_run": False}
 
     _run, state, tasks = dag_test(f"{PIPELINE}__rollback", conf=run_conf)
     assert state == "success" and tasks == {"plan": "success", "execute": "success", "verify": "success"}, tasks
