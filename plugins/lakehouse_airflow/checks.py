@@ -48,7 +48,7 @@ def plan_refresh(pipeline: str, params: dict, ti) -> bool:
     """The refresh DAG's plan task: the rollback a refresh starts with (to the start, or to the
     batches committed by ``from_time``), as :func:`plan_rollback` plans and logs it."""
     return plan_rollback(pipeline, {"hop": params["hop"], "to_batch": None if params.get("from_time") else -1,
-                                    "to_time": params.get("from_time"), "cascade": True,
+                                    "to_time": params.get("from_time"), "cascade": True, "replan": True,
                                     "dry_run": params.get("dry_run", True)}, ti)
 
 

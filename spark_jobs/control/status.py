@@ -77,10 +77,14 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
         **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.ingests else {}),
+        # Rows a changes hop deleted from its table (keys deleted, history versions replaced).
+        **({"rows_deleted": sum(int(record.get("rows_deleted") or 0) for record in records)}
+           if hop.changes is not None else {}),
         "last_run": None
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
-                                             "rows_quarantined", "rows_dropped_late", "rows_rescued", "duration_s",
+                                             "rows_quarantined", "rows_dropped_late", "rows_rescued", "rows_deleted",
+                                             "duration_s",
                                              "error", "quality")},
     }
 
@@ -138,6 +142,9 @@ def format_status(status: dict) -> str:
             if run.get("rows_rescued"):
                 lines.append(f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
                              f"({hop['rows_rescued']} in all runs): see their _rescued column")
+            if run.get("rows_deleted") is not None:
+                lines.append(f"{'':<8}{run['rows_deleted']} rows deleted by the last run ({hop['rows_deleted']} in all "
+                             "runs): keys deleted and history versions replaced")
             if hop.get("rows_dropped_late"):
                 lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
                              f"all runs (which ones depends on batch boundaries; a replay may drop others)")

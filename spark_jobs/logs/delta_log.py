@@ -84,6 +84,18 @@ def rows_written(table: str, after: int | None, upto: int | None) -> int:
     return total
 
 
+def rows_deleted(table: str, after: int | None, upto: int | None) -> int:
+    """Rows the commits in ``(after, upto]`` deleted, from their operation metrics (a MERGE's
+    ``numTargetRowsDeleted``, a DELETE's ``numDeletedRows``)."""
+    if upto is None:
+        return 0
+    total = 0
+    for version in range(0 if after is None else after + 1, upto + 1):
+        metrics = commit_info(table, version).get("operationMetrics", {})
+        total += int(metrics.get("numTargetRowsDeleted", 0)) + int(metrics.get("numDeletedRows", 0))
+    return total
+
+
 def rows_with_value(table: str, column: str, after: int | None, upto: int | None) -> int | None:
     """Rows with ``column`` not null among the files the commits in ``(after, upto]`` added, from
     the files' statistics (numRecords minus the column's nullCount); None when a file has no

@@ -42,6 +42,8 @@ class RunRecord:
     rows_dropped_late: int = 0
     # Rows an ingest hop wrote with fields its schema does not have (their ``_rescued`` column).
     rows_rescued: int | None = None
+    # Rows a changes hop's MERGEs deleted from its table: keys deleted, history versions replaced.
+    rows_deleted: int | None = None
     range_start: str | None = None
     range_end: str | None = None
     progress: list[dict] = field(default_factory=list)

@@ -21,6 +21,10 @@ def quiet(_line: str) -> None:
     pass
 
 
+def _key(row: dict) -> tuple:
+    return row["customer_id"], row.get("valid_from")
+
+
 @pytest.mark.parametrize("seed", [3], ids=lambda seed: f"seed{seed}")
 def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(spark, tmp_path, monkeypatch, seed):
     from spark_jobs import service
@@ -35,7 +39,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
 
     arrival = feed(seed)
     rng = random.Random(seed)
-    arrived = 0
+    arrived = deleted = 0
     sizes = cuts(seed, len(arrival), 4)
     for number, size in enumerate(sizes):
         lines = [change.line() for change in arrival[arrived:arrived + size]]
@@ -49,10 +53,19 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
             killed, _code, _out = killed_mid_run(["run", "crm"], delay,
                                                  after=home / f"checkpoints/crm/bronze_customers/commits/{number}")
             assert killed, f"the run ended within {delay:.1f} s of bronze's batch: not a mid-run kill"
-        service.run("crm", progress=quiet).raise_for_gate()
-        assert tables(spark, home) == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
+        before = tables(spark, home) if number else ([], [])
+        result = service.run("crm", progress=quiet)
+        result.raise_for_gate()
+        after = tables(spark, home)
+        assert after == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
+        if number < len(sizes) - 1:  # (the killed run's rows deleted are split between it and this one)
+            # Each run's rows deleted: the rows (by key; by key and first sequence in the history) gone.
+            gone = [len({_key(row) for row in old} - {_key(row) for row in new}) for old, new in zip(before, after)]
+            assert [record.rows_deleted for record in result.records if record.hop.startswith("customers")] == gone
+            deleted += sum(gone)
     expected = (scd1(arrival), scd2(arrival))
     assert expected[0] and any(row["valid_to"] is not None for row in expected[1])  # deletes and versions were made
+    assert deleted > 0, "no run deleted a row: the rows-deleted counts were not put to the test"
 
     # Back to batch 1 of bronze (the changes hops below follow), then the next run replays.
     service.rollback("crm", "bronze_customers", to_batch=1, progress=quiet)

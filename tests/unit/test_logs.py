@@ -43,13 +43,16 @@ def test_delta_log_versions_and_rows_written(tmp_path):
     log = tmp_path / "t/_delta_log"
     commit = lambda metrics: json.dumps({"commitInfo": {"operation": "X", "operationMetrics": metrics}})
     _write_log(log / f"{0:020d}.json", [commit({"numOutputRows": "5"})])
-    _write_log(log / f"{1:020d}.json", [commit({"numTargetRowsInserted": "2", "numTargetRowsUpdated": "3"}),
+    _write_log(log / f"{1:020d}.json", [commit({"numTargetRowsInserted": "2", "numTargetRowsUpdated": "3",
+                                                "numTargetRowsDeleted": "4"}),
                                         json.dumps({"txn": {"appId": "q", "version": 1}})])
+    _write_log(log / f"{2:020d}.json", [commit({"numDeletedRows": "6"})])
     (log / f"{1:020d}.crc").write_text("{}")
     table = str(tmp_path / "t")
-    assert delta_log.versions(table) == [0, 1]
+    assert delta_log.versions(table) == [0, 1, 2]
     assert delta_log.rows_written(table, None, 1) == 10
     assert delta_log.rows_written(table, 0, 1) == 5
+    assert (delta_log.rows_deleted(table, None, 2), delta_log.rows_deleted(table, 1, 2)) == (10, 6)
     assert delta_log.transaction(table, 1) == {"appId": "q", "version": 1}
     assert delta_log.table_version(str(tmp_path / "none")) is None
 
