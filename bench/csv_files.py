@@ -30,22 +30,12 @@ from pathlib import Path
 
 from bench.common import spread, stats
 from testkit.paths import environment_kept
+from testkit.sensors import COLUMNS, write_pipeline
 
 WAYS = ("hop", "plain")
 FILES = 20
-SPEC = """name: sensors
-landing: landing/sensors
-hops:
-  - name: bronze
-    kind: ingest
-    format: csv
-    columns: {sensor_id: string, reading_time: timestamp, temperature_c: double, note: string}
-    table: tables/bronze/sensors
-    quarantine: tables/quarantine/sensors
-    time_column: reading_time
-"""
 QUOTED_NOTE = '"said ""hi"", then left"'  # a field holding the delimiter and doubled quotes
-SCHEMA = "sensor_id STRING, reading_time TIMESTAMP, temperature_c DOUBLE, note STRING"
+SCHEMA = ", ".join(f"{name} {kind.upper()}" for name, kind in COLUMNS.items())  # the plain reader's
 
 
 def landing_files(folder: Path, rows: int) -> int:
@@ -109,10 +99,7 @@ def run(rows: int, repeats: int, warm_up: bool = True) -> dict:
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-csv-"))
     source = root / "source"
     with environment_kept("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES"):
-        (root / "pipelines" / "sensors").mkdir(parents=True)
-        (root / "pipelines" / "sensors" / "sensors.yaml").write_text(SPEC)
-        (root / "pipelines" / "sensors" / "sensors.py").write_text("TRANSFORMS = {}\n")
-        os.environ["LAKEHOUSE_PIPELINES"] = str(root / "pipelines")
+        os.environ["LAKEHOUSE_PIPELINES"] = str(write_pipeline(root / "pipelines"))
         try:
             good = landing_files(source / "landing" / "sensors", rows)
             spark = build_session("lakehouse-bench")

@@ -21,20 +21,10 @@ import shutil
 
 import pytest
 
+from testkit.sensors import COLUMNS, write_pipeline
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
-COLUMNS = {"sensor_id": "string", "reading_time": "timestamp", "temperature_c": "double", "note": "string"}
-SPEC = """name: sensors
-landing: landing/sensors
-hops:
-  - name: bronze
-    kind: ingest
-    format: csv
-    columns: {sensor_id: string, reading_time: timestamp, temperature_c: double, note: string}
-    table: tables/bronze/sensors
-    quarantine: tables/quarantine/sensors
-    time_column: reading_time
-"""
 START = dt.datetime(2026, 3, 1)
 
 
@@ -111,11 +101,8 @@ def _assert_same(actual: tuple[list, list], expected: tuple[list, list]) -> None
 def test_a_csv_pipeline_without_a_line_parser_equals_pythons_csv_module(spark, tmp_path, monkeypatch):
     from spark_jobs import service
 
-    pipelines, home = tmp_path / "pipelines" / "sensors", tmp_path / "lake"
-    pipelines.mkdir(parents=True)
-    (pipelines / "sensors.yaml").write_text(SPEC)
-    (pipelines / "sensors.py").write_text('"""Sensor readings: the platform parses them (format: csv)."""\nTRANSFORMS = {}\n')
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(pipelines.parent))
+    home = tmp_path / "lake"
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_pipeline(tmp_path / "pipelines")))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
     landing = home / "landing" / "sensors"
     landing.mkdir(parents=True)
