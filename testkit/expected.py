@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -148,6 +149,22 @@ def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
     return sorted(zip(*(table.column(column).to_pylist() for column in columns), strict=True), key=repr)
 
 
+def _watermarks(consumer, partition) -> tuple[int, int]:
+    """A partition's earliest and end offsets, asked again for up to 30 s while the broker (just
+    restarted by a model step) says its leader is not elected yet or has moved."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=10)
+        except KafkaException as error:
+            moving = error.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+            if not (moving or error.args[0].retriable()) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
     """``(address, value)`` of every record a Kafka topic holds (address as a topic-fed hop's
     ``_source_file``: ``kafka://<topic>/<partition>/<offset>``), read with a plain consumer."""
@@ -157,7 +174,7 @@ def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
     try:
         found = []
         for partition in sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            low, high = _watermarks(consumer, TopicPartition(topic, partition))
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, partition, low)])
