@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, spread, stats
+from bench.common import ROOT, lakehouse_seconds, spread, stats
 from testkit.paths import environment_kept
 
 WAYS = ("hop", "plain")
@@ -67,14 +67,7 @@ def _write(landing: Path, name: str, lines: list[str]) -> None:
 
 
 def _lakehouse(home: Path, hop: str) -> float:
-    from spark_jobs.cli import main
-
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    began = time.perf_counter()
-    code = main(["run", "crm", "--hop", hop, "--quality=off", "--run-id", f"bench-{hop}"])
-    if code != 0:
-        raise RuntimeError(f"lakehouse run crm --hop {hop} exited {code}")
-    return time.perf_counter() - began
+    return lakehouse_seconds(home, ["run", "crm", "--hop", hop, "--quality=off", "--run-id", f"bench-{hop}"])
 
 
 def _plain(spark, home: Path) -> float:

@@ -54,9 +54,15 @@ def link_landing(source_home: Path, home: Path) -> None:
 def timed_lakehouse(source_home: Path, home: Path, argv: list[str]) -> float:
     """``lakehouse ARGV`` in this process on the fresh lake ``home`` given ``source_home``'s
     landing files: its seconds."""
+    link_landing(source_home, home)
+    return lakehouse_seconds(home, argv)
+
+
+def lakehouse_seconds(home: Path, argv: list[str]) -> float:
+    """``lakehouse ARGV`` in this process on the lake ``home``: its seconds (an exit code other
+    than 0 raises)."""
     from spark_jobs.cli import main
 
-    link_landing(source_home, home)
     os.environ["LAKEHOUSE_HOME"] = str(home)
     began = time.perf_counter()
     code = main(argv)

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import spread, stats
+from bench.common import lakehouse_seconds, spread, stats
 from testkit.paths import environment_kept
 from testkit.sensors import COLUMNS, write_pipeline
 
@@ -56,19 +56,7 @@ def landing_files(folder: Path, rows: int) -> int:
 
 
 def _hop(home: Path) -> float:
-    from spark_jobs.cli import main
-
-    os.environ["LAKEHOUSE_HOME"] = str(home)
-    began = time.perf_counter()
-    with open(os.devnull, "w") as quiet:
-        saved, sys.stdout = sys.stdout, quiet
-        try:
-            code = main(["run", "sensors", "--quality=off", "--run-id", "bench"])
-        finally:
-            sys.stdout = saved
-    if code != 0:
-        raise RuntimeError(f"lakehouse run sensors exited {code}")
-    return time.perf_counter() - began
+    return lakehouse_seconds(home, ["run", "sensors", "--quality=off", "--run-id", "bench"])
 
 
 def _plain(spark, home: Path) -> float:
