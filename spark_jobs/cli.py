@@ -157,6 +157,12 @@ def cmd_checkpoint_validate(args) -> int:
     return 0 if result.consistent else 1
 
 
+def cmd_maintain(args) -> int:
+    result = service.maintain(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, progress=_progress(args))
+    _emit(args, result.to_dict(), result.text())
+    return 0
+
+
 QUALITY_HELP = ("after each hop, check its quality suite on the rows the run wrote: gate (default) stops at a "
                 "failed gate and exits 1; report records the result and goes on; off skips the check")
 
@@ -179,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_writers(commands)
     _add_readers(commands)
     _add_undoers(commands)
+    _add_maintain(commands)
     _add_checkpoint(commands)
     return parser
 
@@ -276,6 +283,15 @@ def _add_undoers(commands) -> None:
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
     refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
+
+
+def _add_maintain(commands) -> None:
+    """``maintain``."""
+    maintain = _command(commands, "maintain", "compact small files and vacuum what no rollback in the window and no "
+                                              "stream reading a table still needs", cmd_maintain)
+    maintain.add_argument("--hop", default="all", help="one hop's tables, or all")
+    maintain.add_argument("--dry-run", action="store_true", help="say what it would do, change nothing")
+    maintain.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
 
 
 def _add_checkpoint(commands) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from spark_jobs.model.errors import QualityGateFailed
 from spark_jobs.model.plans import Journal, Plan
-from spark_jobs.model.records import RunRecord
+from spark_jobs.model.records import MaintenanceRecord, RunRecord
 
 
 @dataclass
@@ -78,3 +78,29 @@ class ValidateResult:
     def to_dict(self) -> dict:
         return {"pipeline": self.pipeline, "consistent": self.consistent,
                 "findings": [finding.to_dict() for finding in self.findings]}
+
+
+@dataclass
+class MaintainResult:
+    """What ``maintain`` did per table (or would do, with ``dry_run``): its record."""
+
+    record: MaintenanceRecord
+
+    def to_dict(self) -> dict:
+        return self.record.to_dict()
+
+    def text(self) -> str:
+        from spark_jobs.control.maintenance import table_line
+
+        record = self.record
+        totals = record.totals()
+        lines = [table_line(table) for table in record.tables]
+        lines.append(f"{'dry run: nothing changed; ' if record.dry_run else ''}{len(record.tables)} tables: "
+                     f"{totals['files_before']} files -> {totals['files_after']}, stored "
+                     f"{_megabytes(totals['stored_before'])} -> {_megabytes(totals['stored_after'])}, "
+                     f"{totals['files_vacuumed']} files vacuumed, in {record.duration_s} s")
+        return "\n".join(lines)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"

@@ -20,7 +20,7 @@ from spark_jobs.model.plans import Request
 from spark_jobs.model.records import RunRecord, new_run_id
 from spark_jobs.model.spec import HopSpec, get_spec
 from spark_jobs.model.times import iso
-from spark_jobs.results import GateFailure, RollbackResult, RunResult, ValidateResult
+from spark_jobs.results import GateFailure, MaintainResult, RollbackResult, RunResult, ValidateResult
 
 Progress = Callable[[str], None]
 QUALITY_MODES = ("gate", "report", "off")
@@ -331,6 +331,30 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 
+def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: float = 0.0,
+             progress: Progress = stderr) -> MaintainResult:
+    """Compact each table's small files and VACUUM what no rollback in the window and no stream
+    reading the table still needs (:mod:`spark_jobs.control.maintenance`), under the pipeline's lock."""
+    from spark_jobs.control.maintenance import plan, table_line
+    from spark_jobs.engine.maintain import maintain_table
+    from spark_jobs.logs.ops import write_maintenance
+    from spark_jobs.model.records import MaintenanceRecord
+    from spark_jobs.model.times import now_ms
+
+    lake = open_lake(pipeline)
+    record = MaintenanceRecord(lake.spec.name, dry_run=dry_run)
+    with _writer(lake, "maintain", record.maintenance_id, wait_s, progress):
+        steps = plan(lake, lake.spec.select_hops(hop), now_ms())
+        spark = _session(lake, "maintain") if steps else None
+        for step in steps:
+            record.tables.append(maintain_table(spark, step, dry_run))
+            progress(f"[maintain] {table_line(record.tables[-1])}")
+        record.finish()
+        if not dry_run:
+            write_maintenance(lake, record)
+    return MaintainResult(record)
+
+
 def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
     """Check the hop's suite on the rows one succeeded run wrote (default: its last); the summary."""
     from spark_jobs.control.suites import load_suite, suite_path
@@ -354,20 +378,9 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
 def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) -> dict:
     """What the quarantine of each hop that has one holds (or of ``hop``; of one ``run``'s writes,
     if given): counts by reason and file, samples, and the backfills that ingest fixed files again."""
-    from spark_jobs.control import quarantine as quarantines
-    from spark_jobs.logs.ops import read_record
+    from spark_jobs.control.quarantine import report
 
-    lake = open_lake(pipeline)
-    hops = [lake.spec.hop(hop)] if hop and hop != "all" else [each for each in lake.spec.hops if each.quarantine]
-    if not hops or not hops[0].quarantine:
-        raise UsageError(f"hop {hops[0].name if hops else hop} has no quarantine table: give it `quarantine:` in the spec"
-                         if hops else f"pipeline {lake.spec.name} has no hop with a quarantine table")
-    records = {each.name: read_record(lake, run, each.name) for each in hops} if run else {}
-    if run and not any(records.values()):
-        raise UsageError(f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse status {lake.spec.name}`")
-    return {"pipeline": lake.spec.name, "run_id": run,
-            "hops": [quarantines.summary(lake, each, records.get(each.name)) for each in hops
-                     if not run or records.get(each.name)]}
+    return report(open_lake(pipeline), hop, run)
 
 
 def validate(pipeline: str, hop: str | None = None, repair: bool = False) -> ValidateResult:

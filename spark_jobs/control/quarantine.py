@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import Counter
 
 from spark_jobs.logs import delta_log, table_rows
+from spark_jobs.logs.ops import read_record
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
@@ -104,3 +106,17 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
         moments = [moment for moment in _millis(rows.column(hop.time_column)) if moment is not None]
         document["ingest_again"] = [_day_span(min(moments), max(moments), None)] if moments else []
     return document
+
+
+def report(lake: Lake, hop: str | None = None, run: str | None = None) -> dict:
+    """``lakehouse quarantine``: the :func:`summary` of each hop with a quarantine table (or of
+    ``hop``; of one ``run``'s writes, if given); a :class:`UsageError` naming the fix otherwise."""
+    hops = [lake.spec.hop(hop)] if hop and hop != "all" else [each for each in lake.spec.hops if each.quarantine]
+    if not hops or not hops[0].quarantine:
+        raise UsageError(f"hop {hops[0].name if hops else hop} has no quarantine table: give it `quarantine:` in the spec"
+                         if hops else f"pipeline {lake.spec.name} has no hop with a quarantine table")
+    records = {each.name: read_record(lake, run, each.name) for each in hops} if run else {}
+    if run and not any(records.values()):
+        raise UsageError(f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse status {lake.spec.name}`")
+    return {"pipeline": lake.spec.name, "run_id": run,
+            "hops": [summary(lake, each, records.get(each.name)) for each in hops if not run or records.get(each.name)]}

@@ -9,9 +9,10 @@ from spark_jobs.control import batches, topics
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, listing
-from spark_jobs.logs.ops import read_records
+from spark_jobs.logs.ops import read_maintenance, read_records
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.times import iso
 
 
 def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
@@ -102,7 +103,18 @@ def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
                                      for name, files in listed.items())},
         **({"topics": _topics(lake)} if any(spec.reads_topic for spec in lake.spec.hops) else {}),
         "hops": [hop_status(lake, name, detail) for name in hops],
+        "last_maintenance": last_maintenance(lake),
     }
+
+
+def last_maintenance(lake: Lake) -> dict | None:
+    """The newest ``lakehouse maintain`` of the pipeline: when, how long, and its totals."""
+    records = read_maintenance(lake)
+    if not records:
+        return None
+    last = records[-1]
+    return {"maintenance_id": last["maintenance_id"], "at": iso(int(last["started_at"] * 1000)),
+            "duration_s": last.get("duration_s"), "totals": last.get("totals") or {}, "count": len(records)}
 
 
 def _topics(lake: Lake) -> dict[str, dict]:
@@ -156,7 +168,16 @@ def format_status(status: dict) -> str:
                              + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else ""))
         if "batch_log" in hop:
             lines.extend(_format_batches(hop))
-    return "\n".join(lines)
+    return "\n".join(lines + _maintenance_lines(status.get("last_maintenance")))
+
+
+def _maintenance_lines(done: dict | None) -> list[str]:
+    if not done:
+        return []
+    totals = done["totals"]
+    return [f"last maintenance {done['maintenance_id']} at {done['at']} ({done['duration_s']} s): files "
+            f"{totals.get('files_before')} -> {totals.get('files_after')}, {totals.get('files_vacuumed')} vacuumed, "
+            f"stored {totals.get('stored_before')} -> {totals.get('stored_after')} bytes"]
 
 
 def _window(infos: list, horizon: int | None, declared: str | None) -> dict:

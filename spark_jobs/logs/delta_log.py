@@ -149,3 +149,22 @@ def table_id(table: str) -> str | None:
             if "metaData" in action:
                 return action["metaData"].get("id")
     return None
+
+
+def unused_files(table: str, keep_from: int) -> list[str]:
+    """The files (paths relative to the table, as the log spells them) that no version from
+    ``keep_from`` on uses, as far as the JSON commits still in the log tell: data files whose last
+    action is a ``remove`` in a commit at or before ``keep_from`` (a RESTORE that adds one back is
+    a later action), and the change-data files of those commits. A file the log no longer
+    mentions, or names by an absolute path, is never listed."""
+    last: dict[str, tuple[str, int]] = {}
+    changes = []
+    for version in versions(table):
+        for action in read_commit(table, version):
+            for kind in ("add", "remove"):
+                if kind in action:
+                    last[action[kind]["path"]] = (kind, version)
+            if "cdc" in action and version <= keep_from:
+                changes.append(action["cdc"]["path"])
+    removed = [path for path, (kind, version) in last.items() if kind == "remove" and version <= keep_from]
+    return [path for path in removed + changes if "://" not in path]

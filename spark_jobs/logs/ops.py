@@ -1,14 +1,14 @@
 """The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``), rollback
-journals (``_ops/rollbacks/<pipeline>/``) and missed freshness deadlines
-(``_ops/alerts/<pipeline>/``). ``status``, the quality gates, rollback and the UI read these and
-the checkpoints, never a JVM (docs/guides/airflow.md)."""
+journals (``_ops/rollbacks/<pipeline>/``), missed freshness deadlines (``_ops/alerts/<pipeline>/``)
+and maintenance records (``_ops/maintenance/<pipeline>/``). ``status``, the quality gates,
+rollback and the UI read these and the checkpoints, never a JVM (docs/guides/airflow.md)."""
 
 from __future__ import annotations
 
 from spark_jobs.logs.fs import read_json, read_json_folder, write_json
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import Journal
-from spark_jobs.model.records import RunRecord
+from spark_jobs.model.records import MaintenanceRecord, RunRecord
 
 
 def write_record(lake: Lake, record: RunRecord) -> str:
@@ -47,3 +47,13 @@ def write_alert(lake: Lake, alert: dict) -> str:
 def read_alerts(lake: Lake) -> list[dict]:
     """Every missed freshness deadline of the pipeline, oldest first."""
     return sorted(read_json_folder(lake.alerts), key=lambda alert: alert.get("at") or "")
+
+
+def write_maintenance(lake: Lake, record: MaintenanceRecord) -> str:
+    """Write the record of one ``lakehouse maintain``."""
+    return write_json(lake.maintenance, f"{record.maintenance_id}.json", record.to_dict())
+
+
+def read_maintenance(lake: Lake) -> list[dict]:
+    """Every maintenance record of the pipeline, oldest first."""
+    return sorted(read_json_folder(lake.maintenance), key=lambda record: record.get("started_at") or 0)

@@ -75,6 +75,10 @@ class Lake:
         return self.path(f"_ops/rollbacks/{self.spec.name}")
 
     @property
+    def maintenance(self) -> str:
+        return self.path(f"_ops/maintenance/{self.spec.name}")
+
+    @property
     def replays(self) -> str:
         return self.path(f"_ops/replays/{self.spec.name}")
 

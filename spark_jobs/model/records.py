@@ -67,3 +67,36 @@ class RunRecord:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def new_maintenance_id() -> str:
+    """A sortable, unique maintenance id (as a run id)."""
+    return "maintain-" + new_run_id()
+
+
+@dataclass
+class MaintenanceRecord:
+    """What one ``lakehouse maintain`` did (or with ``dry_run``, would do): one entry per table
+    (:func:`spark_jobs.engine.maintain.maintain_table`), kept in ``_ops/maintenance/<pipeline>/``."""
+
+    pipeline: str
+    maintenance_id: str = field(default_factory=new_maintenance_id)
+    dry_run: bool = False
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    duration_s: float | None = None
+    tables: list[dict] = field(default_factory=list)
+
+    def finish(self) -> None:
+        self.ended_at = time.time()
+        self.duration_s = round(self.ended_at - self.started_at, 3)
+
+    def totals(self) -> dict[str, int]:
+        """Over every table: current files and stored bytes before and after, files compacted away and
+        files (and bytes) vacuumed."""
+        keys = ("files_before", "files_after", "stored_before", "stored_after", "files_compacted", "files_vacuumed",
+                "bytes_vacuumed")
+        return {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"totals": self.totals()}

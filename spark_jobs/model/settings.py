@@ -92,11 +92,16 @@ SOURCE = Setting("LAKEHOUSE_SOURCE", "landing",
                  "`kafka`: `make run` starts a Kafka broker and every ingest hop reads a topic of its own "
                  "(`<pipeline>.<hop>`), which the sample trickle produces to.")
 
+CLOCK_SHIFT = Setting("LAKEHOUSE_CLOCK_SHIFT", "",
+                      "Moves the platform's clock forward by this long (`8 days`) where retention decides what is old "
+                      "(`lakehouse maintain`, the rollback window in `status`): for tests and benchmarks that age a "
+                      "lake without waiting. Commit times in the logs stay the real ones.")
+
 SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
             DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
             KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
-            SPARK, SOURCE)
+            SPARK, SOURCE, CLOCK_SHIFT)
 
 
 def pipelines_dirs() -> tuple[Path, ...]:

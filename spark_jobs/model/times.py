@@ -4,8 +4,10 @@ window lengths such as ``10 seconds``."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 from spark_jobs.model.errors import UsageError
+from spark_jobs.model.settings import CLOCK_SHIFT
 
 _UNIT_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
@@ -41,3 +43,14 @@ def merged_spans(spans) -> list[tuple[int, int]]:
         else:
             merged.append([start, end])
     return [(start, end) for start, end in merged]
+
+
+def now_ms() -> int:
+    """The platform's clock where retention decides what is old: the real time, moved forward by
+    ``$LAKEHOUSE_CLOCK_SHIFT`` when set (tests and benchmarks age a lake with it)."""
+    shift = CLOCK_SHIFT.value()
+    try:
+        moved = duration_ms(shift) if shift else 0
+    except (ValueError, KeyError):
+        raise UsageError(f"{CLOCK_SHIFT.name}={shift!r} is not a duration: use e.g. `8 days`, or unset it") from None
+    return int(time.time() * 1000) + moved

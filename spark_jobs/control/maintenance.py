@@ -1,0 +1,161 @@
+"""What ``lakehouse maintain`` may remove from each table, read from the logs without a JVM
+(docs/guides/maintenance.md).
+
+VACUUM deletes the data files no version from a given one on still uses. Which version that may
+be is the oldest any reader of the table may still need:
+
+- the hop's own rollback window: a rollback to its oldest reachable batch (the checkpoint's
+  retained batches, and no older than the spec's ``retention.rollback`` says when it says)
+  RESTOREs each of its tables to the version before the undone batches;
+- every stream that reads the table (the hops below): each retained batch it may replay reads
+  from the version its offsets logged, and its next batch from its last offsets.
+
+:func:`vacuum` then deletes the files the log says no version from that one on uses. It does not
+call Delta's VACUUM, whose bound is a time in whole hours (``RETAIN 0.16 HOURS`` is rounded to 0 and
+deletes a file removed a second ago), not a version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from urllib.parse import unquote
+
+from spark_jobs.control import batches
+from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.times import duration_ms, iso
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's maintenance: the files of ``keep_from`` and later versions stay (``held_by``
+    says who needs ``keep_from``), from the version ``latest`` of the table."""
+
+    hop: str
+    table: str
+    latest: int
+    keep_from: int
+    held_by: str
+    keep_from_ms: int | None  # the commit time of keep_from (None: its commit is no longer in the log)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _committed_ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def target_batch(lake: Lake, hop: HopSpec, infos: list[batches.BatchInfo], now_ms: int) -> int | None:
+    """The oldest batch a rollback of ``hop`` must still reach (-1: before its first; None:
+    none, the hop has no batch a rollback can reach): its horizon now, or with a declared
+    ``retention.rollback``, the last batch committed before the window began, if that is later."""
+    horizon = batches.horizon(lake, hop, infos)
+    declared = lake.spec.retention.get("rollback")
+    if horizon is None or declared is None:
+        return horizon
+    start = now_ms - duration_ms(str(declared))
+    before = [info.batch_id for info in infos
+              if info.committed and (_committed_ms(info.committed_at) or 0) < start]
+    return max(horizon, max(before, default=-1))
+
+
+def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: int) -> tuple[int, str]:
+    """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
+    if target is None:
+        return latest, "nothing (no batch a rollback can reach)"
+    cut = batches.cut_version(table, batches.query_ids(lake, hop), target)
+    if cut is None:
+        return latest, f"nothing ({hop.name}'s batches after {target} wrote no commit here)"
+    return cut, f"{hop.name}'s rollback window (back to batch {target})"
+
+
+def _reader_needs(lake: Lake, hop: HopSpec, now_ms: int, infos_of) -> list[tuple[int, str]]:
+    """Per stream reading ``hop``'s table, the oldest version a batch it may replay (or its next
+    batch) reads from: the ``reservoirVersion`` of its offsets from its own oldest reachable batch on."""
+    needs = []
+    for reader in lake.spec.feeds(hop.name):
+        checkpoint = lake.checkpoint(reader)
+        logged = checkpoint_log.offset_batch_ids(checkpoint)
+        if not logged:
+            continue
+        target = target_batch(lake, reader, infos_of(reader), now_ms)
+        kept = [batch_id for batch_id in logged if target is None and batch_id == logged[-1]
+                or target is not None and batch_id >= target]
+        for batch_id in kept or logged[-1:]:
+            try:
+                sources = checkpoint_log.read_offsets(checkpoint, batch_id).sources
+            except (ValueError, IndexError):
+                continue
+            source = batches.upstream_offset(lake, reader, hop.name, sources)
+            if source and "reservoirVersion" in source:
+                needs.append((int(source["reservoirVersion"]), f"{reader.name}'s stream (offsets of batch {batch_id})"))
+    return needs
+
+
+def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
+    """Per table of ``hops`` that exists: the oldest version whose files stay, and who holds it."""
+    cache: dict[str, list[batches.BatchInfo]] = {}
+
+    def infos_of(hop: HopSpec) -> list[batches.BatchInfo]:
+        if hop.name not in cache:
+            cache[hop.name] = batches.hop_batches(lake, hop)
+        return cache[hop.name]
+
+    plans = []
+    for hop in hops:
+        target = target_batch(lake, hop, infos_of(hop), now_ms)
+        readers = _reader_needs(lake, hop, now_ms, infos_of)
+        for table in lake.tables_of(hop):
+            present = delta_log.versions(table)
+            if not present:
+                continue
+            latest = present[-1]
+            needs = [_own_need(lake, hop, table, target, latest), (latest, "the current version"),
+                     *(readers if table == lake.table(hop) else [])]
+            keep_from, held_by = min(needs, key=lambda need: need[0])
+            keep_from = max(keep_from, present[0])
+            stamp = delta_log.commit_info(table, keep_from).get("timestamp") if keep_from in present else None
+            plans.append(TablePlan(hop.name, table, latest, keep_from, held_by, int(stamp) if stamp else None))
+    return plans
+
+
+def table_line(done: dict) -> str:
+    """One table of a maintenance record, as ``maintain`` and ``status`` print it."""
+    return (f"{done['hop']} {batches.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
+            f"compacted {done.get('compacted')}; vacuumed {done.get('vacuumed')}; {describe_keep(done)}")
+
+
+def describe_keep(done: dict) -> str:
+    """``keeps version 12 (committed ...) and later: held by gold's stream (offsets of batch 5)``."""
+    when = f", committed {iso(done['keep_from_ms'])}" if done.get("keep_from_ms") else ""
+    return f"keeps version {done['keep_from']}{when} and later: held by {done['held_by']}"
+
+
+def stored_bytes(table: str) -> int:
+    """Bytes under the table's folder: its current files, removed ones not yet vacuumed, and its log."""
+    return int(filesystem(table).du(table))
+
+
+def vacuum(step: TablePlan, dry_run: bool) -> dict:
+    """Delete the files no version from ``step.keep_from`` on uses (:func:`delta_log.unused_files`)
+    that are still there, with their checksum files; count them and their bytes."""
+    fs = filesystem(step.table)
+    found = []
+    for path in delta_log.unused_files(step.table, step.keep_from):
+        full = f"{step.table}/{unquote(path)}"
+        if fs.exists(full):
+            found.append(full)
+    size = sum(int(fs.size(path) or 0) for path in found)
+    if not dry_run:
+        for path in found:
+            folder, name = path.rsplit("/", 1)
+            checksum = f"{folder}/.{name}.crc"  # Hadoop's local file system writes one beside each file
+            fs.rm([path, checksum] if fs.exists(checksum) else [path])
+    return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes)",
+            "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size}

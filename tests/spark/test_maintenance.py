@@ -1,0 +1,99 @@
+"""``lakehouse maintain`` against real Spark and Delta (docs/guides/maintenance.md): compaction
+changes no row and no rollback target; VACUUM deletes only what no rollback inside the declared
+window and no stream reading the table still needs; a target outside the window is refused
+before anything changes; a reader that lagged behind reads on, and every table still equals the
+landing files. The randomized model test runs ``maintain`` steps too (testkit/model.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_jobs import service
+from spark_jobs.cli import main
+from spark_jobs.control import batches
+from spark_jobs.engine.maintain import COMPACT_MIN_FILES
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import get_spec
+from testkit.expected import assert_tables_match_landing
+from testkit.lakes import increment, spec_copy
+from testkit.paths import file_tree
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+HOPS = ("bronze", "silver", "gold")
+
+
+def _cli(capsys, *argv: str) -> tuple[int, dict | None]:
+    capsys.readouterr()
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if code == 0 else None
+
+
+def _rows(spark, home: Path) -> dict[str, list]:
+    tables = sorted(str(path.parent) for path in home.glob("tables/*/*/_delta_log"))
+    return {table: sorted(map(tuple, spark.read.format("delta").load(table).collect()), key=repr) for table in tables}
+
+
+def _data_files(table: str) -> int:
+    """Parquet files on disk under the table (the log and checksum files aside)."""
+    return sum(1 for path in Path(table).rglob("*.parquet") if "_delta_log" not in path.parts)
+
+
+def _by_table(document: dict) -> dict[str, dict]:
+    return {batches.table_label(entry["table"]): entry for entry in document["tables"]}
+
+
+def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_increments, tmp_path, monkeypatch,
+                                                                   capsys):
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", source_log_compact_interval=2,
+                                                              retention={"rollback": "1 day"})))
+    increment(3, hop="bronze")
+    service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()  # gold lags behind silver
+    lake = Lake.open(get_spec("ad_events"))
+    horizons = {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+    rows = _rows(spark, three_increments)
+
+    # Inside the window (every batch is younger than a day): compaction only, nothing deleted.
+    code, document = _cli(capsys, "maintain", "ad_events")
+    assert code == 0
+    compacted = [entry for entry in document["tables"] if entry["files_before"] >= COMPACT_MIN_FILES]
+    assert compacted, "no table had enough files to compact: the test exercises nothing"
+    for entry in document["tables"]:
+        assert entry["files_vacuumed"] == 0
+        assert (entry["files_after"] < entry["files_before"]) == (entry in compacted), entry
+    assert _rows(spark, three_increments) == rows
+    assert {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS} == horizons
+
+    # Two days later every batch is older than the window: what is left is what readers need.
+    monkeypatch.setenv("LAKEHOUSE_CLOCK_SHIFT", "2 days")
+    tree = file_tree(three_increments)
+    code, dry = _cli(capsys, "maintain", "ad_events", "--dry-run")
+    assert code == 0 and dry["dry_run"] and file_tree(three_increments) == tree
+    code, document = _cli(capsys, "maintain", "ad_events")
+    tables = _by_table(document)
+    gold, silver = tables["gold/campaign_views_10s"], tables["silver/ad_views"]
+    assert gold["files_vacuumed"] > 0 and _data_files(gold["table"]) == gold["files_after"]
+    assert silver["held_by"].startswith("gold's stream"), silver  # gold has not read silver's last batch
+    assert _data_files(silver["table"]) > silver["files_after"]  # the compacted files gold may still read
+    # Gold's window shrank to its last batches: a rollback inside it plans, one outside is refused
+    # (naming the vacuumed file) and changes nothing.
+    reach = batches.horizon(lake, lake.spec.hop("gold"))
+    assert reach > horizons["gold"]
+    tree = file_tree(three_increments)
+    assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach), "--dry-run"]) == 0
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach - 1)]) == 2
+    assert "vacuumed" in capsys.readouterr().err
+    assert file_tree(three_increments) == tree
+
+    _code, status = _cli(capsys, "status", "ad_events")
+    assert status["last_maintenance"]["maintenance_id"] == document["maintenance_id"]
+
+    service.run("ad_events", "gold", progress=lambda line: None).raise_for_gate()  # the lagging reader reads on
+    assert_tables_match_landing(three_increments)
+    increment(4)
+    assert_tables_match_landing(three_increments)
