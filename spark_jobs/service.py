@@ -347,7 +347,7 @@ def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: 
         steps = plan(lake, lake.spec.select_hops(hop), now_ms())
         spark = _session(lake, "maintain") if steps else None
         for step in steps:
-            record.tables.append(maintain_table(spark, step, dry_run))
+            record.tables.append(maintain_table(spark, step, lake.spec.compact_min_files, dry_run))
             progress(f"[maintain] {table_line(record.tables[-1])}")
         record.finish()
         if not dry_run:

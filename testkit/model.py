@@ -77,8 +77,12 @@ def _iso(ms: int) -> str:
 class Runner:
     """Applies random operations to a lake and checks it against the model after each."""
 
-    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print, kafka=None):
+    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print, kafka=None,
+                 maintain: bool = False):
         self.spark = spark
+        # ``maintain`` steps come between the drawn ones, from a generator of their own: a seed's
+        # other steps stay the same with them or without.
+        self.maintain_rng = random.Random(seed * 7919 + 1) if maintain else None
         self.home = home
         self.fs = filesystem(home)
         self.rng = random.Random(seed)
@@ -264,6 +268,29 @@ class Runner:
                 self._note_resets(json.loads(out)["plan"])
         step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
 
+    def _horizons(self) -> dict[str, int | None]:
+        from spark_jobs.control import batches
+        from spark_jobs.model.lake import Lake as LakePaths
+        from spark_jobs.model.spec import get_spec
+
+        lake = LakePaths.open(get_spec("ad_events"))
+        return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+
+    def op_maintain(self, step: Step) -> None:
+        """Compact and vacuum (all hops or one): no table's rows change (the check after every
+        step) and no hop's rollback reaches less far than before (the spec declares no window:
+        the checkpoints' retained batches are the window)."""
+        step.argv = ["maintain", "ad_events", "--hop", self.maintain_rng.choice(("all",) + HOPS)]
+        before = self._horizons()
+        code, out = self.cli([*step.argv, "--json"])
+        if code:
+            raise ModelMismatch(f"maintain was refused: {self._last_error}")
+        after = self._horizons()
+        if after != before:
+            raise ModelMismatch(f"maintain cut a rollback window: oldest reachable batches {before} -> {after}")
+        totals = json.loads(out)["totals"]
+        step.outcome = f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed"
+
     def op_settle(self, step: Step) -> None:
         """Bring every hop up to date as a user would, then every table must equal the files."""
         commands = [["run", "ad_events"]]
@@ -298,10 +325,12 @@ class Runner:
         step.seconds = time.time() - began
         self.sequence.counts[operation] += 1
         self.log(str(step))
+        if operation != "maintain" and self.maintain_rng and self.maintain_rng.random() < 0.3:
+            self.step(number, "maintain")
 
 
 def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
-                 operations: list[str] | None = None, kafka=None) -> Sequence:
+                 operations: list[str] | None = None, kafka=None, maintain: bool = False) -> Sequence:
     """Land a first file, then ``steps`` random operations, then settle; raise with the transcript on a mismatch.
 
     The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder
@@ -310,7 +339,7 @@ def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0
     ``operations``, when given, names each step's operation instead of drawing it (targets, ranges
     and moments are still drawn).
     """
-    runner = Runner(spark, home, seed, kill_weight, log, kafka)
+    runner = Runner(spark, home, seed, kill_weight, log, kafka, maintain)
     number = 0
     try:
         runner.step(number, "land")
@@ -319,7 +348,7 @@ def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0
         runner.step(steps + 1, "settle")
     except Exception as error:
         raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model --seed {seed} "
-                            f"--steps {steps}{' --kafka' if kafka else ''}") from error
+                            f"--steps {steps}{' --kafka' if kafka else ''}{' --maintain' if maintain else ''}") from error
     return runner.sequence
 
 
@@ -353,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--kill-weight", type=float, default=0.05)
     parser.add_argument("--kafka", action="store_true", help="bronze reads a topic on a broker started here")
+    parser.add_argument("--maintain", action="store_true", help="some steps compact and vacuum (lakehouse maintain)")
     args = parser.parse_args(argv)
     from spark_jobs.engine.session import build_session
 
@@ -363,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         kafka = stack.enter_context(started_broker(work / "kafka")) if args.kafka else None
         spark = build_session("lakehouse-model", 4)
-        sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight, kafka=kafka)
+        sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight, kafka=kafka,
+                                maintain=args.maintain)
     print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}")
     return 0
 

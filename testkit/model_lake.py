@@ -21,7 +21,8 @@ ADS = [(f"ad-{n:02d}", f"campaign-{n % 5}") for n in range(20)]
 NO_CAMPAIGN_AD = "ad-orphan"
 BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
              '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
-SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3}
+SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3,
+                "compact_min_files": 3}
 TOPIC = "model_events"  # the Kafka variant's bronze reads it, at most 40 records a batch
 
 

@@ -13,18 +13,15 @@ import time
 
 from spark_jobs.control.maintenance import TablePlan, stored_bytes, vacuum
 
-# A table is compacted once it has this many files: fewer are not worth a rewrite.
-COMPACT_MIN_FILES = 8
-
 
 def _detail(spark, table: str) -> tuple[int, int]:
     row = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
     return int(row.numFiles), int(row.sizeInBytes)
 
 
-def _compact(spark, table: str, files: int, dry_run: bool) -> dict:
-    if files < COMPACT_MIN_FILES:
-        return {"compacted": f"no ({files} files, fewer than {COMPACT_MIN_FILES})"}
+def _compact(spark, table: str, files: int, least: int, dry_run: bool) -> dict:
+    if files < least:
+        return {"compacted": f"no ({files} files, fewer than compact_min_files, {least})"}
     if dry_run:
         return {"compacted": f"would compact up to {files} files"}
     from delta.tables import DeltaTable
@@ -34,9 +31,9 @@ def _compact(spark, table: str, files: int, dry_run: bool) -> dict:
             "files_compacted": int(metrics.numFilesRemoved) - int(metrics.numFilesAdded)}
 
 
-def maintain_table(spark, step: TablePlan, dry_run: bool) -> dict:
-    """Compact, then vacuum, one table; what it did (or would do), with its files and bytes
-    before and after."""
+def maintain_table(spark, step: TablePlan, compact_min_files: int, dry_run: bool) -> dict:
+    """Compact (with ``compact_min_files`` files or more), then vacuum, one table; what it did (or
+    would do), with its files and bytes before and after."""
     if "`" in step.table:
         from spark_jobs.model.errors import UsageError
 
@@ -44,7 +41,7 @@ def maintain_table(spark, step: TablePlan, dry_run: bool) -> dict:
     began = time.time()
     files, size = _detail(spark, step.table)
     done = {**step.to_dict(), "files_before": files, "bytes_before": size, "stored_before": stored_bytes(step.table)}
-    done.update(_compact(spark, step.table, files, dry_run))
+    done.update(_compact(spark, step.table, files, compact_min_files, dry_run))
     done.update(vacuum(step, dry_run))
     after_files, after_size = (files, size) if dry_run else _detail(spark, step.table)
     return done | {"files_after": after_files, "bytes_after": after_size, "stored_after": stored_bytes(step.table),

@@ -140,6 +140,7 @@ class PipelineSpec:
     # file source log is compacted: both bound what a rollback can undo (docs/concepts/rollback.md).
     min_batches_to_retain: int = 100
     source_log_compact_interval: int = 10
+    compact_min_files: int = 8  # `lakehouse maintain` compacts a table with this many files or more
     # How old a hop's newest commit may get (``15 minutes``): older is stale, red on the
     # Lakehouse page, and a stream DAG run not done this long after it was queued misses its
     # deadline alert. None: no limit.

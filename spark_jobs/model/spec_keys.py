@@ -60,6 +60,8 @@ PIPELINE_KEYS: tuple[Key, ...] = (
     Key("min_batches_to_retain", COUNT, "how many batches each checkpoint keeps (Spark's `minBatchesToRetain`): "
         "how far back a rollback can reach"),
     Key("source_log_compact_interval", COUNT, "how often the file source's log is compacted"),
+    Key("compact_min_files", COUNT, "`lakehouse maintain` compacts a table (Delta OPTIMIZE) once it has this many "
+        "files or more (default 8)"),
     Key("retention", MAPPING, "what the pipeline keeps, each bounded by the rest: `rollback`, how far back in time a "
         "rollback must reach (below)"),
     Key("freshness", DURATION, "how old a hop's newest commit may get before it is stale (red on the Lakehouse "

@@ -14,7 +14,6 @@ import pytest
 from spark_jobs import service
 from spark_jobs.cli import main
 from spark_jobs.control import batches
-from spark_jobs.engine.maintain import COMPACT_MIN_FILES
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from testkit.expected import assert_tables_match_landing
@@ -60,7 +59,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     # Inside the window (every batch is younger than a day): compaction only, nothing deleted.
     code, document = _cli(capsys, "maintain", "ad_events")
     assert code == 0
-    compacted = [entry for entry in document["tables"] if entry["files_before"] >= COMPACT_MIN_FILES]
+    compacted = [entry for entry in document["tables"] if entry["files_before"] >= lake.spec.compact_min_files]
     assert compacted, "no table had enough files to compact: the test exercises nothing"
     for entry in document["tables"]:
         assert entry["files_vacuumed"] == 0
