@@ -55,7 +55,7 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
             os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
                               LAKEHOUSE_QUALITY=str(work / "no-suites"))
             try:
-                sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None)
+                sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, maintain=True)
                 operations.update(sequence.counts)
                 refusals.update(sequence.refusals)
                 settles += sequence.settles
@@ -94,7 +94,8 @@ def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> d
                               LAKEHOUSE_QUALITY=str(work / "no-suites"))
             try:
                 with started_broker(work / "kafka") as broker:
-                    sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker)
+                    sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker,
+                                            maintain=True)
                 operations.update(sequence.counts)
                 settles += sequence.settles
             except ModelMismatch as error:

@@ -1,8 +1,8 @@
 """Build each pipeline's DAGs from its spec (docs/guides/airflow.md).
 
 Only wiring happens here: the spec is plain YAML, operators resolve jars and paths when
-they execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill`` and
-``<pipeline>__rollback``. A spec that cannot become DAGs is left out (:func:`usable_specs`)
+they execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill``, ``<pipeline>__rollback``,
+``<pipeline>__refresh`` and ``<pipeline>__maintenance``. A spec that cannot become DAGs is left out (:func:`usable_specs`)
 and reported by ``dags/lakehouse_spec_errors.py``.
 """
 
@@ -261,6 +261,32 @@ def build_refresh_dag(spec: PipelineSpec) -> DAG:
     return dag
 
 
+MAINTENANCE_DOC = """\
+### {name}: table maintenance
+
+Daily: compacts each table's small files (Delta OPTIMIZE, on tables with `compact_min_files` files
+or more) and deletes the files no rollback inside the window and no stream reading the table
+still needs, under the pipeline's lock (the same as `lakehouse maintain {name}`). Its record is
+in `_ops/maintenance/{name}/`; `lakehouse status {name}` shows the last one.
+"""
+
+
+def build_maintenance_dag(spec: PipelineSpec) -> DAG:
+    with DAG(
+        dag_id=f"{spec.name}__maintenance",
+        schedule="@daily",
+        start_date=_start_date(spec.backfill_start),
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        doc_md=MAINTENANCE_DOC.format(name=spec.name),
+        tags=["lakehouse", spec.name, "maintenance"],
+    ) as dag:
+        LakehouseSparkOperator(task_id="maintain", command="maintain", pipeline=spec.name, arguments=[*WAIT_ARGS],
+                               doc_md="Compact and vacuum every table of the pipeline (a Spark application).")
+    return dag
+
+
 def _check_buildable(spec: PipelineSpec) -> None:
     """What Airflow would refuse when building the spec's DAGs: its schedule and backfill start."""
     from airflow.timetables.trigger import CronTriggerTimetable
@@ -295,7 +321,7 @@ def build_all() -> dict[str, DAG]:
     dags: dict[str, DAG] = {}
     for spec in usable_specs()[0]:
         for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec),
-                    build_refresh_dag(spec)):
+                    build_refresh_dag(spec), build_maintenance_dag(spec)):
             dags[dag.dag_id] = dag
     return dags
 

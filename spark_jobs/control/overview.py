@@ -9,7 +9,13 @@ import datetime as dt
 import time
 
 from spark_jobs.control import batches, topics
-from spark_jobs.control.status import hop_status, new_landing_files, pending_work, unread_upstream_versions
+from spark_jobs.control.status import (
+    hop_status,
+    last_maintenance,
+    new_landing_files,
+    pending_work,
+    unread_upstream_versions,
+)
 from spark_jobs.control.suites import read_summary
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_alerts, read_records
@@ -123,6 +129,7 @@ def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
         "schedule": lake.spec.schedule,
         "freshness": lake.spec.freshness,
         "alerts": read_alerts(lake),
+        "maintenance": last_maintenance(lake),
         "generated_at": now,
         "hops": [hop_overview(lake, name, now) | {"work": pending.get(name)} for name in lake.spec.hop_names],
     }

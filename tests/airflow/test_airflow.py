@@ -62,7 +62,7 @@ def dagbag(tmp_path_factory):
 
 @pytest.mark.parametrize("dag_file, dag_ids", [
     ("lakehouse_pipelines.py", {f"{name}__{kind}" for name in ("ad_events", "crm", "shop")
-                                for kind in ("stream", "backfill", "rollback", "refresh")}),
+                                for kind in ("stream", "backfill", "rollback", "refresh", "maintenance")}),
     ("lakehouse_spec_errors.py", set()),
 ], ids=["pipelines", "spec_errors"])  # a set's order differs per process: xdist needs stable ids
 def test_each_dag_file_imports_without_errors(tmp_path, dag_file, dag_ids):
@@ -86,7 +86,7 @@ def test_a_broken_spec_is_its_own_import_error_and_the_other_pipelines_stay(tmp_
                    env={**os.environ, "LAKEHOUSE_PIPELINES": str(specs), "LAKEHOUSE_QUALITY": str(tmp_path / "quality")})
     bag = _probe_dagbag(tmp_path, ROOT / "dags", LAKEHOUSE_PIPELINES=str(specs))
     assert set(bag["shape"]) == {f"{name}__{kind}" for name in ("ad_events", "orders")
-                                 for kind in ("stream", "backfill", "rollback", "refresh")}
+                                 for kind in ("stream", "backfill", "rollback", "refresh", "maintenance")}
     assert bag["shape"]["orders__stream"] == {
         name.replace("ad_events", "orders"): upstream for name, upstream in bag["shape"]["ad_events__stream"].items()}
     errors_file = str(ROOT / "dags" / "lakehouse_spec_errors.py")
@@ -113,6 +113,7 @@ def test_dag_shapes(dagbag):
     assert dagbag["shape"]["ad_events__backfill"] == {"bronze": [], "silver": ["bronze"], "gold": ["silver"]}
     assert dagbag["shape"]["ad_events__rollback"] == {"plan": [], "execute": ["plan"], "verify": ["execute"]}
     assert dagbag["shape"]["ad_events__refresh"] == {"plan": [], "refresh": ["plan"], "verify": ["refresh"]}
+    assert dagbag["shape"]["ad_events__maintenance"] == {"maintain": []}
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
     assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
     assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "hop", "replan", "to_batch",

@@ -139,6 +139,13 @@ def test_refresh_task_submits_refresh_of_the_hop(factory, from_time, expected):
     assert arguments == ["refresh", "ad_events", "--hop", "gold", "--from", expected, "--wait", "900"]
 
 
+def test_maintenance_task_submits_maintain_of_the_pipeline(factory):
+    dag_factory, spec = factory
+    task = dag_factory.build_maintenance_dag(spec).get_task("maintain")
+    _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}})[0])
+    assert arguments == ["maintain", "ad_events", "--wait", "900"]
+
+
 def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(factory, tmp_path):
     """``make run-cluster``'s master wants Spark's shared secret: spark-submit reads it from the
     cluster's properties file (``$LAKEHOUSE_SPARK_PROPERTIES``), so the argv names only the file."""

@@ -89,6 +89,6 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     (dags / "lakehouse.py").write_text(DAG_FILE)
     bag = json.loads(_run([python, "-c", DAGBAG_PROBE, dags], env, team).stdout.strip().splitlines()[-1])
     assert bag["errors"] == {} and bag["heavy"] == []
-    assert bag["dags"] == [f"orders__{kind}" for kind in ("backfill", "refresh", "rollback", "stream")]
+    assert bag["dags"] == [f"orders__{kind}" for kind in ("backfill", "maintenance", "refresh", "rollback", "stream")]
     plugins = json.loads(_run([venv / "bin" / "airflow", "plugins", "-o", "json"], env, team).stdout)
     assert [plugin["name"] for plugin in plugins] == ["lakehouse"], plugins

@@ -14,6 +14,7 @@ import pytest
 from spark_jobs import service
 from spark_jobs.cli import main
 from spark_jobs.control import batches
+from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from testkit.expected import assert_tables_match_landing
@@ -91,6 +92,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
 
     _code, status = _cli(capsys, "status", "ad_events")
     assert status["last_maintenance"]["maintenance_id"] == document["maintenance_id"]
+    assert pipeline_overview(lake)["maintenance"] == status["last_maintenance"]  # the Lakehouse page's line
 
     service.run("ad_events", "gold", progress=lambda line: None).raise_for_gate()  # the lagging reader reads on
     assert_tables_match_landing(three_increments)

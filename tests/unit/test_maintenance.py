@@ -1,0 +1,80 @@
+"""Which files ``lakehouse maintain`` deletes, from a table's log alone (no JVM): random logs of
+appends, removes, RESTOREs that add removed files back and change-data files, against a
+plain-Python model that replays every snapshot."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import pytest
+
+from spark_jobs.control.maintenance import TablePlan, vacuum
+from spark_jobs.logs import delta_log
+
+pytestmark = pytest.mark.unit
+
+
+def _random_log(table: Path, rng: random.Random, commits: int) -> tuple[list[set[str]], list[list[str]]]:
+    """Write ``commits`` JSON commits with data files on disk; return each version's snapshot
+    (paths as the log spells them) and each version's change-data files."""
+    (table / "_delta_log").mkdir(parents=True)
+    live: set[str] = set()
+    removed: list[str] = []
+    snapshots, changes, serial = [], [], 0
+    for version in range(commits):
+        actions = [{"commitInfo": {"timestamp": 1_000 * version, "operation": "WRITE"}}]
+        restores = rng.sample(removed, min(len(removed), rng.randint(0, 2))) if rng.random() < 0.2 else []
+        gone = rng.sample(sorted(live), min(len(live), rng.randint(0, 3))) if rng.random() < 0.5 else []
+        for path in gone:
+            actions.append({"remove": {"path": path, "dataChange": True, "deletionTimestamp": version}})
+            live.discard(path)
+            removed.append(path)
+        for path in restores:  # a RESTORE adds back a file an earlier commit removed
+            actions.append({"add": {"path": path, "dataChange": True}})
+            live.add(path)
+            removed.remove(path)
+        for _ in range(rng.randint(0, 2)):
+            serial += 1
+            path = f"{quote('day=2026-01-01 00:00')}/part-{serial:05d}.parquet"
+            actions.append({"add": {"path": path, "dataChange": True}})
+            live.add(path)
+        cdc = []
+        if rng.random() < 0.2:
+            serial += 1
+            cdc = [f"_change_data/cdc-{serial:05d}.parquet"]
+            actions.append({"cdc": {"path": cdc[0], "dataChange": False}})
+        for path in [a[kind]["path"] for a in actions for kind in ("add", "cdc") if kind in a]:
+            file = table / unquote(path)
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text("x")
+            (file.parent / f".{file.name}.crc").write_text("c")
+        (table / "_delta_log" / f"{version:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+        snapshots.append(set(live))
+        changes.append(cdc)
+    return snapshots, changes
+
+
+@pytest.mark.parametrize("seed", range(40), ids=[f"seed{seed}" for seed in range(40)])
+def test_vacuum_deletes_exactly_what_no_version_from_keep_from_on_uses(tmp_path, seed):
+    rng = random.Random(seed)
+    table = tmp_path / "table"
+    snapshots, changes = _random_log(table, rng, rng.randint(1, 25))
+    keep_from = rng.randrange(len(snapshots))
+    mentioned = {path for snapshot in snapshots[:keep_from + 1] for path in snapshot}
+    still_used = set().union(*snapshots[keep_from:])
+    expected = (mentioned - still_used) | {path for cdc in changes[:keep_from + 1] for path in cdc}
+
+    assert set(delta_log.unused_files(str(table), keep_from)) == expected
+    step = TablePlan("hop", str(table), len(snapshots) - 1, keep_from, "the test", 0)
+    assert vacuum(step, dry_run=True)["files_vacuumed"] == 0 and all(
+        (table / unquote(path)).exists() for path in expected)
+    done = vacuum(step, dry_run=False)
+    assert done["files_vacuumed"] == len(expected)
+    on_disk = {str(path.relative_to(table)) for path in table.rglob("*.parquet")}
+    spelt = {unquote(path) for path in still_used}
+    later_changes = {path for cdc in changes[keep_from + 1:] for path in cdc}
+    assert on_disk == spelt | later_changes  # every file a version from keep_from on uses, nothing else
+    assert not [path for path in table.rglob(".*.crc") if not path.with_name(path.name[1:-4]).exists()]
