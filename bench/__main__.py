@@ -35,6 +35,7 @@ from bench import (
     csv_files,
     gold_merge,
     kafka,
+    maintenance,
     quality,
     rollback,
     s3,
@@ -47,8 +48,8 @@ from bench.common import RESULTS, machine, write_json
 
 RUNS = RESULTS.parent / "runs"  # one JSON file per full run, kept in the repository
 
-PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "changes", "csv", "soak",
-         "cluster", "airflow", "scheduled", "cost", "busy")
+PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "changes", "csv",
+         "maintenance", "soak", "cluster", "airflow", "scheduled", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
@@ -56,7 +57,7 @@ SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_event
          "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
          "shop_orders": 2_000, "kafka_events": 2_000, "changes": 2_000, "change_keys": 200,
-         "csv_rows": 5_000}
+         "csv_rows": 5_000, "maintenance_days": 1, "maintenance_rows": 50}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,6 +78,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, default=1_000_000, help="changes: change events in the feed")
     parser.add_argument("--change-keys", type=int, default=100_000, help="changes: keys the feed changes")
     parser.add_argument("--csv-rows", type=int, default=1_000_000, help="csv: rows in the CSV files")
+    parser.add_argument("--maintenance-days", type=int, default=10,
+                        help="maintenance: days of 30-minute appends (48 a day) before maintenance")
+    parser.add_argument("--maintenance-rows", type=int, default=500, help="maintenance: rows per append")
     parser.add_argument("--shop-orders", type=int, default=200_000, help="shop: orders in the landing files")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
@@ -182,6 +186,10 @@ def _comparisons(args: argparse.Namespace, result: dict) -> None:
     if "csv" in args.only:
         _step(f"csv: {args.csv_rows:,} CSV rows, the format: csv hop and Spark's csv source x {args.repeats}")
         result["csv"] = csv_files.run(args.csv_rows, args.repeats, warm_up=not args.smoke)
+    if "maintenance" in args.only:
+        _step(f"maintenance: {args.maintenance_days} days of 30-minute appends, read before and after maintain "
+              f"and against a compacted copy x {args.repeats}")
+        result["maintenance"] = maintenance.run(args.maintenance_days, args.maintenance_rows, args.repeats)
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's, "
               f"{args.soak_kafka_steps} of the Kafka variant's and {args.soak_changes_steps} of crm's")
@@ -212,6 +220,7 @@ SECTIONS = (("throughput", "Throughput: the same work three ways", throughput.ma
             ("kafka", "Ingest from a Kafka topic: the run-once hop against a plain script", kafka.markdown),
             ("changes", "A change feed: the changes hop against a plain MERGE script", changes.markdown),
             ("csv", "CSV files with a header: the platform's parse against Spark's csv source", csv_files.markdown),
+            ("maintenance", "Reads after days of small appends, before and after maintenance", maintenance.markdown),
             ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
             ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
 
