@@ -10,8 +10,7 @@ days, ``--maintenance-rows`` rows each, partitioned by day), read side by side t
 
 Each read is a full scan (count and sum) and a one-day filter, timed over ``--repeats`` rounds
 of the three ways in turn. Also: the maintenance's own time, and the table's files and stored
-bytes before and after (two maintenance runs: the second deletes the files the first one's
-compaction replaced). The target: (m) within 1.2x of (f).
+bytes before and after. The target: (m) within 1.2x of (f).
 
     python -m bench.maintenance [--days 10] [--rows 500] [--repeats 3]
 """
@@ -54,27 +53,20 @@ def _reads(spark, table: str) -> tuple[float, float, tuple]:
     return middle - began, time.perf_counter() - middle, tuple(whole)
 
 
-def _latest(table: str):
+def _maintain(spark, table: str) -> tuple[float, dict]:
+    """One maintenance of a table nothing else reads and no rollback window holds."""
     from spark_jobs.control.maintenance import TablePlan
+    from spark_jobs.engine.maintain import maintain_tables
     from spark_jobs.logs import delta_log
 
-    latest = delta_log.table_version(table)
-    return TablePlan("bench", table, latest, latest, "the benchmark (nothing reads older versions)",
-                     int(delta_log.commit_info(table, latest)["timestamp"]))
-
-
-def _maintain(spark, table: str) -> tuple[float, dict]:
-    """Two maintenance runs, as two days of the maintenance DAG with no rollback window: the first
-    compacts (the files it replaces belong to the version before its commit, which it keeps), the
-    second deletes what no version from the last one on uses."""
-    from spark_jobs.control.maintenance import stored_bytes
-    from spark_jobs.engine.maintain import maintain_table
+    def plan_now() -> list[TablePlan]:
+        latest = delta_log.table_version(table)
+        return [TablePlan("bench", table, latest, latest, "the benchmark (nothing reads older versions)",
+                          int(delta_log.commit_info(table, latest)["timestamp"]))]
 
     began = time.perf_counter()
-    done = maintain_table(spark, _latest(table), 8, dry_run=False)
-    again = maintain_table(spark, _latest(table), 8, dry_run=False)
-    return time.perf_counter() - began, done | {"stored_after": stored_bytes(table),
-                                                "files_vacuumed": again.get("files_vacuumed", 0)}
+    done = maintain_tables(spark, plan_now, 8, dry_run=False)[0]
+    return time.perf_counter() - began, done
 
 
 def run(days: int, rows: int, repeats: int) -> dict:
@@ -123,7 +115,7 @@ def markdown(result: dict) -> str:
              "| table | full scan s | one-day filter s |", "|---|---:|---:|"]
     for way, row in result["ways"].items():
         lines.append(f"| {labels[way]} | {spread(row['scan_s'], '{:.3f}')} | {spread(row['day_s'], '{:.3f}')} |")
-    lines.append(f"\nMaintenance (two runs) took {result['maintenance_s']} s: files {result['files']['before']:,} -> "
+    lines.append(f"\nMaintenance took {result['maintenance_s']} s: files {result['files']['before']:,} -> "
                  f"{result['files']['after']:,}, stored {result['stored_bytes']['before']:,} -> "
                  f"{result['stored_bytes']['after']:,} bytes. Full scan s/f = {result['scan_ratio_small_over_fresh']}, "
                  f"m/f = {result['scan_ratio_maintained_over_fresh']} (target: m/f at most 1.2).")

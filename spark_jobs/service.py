@@ -336,19 +336,18 @@ def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: 
     """Compact each table's small files and VACUUM what no rollback in the window and no stream
     reading the table still needs (:mod:`spark_jobs.control.maintenance`), under the pipeline's lock."""
     from spark_jobs.control.maintenance import plan, table_line
-    from spark_jobs.engine.maintain import maintain_table
+    from spark_jobs.engine.maintain import maintain_tables
     from spark_jobs.logs.ops import write_maintenance
     from spark_jobs.model.records import MaintenanceRecord
     from spark_jobs.model.times import now_ms
 
     lake = open_lake(pipeline)
     record = MaintenanceRecord(lake.spec.name, dry_run=dry_run)
+    hops = lake.spec.select_hops(hop)
     with _writer(lake, "maintain", record.maintenance_id, wait_s, progress):
-        steps = plan(lake, lake.spec.select_hops(hop), now_ms())
-        spark = _session(lake, "maintain") if steps else None
-        for step in steps:
-            record.tables.append(maintain_table(spark, step, lake.spec.compact_min_files, dry_run))
-            progress(f"[maintain] {table_line(record.tables[-1])}")
+        record.tables = maintain_tables(_session(lake, "maintain"), lambda: plan(lake, hops, now_ms()),
+                                        lake.spec.compact_min_files, dry_run,
+                                        lambda entry: progress(f"[maintain] {table_line(entry)}"))
         record.finish()
         if not dry_run:
             write_maintenance(lake, record)
