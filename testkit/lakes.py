@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from spark_jobs.logs import file_source_log
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import load_spec
 from testkit.paths import EXAMPLES, ROOT
@@ -75,4 +76,11 @@ def fixture_lake(name: str, folder: Path) -> Lake:
         spec = load_spec(example_copy(folder / f"{name}-pipelines", pipeline) / f"{pipeline}.yaml")
     else:
         spec = load_spec(spec_copy(folder / f"{name}-pipelines", **FIXTURE_SPEC) / "ad_events" / "ad_events.yaml")
-    return Lake(str(home), spec)
+    lake = Lake(str(home), spec)
+    for hop in spec.hops:  # the landing files its batches read, emptied as its data files are
+        if hop.reads_landing:
+            for entry in file_source_log.file_source_entries(lake.checkpoint(hop)):
+                path = Path(file_source_log.listed_path(entry["path"]))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+    return lake

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 from spark_jobs.control.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.logs.ops import read_records, read_rollbacks
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -208,6 +208,31 @@ def restore_problem(table: str, version: int) -> str | None:
     return None
 
 
+def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
+    """The files of the ingest ``hop``'s landing folder Spark would read: everything but names
+    starting with ``.`` or ``_``."""
+    folder = lake.landing_of(hop)
+    fs = filesystem(folder)
+    found = []
+    for path in listing(fs, folder):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if not name.startswith((".", "_")) and fs.isfile(path):
+            found.append(file_source_log.listed_path(path))
+    return sorted(found)
+
+
+def missing_landing(lake: Lake, hop: HopSpec, after_batch: int, present: set[str] | None = None) -> list[tuple[int, str]]:
+    """``(batch, file)`` of each landing file the ingest ``hop``'s batches after ``after_batch``
+    read that is no longer in its landing folder (``present``, if listed already): a replay of
+    those batches would not find it."""
+    if not hop.reads_landing:
+        return []
+    present = set(landing_files(lake, hop)) if present is None else present
+    entries = file_source_log.file_source_entries(lake.checkpoint(hop))
+    return sorted({(int(entry["batchId"]), path) for entry in entries if int(entry["batchId"]) > after_batch
+                   and (path := file_source_log.listed_path(entry["path"])) not in present})
+
+
 @dataclass
 class BatchInfo:
     """One micro-batch of a hop."""
@@ -324,7 +349,7 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
     return rows
 
 
-def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
+def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None) -> list[str]:
     """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of docs/concepts/checkpoints.md:
     ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
     table must be restorable to the version before the undone batches."""
@@ -343,6 +368,12 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
                 problems.append(f"{hop.name} state version {batch_id + 1} cannot be loaded from "
                                 f"{partition[len(checkpoint) + 1:]} (state files past retention)")
                 break
+    gone = missing_landing(lake, hop, batch_id, landing)
+    if gone:
+        batch, path = gone[0]
+        problems.append(f"{hop.name} batch {batch} read landing file {path}, which is gone"
+                        + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
+                        + ": a replay would not find it; put it back in the landing folder")
     ids = query_ids(lake, hop)
     for table in lake.tables_of(hop):
         cut = cut_version(table, ids, batch_id)
@@ -355,9 +386,10 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int) -> list[str]:
 def horizon(lake: Lake, hop: HopSpec, batches: list[BatchInfo] | None = None) -> int | None:
     """The oldest batch the hop can still be rolled back to (-1: to before its first batch)."""
     committed = [info.batch_id for info in (batches if batches is not None else hop_batches(lake, hop)) if info.committed]
+    landing = set(landing_files(lake, hop)) if hop.reads_landing else None  # listed once, not per batch
     oldest = None
     for batch_id in sorted(committed, reverse=True) + [-1]:
-        if reach_problems(lake, hop, batch_id):
+        if reach_problems(lake, hop, batch_id, landing):
             break
         oldest = batch_id
     return oldest

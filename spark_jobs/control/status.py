@@ -6,26 +6,13 @@ from __future__ import annotations
 import time
 
 from spark_jobs.control import batches, topics
+from spark_jobs.control.batches import landing_files
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
-from spark_jobs.logs.fs import filesystem, listing
 from spark_jobs.logs.ops import read_maintenance, read_records
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
-
-
-def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
-    """The files of the ingest ``hop``'s landing folder Spark would read: everything but names
-    starting with ``.`` or ``_``."""
-    folder = lake.landing_of(hop)
-    fs = filesystem(folder)
-    found = []
-    for path in listing(fs, folder):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if not name.startswith((".", "_")) and fs.isfile(path):
-            found.append(file_source_log.listed_path(path))
-    return sorted(found)
 
 
 def processed_files(lake: Lake, hop: HopSpec) -> set[str]:

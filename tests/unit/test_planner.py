@@ -140,6 +140,26 @@ def test_what_lies_beyond_retention_is_refused_with_its_reason(tmp_path):
     assert plan.refused == [f"data file {replaced[0]} of version 0 is gone (vacuumed: deleted-file retention)"]
 
 
+def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_path):
+    from spark_jobs.control import batches
+    from spark_jobs.logs import file_source_log
+
+    lake = fixture_lake("history", tmp_path)
+    bronze = lake.spec.hop("bronze")
+    entries = file_source_log.file_source_entries(lake.checkpoint(bronze))
+    last = max(int(entry["batchId"]) for entry in entries)
+    read_by_last = sorted(file_source_log.listed_path(entry["path"]) for entry in entries
+                          if int(entry["batchId"]) == last)
+    assert not planner.plan(lake, Request("bronze", to_batch=last - 1)).refused
+    Path(read_by_last[0]).unlink()  # removed by hand, or by a retention that forgot the rollback window
+
+    plan = planner.plan(lake, Request("bronze", to_batch=last - 1))
+    assert plan.refused == [f"bronze batch {last} read landing file {read_by_last[0]}, which is gone: a replay "
+                            "would not find it; put it back in the landing folder"]
+    assert batches.horizon(lake, bronze) == last  # what status shows as the rollback window
+    assert not planner.plan(lake, Request("bronze", to_batch=last)).refused
+
+
 def test_a_plan_and_an_earlier_commits_journal_round_trip_through_json(tmp_path):
     lake = fixture_lake("replayed", tmp_path)
     plan = planner.plan(lake, Request("bronze", to_batch=0))
