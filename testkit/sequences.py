@@ -47,6 +47,8 @@ class RandomSequence:
     def __init__(self, spark, home: Path, seed: int, log):
         self.spark, self.home, self.seed, self.log = spark, home, seed, log
         self.rng = random.Random(seed)
+        # ``maintain`` between steps, from a generator of its own: the other steps stay the same.
+        self.maintain_rng = random.Random(seed * 7919 + 1)
         self.transcript: list[str] = []
         self.owed: set[tuple[str, str, str]] = set()  # (hop, start, end) to backfill again after the next run
 
@@ -123,6 +125,25 @@ class RandomSequence:
         if not code:
             self.note_plan(out)
 
+    def _horizons(self) -> dict[str, int | None]:
+        from spark_jobs.control import batches
+        from spark_jobs.model.lake import Lake
+        from spark_jobs.model.spec import get_spec
+
+        lake = Lake.open(get_spec(self.name))
+        return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in self.hops}
+
+    def maintain(self) -> None:
+        """``lakehouse maintain``: compaction and vacuum change no row (the next run's check) and
+        cut no hop's rollback window (the spec declares none: the checkpoints' batches are it)."""
+        before = self._horizons()
+        code, out, err = cli(["maintain", self.name, "--json"])
+        assert code == 0, err[-2000:]
+        totals = json.loads(out)["totals"]
+        self.note(f"maintain: files {totals['files_before']} -> {totals['files_after']}, "
+                  f"{totals['files_vacuumed']} vacuumed")
+        assert self._horizons() == before, f"maintain cut a rollback window: {before} -> {self._horizons()}"
+
     def before_final_run(self) -> None:
         """What lands before the final run (nothing, unless a subclass holds something back)."""
 
@@ -131,6 +152,8 @@ class RandomSequence:
         (to keep a failing sequence as a regression case)."""
         for _ in range(steps):
             self.step()
+            if self.maintain_rng.random() < 0.25:
+                self.maintain()
         self.before_final_run()
         self.note("final run")
         self.run()
