@@ -154,6 +154,7 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
+    from spark_jobs.control.maintenance import check_readable
     from spark_jobs.engine.code_changes import check_code_changes
     from spark_jobs.engine.continuous import run_continuous
     from spark_jobs.engine.runner import HopRun
@@ -165,6 +166,7 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
         if first is not None:
             first()
+        check_readable(lake, hops)  # before Spark: what a stream must read next is all there
         spark = _session(lake, "run")
         check_code_changes(spark, lake, hops, progress)  # before any query starts
         if continuous:

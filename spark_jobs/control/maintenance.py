@@ -24,6 +24,7 @@ from urllib.parse import unquote
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
+from spark_jobs.model.errors import DataGone
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import duration_ms, iso
@@ -159,3 +160,44 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
             fs.rm([path, checksum] if fs.exists(checksum) else [path])
     return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes)",
             "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size}
+
+
+def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
+    """What the Delta-fed ``hop``'s next batch would read that is gone, or None: a version of an
+    upstream's log past the one its last offsets name, or a file one of those versions added.
+    (``maintain`` never removes these; Delta's log clean-up, a VACUUM or a hand can.)"""
+    checkpoint = lake.checkpoint(hop)
+    logged = checkpoint_log.offset_batch_ids(checkpoint)
+    if not hop.upstreams or not logged:
+        return None  # a first batch reads the upstream's snapshot as it is
+    sources = checkpoint_log.read_offsets(checkpoint, logged[-1]).sources
+    for name in hop.upstreams:
+        source = batches.upstream_offset(lake, hop, name, sources)
+        if not source or source.get("isStartingVersion"):
+            continue
+        table = lake.table(lake.spec.hop(name))
+        version, complete = checkpoint_log.delta_position(source)
+        first = version + 1 if complete else version
+        present = delta_log.versions(table)
+        if present and first < present[0]:
+            return f"{name}'s versions {first}..{present[0] - 1} (its log starts at version {present[0]})"
+        fs = filesystem(table)
+        for commit in batches.commits(table, after=first - 1):
+            if not commit.appends_only:
+                continue  # the stream skips commits that remove files
+            for action in delta_log.read_commit(table, commit.version):
+                path = action.get("add", {}).get("path")
+                if path and "://" not in path and not fs.exists(f"{table}/{unquote(path)}"):
+                    return f"data file {path} of {name}'s version {commit.version}"
+    return None
+
+
+def check_readable(lake: Lake, hops) -> None:
+    """Refuse a run, before it reads anything, when a hop's stream would find what it must read
+    next gone (:func:`stream_gap`), naming the gap and the command that recovers."""
+    for hop in hops:
+        gap = stream_gap(lake, hop)
+        if gap:
+            raise DataGone(f"{hop.name}'s stream has yet to read {gap}, which is gone; nothing was read. Recompute "
+                           f"{hop.name} from its upstream's table as it is now: `lakehouse refresh {lake.spec.name} "
+                           f"--hop {hop.name}`")

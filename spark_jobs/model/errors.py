@@ -46,6 +46,13 @@ class QualityGateFailed(RunFailed):
     """A ``fail`` rule of a hop's quality suite failed on the run's increment."""
 
 
+class DataGone(LakehouseError):
+    """What a hop's stream must read next is gone (a log version or a data file of its upstream
+    table): nothing was read; the message names the command that recovers."""
+
+    exit_code = 1
+
+
 class CodeChanged(LakehouseError):
     """A hop's query changed in a way its checkpoint's state cannot follow; ``lakehouse refresh``
     recomputes with the new code (spark_jobs.control.fingerprint).
