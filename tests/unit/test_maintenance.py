@@ -78,3 +78,36 @@ def test_vacuum_deletes_exactly_what_no_version_from_keep_from_on_uses(tmp_path,
     later_changes = {path for cdc in changes[keep_from + 1:] for path in cdc}
     assert on_disk == spelt | later_changes  # every file a version from keep_from on uses, nothing else
     assert not [path for path in table.rglob(".*.crc") if not path.with_name(path.name[1:-4]).exists()]
+
+
+def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
+    """The gap check on a lake real runs wrote: gold made to lag (its last batches' logs removed)."""
+    from spark_jobs.control.maintenance import check_readable, stream_gap
+    from spark_jobs.control.status import unread_upstream_versions
+    from spark_jobs.logs import checkpoint_log
+    from spark_jobs.model.errors import DataGone
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("history", tmp_path)
+    gold, silver = lake.spec.hop("gold"), lake.table(lake.spec.hop("silver"))
+    assert stream_gap(lake, gold) is None
+    unread = []
+    while not unread:  # gold's last batches undone by hand, until it has silver versions to read
+        last = checkpoint_log.offset_batch_ids(lake.checkpoint(gold))[-1]
+        for log in ("offsets", "commits"):
+            Path(lake.checkpoint(gold), log, str(last)).unlink()
+        unread = unread_upstream_versions(lake, gold)
+    assert unread and stream_gap(lake, gold) is None  # lagging is fine while what it will read is there
+
+    added = [action["add"]["path"] for action in delta_log.read_commit(silver, unread[0]) if "add" in action]
+    Path(silver, unquote(added[0])).unlink()
+    assert stream_gap(lake, gold) == f"data file {added[0]} of silver's version {unread[0]}"
+    with pytest.raises(DataGone, match=r"`lakehouse refresh ad_events --hop gold`"):
+        check_readable(lake, lake.spec.hops)
+
+    newest = delta_log.versions(silver)[-1]  # a later commit, then the log cleaned up past gold's place
+    logs = Path(silver, "_delta_log")
+    (logs / f"{newest + 1:020d}.json").write_text((logs / f"{newest:020d}.json").read_text())
+    for version in range(newest + 1):
+        (logs / f"{version:020d}.json").unlink()
+    assert stream_gap(lake, gold) == f"silver's versions {unread[0]}..{newest} (its log starts at version {newest + 1})"
