@@ -61,8 +61,9 @@ def target_batch(lake: Lake, hop: HopSpec, infos: list[batches.BatchInfo], now_m
     if horizon is None or declared is None:
         return horizon
     start = now_ms - duration_ms(str(declared))
+    # A batch whose commit time cannot be read counts as inside the window: kept, never cut.
     before = [info.batch_id for info in infos
-              if info.committed and (_committed_ms(info.committed_at) or 0) < start]
+              if info.committed and info.committed_at and _committed_ms(info.committed_at) < start]
     return max(horizon, max(before, default=-1))
 
 
@@ -129,7 +130,7 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
 def table_line(done: dict) -> str:
     """One table of a maintenance record, as ``maintain`` and ``status`` print it."""
     return (f"{done['hop']} {batches.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
-            f"compacted {done.get('compacted')}; vacuumed {done.get('vacuumed')}; {describe_keep(done)}")
+            f"compaction: {done.get('compacted')}; vacuum: {done.get('vacuumed')}; {describe_keep(done)}")
 
 
 def describe_keep(done: dict) -> str:
