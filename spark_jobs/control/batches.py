@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass, field
-from urllib.parse import unquote
 
 from spark_jobs.control.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
@@ -203,7 +202,8 @@ def restore_problem(table: str, version: int) -> str | None:
             if "remove" in action:
                 removed_later.add(action["remove"]["path"])
     for path in sorted(removed_later - added_later):
-        if "://" not in path and not fs.exists(f"{table}/{unquote(path)}"):
+        full = delta_log.file_path(table, path)
+        if full and not fs.exists(full):
             return f"data file {path} of version {version} is gone (vacuumed: deleted-file retention)"
     return None
 

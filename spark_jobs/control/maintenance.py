@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass
-from urllib.parse import unquote
 
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, delta_log
@@ -150,8 +149,8 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
     fs = filesystem(step.table)
     found = []
     for path in delta_log.unused_files(step.table, step.keep_from):
-        full = f"{step.table}/{unquote(path)}"
-        if fs.exists(full):
+        full = delta_log.file_path(step.table, path)
+        if full and fs.exists(full):
             found.append(full)
     size = sum(int(fs.size(path) or 0) for path in found)
     if not dry_run:
@@ -188,7 +187,8 @@ def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
                 continue  # the stream skips commits that remove files
             for action in delta_log.read_commit(table, commit.version):
                 path = action.get("add", {}).get("path")
-                if path and "://" not in path and not fs.exists(f"{table}/{unquote(path)}"):
+                full = delta_log.file_path(table, path) if path else None
+                if full and not fs.exists(full):
                     return f"data file {path} of {name}'s version {commit.version}"
     return None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from urllib.parse import unquote
 
 from spark_jobs.logs.fs import filesystem, listing
 
@@ -33,6 +34,12 @@ def table_version(table: str) -> int | None:
     """The table's latest version, or None when there is no table yet."""
     found = versions(table)
     return found[-1] if found else None
+
+
+def file_path(table: str, path: str) -> str | None:
+    """Where a file a commit names (relative to the table, URL-escaped) lies; None for one named
+    by an absolute URI (outside the table's folder: never checked nor deleted)."""
+    return None if "://" in path else f"{table}/{unquote(path)}"
 
 
 def read_commit(table: str, version: int) -> tuple[dict, ...]:
@@ -167,4 +174,4 @@ def unused_files(table: str, keep_from: int) -> list[str]:
             if "cdc" in action and version <= keep_from:
                 changes.append(action["cdc"]["path"])
     removed = [path for path, (kind, version) in last.items() if kind == "remove" and version <= keep_from]
-    return [path for path in removed + changes if "://" not in path]
+    return [path for path in removed + changes if file_path(table, path)]
