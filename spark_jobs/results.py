@@ -94,7 +94,10 @@ class MaintainResult:
 
         record = self.record
         totals = record.totals()
-        lines = [table_line(table) for table in record.tables]
+        lines = [table_line(table) for table in record.tables] + [entry["pruned"] for entry in record.landing]
+        if any(record.records.values()):
+            lines.append(f"records {'that would go' if record.dry_run else 'deleted'} (retention.records): "
+                         + ", ".join(f"{count} {kind}" for kind, count in record.records.items()))
         lines.append(f"{'dry run: nothing changed; ' if record.dry_run else ''}{len(record.tables)} tables: "
                      f"{totals['files_before']} files -> {totals['files_after']}, stored "
                      f"{_megabytes(totals['stored_before'])} -> {_megabytes(totals['stored_after'])}, "

@@ -252,6 +252,7 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
              quality: str = "gate", wait_s: float = 0.0, progress: Progress = stderr) -> RunResult:
     """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms; waits (up to
     ``wait_s``) while a hop's stream has not read what is upstream of it."""
+    from spark_jobs.control.pruning import backfill_refusal
     from spark_jobs.control.status import stream_lag
     from spark_jobs.engine.runner import HopRun
 
@@ -259,6 +260,8 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
     hops = lake.spec.select_hops(hop)
     if start_ms >= end_ms:
         raise UsageError(f"--start {iso(start_ms)} is not before --end {iso(end_ms)}: the range is [start, end)")
+    if refused := backfill_refusal(lake, hops, start_ms, end_ms):
+        raise UsageError(refused)
     run_id = checked_run_id(run_id)
     _check_quality_mode(quality)
 
@@ -336,23 +339,16 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
 def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: float = 0.0,
              progress: Progress = stderr) -> MaintainResult:
     """Compact each table's small files and VACUUM what no rollback in the window and no stream
-    reading the table still needs (:mod:`spark_jobs.control.maintenance`), under the pipeline's lock."""
-    from spark_jobs.control.maintenance import plan, table_line
-    from spark_jobs.engine.maintain import maintain_tables
-    from spark_jobs.logs.ops import write_maintenance
+    reading the table still needs (:mod:`spark_jobs.control.maintenance`), then prune expired
+    landing files and records (:mod:`spark_jobs.control.pruning`), under the pipeline's lock."""
+    from spark_jobs.engine.maintain import maintain_lake
     from spark_jobs.model.records import MaintenanceRecord
-    from spark_jobs.model.times import now_ms
 
     lake = open_lake(pipeline)
     record = MaintenanceRecord(lake.spec.name, dry_run=dry_run)
     hops = lake.spec.select_hops(hop)
     with _writer(lake, "maintain", record.maintenance_id, wait_s, progress):
-        record.tables = maintain_tables(_session(lake, "maintain"), lambda: plan(lake, hops, now_ms()),
-                                        lake.spec.compact_min_files, dry_run,
-                                        lambda entry: progress(f"[maintain] {table_line(entry)}"))
-        record.finish()
-        if not dry_run:
-            write_maintenance(lake, record)
+        maintain_lake(_session(lake, "maintain"), lake, hops, record, progress)
     return MaintainResult(record)
 
 

@@ -19,13 +19,13 @@ STRING_FIELDS = ("user_id", "page_id", "ad_id", "ad_type", "event_type", "ip_add
 
 def landing_lines(home: Path | str) -> list[tuple[str, str]]:
     """``(file name, line)`` for every line of every visible landing file (of a local lake, or
-    through fsspec of an ``s3a://`` one)."""
-    from spark_jobs.logs.fs import filesystem
+    through fsspec of an ``s3a://`` one), those retention moved to ``_archive/`` included."""
+    from spark_jobs.logs.fs import filesystem, listing
 
     folder = f"{home}/landing/ad_events"
     fs = filesystem(folder)
     lines = []
-    for path in sorted(fs.ls(folder, detail=False)):
+    for path in sorted(listing(fs, folder) + listing(fs, f"{home}/_archive/landing/ad_events")):
         name = path.rstrip("/").rsplit("/", 1)[-1]
         if name.startswith((".", "_")):
             continue

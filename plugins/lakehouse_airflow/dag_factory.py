@@ -266,7 +266,8 @@ MAINTENANCE_DOC = """\
 
 Daily: compacts each table's small files (Delta OPTIMIZE, on tables with `compact_min_files` files
 or more) and deletes the files no rollback inside the window and no stream reading the table
-still needs, under the pipeline's lock (the same as `lakehouse maintain {name}`). Its record is
+still needs, then archives or deletes expired landing files and old records (`retention`), under
+the pipeline's lock (the same as `lakehouse maintain {name}`). Its record is
 in `_ops/maintenance/{name}/`; `lakehouse status {name}` shows the last one.
 """
 

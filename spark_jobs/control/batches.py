@@ -373,7 +373,8 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
         batch, path = gone[0]
         problems.append(f"{hop.name} batch {batch} read landing file {path}, which is gone"
                         + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
-                        + ": a replay would not find it; put it back in the landing folder")
+                        + ": a replay would not find it; put it back in the landing folder (retention.landing moves "
+                        "expired files to the lake's _archive/)")
     ids = query_ids(lake, hop)
     for table in lake.tables_of(hop):
         cut = cut_version(table, ids, batch_id)

@@ -164,7 +164,9 @@ def _maintenance_lines(done: dict | None) -> list[str]:
     totals = done["totals"]
     return [f"last maintenance {done['maintenance_id']} at {done['at']} ({done['duration_s']} s): files "
             f"{totals.get('files_before')} -> {totals.get('files_after')}, {totals.get('files_vacuumed')} vacuumed, "
-            f"stored {totals.get('stored_before')} -> {totals.get('stored_after')} bytes"]
+            f"stored {totals.get('stored_before')} -> {totals.get('stored_after')} bytes"
+            + (f", {totals['landing_pruned']} landing files pruned" if totals.get("landing_pruned") else "")
+            + (f", {totals['records_pruned']} records pruned" if totals.get("records_pruned") else "")]
 
 
 def _window(infos: list, horizon: int | None, declared: str | None) -> dict:

@@ -1,6 +1,8 @@
 """``lakehouse maintain`` on Spark: compact each table's small files (Delta OPTIMIZE), then delete
 the files no version from its :class:`~spark_jobs.control.maintenance.TablePlan`'s ``keep_from`` on
-uses (:func:`spark_jobs.control.maintenance.vacuum`, from the log).
+uses (:func:`spark_jobs.control.maintenance.vacuum`, from the log); then archive or delete the
+landing files retention lets go (:mod:`spark_jobs.control.pruning`), having recorded the event
+times their rows span in the ingest hop's table.
 
 OPTIMIZE's commit rewrites files without changing data (``dataChange`` false): the streams that
 read the table skip it, a quality gate's change feed sees nothing in it, and the rollback planner
@@ -57,3 +59,66 @@ def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, prog
                                 "seconds": round(entry["seconds"] + time.time() - began, 3)})
         progress(entries[-1])
     return entries
+
+
+def landing_span(spark, table: str, time_column: str, files, through_batch: int) -> tuple[int | None, int | None]:
+    """The event times (epoch ms) of the rows ``table`` holds from the landing ``files`` (as
+    listed), which its batches up to ``through_batch`` (or a backfill) wrote."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.logs.file_source_log import listed_path
+    from spark_jobs.transforms.lineage import BATCH_ID
+
+    rows = spark.read.format("delta").load(table)
+    stamp = F.col(time_column)
+    if rows.schema[time_column].dataType.typeName() == "timestamp":
+        stamp = F.unix_millis(stamp)
+    wanted, first, last = set(files), None, None
+    spans = rows.where(F.col(BATCH_ID) <= through_batch).groupBy("_source_file").agg(
+        F.min(stamp).alias("first"), F.max(stamp).alias("last")).collect()
+    for row in spans:
+        if listed_path(row["_source_file"]) in wanted and row["first"] is not None:
+            first = row["first"] if first is None else min(first, row["first"])
+            last = row["last"] if last is None else max(last, row["last"])
+    return first, last
+
+
+def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None) -> list[dict]:
+    """Each :class:`~spark_jobs.control.pruning.LandingPlan`: the span its files' rows hold in
+    the reading hops' tables, then the files archived or deleted; one entry each."""
+    from spark_jobs.control import pruning
+    from spark_jobs.engine.tables import table_exists
+
+    entries = []
+    for plan in plans:
+        spans = [landing_span(spark, lake.table(hop), hop.time_column, plan.files, plan.through_batch[hop.name])
+                 for hop in map(lake.spec.hop, plan.hops) if plan.files and table_exists(lake.table(hop))]
+        firsts = [first for first, _last in spans if first is not None]
+        lasts = [last for _first, last in spans if last is not None]
+        entries.append(pruning.prune_landing(lake, plan, (min(firsts, default=None), max(lasts, default=None)), dry_run))
+        progress(entries[-1])
+    return entries
+
+
+def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None:
+    """One ``lakehouse maintain`` of ``hops`` into ``record`` (written unless a dry run): tables
+    compacted and vacuumed, expired landing files pruned, old records deleted."""
+    from spark_jobs.control import batches, pruning
+    from spark_jobs.control.maintenance import plan, table_line
+    from spark_jobs.logs.ops import write_maintenance
+    from spark_jobs.model.times import now_ms
+
+    dry_run = record.dry_run
+    record.tables = maintain_tables(spark, lambda: plan(lake, hops, now_ms()), lake.spec.compact_min_files, dry_run,
+                                    lambda entry: progress(f"[maintain] {table_line(entry)}"))
+    infos = {}
+
+    def infos_of(hop):
+        return infos.setdefault(hop.name, batches.hop_batches(lake, hop))
+
+    plans = pruning.landing_plan(lake, hops, now_ms(), infos_of)
+    record.landing = prune_landing(spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}"))
+    record.records = pruning.prune_records(lake, now_ms(), dry_run)
+    record.finish()
+    if not dry_run:
+        write_maintenance(lake, record)

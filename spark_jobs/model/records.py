@@ -86,6 +86,8 @@ class MaintenanceRecord:
     ended_at: float | None = None
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
+    landing: list[dict] = field(default_factory=list)  # per landing folder (spark_jobs.control.pruning)
+    records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 
     def finish(self) -> None:
         self.ended_at = time.time()
@@ -93,10 +95,12 @@ class MaintenanceRecord:
 
     def totals(self) -> dict[str, int]:
         """Over every table: current files and stored bytes before and after, files compacted away and
-        files (and bytes) vacuumed."""
+        files (and bytes) vacuumed; landing files and records pruned (0 in a dry run)."""
         keys = ("files_before", "files_after", "stored_before", "stored_after", "files_compacted", "files_vacuumed",
                 "bytes_vacuumed")
-        return {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
+        totals = {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
+        return totals | {"landing_pruned": 0 if self.dry_run else sum(int(entry["files"]) for entry in self.landing),
+                         "records_pruned": 0 if self.dry_run else sum(self.records.values())}
 
     def to_dict(self) -> dict:
         return asdict(self) | {"totals": self.totals()}

@@ -6,6 +6,11 @@ for ``delta.logRetentionDuration`` (30 days unless a table says otherwise). So a
 a number of batches: the runs the stream DAG's schedule makes in it, times the batches a run
 makes (a batch of rows, and for a stateful hop the no-data batch that moves its watermark on).
 Runs started by hand between scheduled ones make more batches: the count is a floor.
+
+The other clean-ups ``lakehouse maintain`` makes are bounded by the same window: a landing file
+goes only once no rollback inside it reads the file again (and it is older than
+``retention.landing``), a record only when it is older than ``retention.records``, which may not
+be shorter than the window.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from spark_jobs.model.times import duration_ms
 BATCHES_PER_RUN = 2
 DELTA_LOG_DAYS = 30  # delta.logRetentionDuration's default
 DEFAULT_BATCHES = 100  # Spark's minBatchesToRetain default
+DEFAULT_RECORDS = "90 days"
+EXPIRED_LANDING = ("archive", "delete")
 _WEEK_MS = 7 * 24 * 3600 * 1000
 _EPOCH = dt.datetime(2026, 1, 5)  # a Monday: runs are counted from a fixed point, the same every time
 
@@ -50,10 +57,29 @@ def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
     return runs, max(DEFAULT_BATCHES, runs * BATCHES_PER_RUN)
 
 
+def check_retention(retention: dict, where: str) -> None:
+    """Refuse an ``expired_landing`` that is neither ``archive`` nor ``delete``, and a
+    ``records`` retention shorter than the rollback window (a rollback reads its records)."""
+    action = retention.get("expired_landing", EXPIRED_LANDING[0])
+    if action not in EXPIRED_LANDING:
+        raise UsageError(f"{where} has retention.expired_landing {action!r}: use `archive` or `delete`")
+    rollback, records = retention.get("rollback"), retention.get("records", DEFAULT_RECORDS)
+    if rollback is not None and duration_ms(str(records)) < duration_ms(str(rollback)):
+        raise UsageError(f"{where} keeps records for {records}, less than its rollback window of {rollback}: raise "
+                         f"retention.records to at least {rollback}")
+
+
+def records_ms(retention: dict) -> int:
+    """How long records are kept (``retention.records``, else 90 days)."""
+    return duration_ms(str(retention.get("records", DEFAULT_RECORDS)))
+
+
 def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
     """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need when the spec
     gives no number, the spec's number when it is enough (None: neither is given); a
-    :class:`UsageError` with the number needed otherwise."""
+    :class:`UsageError` with the number needed otherwise (or when :func:`check_retention` refuses
+    the ``retention`` mapping)."""
+    check_retention(raw.get("retention") or {}, where)
     rollback = (raw.get("retention") or {}).get("rollback")
     given = raw.get("min_batches_to_retain")
     if rollback is None:

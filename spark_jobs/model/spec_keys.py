@@ -62,8 +62,8 @@ PIPELINE_KEYS: tuple[Key, ...] = (
     Key("source_log_compact_interval", COUNT, "how often the file source's log is compacted"),
     Key("compact_min_files", COUNT, "`lakehouse maintain` compacts a table (Delta OPTIMIZE) once it has this many "
         "files or more (default 8)"),
-    Key("retention", MAPPING, "what the pipeline keeps, each bounded by the rest: `rollback`, how far back in time a "
-        "rollback must reach (below)"),
+    Key("retention", MAPPING, "what the pipeline keeps, each bounded by the rest: `rollback`, `landing`, "
+        "`expired_landing` and `records` (below)"),
     Key("freshness", DURATION, "how old a hop's newest commit may get before it is stale (red on the Lakehouse "
         "page; the stream DAG's deadline alert)", example="`15 minutes`"),
 )
@@ -73,6 +73,14 @@ RETENTION_KEYS: tuple[Key, ...] = (
     Key("rollback", DURATION, "how far back in time a rollback must reach (at most 30 days, Delta's log "
         "retention): the checkpoints keep the batches the schedule makes in it, and a spec whose "
         "`min_batches_to_retain` is fewer is refused with the number it needs", example="`7 days`"),
+    Key("landing", DURATION, "how long `lakehouse maintain` keeps a landing file once every hop reading it has "
+        "committed it and no rollback inside the window reads it again; then it is archived or deleted "
+        "(`expired_landing`). Unset: landing files are kept", example="`30 days`"),
+    Key("expired_landing", TEXT, "what happens to a landing file past `landing`: `archive` (the default) moves "
+        "it to `_archive/<its landing folder>/` in the lake, `delete` deletes it", example="`archive`"),
+    Key("records", DURATION, "how long `lakehouse maintain` keeps run records, quality results, rollback "
+        "journals, maintenance records and alerts (default 90 days, at least the rollback window); each hop's "
+        "newest run record stays", example="`90 days`"),
 )
 
 HOP_KEYS: tuple[Key, ...] = (

@@ -52,7 +52,7 @@ def _by_table(document: dict) -> dict[str, dict]:
 def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_increments, tmp_path, monkeypatch,
                                                                    capsys):
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", source_log_compact_interval=2,
-                                                              retention={"rollback": "1 day"})))
+                                                              retention={"rollback": "1 day", "landing": "1 day"})))
     increment(3, hop="bronze")
     service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()  # gold lags behind silver
     lake = Lake.open(get_spec("ad_events"))
@@ -64,6 +64,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     assert code == 0
     compacted = [entry for entry in document["tables"] if entry["files_before"] >= lake.spec.compact_min_files]
     assert compacted, "no table had enough files to compact: the test exercises nothing"
+    assert document["totals"]["landing_pruned"] == 0 and document["landing"][0]["files"] == 0
     for entry in document["tables"]:
         assert entry["files_vacuumed"] == 0
         assert (entry["files_after"] < entry["files_before"]) == (entry in compacted), entry
@@ -75,6 +76,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     tree = file_tree(three_increments)
     code, dry = _cli(capsys, "maintain", "ad_events", "--dry-run")
     assert code == 0 and dry["dry_run"] and file_tree(three_increments) == tree
+    landed = sorted(path.name for path in (three_increments / "landing" / "ad_events").iterdir())
     code, document = _cli(capsys, "maintain", "ad_events")
     tables = _by_table(document)
     gold, silver = tables["gold/campaign_views_10s"], tables["silver/ad_views"]
@@ -91,6 +93,21 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach - 1)]) == 2
     assert "vacuumed" in capsys.readouterr().err
     assert file_tree(three_increments) == tree
+
+    # Bronze has committed every landing file, all older than a day and read by batches outside its
+    # window: archived (its window now starts at its last batch). A backfill over their events is
+    # refused; a rollback that would replay them names the archive.
+    archive = three_increments / "_archive" / "landing" / "ad_events"
+    assert document["totals"]["landing_pruned"] == len(landed) > 0
+    assert sorted(path.name for path in archive.iterdir()) == landed
+    assert not list((three_increments / "landing" / "ad_events").iterdir())
+    assert main(["backfill", "ad_events", "--start", "2026-04-01T00:00:00", "--end", "2026-04-02T00:00:00"]) == 2
+    assert "were archived to" in capsys.readouterr().err
+    bronze = lake.spec.hop("bronze")
+    assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", str(batches.horizon(lake, bronze) - 1),
+                 "--dry-run"]) == 2
+    refused = capsys.readouterr().out
+    assert "read landing file" in refused and "_archive/" in refused, refused
 
     _code, status = _cli(capsys, "status", "ad_events")
     assert status["last_maintenance"]["maintenance_id"] == document["maintenance_id"]

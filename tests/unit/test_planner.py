@@ -155,7 +155,8 @@ def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_p
 
     plan = planner.plan(lake, Request("bronze", to_batch=last - 1))
     assert plan.refused == [f"bronze batch {last} read landing file {read_by_last[0]}, which is gone: a replay "
-                            "would not find it; put it back in the landing folder"]
+                            "would not find it; put it back in the landing folder (retention.landing moves expired "
+                            "files to the lake's _archive/)"]
     assert batches.horizon(lake, bronze) == last  # what status shows as the rollback window
     assert not planner.plan(lake, Request("bronze", to_batch=last)).refused
 
