@@ -193,6 +193,27 @@ def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
     return None
 
 
+def increment_gone(table: str, before: int | None, after: int | None) -> str | None:
+    """What reading the change feed of ``table``'s versions ``(before, after]`` (a quality check
+    of an old run) needs that is gone, or None: a version no longer in the log, or a file one of
+    those commits wrote (its change-data files when it has any, else its added files)."""
+    if after is None or after == before:
+        return None
+    present = set(delta_log.versions(table))
+    fs = filesystem(table)
+    for version in range((before if before is not None else -1) + 1, after + 1):
+        if version not in present:
+            return f"version {version} of {batches.table_label(table)} (no longer in its log)"
+        actions = delta_log.read_commit(table, version)
+        kind = "cdc" if any("cdc" in action for action in actions) else "add"
+        for action in actions:
+            path = action.get(kind, {}).get("path")
+            full = delta_log.file_path(table, path) if path else None
+            if full and not fs.exists(full):
+                return f"data file {path} of {batches.table_label(table)}'s version {version}"
+    return None
+
+
 def check_readable(lake: Lake, hops) -> None:
     """Refuse a run, before it reads anything, when a hop's stream would find what it must read
     next gone (:func:`stream_gap`), naming the gap and the command that recovers."""

@@ -11,10 +11,12 @@ import json
 import os
 import time
 
+from spark_jobs.control.maintenance import increment_gone
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
 from spark_jobs.engine.expectations import evaluate, in_gx_order, results_of, suite_result, written_counts
 from spark_jobs.engine.rules import is_native, passes
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
@@ -258,6 +260,9 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     found = validate_counted(suite, counted) if counted else None
     # A run that wrote no row has no increment to check: no Spark job (its commits' metrics say so).
     idle = found is None and not record.get("rows_out")
+    if not (found or idle) and (gone := increment_gone(table, change.get("version_before"), change.get("version_after"))):
+        raise UsageError(f"run {record['run_id']}'s rows in {hop.name} cannot be read again: {gone} is gone (`lakehouse "
+                         "maintain` deletes what no rollback in the window needs): check a newer run")
     frame = None if found or idle else increment(spark, table, change.get("version_before"),
                                                  change.get("version_after"), hop.table_keys)
     name = f"{record['run_id']}.{hop.name}"

@@ -111,3 +111,24 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
     for version in range(newest + 1):
         (logs / f"{version:020d}.json").unlink()
     assert stream_gap(lake, gold) == f"silver's versions {unread[0]}..{newest} (its log starts at version {newest + 1})"
+
+
+def test_an_old_runs_increment_names_what_is_gone(tmp_path):
+    """A quality check of an old run reads its versions' change feed: what it needs that is gone
+    is named before Spark reads (``lakehouse quality --run``)."""
+    from spark_jobs.control.maintenance import increment_gone
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("history", tmp_path)
+    table = lake.table(lake.spec.hop("bronze"))
+    versions = delta_log.versions(table)
+    assert len(versions) >= 3
+    first, middle, latest = versions[0], versions[1], versions[-1]
+    assert increment_gone(table, None, latest) is None and increment_gone(table, latest, latest) is None
+    added = [action["add"]["path"] for action in delta_log.read_commit(table, middle) if "add" in action]
+    Path(table, unquote(added[0])).unlink()
+    assert increment_gone(table, middle, latest) is None  # the runs after it read other files
+    label = "bronze/ad_events"
+    assert increment_gone(table, first, latest) == f"data file {added[0]} of {label}'s version {middle}"
+    Path(table, "_delta_log", f"{first:020d}.json").unlink()
+    assert increment_gone(table, None, middle) == f"version {first} of {label} (no longer in its log)"
