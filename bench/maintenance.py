@@ -4,8 +4,9 @@ A table written the way a 30-minute stream DAG writes it (48 appends a day for `
 days, ``--maintenance-rows`` rows each, partitioned by day), read side by side three ways:
 
 - (s) the table as the month of appends left it (one small file per append);
-- (m) a copy of it after maintenance (:func:`spark_jobs.engine.maintain.maintain_table`: compaction,
-  then the files no version from the last one on uses deleted);
+- (m) a copy of it after maintenance (:func:`spark_jobs.engine.maintain.maintain_tables`: compaction,
+  then the files no version from the last one on uses deleted, and the log before its newest
+  checkpoint);
 - (f) a freshly compacted copy of the same rows (written once).
 
 Each read is a full scan (count and sum) and a one-day filter, timed over ``--repeats`` rounds
@@ -99,6 +100,7 @@ def run(days: int, rows: int, repeats: int) -> dict:
     result = {"days": days, "appends": days * APPENDS_PER_DAY, "rows_per_append": rows, "month_s": round(month_s, 1),
               "maintenance_s": round(maintain_s, 2),
               "files": {"before": done["files_before"], "after": done["files_after"]},
+              "log_files_deleted": done["log_files_deleted"],
               "stored_bytes": {"before": done["stored_before"], "after": done["stored_after"]},
               "ways": {way: {"scan_s": stats(scans[way], 3), "day_s": stats(days_read[way], 3)} for way in WAYS}}
     median = {way: result["ways"][way]["scan_s"]["median"] for way in WAYS}
@@ -116,7 +118,8 @@ def markdown(result: dict) -> str:
     for way, row in result["ways"].items():
         lines.append(f"| {labels[way]} | {spread(row['scan_s'], '{:.3f}')} | {spread(row['day_s'], '{:.3f}')} |")
     lines.append(f"\nMaintenance took {result['maintenance_s']} s: files {result['files']['before']:,} -> "
-                 f"{result['files']['after']:,}, stored {result['stored_bytes']['before']:,} -> "
+                 f"{result['files']['after']:,}, {result.get('log_files_deleted', 0):,} log files deleted, stored "
+                 f"{result['stored_bytes']['before']:,} -> "
                  f"{result['stored_bytes']['after']:,} bytes. Full scan s/f = {result['scan_ratio_small_over_fresh']}, "
                  f"m/f = {result['scan_ratio_maintained_over_fresh']} (target: m/f at most 1.2).")
     return "\n".join(lines)

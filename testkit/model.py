@@ -277,9 +277,10 @@ class Runner:
         return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
 
     def op_maintain(self, step: Step) -> None:
-        """Compact and vacuum (all hops or one): no table's rows change (the check after every
-        step) and no hop's rollback reaches less far than before (the spec declares no window:
-        the checkpoints' retained batches are the window)."""
+        """Compact, vacuum and archive expired landing files (all hops or one): no table's rows
+        change (the check after every step; the model reads the archive too) and no hop's rollback
+        reaches less far than before (the spec declares no window: the checkpoints' retained
+        batches are the window)."""
         step.argv = ["maintain", "ad_events", "--hop", self.maintain_rng.choice(("all",) + HOPS)]
         before = self._horizons()
         code, out = self.cli([*step.argv, "--json"])
@@ -289,7 +290,8 @@ class Runner:
         if after != before:
             raise ModelMismatch(f"maintain cut a rollback window: oldest reachable batches {before} -> {after}")
         totals = json.loads(out)["totals"]
-        step.outcome = f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed"
+        step.outcome = (f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed, "
+                        f"{totals['log_files_deleted']} log files deleted, {totals['landing_pruned']} landing files archived")
 
     def op_settle(self, step: Step) -> None:
         """Bring every hop up to date as a user would, then every table must equal the files."""

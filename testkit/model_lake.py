@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_jobs.logs.fs import filesystem, write_text
+from spark_jobs.logs.fs import filesystem, listing, write_text
 from testkit.expected import hadoop_lines, source_name, topic_records, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
@@ -21,8 +21,9 @@ ADS = [(f"ad-{n:02d}", f"campaign-{n % 5}") for n in range(20)]
 NO_CAMPAIGN_AD = "ad-orphan"
 BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
              '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
+# ``maintain`` steps archive the landing files of batches older than bronze's rollback window.
 SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3,
-                "compact_min_files": 3}
+                "compact_min_files": 3, "retention": {"landing": "1 second"}}
 TOPIC = "model_events"  # the Kafka variant's bronze reads it, at most 40 records a batch
 
 
@@ -121,7 +122,8 @@ class Lake:
         if self.client is not None:
             return topic_records(self.client, TOPIC)
         found = []
-        for path in sorted(self.fs.ls(self.landing, detail=False)):
+        archive = self.landing.replace("/landing/", "/_archive/landing/")  # where maintain moves expired files
+        for path in sorted(listing(self.fs, self.landing) + listing(self.fs, archive)):
             name = path.rsplit("/", 1)[-1]
             if not name.startswith((".", "_")):
                 found.extend((name, line) for line in hadoop_lines(self.fs.cat_file(path)))

@@ -129,7 +129,8 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
 def table_line(done: dict) -> str:
     """One table of a maintenance record, as ``maintain`` and ``status`` print it."""
     return (f"{done['hop']} {batches.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
-            f"compaction: {done.get('compacted')}; vacuum: {done.get('vacuumed')}; {describe_keep(done)}")
+            f"compaction: {done.get('compacted')}; vacuum: {done.get('vacuumed')}; log: {done.get('log', '-')}; "
+            f"{describe_keep(done)}")
 
 
 def describe_keep(done: dict) -> str:
@@ -160,6 +161,19 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
             fs.rm([path, checksum] if fs.exists(checksum) else [path])
     return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes)",
             "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size}
+
+
+def clean_log(step: TablePlan, dry_run: bool) -> dict:
+    """Delete the table's log files older than its newest checkpoint at or before ``keep_from``
+    (:func:`delta_log.log_files_before`): no version a rollback in the window restores, or a
+    reader reads, is older. Delta's own clean-up does the same by time (30 days); this one by
+    version, so a table's log holds the window, not a month of 30-minute commits."""
+    base, old = delta_log.log_files_before(step.table, step.keep_from)
+    if not dry_run and old:
+        filesystem(step.table).rm(old)
+    said = (f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its checkpoint at version {base}"
+            if old else f"nothing older than a checkpoint at or before version {step.keep_from}")
+    return {"log": said, "log_files_deleted": 0 if dry_run else len(old)}
 
 
 def stream_gap(lake: Lake, hop: HopSpec) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs.control.maintenance import stored_bytes, vacuum
+from spark_jobs.control.maintenance import clean_log, stored_bytes, vacuum
 
 
 def _detail(spark, table: str) -> tuple[int, int]:
@@ -53,7 +53,7 @@ def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, prog
     entries = []
     for step in steps if dry_run else plan_now():
         began = time.time()
-        entry = {**step.to_dict(), **done[step.table], **vacuum(step, dry_run)}
+        entry = {**step.to_dict(), **done[step.table], **vacuum(step, dry_run), **clean_log(step, dry_run)}
         files, size = (entry["files_before"], entry["bytes_before"]) if dry_run else _detail(spark, step.table)
         entries.append(entry | {"files_after": files, "bytes_after": size, "stored_after": stored_bytes(step.table),
                                 "seconds": round(entry["seconds"] + time.time() - began, 3)})

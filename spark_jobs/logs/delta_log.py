@@ -175,3 +175,50 @@ def unused_files(table: str, keep_from: int) -> list[str]:
                 changes.append(action["cdc"]["path"])
     removed = [path for path, (kind, version) in last.items() if kind == "remove" and version <= keep_from]
     return [path for path in removed + changes if file_path(table, path)]
+
+
+# A file of the log named by a version: a commit, its checksum, a checkpoint (one part or several).
+_VERSIONED = re.compile(r"^\.?(\d{20})\.(json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.(\d{10})\.parquet)(\.crc)?$")
+_COMPACTED = re.compile(r"^\.?\d{20}\.(\d{20})\.compacted\.json(\.crc)?$")
+
+
+def _checkpoints(names: list[str]) -> list[int]:
+    """The versions with a complete classic checkpoint among the log's file ``names``."""
+    parts: dict[int, set[str]] = {}
+    for name in names:
+        match = _VERSIONED.match(name)
+        if match and not name.startswith(".") and not name.endswith(".crc") and match.group(2).startswith("checkpoint"):
+            parts.setdefault(int(match.group(1)), set()).add(name)
+    complete = []
+    for version, found in parts.items():
+        wanted = {f"{version:020d}.checkpoint.parquet"}
+        multi = [_VERSIONED.match(name).group(3) for name in found if _VERSIONED.match(name).group(3)]
+        if multi:
+            total = int(multi[0])
+            wanted = {f"{version:020d}.checkpoint.{part:010d}.{total:010d}.parquet" for part in range(1, total + 1)}
+        if wanted <= found:
+            complete.append(version)
+    return sorted(complete)
+
+
+def log_files_before(table: str, keep_from: int) -> tuple[int | None, list[str]]:
+    """The newest complete checkpoint at or before ``keep_from`` and the log's files older than it
+    (commits, checksums, older checkpoints, compacted commits): a snapshot of any version from the
+    checkpoint on needs none of them. ``(None, [])`` when there is no such checkpoint, or the
+    table's log uses sidecar files (V2 checkpoints), which this does not read."""
+    fs = filesystem(table)
+    folder = _log_dir(table)
+    paths = listing(fs, folder)
+    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in paths]
+    if "_sidecars" in names or "_commits" in names:
+        return None, []
+    usable = [version for version in _checkpoints(names) if version <= keep_from]
+    if not usable:
+        return None, []
+    base = usable[-1]
+    old = []
+    for path, name in zip(paths, names, strict=True):
+        versioned, compacted = _VERSIONED.match(name), _COMPACTED.match(name)
+        if versioned and int(versioned.group(1)) < base or compacted and int(compacted.group(1)) < base:
+            old.append(path)
+    return base, old

@@ -95,9 +95,9 @@ class MaintenanceRecord:
 
     def totals(self) -> dict[str, int]:
         """Over every table: current files and stored bytes before and after, files compacted away and
-        files (and bytes) vacuumed; landing files and records pruned (0 in a dry run)."""
+        files (and bytes) vacuumed, log files deleted; landing files and records pruned (0 in a dry run)."""
         keys = ("files_before", "files_after", "stored_before", "stored_after", "files_compacted", "files_vacuumed",
-                "bytes_vacuumed")
+                "bytes_vacuumed", "log_files_deleted")
         totals = {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
         return totals | {"landing_pruned": 0 if self.dry_run else sum(int(entry["files"]) for entry in self.landing),
                          "records_pruned": 0 if self.dry_run else sum(self.records.values())}

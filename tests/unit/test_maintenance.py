@@ -132,3 +132,38 @@ def test_an_old_runs_increment_names_what_is_gone(tmp_path):
     assert increment_gone(table, first, latest) == f"data file {added[0]} of {label}'s version {middle}"
     Path(table, "_delta_log", f"{first:020d}.json").unlink()
     assert increment_gone(table, None, middle) == f"version {first} of {label} (no longer in its log)"
+
+
+def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(tmp_path):
+    """Log files older than the newest checkpoint at or before keep_from go; delta-rs (an
+    independent reader and writer: 14 appends, checkpoints at versions 5 and 10) still reads
+    every version from that checkpoint on, row for row as before."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from spark_jobs.control.maintenance import clean_log
+
+    table = str(tmp_path / "table")
+    for version in range(15):
+        write_deltalake(table, pa.table({"n": [version]}), mode="append")
+        if version in (5, 10):
+            DeltaTable(table).create_checkpoint()
+    logs = Path(table, "_delta_log")
+    snapshots = {version: sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist())
+                 for version in range(15)}
+
+    def step(keep_from: int) -> TablePlan:
+        return TablePlan("t", table, 14, keep_from, "test", None)
+
+    assert delta_log.log_files_before(table, 4) == (None, [])  # no checkpoint old enough: nothing goes
+    before = sorted(path.name for path in logs.iterdir())
+    assert clean_log(step(12), dry_run=True)["log_files_deleted"] == 0
+    assert sorted(path.name for path in logs.iterdir()) == before
+    assert delta_log.log_files_before(table, 9)[0] == 5
+    done = clean_log(step(12), dry_run=False)
+    expected = [name for name in before if name.lstrip(".")[:20].isdigit() and int(name.lstrip(".")[:20]) < 10]
+    assert done["log_files_deleted"] == len(expected) > 10
+    assert sorted(path.name for path in logs.iterdir()) == sorted(set(before) - set(expected))
+    assert delta_log.versions(table)[0] == 10
+    for version in range(10, 15):
+        assert sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist()) == snapshots[version]
