@@ -15,12 +15,13 @@ EXAMPLES = ROOT / "examples"
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    import socket
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the launcher's own choice,
+    include/scripts/metadata_db.py: below the ephemeral range)."""
+    if str(ROOT / "include" / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "include" / "scripts"))
+    from metadata_db import free_port as launcher_port
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return launcher_port()
 
 
 @contextlib.contextmanager

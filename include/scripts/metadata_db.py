@@ -120,9 +120,20 @@ def _binaries() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, below Linux's ephemeral range
+    (32768-60999): a port from that range can be taken, before the server binds it, as the local
+    end of any outgoing connection (a launch once failed so, its API server's port in use)."""
+    import random
+
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise MetadataDBError("no free TCP port in 20000-32000 on 127.0.0.1: stop some servers and start again")
 
 
 def _copy_for_nobody(binaries: Path) -> Path:
