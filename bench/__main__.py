@@ -36,6 +36,7 @@ from bench import (
     gold_merge,
     kafka,
     maintenance,
+    month,
     quality,
     rollback,
     s3,
@@ -49,7 +50,7 @@ from bench.common import RESULTS, machine, write_json
 RUNS = RESULTS.parent / "runs"  # one JSON file per full run, kept in the repository
 
 PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "changes", "csv",
-         "maintenance", "soak", "cluster", "airflow", "scheduled", "cost", "busy")
+         "maintenance", "month", "soak", "cluster", "airflow", "scheduled", "cost", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
@@ -57,7 +58,8 @@ SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_event
          "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
          "shop_orders": 2_000, "kafka_events": 2_000, "changes": 2_000, "change_keys": 200,
-         "csv_rows": 5_000, "maintenance_days": 1, "maintenance_rows": 50}
+         "csv_rows": 5_000, "maintenance_days": 1, "maintenance_rows": 50, "month_days": 3, "month_runs": 2,
+         "month_events": 40}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -81,6 +83,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--maintenance-days", type=int, default=10,
                         help="maintenance: days of 30-minute appends (48 a day) before maintenance")
     parser.add_argument("--maintenance-rows", type=int, default=500, help="maintenance: rows per append")
+    parser.add_argument("--month-days", type=int, default=12, help="month: simulated days of runs and maintenance")
+    parser.add_argument("--month-runs", type=int, default=4, help="month: run-once runs a simulated day")
+    parser.add_argument("--month-events", type=int, default=200, help="month: events landed before each run")
     parser.add_argument("--shop-orders", type=int, default=200_000, help="shop: orders in the landing files")
     parser.add_argument("--big-file-lines", type=int, default=500_000, help="big_file: lines in the one file")
     parser.add_argument("--soak-steps", type=int, default=500, help="soak: random model steps in all")
@@ -190,6 +195,9 @@ def _comparisons(args: argparse.Namespace, result: dict) -> None:
         _step(f"maintenance: {args.maintenance_days} days of 30-minute appends, read before and after maintain "
               f"and against a compacted copy x {args.repeats}")
         result["maintenance"] = maintenance.run(args.maintenance_days, args.maintenance_rows, args.repeats)
+    if "month" in args.only:
+        _step(f"month: {args.month_days} simulated days of {args.month_runs} runs and a maintenance, checked every day")
+        result["month"] = month.run(args.month_days, args.month_runs, args.month_events)
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's, "
               f"{args.soak_kafka_steps} of the Kafka variant's and {args.soak_changes_steps} of crm's")
@@ -221,6 +229,7 @@ SECTIONS = (("throughput", "Throughput: the same work three ways", throughput.ma
             ("changes", "A change feed: the changes hop against a plain MERGE script", changes.markdown),
             ("csv", "CSV files with a header: the platform's parse against Spark's csv source", csv_files.markdown),
             ("maintenance", "Reads after days of small appends, before and after maintenance", maintenance.markdown),
+            ("month", "A simulated month of runs and daily maintenance", month.markdown),
             ("cluster", "A 2-worker standalone cluster against local[2]", cluster.markdown),
             ("soak", "Soak: random sequences against the plain-Python model", soak.markdown))
 

@@ -4,7 +4,6 @@
 which batches each hop undoes, the version each table returns to, what will be read again, and
 what lies beyond retention, as a :class:`~spark_jobs.model.plans.Plan`.
 :mod:`spark_jobs.control.rollback` carries a plan out.
-
 Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
 batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
 RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
@@ -21,6 +20,7 @@ import uuid
 
 from spark_jobs.control import batches, replays, topics
 from spark_jobs.control.repairs import backfilled, widened
+from spark_jobs.control.status import window_line
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.errors import UsageError
@@ -182,8 +182,8 @@ def plan(lake: Lake, request: Request) -> Plan:
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
         problems = (batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
                     + topics.replay_problems(lake, view.hop, target, request.replan)) if undone else []
-        if problems:  # beyond retention: say why, plan nothing for the hop
-            refused.extend(problems)
+        if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
+            refused.extend([*problems, window_line(lake, view.hop)])
             hops.append(HopStep(name, target, undone, refused=problems))
             continue
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))

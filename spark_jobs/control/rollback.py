@@ -21,6 +21,7 @@ from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import HopStep, Journal, Plan, TableStep
 from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.times import now_s
 
 Progress = Callable[[str], None]
 # Restores (or empties) one table as its step says; returns the table's version after.
@@ -54,7 +55,7 @@ def execute(restore: Restore, lake: Lake, plan: Plan, journal: Journal | None = 
     gives its ``fence``, checked before each step, and the ``restore`` of one table."""
     if plan.refused:
         raise RollbackRefused("; ".join(plan.refused))
-    journal = journal or Journal(plan, created_at=time.time())
+    journal = journal or Journal(plan, created_at=now_s())
     write_journal(lake, journal)
     for number, step in enumerate(journal.plan.steps()):
         if step in journal.done:
@@ -71,7 +72,7 @@ def execute(restore: Restore, lake: Lake, plan: Plan, journal: Journal | None = 
         write_journal(lake, journal)
         progress(f"[rollback] {step}: done in {time.time() - began:.1f} s")
     journal.status = "succeeded"
-    journal.finished_at = time.time()
+    journal.finished_at = now_s()
     journal.duration_s = round(journal.finished_at - journal.created_at, 3)
     write_journal(lake, journal)
     return journal

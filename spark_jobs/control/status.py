@@ -178,6 +178,13 @@ def _window(infos: list, horizon: int | None, declared: str | None) -> dict:
             "declared": declared}
 
 
+def window_line(lake: Lake, hop: HopSpec) -> str:
+    """How far back a rollback of ``hop`` reaches now, as a refusal names it."""
+    infos = batches.hop_batches(lake, hop)
+    window = _window(infos, batches.horizon(lake, hop, infos), lake.spec.retention.get("rollback"))
+    return f"{hop.name}'s {_window_text({'rollback_window': window})} (`lakehouse status {lake.spec.name} --hop {hop.name}`)"
+
+
 def _window_text(hop: dict) -> str:
     window = hop["rollback_window"]
     if window["batch"] is None:

@@ -7,6 +7,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.model.times import now_s
+
 
 def new_run_id() -> str:
     """A sortable, unique run id: UTC time plus a short random suffix."""
@@ -30,7 +32,7 @@ class RunRecord:
     run_id: str
     mode: str
     status: str = "running"
-    started_at: float = field(default_factory=time.time)
+    started_at: float = field(default_factory=now_s)
     ended_at: float | None = None
     duration_s: float | None = None
     query_id: str | None = None
@@ -62,7 +64,7 @@ class RunRecord:
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status
         self.error = error
-        self.ended_at = time.time()
+        self.ended_at = now_s()
         self.duration_s = round(self.ended_at - self.started_at, 3)
 
     def to_dict(self) -> dict:
@@ -82,7 +84,7 @@ class MaintenanceRecord:
     pipeline: str
     maintenance_id: str = field(default_factory=new_maintenance_id)
     dry_run: bool = False
-    started_at: float = field(default_factory=time.time)
+    started_at: float = field(default_factory=now_s)
     ended_at: float | None = None
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
@@ -90,7 +92,7 @@ class MaintenanceRecord:
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 
     def finish(self) -> None:
-        self.ended_at = time.time()
+        self.ended_at = now_s()
         self.duration_s = round(self.ended_at - self.started_at, 3)
 
     def totals(self) -> dict[str, int]:

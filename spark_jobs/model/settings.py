@@ -94,8 +94,9 @@ SOURCE = Setting("LAKEHOUSE_SOURCE", "landing",
 
 CLOCK_SHIFT = Setting("LAKEHOUSE_CLOCK_SHIFT", "",
                       "Moves the platform's clock forward by this long (`8 days`) where retention decides what is old "
-                      "(`lakehouse maintain`, the rollback window in `status`): for tests and benchmarks that age a "
-                      "lake without waiting. Commit times in the logs stay the real ones.")
+                      "(`lakehouse maintain`, the rollback window in `status`) and in the times records carry: for "
+                      "tests and benchmarks that age a lake without waiting. Commit times in the logs stay the real "
+                      "ones.")
 
 SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,

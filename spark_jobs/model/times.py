@@ -45,12 +45,18 @@ def merged_spans(spans) -> list[tuple[int, int]]:
     return [(start, end) for start, end in merged]
 
 
-def now_ms() -> int:
-    """The platform's clock where retention decides what is old: the real time, moved forward by
-    ``$LAKEHOUSE_CLOCK_SHIFT`` when set (tests and benchmarks age a lake with it)."""
+def now_s() -> float:
+    """The platform's clock, in seconds: where retention decides what is old, and the times its
+    records carry. The real time, moved forward by ``$LAKEHOUSE_CLOCK_SHIFT`` when set (tests
+    and benchmarks age a lake with it)."""
     shift = CLOCK_SHIFT.value()
     try:
         moved = duration_ms(shift) if shift else 0
     except (ValueError, KeyError):
         raise UsageError(f"{CLOCK_SHIFT.name}={shift!r} is not a duration: use e.g. `8 days`, or unset it") from None
-    return int(time.time() * 1000) + moved
+    return time.time() + moved / 1000
+
+
+def now_ms() -> int:
+    """:func:`now_s` in whole milliseconds."""
+    return int(now_s() * 1000)

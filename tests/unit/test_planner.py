@@ -123,9 +123,12 @@ def test_what_lies_beyond_retention_is_refused_with_its_reason(tmp_path):
     bronze = lake.spec.hop("bronze")
     Path(lake.checkpoint(bronze), "offsets", "0").unlink()
     plan = planner.plan(lake, Request("bronze", to_batch=0))
-    assert plan.refused == ["bronze offsets/0 is gone (minBatchesToRetain keeps the last "
-                            f"{lake.spec.min_batches_to_retain} batches)"]
-    assert plan.hops[0].refused == plan.refused and plan.hops[0].tables == []
+    assert plan.refused[:-1] == ["bronze offsets/0 is gone (minBatchesToRetain keeps the last "
+                                 f"{lake.spec.min_batches_to_retain} batches)"]
+    # and how far back it does reach (offsets/1 needs offsets/0 beside it: batch 2 is the oldest)
+    assert plan.refused[-1].startswith("bronze's rollback reaches back to batch 2, committed at ")
+    assert plan.refused[-1].endswith("(`lakehouse status ad_events --hop bronze`)")
+    assert plan.hops[0].refused == plan.refused[:-1] and plan.hops[0].tables == []
 
     # gold's backfill replaced files of version 0: VACUUM deleting one makes version 0 unreachable
     gold = lake.table(lake.spec.hop("gold"))
@@ -137,7 +140,7 @@ def test_what_lies_beyond_retention_is_refused_with_its_reason(tmp_path):
     replaced = sorted(actions(0, "add") & actions(version_after(lake, "b1", "gold"), "remove"))
     Path(gold, replaced[0]).unlink()
     plan = planner.plan(lake, Request("gold", to_batch=1, cascade=False))
-    assert plan.refused == [f"data file {replaced[0]} of version 0 is gone (vacuumed: deleted-file retention)"]
+    assert plan.refused[:-1] == [f"data file {replaced[0]} of version 0 is gone (vacuumed: deleted-file retention)"]
 
 
 def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_path):
@@ -154,7 +157,8 @@ def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_p
     Path(read_by_last[0]).unlink()  # removed by hand, or by a retention that forgot the rollback window
 
     plan = planner.plan(lake, Request("bronze", to_batch=last - 1))
-    assert plan.refused == [f"bronze batch {last} read landing file {read_by_last[0]}, which is gone: a replay "
+    assert plan.refused[-1].startswith(f"bronze's rollback reaches back to batch {last}, committed at ")
+    assert plan.refused[:-1] == [f"bronze batch {last} read landing file {read_by_last[0]}, which is gone: a replay "
                             "would not find it; put it back in the landing folder (retention.landing moves expired "
                             "files to the lake's _archive/)"]
     assert batches.horizon(lake, bronze) == last  # what status shows as the rollback window
