@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, delta_log
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, read_json, write_json
 from spark_jobs.model.errors import DataGone
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -163,6 +163,21 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
             "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size}
 
 
+# Beside a table's _delta_log: what its commits that clean_log deleted said (``_`` hides it from readers).
+CLEANED = "_lakehouse_cleaned_log.json"
+
+
+def backfill_writes(table: str) -> bool:
+    """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``. When
+    the log's early commits are gone: what :func:`clean_log` recorded of them, else assume so."""
+    found = batches.commits(table)
+    recent = any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
+    if not found or found[0].version == 0:
+        return recent
+    cleaned = read_json(f"{table}/{CLEANED}")
+    return recent or cleaned is None or cleaned.get("first_kept") != found[0].version or cleaned["backfill_writes"]
+
+
 def clean_log(step: TablePlan, dry_run: bool) -> dict:
     """Delete the table's log files older than its newest checkpoint at or before ``keep_from``
     (:func:`delta_log.log_files_before`): no version a rollback in the window restores, or a
@@ -170,6 +185,11 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
     version, so a table's log holds the window, not a month of 30-minute commits."""
     base, old = delta_log.log_files_before(step.table, step.keep_from)
     if not dry_run and old:
+        # First what the commits about to go said of backfills (a bronze stream compares its rows
+        # with a backfill's only when one ever wrote), then the files.
+        earlier = any(commit.app_id is None and commit.operation == "WRITE"
+                      for commit in batches.commits(step.table) if commit.version < base)
+        write_json(step.table, CLEANED, {"first_kept": base, "backfill_writes": earlier or backfill_writes(step.table)})
         filesystem(step.table).rm(old)
     said = (f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its checkpoint at version {base}"
             if old else f"nothing older than a checkpoint at or before version {step.keep_from}")

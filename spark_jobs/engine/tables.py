@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from spark_jobs.control.batches import commits
+from spark_jobs.control.maintenance import backfill_writes
 from spark_jobs.logs import delta_log
 from spark_jobs.model.times import iso
 
@@ -23,14 +23,8 @@ def table_exists(table: str) -> bool:
 
 
 def has_backfill_writes(table: str) -> bool:
-    """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``.
-
-    When the log's early JSON commits were cleaned up, assume so.
-    """
-    found = commits(table)
-    if found and found[0].version > 0:
-        return True
-    return any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
+    """Whether a backfill ever added rows to ``table`` (:func:`spark_jobs.control.maintenance.backfill_writes`)."""
+    return backfill_writes(table)
 
 
 # Spark's in-memory cache compresses each column as it fills; on bronze's batch of 2 M parsed

@@ -167,3 +167,20 @@ def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(t
     assert delta_log.versions(table)[0] == 10
     for version in range(10, 15):
         assert sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist()) == snapshots[version]
+
+
+def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
+    """After the log's early commits go, a table no backfill wrote still reads as such (a bronze
+    stream then skips comparing its rows with a backfill's), one a backfill wrote too."""
+    from spark_jobs.control.maintenance import backfill_writes, clean_log
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("replayed", tmp_path)
+    for hop, backfilled in (("bronze", False), ("gold", True)):  # gold's version 2: a backfill's WRITE, no txn
+        table = lake.table(lake.spec.hop(hop))
+        assert backfill_writes(table) is backfilled
+        latest = delta_log.versions(table)[-1]
+        assert clean_log(TablePlan(hop, table, latest, latest, "test", None), dry_run=False)["log_files_deleted"] > 0
+        assert delta_log.versions(table)[0] > 0 and backfill_writes(table) is backfilled
+        Path(table, "_lakehouse_cleaned_log.json").unlink()  # cleaned by someone else: assume a backfill wrote
+        assert backfill_writes(table) is True
