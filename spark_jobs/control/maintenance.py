@@ -66,6 +66,30 @@ def target_batch(lake: Lake, hop: HopSpec, infos: list[batches.BatchInfo], now_m
     return max(horizon, max(before, default=-1))
 
 
+def window_targets(lake: Lake, now_ms: int, infos_of) -> dict[str, int | None]:
+    """Per hop, the oldest batch a rollback inside the window may take it back to: its own
+    :func:`target_batch`, or further back where the rollback of another hop to that hop's own
+    target takes it (a hop below that read in one batch what the hop above wrote over days goes
+    back to before that batch; a hop above goes back to a boundary it shares with the one below)."""
+    from spark_jobs.control import planner
+    from spark_jobs.model.errors import UsageError
+    from spark_jobs.model.plans import Request
+
+    own = {hop.name: target_batch(lake, hop, infos_of(hop), now_ms) for hop in lake.spec.hops}
+    targets = dict(own)
+    for name, target in own.items():
+        if target is None or not lake.spec.downstream_of(name):
+            continue
+        try:
+            cascade = planner.plan(lake, Request(name, to_batch=target))
+        except UsageError:
+            continue
+        for step in cascade.hops:
+            if targets.get(step.hop) is not None and step.target_batch < targets[step.hop]:
+                targets[step.hop] = step.target_batch
+    return targets
+
+
 def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: int) -> tuple[int, str]:
     """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
     if target is None:
@@ -76,7 +100,7 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
     return cut, f"{hop.name}'s rollback window (back to batch {target})"
 
 
-def _reader_needs(lake: Lake, hop: HopSpec, now_ms: int, infos_of) -> list[tuple[int, str]]:
+def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> list[tuple[int, str]]:
     """Per stream reading ``hop``'s table, the oldest version a batch it may replay (or its next
     batch) reads from: the ``reservoirVersion`` of its offsets from its own oldest reachable batch on."""
     needs = []
@@ -85,7 +109,7 @@ def _reader_needs(lake: Lake, hop: HopSpec, now_ms: int, infos_of) -> list[tuple
         logged = checkpoint_log.offset_batch_ids(checkpoint)
         if not logged:
             continue
-        target = target_batch(lake, reader, infos_of(reader), now_ms)
+        target = targets[reader.name]
         kept = [batch_id for batch_id in logged if target is None and batch_id == logged[-1]
                 or target is not None and batch_id >= target]
         for batch_id in kept or logged[-1:]:
@@ -109,9 +133,10 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
         return cache[hop.name]
 
     plans = []
+    targets = window_targets(lake, now_ms, infos_of)
     for hop in hops:
-        target = target_batch(lake, hop, infos_of(hop), now_ms)
-        readers = _reader_needs(lake, hop, now_ms, infos_of)
+        target = targets[hop.name]
+        readers = _reader_needs(lake, hop, targets)
         for table in lake.tables_of(hop):
             present = delta_log.versions(table)
             if not present:

@@ -3,7 +3,7 @@
 ``retention.records``.
 
 A landing file goes when every hop reading its folder has committed it in a batch no rollback
-inside the window replays (at or before the hop's :func:`~spark_jobs.control.maintenance.target_batch`),
+inside the window replays (at or before the hop's :func:`~spark_jobs.control.maintenance.window_targets`),
 and its modification time is older than ``retention.landing``. The file source's log keeps its
 entry, so a restart neither reads it again nor misses it. A backfill of the ingest hop reads
 every landing file: over event times the pruned files held, it would replace their rows with
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_jobs.control import batches
-from spark_jobs.control.maintenance import target_batch
+from spark_jobs.control.maintenance import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, read_json_folder, write_json
 from spark_jobs.model.lake import Lake
@@ -43,10 +43,9 @@ def archive_of(lake: Lake, hop: HopSpec) -> str:
     return lake.path(f"_archive/{lake.spec.landing_of(hop)}")
 
 
-def _expired(lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, infos_of) -> tuple[set[str], int]:
-    """The files ``hop`` read in batches no rollback in its window replays, modified before
-    ``now_ms - keep_ms``; and the last such batch (-1: none)."""
-    target = target_batch(lake, hop, infos_of(hop), now_ms)
+def _expired(lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | None) -> tuple[set[str], int]:
+    """The files ``hop`` read in batches no rollback in the window replays (at or before
+    ``target``), modified before ``now_ms - keep_ms``; and the last such batch (-1: none)."""
     if target is None or target < 0:
         return set(), -1
     entries = file_source_log.file_source_entries(lake.checkpoint(hop))
@@ -68,12 +67,13 @@ def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of) -
         if hop.reads_landing:
             folders.setdefault(lake.landing_of(hop), []).append(hop)
     plans = []
+    targets = window_targets(lake, now_ms, infos_of)
     for folder, readers in folders.items():
         if not any(reader in hops for reader in readers):
             continue
         expired, through = None, {}
         for reader in readers:
-            files, through[reader.name] = _expired(lake, reader, now_ms, keep_ms, infos_of)
+            files, through[reader.name] = _expired(lake, reader, now_ms, keep_ms, targets[reader.name])
             expired = files if expired is None else expired & files
         present = set(batches.landing_files(lake, readers[0]))
         plans.append(LandingPlan(tuple(reader.name for reader in readers), folder,
