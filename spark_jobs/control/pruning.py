@@ -158,8 +158,9 @@ def _seconds(value) -> float | None:
 
 
 def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
-    """Delete the records older than ``retention.records`` (every hop's newest run record stays,
-    and quality results go with the run records they belong to); how many of each kind went."""
+    """Delete the records older than ``retention.records`` (every hop's newest run record and every
+    backfill's stay, and quality results go with the run records they belong to); how many of each
+    kind went."""
     cutoff = (now_ms - records_ms(lake.spec.retention)) / 1000
     counts: dict[str, int] = {}
     newest: dict[str, str] = {}
@@ -185,9 +186,10 @@ def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
 
 
 def _finished(kind: str, document: dict, newest: dict[str, str]) -> bool:
-    """Whether a record may go by age: not a hop's newest run record, not an unfinished rollback."""
+    """Whether a record may go by age: not a hop's newest run record, not a backfill's (a rollback
+    past it must know to run it again), not an unfinished rollback."""
     if kind == "runs":
-        return newest.get(document.get("hop")) != document.get("run_id")
+        return newest.get(document.get("hop")) != document.get("run_id") and document.get("mode") != "backfill"
     return kind != "rollbacks" or document.get("status") == "succeeded"
 
 

@@ -114,7 +114,7 @@ def _stamp(rng: random.Random, now: float) -> float:
     return now - rng.uniform(0, 200) * 86400
 
 
-def test_records_older_than_their_retention_go_the_newest_of_each_hop_stays(tmp_path):
+def test_records_older_than_their_retention_go_the_newest_of_each_hop_and_backfills_stay(tmp_path):
     lake = fixture_lake("history", tmp_path)
     for seed in range(12):
         rng = random.Random(seed)
@@ -122,8 +122,8 @@ def test_records_older_than_their_retention_go_the_newest_of_each_hop_stays(tmp_
         retention = {"records": f"{rng.choice([30, 90, 120])} days"}
         each = Lake(str(home), dataclasses.replace(lake.spec, retention=retention))
         now = time.time()
-        runs = [{"run_id": f"r{n}", "hop": rng.choice(["bronze", "silver"]), "started_at": _stamp(rng, now)}
-                for n in range(rng.randint(1, 25))]
+        runs = [{"run_id": f"r{n}", "hop": rng.choice(["bronze", "silver"]), "started_at": _stamp(rng, now),
+                 "mode": rng.choice(["run-once", "run-once", "backfill"])} for n in range(rng.randint(1, 25))]
         journals = [{"plan": {}, "status": rng.choice(["succeeded", "running"]), "created_at": _stamp(rng, now),
                      "name": f"j{n}"} for n in range(rng.randint(0, 6))]
         kept_alerts = [_stamp(rng, now) for _ in range(rng.randint(0, 5))]
@@ -140,7 +140,8 @@ def test_records_older_than_their_retention_go_the_newest_of_each_hop_stays(tmp_
         cutoff = now - int(retention["records"].split()[0]) * 86400
         newest = {hop: max((run for run in runs if run["hop"] == hop), key=lambda run: run["started_at"])["run_id"]
                   for hop in {run["hop"] for run in runs}}
-        runs_gone = {run["run_id"] for run in runs if run["started_at"] < cutoff and newest[run["hop"]] != run["run_id"]}
+        runs_gone = {run["run_id"] for run in runs if run["started_at"] < cutoff and newest[run["hop"]] != run["run_id"]
+                     and run["mode"] != "backfill"}
         journals_gone = [j for j in journals if j["created_at"] < cutoff and j["status"] == "succeeded"]
         alerts_gone = [at for at in kept_alerts if int(at) < cutoff]  # ISO text keeps whole seconds
 
