@@ -173,6 +173,8 @@ def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     writers (a backfill) are undone with them; the plan says so."""
     undone = [c.version for c in effective_commits(table)
               if (batch := ids.batch_of(c)) is not None and batch > after_batch]
+    if undone and after_batch < 0 and delta_log.versions(table)[0] > 0:
+        return -1  # all of it undone, the log's start cleaned up (maintain, Delta): emptied, not restored
     return min(undone) - 1 if undone else None
 
 

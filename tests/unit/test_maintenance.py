@@ -184,3 +184,21 @@ def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
         assert delta_log.versions(table)[0] > 0 and backfill_writes(table) is backfilled
         Path(table, "_lakehouse_cleaned_log.json").unlink()  # cleaned by someone else: assume a backfill wrote
         assert backfill_writes(table) is True
+
+
+def test_a_hop_whose_log_was_cleaned_still_starts_over(tmp_path):
+    """Undoing all of a hop's batches (refresh, or a hop below starting over) empties its table
+    once the log before its first batches is cleaned up, rather than asking for a version gone."""
+    from spark_jobs.control import planner
+    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.model.plans import Request
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("replayed", tmp_path)
+    table = lake.table(lake.spec.hop("gold"))
+    latest = delta_log.versions(table)[-1]
+    clean_log(TablePlan("gold", table, latest, latest, "test", None), dry_run=False)
+    after = planner.plan(lake, Request("gold", to_batch=-1))
+    assert not after.refused, after.refused
+    [step] = [table_step for hop in after.hops for table_step in hop.tables if table_step.table == table]
+    assert step.action == "empty"
