@@ -13,7 +13,8 @@ real; nothing here reads them.
 Checked every day: every table equals the landing files (archive included), in plain Python.
 Recorded every day: data files and log files per table, checkpoint files, ``_ops`` files,
 landing and archive files. Checked at the end: each of those is bounded (the last day's at most
-1.5x the middle day's, where the month's unbounded growth would double it; each checkpoint at
+1.5x the middle day's, where the month's unbounded growth would double it; data files per
+partition, since a table gains a partition a day; each checkpoint at
 most ``min_batches_to_retain`` batches, which Spark purges past), no landing file is
 older than the landing retention allows, a gold stream paused for two days reads on, a rollback
 inside the window replays to equal tables, one outside it is refused with no file changed.
@@ -39,10 +40,20 @@ def _count(folder: Path, pattern: str = "*") -> int:
     return sum(1 for path in folder.rglob(pattern) if path.is_file()) if folder.exists() else 0
 
 
+def _most_per_partition(table: Path) -> int:
+    """The most data files in one partition folder of ``table`` (the table's folder if unpartitioned)."""
+    counts: dict[Path, int] = {}
+    for path in table.rglob("*.parquet"):
+        if "_delta_log" not in path.parts:
+            counts[path.parent] = counts.get(path.parent, 0) + 1
+    return max(counts.values(), default=0)
+
+
 def _figures(home: Path) -> dict:
     tables = sorted(path.parent for path in home.glob("tables/*/*/_delta_log"))
     return {"data_files": {f"{t.parent.name}/{t.name}": _count(t, "*.parquet") - _count(t / "_delta_log", "*.parquet")
                            for t in tables},
+            "most_per_partition": {f"{t.parent.name}/{t.name}": _most_per_partition(t) for t in tables},
             "log_files": {f"{t.parent.name}/{t.name}": _count(t / "_delta_log") for t in tables},
             "checkpoint_files": _count(home / "checkpoints"), "ops_files": _count(home / "_ops"),
             "landing_files": _count(home / "landing" / "ad_events"),
@@ -96,7 +107,7 @@ def _check_bounded(days: list[dict]) -> list[str]:
     for key in ("ops_files", "landing_files"):
         if last[key] > 1.5 * middle[key] + 10:
             grown.append(f"{key}: {middle[key]} -> {last[key]}")
-    for key in ("data_files", "log_files"):
+    for key in ("most_per_partition", "log_files"):  # a table's files grow with its partitions, one a day
         for table, count in last[key].items():
             if count > 1.5 * middle[key].get(table, 0) + 10:
                 grown.append(f"{key} of {table}: {middle[key].get(table)} -> {count}")
@@ -193,11 +204,12 @@ def run(days: int, runs_per_day: int, events: int) -> dict:
 def markdown(result: dict) -> str:
     lines = [f"{result['days']} simulated days, {result['runs_per_day']} runs a day of {result['events_per_run']} events, "
              f"retention {result['retention']}; maintenance after each day's last run", "",
-             "| day | runs s | maintain s | data files (all tables) | log files (all tables) | checkpoint files | "
-             "_ops files | landing files | archived |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| day | runs s | maintain s | data files (all tables) | most in a partition | log files (all tables) | "
+             "checkpoint files | _ops files | landing files | archived |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for day in result["series"]:
         figures = day["figures"]
         lines.append(f"| {day['day']} | {day['runs_s']} | {day['maintain_s']} | {sum(figures['data_files'].values())} | "
+                     f"{max(figures.get('most_per_partition', {}).values(), default='-')} | "
                      f"{sum(figures['log_files'].values())} | {figures['checkpoint_files']} | {figures['ops_files']} | "
                      f"{figures['landing_files']} | {figures['archived_files']} |")
     checks = result["checks"]
