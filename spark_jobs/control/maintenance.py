@@ -94,10 +94,16 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
     """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
     if target is None:
         return latest, "nothing (no batch a rollback can reach)"
-    cut = batches.cut_version(table, batches.query_ids(lake, hop), target)
-    if cut is None:
-        return latest, f"nothing ({hop.name}'s batches after {target} wrote no commit here)"
-    return cut, f"{hop.name}'s rollback window (back to batch {target})"
+    ids = batches.query_ids(lake, hop)
+    # A rollback that undoes every commit of the hop empties the table (no old version read): the
+    # oldest version needed is the one the first rollback inside the window that restores reads.
+    for batch in [target, *(b for b in checkpoint_log.commit_batch_ids(lake.checkpoint(hop)) if b > target)]:
+        cut = batches.cut_version(table, ids, batch)
+        if cut is None:
+            break
+        if cut >= 0:
+            return cut, f"{hop.name}'s rollback window (back to batch {batch})"
+    return latest, f"nothing ({hop.name}'s batches after {target} wrote no commit here, or a rollback empties it)"
 
 
 def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> list[tuple[int, str]]:
