@@ -40,6 +40,15 @@ POM = Path(__file__).resolve().parents[1] / "kafka" / "pom.xml"
 HEAP = "-Xmx384m"
 
 
+def cluster_id() -> str:
+    """A new KRaft cluster id in Kafka's form (a UUID as 22 URL-safe base64 characters), never
+    starting with ``-``: the format tool would read such an id as an option and fail (about one
+    id in 64; Kafka's own random ids avoid it the same way)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
+
 class KafkaServerError(RuntimeError):
     """The broker cannot be started; the message names the fix."""
 
@@ -74,8 +83,7 @@ class KafkaServer:
             user, password = self.given or (config.get("username") or "lakehouse", secrets.token_urlsafe(24))
             config = {"username": user, "password": password, "port": port or config.get("port") or free_port(),
                       "controller_port": config.get("controller_port") or free_port(),
-                      "cluster_id": config.get("cluster_id") or base64.urlsafe_b64encode(uuid.uuid4().bytes)
-                      .decode().rstrip("=")}
+                      "cluster_id": config.get("cluster_id") or cluster_id()}
             write_private(path, json.dumps(config, indent=2))
         return config
 
