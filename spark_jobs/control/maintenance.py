@@ -129,8 +129,9 @@ def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> l
     return needs
 
 
-def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
-    """Per table of ``hops`` that exists: the oldest version whose files stay, and who holds it."""
+def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, targets=None) -> list[TablePlan]:
+    """Per table of ``hops`` that exists: the oldest version whose files stay, and who holds it
+    (``targets``: :func:`window_targets`, if known already)."""
     cache: dict[str, list[batches.BatchInfo]] = {}
 
     def infos_of(hop: HopSpec) -> list[batches.BatchInfo]:
@@ -139,7 +140,7 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int) -> list[TablePlan]:
         return cache[hop.name]
 
     plans = []
-    targets = window_targets(lake, now_ms, infos_of)
+    targets = targets or window_targets(lake, now_ms, infos_of)
     for hop in hops:
         target = targets[hop.name]
         readers = _reader_needs(lake, hop, targets)
@@ -198,11 +199,16 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
 CLEANED = "_lakehouse_cleaned_log.json"
 
 
+def _backfill_write(commit: batches.TableCommit) -> bool:
+    """A commit that added rows without a stream's ``txn``: a backfill's."""
+    return commit.app_id is None and commit.operation == "WRITE"
+
+
 def backfill_writes(table: str) -> bool:
     """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``. When
     the log's early commits are gone: what :func:`clean_log` recorded of them, else assume so."""
     found = batches.commits(table)
-    recent = any(commit.app_id is None and commit.operation == "WRITE" for commit in found)
+    recent = any(map(_backfill_write, found))
     if not found or found[0].version == 0:
         return recent
     cleaned = read_json(f"{table}/{CLEANED}")
@@ -218,8 +224,7 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
     if not dry_run and old:
         # First what the commits about to go said of backfills (a bronze stream compares its rows
         # with a backfill's only when one ever wrote), then the files.
-        earlier = any(commit.app_id is None and commit.operation == "WRITE"
-                      for commit in batches.commits(step.table) if commit.version < base)
+        earlier = any(_backfill_write(commit) for commit in batches.commits(step.table) if commit.version < base)
         write_json(step.table, CLEANED, {"first_kept": base, "backfill_writes": earlier or backfill_writes(step.table)})
         filesystem(step.table).rm(old)
     said = (f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its checkpoint at version {base}"

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from spark_jobs.control import batches
 from spark_jobs.control.maintenance import window_targets
 from spark_jobs.logs import file_source_log
-from spark_jobs.logs.fs import filesystem, listing, read_json, read_json_folder, write_json
+from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
+from spark_jobs.logs.ops import read_records
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.retention import records_ms
 from spark_jobs.model.spec import HopSpec
-from spark_jobs.model.times import duration_ms, iso
+from spark_jobs.model.times import duration_ms, iso, parse_time
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def _expired(lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | 
     return files, target
 
 
-def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of) -> list[LandingPlan]:
+def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, targets=None) -> list[LandingPlan]:
     """Per landing folder an ingest hop of ``hops`` reads: the files that may go (none without
     ``retention.landing``). Every hop reading the folder must be done with a file."""
     declared = lake.spec.retention.get("landing")
@@ -67,7 +69,7 @@ def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of) -
         if hop.reads_landing:
             folders.setdefault(lake.landing_of(hop), []).append(hop)
     plans = []
-    targets = window_targets(lake, now_ms, infos_of)
+    targets = targets or window_targets(lake, now_ms, infos_of)
     for folder, readers in folders.items():
         if not any(reader in hops for reader in readers):
             continue
@@ -146,15 +148,10 @@ def _seconds(value) -> float | None:
     """A record's time as epoch seconds (records keep floats; alerts ISO text)."""
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and value:
-        import datetime as dt
-
-        try:
-            stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
-    return None
+    try:
+        return parse_time(value, "at") / 1000 if isinstance(value, str) and value else None
+    except UsageError:
+        return None
 
 
 def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
@@ -163,9 +160,7 @@ def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
     kind went."""
     cutoff = (now_ms - records_ms(lake.spec.retention)) / 1000
     counts: dict[str, int] = {}
-    newest: dict[str, str] = {}
-    for record in sorted(read_json_folder(lake.runs), key=lambda record: record.get("started_at") or 0):
-        newest[record.get("hop")] = record.get("run_id")
+    newest = {record.get("hop"): record.get("run_id") for record in read_records(lake)}  # oldest first: the last wins
     for kind, field in _RECORDS:
         folder = getattr(lake, kind)
         fs = filesystem(folder)

@@ -104,19 +104,24 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     """One ``lakehouse maintain`` of ``hops`` into ``record`` (written unless a dry run): tables
     compacted and vacuumed, expired landing files pruned, old records deleted."""
     from spark_jobs.control import batches, pruning
-    from spark_jobs.control.maintenance import plan, table_line
+    from spark_jobs.control.maintenance import plan, table_line, window_targets
     from spark_jobs.logs.ops import write_maintenance
     from spark_jobs.model.times import now_ms
 
     dry_run = record.dry_run
-    record.tables = maintain_tables(spark, lambda: plan(lake, hops, now_ms()), lake.spec.compact_min_files, dry_run,
-                                    lambda entry: progress(f"[maintain] {table_line(entry)}"))
     infos = {}
 
     def infos_of(hop):
-        return infos.setdefault(hop.name, batches.hop_batches(lake, hop))
+        if hop.name not in infos:
+            infos[hop.name] = batches.hop_batches(lake, hop)
+        return infos[hop.name]
 
-    plans = pruning.landing_plan(lake, hops, now_ms(), infos_of)
+    # Which batch a rollback inside the window may take each hop to: a compaction moves none of them.
+    now = now_ms()
+    targets = window_targets(lake, now, infos_of)
+    record.tables = maintain_tables(spark, lambda: plan(lake, hops, now, targets), lake.spec.compact_min_files,
+                                    dry_run, lambda entry: progress(f"[maintain] {table_line(entry)}"))
+    plans = pruning.landing_plan(lake, hops, now, infos_of, targets)
     record.landing = prune_landing(spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}"))
     record.records = pruning.prune_records(lake, now_ms(), dry_run)
     record.finish()
