@@ -12,10 +12,10 @@ real; nothing here reads them.
 
 Checked every day: every table equals the landing files (archive included), in plain Python.
 Recorded every day: data files and log files per table, checkpoint files, ``_ops`` files,
-landing and archive files. Checked at the end: each of those is bounded (the last day's at most
-1.5x the middle day's, where the month's unbounded growth would double it; data files per
-partition, since a table gains a partition a day; each checkpoint at
-most ``min_batches_to_retain`` batches, which Spark purges past), no landing file is
+landing and archive files. Checked at the end: each of those is flat once retention holds (its
+most over the last third of the month at most 5% above its most over the middle third; data files
+per partition, since a table gains a partition a day; each checkpoint at most
+``min_batches_to_retain`` batches, which Spark purges past), no landing file is
 older than the landing retention allows, a gold stream paused for two days reads on, a rollback
 inside the window replays to equal tables, one outside it is refused with no file changed.
 
@@ -34,6 +34,7 @@ from pathlib import Path
 
 DAY_S = 86_400
 RETENTION = {"rollback": "2 days", "landing": "4 days", "records": "4 days"}
+RETAINED = 12  # checkpoint batches: the 2-day window's 8 runs and some (Spark purges past them)
 
 
 def _count(folder: Path, pattern: str = "*") -> int:
@@ -69,7 +70,8 @@ class Month:
         self.home, self.runs_per_day, self.events = work / "lake", runs_per_day, events
         schedule = f"0 */{24 // runs_per_day} * * *"
         os.environ["LAKEHOUSE_HOME"] = str(self.home)
-        os.environ["LAKEHOUSE_PIPELINES"] = str(spec_copy(work / "pipelines", schedule=schedule, retention=RETENTION))
+        os.environ["LAKEHOUSE_PIPELINES"] = str(spec_copy(work / "pipelines", schedule=schedule, retention=RETENTION,
+                                                                  min_batches_to_retain=RETAINED))
         os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
         self.start = time.time() + 3600  # the simulated clock is always ahead of the real one
         self.now = self.start
@@ -101,16 +103,22 @@ class Month:
 
 
 def _check_bounded(days: list[dict]) -> list[str]:
-    """Each figure on the last day at most 1.5x (and 10 more than) its value on the middle day."""
-    middle, last = days[len(days) // 2]["figures"], days[-1]["figures"]
+    """Each figure flat once retention holds: its most over the month's last third at most 5% (and
+    2) above its most over the middle third. A figure that grows by a file a day fails it."""
+    third = max(len(days) // 3, 1)
+    middle, last = days[-2 * third:-third] or days[:1], days[-third:]
+
+    def most(span: list[dict], key: str, table: str | None = None) -> int:
+        return max(day["figures"][key] if table is None else day["figures"][key].get(table, 0) for day in span)
+
     grown = []
-    for key in ("ops_files", "landing_files"):
-        if last[key] > 1.5 * middle[key] + 10:
-            grown.append(f"{key}: {middle[key]} -> {last[key]}")
+    for key in ("ops_files", "landing_files", "checkpoint_files"):
+        if most(last, key) > 1.05 * most(middle, key) + 2:
+            grown.append(f"{key}: {most(middle, key)} -> {most(last, key)}")
     for key in ("most_per_partition", "log_files"):  # a table's files grow with its partitions, one a day
-        for table, count in last[key].items():
-            if count > 1.5 * middle[key].get(table, 0) + 10:
-                grown.append(f"{key} of {table}: {middle[key].get(table)} -> {count}")
+        for table in last[-1]["figures"][key]:
+            if most(last, key, table) > 1.05 * most(middle, key, table) + 2:
+                grown.append(f"{key} of {table}: {most(middle, key, table)} -> {most(last, key, table)}")
     return grown
 
 

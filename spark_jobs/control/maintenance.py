@@ -178,21 +178,26 @@ def stored_bytes(table: str) -> int:
 
 def vacuum(step: TablePlan, dry_run: bool) -> dict:
     """Delete the files no version from ``step.keep_from`` on uses (:func:`delta_log.unused_files`)
-    that are still there, with their checksum files; count them and their bytes."""
+    that are still there, and those no commit names that are older than ``keep_from``'s commit
+    (:func:`delta_log.unnamed_files`), with their checksum files; count them and their bytes."""
     fs = filesystem(step.table)
     found = []
     for path in delta_log.unused_files(step.table, step.keep_from):
         full = delta_log.file_path(step.table, path)
         if full and fs.exists(full):
             found.append(full)
+    unnamed = delta_log.unnamed_files(step.table, step.keep_from_ms) if step.keep_from_ms else []
+    found += [path for path in unnamed if path not in found]
     size = sum(int(fs.size(path) or 0) for path in found)
     if not dry_run:
         for path in found:
             folder, name = path.rsplit("/", 1)
             checksum = f"{folder}/.{name}.crc"  # Hadoop's local file system writes one beside each file
             fs.rm([path, checksum] if fs.exists(checksum) else [path])
-    return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes)",
-            "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size}
+    named_by_none = f", {len(unnamed)} of them named by no commit" if unnamed else ""
+    return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes){named_by_none}",
+            "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size,
+            "files_named_by_none": 0 if dry_run else len(unnamed)}
 
 
 # Beside a table's _delta_log: what its commits that clean_log deleted said (``_`` hides it from readers).

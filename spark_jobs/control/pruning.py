@@ -39,12 +39,6 @@ class LandingPlan:
     through_batch: dict[str, int]
 
 
-def archive_of(lake: Lake, hop: HopSpec) -> str:
-    """Where ``retention.expired_landing: archive`` moves the hop's landing files:
-    ``_archive/<the landing folder>`` in the lake, the same names below it."""
-    return lake.path(f"_archive/{lake.spec.landing_of(hop)}")
-
-
 def _expired(lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | None) -> tuple[set[str], int]:
     """The files ``hop`` read in batches no rollback in the window replays (at or before
     ``target``), modified before ``now_ms - keep_ms``; and the last such batch (-1: none)."""
@@ -79,7 +73,7 @@ def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, t
             expired = files if expired is None else expired & files
         present = set(batches.landing_files(lake, readers[0]))
         plans.append(LandingPlan(tuple(reader.name for reader in readers), folder,
-                                 archive_of(lake, readers[0]) if archive else None,
+                                 lake.archive_of(readers[0]) if archive else None,
                                  tuple(sorted((expired or set()) & present)), through))
     return plans
 
@@ -126,17 +120,16 @@ def prune_landing(lake: Lake, plan: LandingPlan, span: tuple[int | None, int | N
 
 def backfill_refusal(lake: Lake, hops, start_ms: int, end_ms: int) -> str | None:
     """Why a backfill of ``[start_ms, end_ms)`` would lose rows: an ingest hop of ``hops`` whose
-    pruned landing files held events in the range (None: it would not)."""
+    landing files with events in the range were deleted by retention (None: it would not; a
+    backfill reads archived files where they were moved)."""
     for hop in hops:
         span = pruned_span(lake, hop.name) if hop.reads_landing else None
-        if not span or span.get("last_ms") is None or span["last_ms"] < start_ms or span["first_ms"] >= end_ms:
+        if (not span or span.get("archive") or span.get("last_ms") is None or span["last_ms"] < start_ms
+                or span["first_ms"] >= end_ms):
             continue
-        where = f"archived to {span['archive']}" if span.get("archive") else "deleted"
         return (f"{hop.name}'s landing files with events from {iso(span['first_ms'])} to {iso(span['last_ms'])} were "
-                f"{where} by retention.landing: a backfill over them would replace their rows with nothing. Backfill "
-                f"from {iso(span['last_ms'] + 1)} on" + (f", or move the files back into {span['landing']} and delete "
-                                                          f"{horizons_folder(lake)}/{hop.name}.json" if span.get("archive")
-                                                          else ""))
+                f"deleted by retention.landing (expired_landing: delete): a backfill over them would replace their rows "
+                f"with nothing. Backfill from {iso(span['last_ms'] + 1)} on")
     return None
 
 

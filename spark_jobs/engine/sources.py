@@ -43,22 +43,30 @@ class LandingFiles:
     def _lines(self, streaming: bool, max_files_per_trigger: int | None = None):
         from pyspark.sql import functions as F
 
-        landing = self.run.lake.landing_of(self.run.hop)
-        filesystem(landing).makedirs(landing, exist_ok=True)
+        lake, hop = self.run.lake, self.run.hop
+        landing = lake.landing_of(hop)
+        fs = filesystem(landing)
+        fs.makedirs(landing, exist_ok=True)
         reader = self.run.spark.readStream if streaming else self.run.spark.read
         if streaming and max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-        fmt = self.run.hop.format
+        # A backfill reads the archive too (what retention.landing moved there), each line still
+        # named by the landing path its rows were streamed from.
+        archive = lake.archive_of(hop)
+        folders = landing if streaming or not fs.exists(archive) else [landing, archive]
+        folder = lake.spec.landing_of(hop).strip("/")
+        source = F.replace(F.col("_metadata.file_path"), F.lit(f"/_archive/{folder}/"), F.lit(f"/{folder}/"))
+        fmt = hop.format
         if fmt is not None and fmt.reads_files_whole:
             from spark_jobs.transforms.formats import file_lines
 
-            files = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(landing)
-            lines = file_lines(files.select("content", F.col("_metadata.file_path").alias("_source_file")), fmt)
+            files = reader.format("binaryFile").schema(BINARY_FILE_SCHEMA).load(folders)
+            lines = file_lines(files.select("content", source.alias("_source_file")), fmt)
             if streaming:  # the source's own count is of files: "rows in" are the lines read
                 lines = lines.observe(LINES_READ, F.count(F.lit(1)).alias("rows"))
         else:
-            lines = reader.format("text").load(landing).select(
-                "value", F.col("_metadata.file_path").alias("_source_file"))
+            lines = reader.format("text").load(folders).select(
+                "value", source.alias("_source_file"))
         return parsed(lines, fmt)
 
     def stream(self, max_files_per_trigger: int | None = None):

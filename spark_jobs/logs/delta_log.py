@@ -222,3 +222,73 @@ def log_files_before(table: str, keep_from: int) -> tuple[int | None, list[str]]
         if versioned and int(versioned.group(1)) < base or compacted and int(compacted.group(1)) < base:
             old.append(path)
     return base, old
+
+
+def _checkpoint_paths(table: str, version: int) -> set[str]:
+    """The file paths (as the log spells them) the checkpoint of ``version`` names: its ``add``
+    and ``remove`` actions, from one part or several."""
+    import pyarrow.parquet as pq
+
+    fs = filesystem(table)
+    folder = _log_dir(table)
+    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(fs, folder)]
+    parts = [name for name in names if not name.startswith(".") and not name.endswith(".crc")
+             and name.startswith(f"{version:020d}.checkpoint.") and name.endswith(".parquet")]
+    found: set[str] = set()
+    for name in parts:
+        with fs.open(f"{folder}/{name}", "rb") as handle:
+            rows = pq.read_table(handle, columns=["add", "remove"]).to_pylist()
+        for row in rows:
+            for kind in ("add", "remove"):
+                if row.get(kind) and row[kind].get("path"):
+                    found.add(row[kind]["path"])
+    return found
+
+
+def _modified_ms(info: dict) -> int | None:
+    stamp = info.get("mtime", info.get("LastModified"))
+    if stamp is None:
+        return None
+    return int((stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)) * 1000)
+
+
+def _named_files(table: str) -> set[str] | None:
+    """Every file path an action of the table's log names: its JSON commits and, when its first
+    commits are gone, the checkpoint it starts from (None: no log, or one this cannot read)."""
+    present = versions(table)
+    if not present:
+        return None
+    named: set[str] = set()
+    if present[0] > 0:
+        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(filesystem(table), _log_dir(table))]
+        if "_sidecars" in names or present[0] not in _checkpoints(names):
+            return None
+        named |= _checkpoint_paths(table, present[0])
+    for version in present:
+        for action in read_commit(table, version):
+            named.update(action[kind]["path"] for kind in ("add", "remove", "cdc") if kind in action)
+    return named
+
+
+def unnamed_files(table: str, older_than_ms: int) -> list[str]:
+    """Data files in the table's folder (its partition folders and ``_change_data``) that no
+    action of its log names, last modified before ``older_than_ms``: what a write left that no
+    commit took (an append of no rows writes a file and adds none; a killed job's tasks leave
+    theirs). The log read is every JSON commit still there and, when its first commits are gone,
+    the checkpoint it starts from. Empty when that checkpoint cannot be read (V2 checkpoints)."""
+    named = _named_files(table)
+    if named is None:
+        return []
+    wanted = {file_path(table, path) for path in named} - {None}
+    fs = filesystem(table)
+    root = table.rstrip("/")
+    found = []
+    for path, info in fs.find(root, detail=True).items():
+        relative = path[len(root.split("://")[-1]):].lstrip("/") if "://" in root else path[len(root):].lstrip("/")
+        top, name = relative.split("/", 1)[0], relative.rsplit("/", 1)[-1]
+        if top == "_delta_log" or name.startswith((".", "_")) or (top.startswith((".", "_")) and top != "_change_data"):
+            continue
+        modified = _modified_ms(info)
+        if f"{root}/{relative}" not in wanted and modified is not None and modified < older_than_ms:
+            found.append(f"{root}/{relative}")
+    return sorted(found)

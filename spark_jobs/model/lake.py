@@ -48,6 +48,11 @@ class Lake:
         """The landing folder the ingest ``hop`` reads."""
         return self.path(self.spec.landing_of(hop))
 
+    def archive_of(self, hop: HopSpec) -> str:
+        """Where ``retention.expired_landing: archive`` moves the ingest ``hop``'s landing files:
+        ``_archive/<the landing folder>`` in the lake, the same names below it (a backfill reads it too)."""
+        return self.path(f"_archive/{self.spec.landing_of(hop)}")
+
     @property
     def landing(self) -> str:
         """The first ingest hop's landing folder (a pipeline with one source has only this one)."""

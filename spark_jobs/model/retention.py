@@ -54,7 +54,7 @@ def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
     if runs is None:
         raise UsageError(f"{where} has retention.rollback {rollback!r} and schedule {schedule!r}, whose runs cannot be "
                          "counted: give a cron schedule (e.g. `*/30 * * * *`) or remove retention.rollback")
-    return runs, max(DEFAULT_BATCHES, runs * BATCHES_PER_RUN)
+    return runs, runs * BATCHES_PER_RUN
 
 
 def check_retention(retention: dict, where: str) -> None:
@@ -75,8 +75,8 @@ def records_ms(retention: dict) -> int:
 
 
 def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
-    """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need when the spec
-    gives no number, the spec's number when it is enough (None: neither is given); a
+    """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need (at least
+    Spark's default, 100) when the spec gives no number, the spec's number when it is enough (None: neither is given); a
     :class:`UsageError` with the number needed otherwise (or when :func:`check_retention` refuses
     the ``retention`` mapping)."""
     check_retention(raw.get("retention") or {}, where)
@@ -89,4 +89,4 @@ def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
         raise UsageError(f"{where} keeps {given} batches (min_batches_to_retain), but a rollback window of {rollback} "
                          f"at schedule {schedule!r} needs {needed} ({runs} runs of up to {BATCHES_PER_RUN} batches): "
                          f"raise min_batches_to_retain to {needed}, or leave it out, or shorten retention.rollback")
-    return given if given is not None else needed
+    return given if given is not None else max(DEFAULT_BATCHES, needed)

@@ -71,8 +71,9 @@ PIPELINE_KEYS: tuple[Key, ...] = (
 # The keys under ``retention:`` (spark_jobs/model/retention.py).
 RETENTION_KEYS: tuple[Key, ...] = (
     Key("rollback", DURATION, "how far back in time a rollback must reach (at most 30 days, Delta's log "
-        "retention): the checkpoints keep the batches the schedule makes in it, and a spec whose "
-        "`min_batches_to_retain` is fewer is refused with the number it needs", example="`7 days`"),
+        "retention): the checkpoints keep the batches the schedule makes in it (100 at least, unless "
+        "`min_batches_to_retain` gives a number), and a spec whose `min_batches_to_retain` is fewer is refused "
+        "with the number it needs", example="`7 days`"),
     Key("landing", DURATION, "how long `lakehouse maintain` keeps a landing file once every hop reading it has "
         "committed it and no rollback inside the window reads it again; then it is archived or deleted "
         "(`expired_landing`). Unset: landing files are kept", example="`30 days`"),

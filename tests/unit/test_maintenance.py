@@ -169,6 +169,66 @@ def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(t
         assert sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist()) == snapshots[version]
 
 
+@pytest.mark.parametrize("seed", range(12), ids=[f"seed{seed}" for seed in range(12)])
+def test_files_no_commit_names_are_found_when_older_than_the_bound(tmp_path, seed):
+    """Files a write left that no commit took (in partition folders and ``_change_data``) are
+    listed when older than the bound; every file the log names, newer strays, hidden and ``_``
+    files are not. Then vacuum deletes exactly those and what no version from keep_from uses."""
+    import os
+
+    rng = random.Random(seed)
+    table = tmp_path / "table"
+    snapshots, changes = _random_log(table, rng, rng.randint(1, 12))
+    bound_s = 1_000_000
+    for path in table.rglob("*"):  # every file the log names is older than the bound too
+        os.utime(path, (bound_s - 100,) * 2)
+    strays = {}
+    for serial in range(rng.randint(0, 6)):
+        folder = rng.choice(("day=2026-01-01 00:00", "_change_data", ""))
+        path = table / folder / f"stray-{serial}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("s")
+        old = rng.random() < 0.6
+        os.utime(path, (bound_s - 10 if old else bound_s + 10,) * 2)
+        strays[str(path)] = old
+    (table / "_lakehouse_cleaned_log.json").write_text("{}")
+    (table / "day=2026-01-01 00:00" / ".hidden.parquet").write_text("h")
+    os.utime(table / "_lakehouse_cleaned_log.json", (1, 1))
+    expected = sorted(path for path, old in strays.items() if old)
+
+    assert delta_log.unnamed_files(str(table), bound_s * 1000) == expected
+    keep_from = len(snapshots) - 1
+    unused = set(delta_log.unused_files(str(table), keep_from))
+    done = vacuum(TablePlan("hop", str(table), keep_from, keep_from, "the test", bound_s * 1000), dry_run=False)
+    assert done["files_vacuumed"] == len(unused) + len(expected)
+    assert not any(Path(path).exists() for path in expected)
+    assert all(Path(path).exists() for path, old in strays.items() if not old)
+    assert all((table / unquote(path)).exists() for path in snapshots[-1])
+
+
+def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
+    """After the log's early commits are gone, the files the checkpoint it starts from names
+    (delta-rs wrote, deleted and checkpointed: an independent writer) are not strays; a file
+    no commit took is."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from spark_jobs.control.maintenance import clean_log
+
+    table = str(tmp_path / "table")
+    for version in range(12):
+        write_deltalake(table, pa.table({"n": [version, version + 100]}), mode="append")
+        if version == 6:
+            DeltaTable(table).delete("n < 3")
+            DeltaTable(table).create_checkpoint()
+    clean_log(TablePlan("t", table, 13, 9, "test", None), dry_run=False)
+    assert delta_log.versions(table)[0] == 7
+    stray = Path(table, "part-stray.parquet")
+    stray.write_text("s")
+    assert delta_log.unnamed_files(table, 10 ** 15) == [str(stray)]
+    assert delta_log.unnamed_files(table, 1) == []
+
+
 def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
     """After the log's early commits go, a table no backfill wrote still reads as such (a bronze
     stream then skips comparing its rows with a backfill's), one a backfill wrote too."""

@@ -108,6 +108,10 @@ def test_a_backfill_over_pruned_events_is_refused(tmp_path, start, end, refused)
     if refused:
         assert reason.startswith("bronze's landing files with events from") and "deleted by retention.landing" in reason
     assert pruning.backfill_refusal(lake, (lake.spec.hop("silver"),), start, end) is None  # silver reads a table
+    write_json(pruning.horizons_folder(lake), "bronze.json", {"hop": "bronze", "landing": lake.landing,
+                                                              "archive": lake.archive_of(lake.spec.hop("bronze")),
+                                                              "files": 3, "first_ms": 1_000, "last_ms": 2_000})
+    assert pruning.backfill_refusal(lake, hops, start, end) is None  # archived: a backfill reads them there
 
 
 def _stamp(rng: random.Random, now: float) -> float:

@@ -214,17 +214,18 @@ def _runs_by_hand(schedule: str, days: int) -> int:
                                             ("15 6 * * *", 30)])
 def test_a_rollback_window_sets_the_batches_the_checkpoints_keep_or_refuses_too_few(pipelines, schedule, days):
     """retention.rollback: the checkpoints keep two batches per scheduled run in the window (at
-    least Spark's 100); a spec that keeps fewer is refused with the number it needs."""
+    least Spark's 100 when the spec gives no number); a spec that keeps fewer is refused with the
+    number it needs."""
     folder = pipelines()
     runs = _runs_by_hand(schedule, days)
-    needed = max(100, 2 * runs)
+    needed = 2 * runs
 
     def load(extra: str):
         (folder / "team.yaml").write_text(f"name: team\nlanding: landing/team\nschedule: \"{schedule}\"\n{extra}hops:\n"
                                           "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n")
         return get_spec("team")
 
-    assert load(f"retention: {{rollback: {days} days}}\n").min_batches_to_retain == needed
+    assert load(f"retention: {{rollback: {days} days}}\n").min_batches_to_retain == max(100, needed)
     assert load(f"retention: {{rollback: {days} days}}\nmin_batches_to_retain: {needed}\n").min_batches_to_retain == needed
     assert load("").min_batches_to_retain == 100 and load("").retention == {}
     with pytest.raises(UsageError) as refused:
