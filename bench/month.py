@@ -34,7 +34,7 @@ from pathlib import Path
 
 DAY_S = 86_400
 RETENTION = {"rollback": "2 days", "landing": "4 days", "records": "4 days"}
-RETAINED = 12  # checkpoint batches: the 2-day window's 8 runs and some (Spark purges past them)
+RETAINED = 16  # checkpoint batches: what the 2-day window needs (8 runs of up to 2 batches; Spark purges past them)
 
 
 def _count(folder: Path, pattern: str = "*") -> int:

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem
+from testkit import model_window
 from testkit.model_lake import (
     HOPS,
     SPAN_MS,
@@ -57,7 +58,7 @@ from testkit.model_lake import (
     stored_by_delta_rs,
     write_spec,
 )
-from testkit.paths import killed_mid_run
+from testkit.paths import environment_kept, killed_mid_run
 
 
 def _tree(home: str) -> dict[str, tuple]:
@@ -83,6 +84,7 @@ class Runner:
         # ``maintain`` steps come between the drawn ones, from a generator of their own: a seed's
         # other steps stay the same with them or without.
         self.maintain_rng = random.Random(seed * 7919 + 1) if maintain else None
+        self.clock_shift_ms = 0  # ``advance`` steps (with maintain) move the platform's clock on
         self.home = home
         self.fs = filesystem(home)
         self.rng = random.Random(seed)
@@ -193,10 +195,25 @@ class Runner:
         step.argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
         if self.rng.random() < 0.3:
             step.argv.append("--no-cascade")
+        inside = self._refused_inside(hop, target, "--no-cascade" not in step.argv)
         code, out = self._refusable(step, step.argv)
         if code == 0:
             self._note_resets(json.loads(out)["plan"])
             step.outcome = "ok"
+        elif inside:
+            raise ModelMismatch(f"a rollback inside the window was refused: {'; '.join(inside)}")
+
+    def _refused_inside(self, hop: str, target: list[str], cascade: bool) -> list[str]:
+        """What the plan of a ``--to-batch`` rollback refuses inside the window (maintain runs only)."""
+        if not self.maintain_rng or target[0] != "--to-batch":
+            return []
+        from spark_jobs.control import planner
+        from spark_jobs.model.lake import Lake as LakePaths
+        from spark_jobs.model.plans import Request
+        from spark_jobs.model.spec import get_spec
+
+        plan = planner.plan(LakePaths.open(get_spec("ad_events")), Request(hop, to_batch=int(target[1]), cascade=cascade))
+        return model_window.refused_inside(self.home, plan, self._now_ms())
 
     def _note_resets(self, plan: dict) -> None:
         """Do what the plan tells a user to do after the next run: backfill again, at a hop and the
@@ -276,19 +293,27 @@ class Runner:
         lake = LakePaths.open(get_spec("ad_events"))
         return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
 
+    def _now_ms(self) -> int:
+        return int(time.time() * 1000) + self.clock_shift_ms
+
+    def op_advance(self, step: Step) -> None:
+        """Move the platform's clock on (``$LAKEHOUSE_CLOCK_SHIFT``): batches age out of the window."""
+        self.clock_shift_ms += self.maintain_rng.choice((2, 5, 10, 20)) * 60_000
+        os.environ["LAKEHOUSE_CLOCK_SHIFT"] = f"{self.clock_shift_ms // 1000} seconds"
+        step.argv, step.outcome = [os.environ["LAKEHOUSE_CLOCK_SHIFT"]], "clock moved on"
+
     def op_maintain(self, step: Step) -> None:
         """Compact, vacuum and archive expired landing files (all hops or one): no table's rows
         change (the check after every step; the model reads the archive too) and no hop's rollback
-        reaches less far than before (the spec declares no window: the checkpoints' retained
-        batches are the window)."""
+        reaches less far than the declared window's start (:func:`testkit.model_window.cut_too_far`)."""
         step.argv = ["maintain", "ad_events", "--hop", self.maintain_rng.choice(("all",) + HOPS)]
         before = self._horizons()
         code, out = self.cli([*step.argv, "--json"])
         if code:
             raise ModelMismatch(f"maintain was refused: {self._last_error}")
-        after = self._horizons()
-        if after != before:
-            raise ModelMismatch(f"maintain cut a rollback window: oldest reachable batches {before} -> {after}")
+        cut = model_window.cut_too_far(self.home, before, self._horizons(), self._now_ms())
+        if cut:
+            raise ModelMismatch(f"maintain cut a rollback window: {'; '.join(cut)}")
         totals = json.loads(out)["totals"]
         step.outcome = (f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed, "
                         f"{totals['log_files_deleted']} log files deleted, {totals['landing_pruned']} landing files archived")
@@ -327,8 +352,8 @@ class Runner:
         step.seconds = time.time() - began
         self.sequence.counts[operation] += 1
         self.log(str(step))
-        if operation != "maintain" and self.maintain_rng and self.maintain_rng.random() < 0.3:
-            self.step(number, "maintain")
+        if operation not in ("maintain", "advance") and self.maintain_rng and self.maintain_rng.random() < 0.3:
+            self.step(number, self.maintain_rng.choice(("maintain", "maintain", "advance")))
 
 
 def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
@@ -342,6 +367,11 @@ def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0
     and moments are still drawn).
     """
     runner = Runner(spark, home, seed, kill_weight, log, kafka, maintain)
+    with environment_kept("LAKEHOUSE_CLOCK_SHIFT"):  # ``advance`` steps set it
+        return _steps(runner, seed, steps, operations, kafka, maintain)
+
+
+def _steps(runner: Runner, seed: int, steps: int, operations, kafka, maintain: bool) -> Sequence:
     number = 0
     try:
         runner.step(number, "land")
@@ -359,7 +389,7 @@ def started_broker(folder: Path):
     """A broker for the Kafka variant: started, its settings in the environment, the model's topic
     created; stopped by PID after, and the environment as it was."""
     from testkit.model_lake import TOPIC
-    from testkit.paths import ROOT, environment_kept
+    from testkit.paths import ROOT
 
     sys.path.insert(0, str(ROOT / "include" / "scripts"))
     from kafka_server import KafkaServer

@@ -21,9 +21,12 @@ ADS = [(f"ad-{n:02d}", f"campaign-{n % 5}") for n in range(20)]
 NO_CAMPAIGN_AD = "ad-orphan"
 BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
              '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
-# ``maintain`` steps archive the landing files of batches older than bronze's rollback window.
+# ``maintain`` steps archive the landing files of batches older than bronze's rollback window,
+# which is 20 minutes or the checkpoints' 8 batches, whichever reaches less far (``advance`` steps
+# move the clock on).
+WINDOW_MS = 20 * 60_000
 SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3,
-                "compact_min_files": 3, "retention": {"landing": "1 second"}}
+                "compact_min_files": 3, "retention": {"landing": "1 second", "rollback": "20 minutes"}}
 TOPIC = "model_events"  # the Kafka variant's bronze reads it, at most 40 records a batch
 
 

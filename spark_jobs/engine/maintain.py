@@ -21,23 +21,58 @@ def _detail(spark, table: str) -> tuple[int, int]:
     return int(row.numFiles), int(row.sizeInBytes)
 
 
-def _compact(spark, table: str, files: int, least: int, dry_run: bool) -> dict:
+def _literal(value: str | None, column: str) -> str:
+    if value is None:
+        return f"`{column}` IS NULL"
+    return f"`{column}` = '" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _crowded(table: str, least: int) -> str | None:
+    """A predicate on the partition columns that selects the partitions holding ``least`` data files
+    or more ("true": the table is unpartitioned; None: no such partition, or a log this cannot read)."""
+    from spark_jobs.logs.delta_log import live_files
+
+    counts: dict[tuple, int] = {}
+    for values in (live_files(table) or {}).values():
+        key = tuple(sorted(values.items()))
+        counts[key] = counts.get(key, 0) + 1
+    crowded = [key for key, count in counts.items() if count >= least]
+    if not crowded:
+        return None
+    if crowded == [()]:
+        return "true"
+    return " OR ".join("(" + " AND ".join(_literal(value, column) for column, value in key) + ")" for key in crowded)
+
+
+def _compact(spark, table: str, files: int, least: int, dry_run: bool, zorder_by: tuple[str, ...] = ()) -> dict:
     if files < least:
         return {"compacted": f"no ({files} files, fewer than compact_min_files, {least})"}
+    how = f"Z-order by {', '.join(zorder_by)}" if zorder_by else "compact"
     if dry_run:
-        return {"compacted": f"would compact up to {files} files"}
+        return {"compacted": f"would {how} up to {files} files"}
     from delta.tables import DeltaTable
 
-    metrics = DeltaTable.forPath(spark, table).optimize().executeCompaction().first().metrics
-    return {"compacted": f"{metrics.numFilesRemoved} files into {metrics.numFilesAdded}",
+    optimize = DeltaTable.forPath(spark, table).optimize()
+    if zorder_by:
+        # Z-ordering rewrites every file of a partition it orders: only those with many files.
+        crowded = _crowded(table, least)
+        if crowded is None:
+            return {"compacted": f"no (no partition has {least} files or more)"}
+        metrics = optimize.where(crowded).executeZOrderBy(*zorder_by).first().metrics
+    else:
+        metrics = optimize.executeCompaction().first().metrics
+    return {"compacted": f"{metrics.numFilesRemoved} files into {metrics.numFilesAdded}"
+                         + (f" (Z-ordered by {', '.join(zorder_by)})" if zorder_by else ""),
             "files_compacted": int(metrics.numFilesRemoved) - int(metrics.numFilesAdded)}
 
 
-def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, progress=lambda line: None) -> list[dict]:
-    """Compact every table ``plan_now()`` lists (with ``compact_min_files`` files or more), then plan
-    again (a compaction's commit is a version too: the small files it replaced go now when no
-    rollback in the window and no reader needs the versions before it) and vacuum each; one entry
-    per table: what it did (or would do), its files and bytes before and after."""
+def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, progress=lambda line: None,
+                    zorder=lambda step: ()) -> list[dict]:
+    """Compact every table ``plan_now()`` lists (with ``compact_min_files`` files or more; Z-ordered by
+    ``zorder(step)``'s columns when there are any), then plan again (a compaction's commit is a
+    version too: the small files it replaced go now when no rollback in the window and no reader
+    needs the versions before it) and vacuum each; one entry per table: what it did (or would
+    do), its files and bytes before and after."""
     steps = plan_now()
     done: dict[str, dict] = {}
     for step in steps:
@@ -48,7 +83,7 @@ def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, prog
         began = time.time()
         files, size = _detail(spark, step.table)
         done[step.table] = {"files_before": files, "bytes_before": size, "stored_before": stored_bytes(step.table),
-                            **_compact(spark, step.table, files, compact_min_files, dry_run),
+                            **_compact(spark, step.table, files, compact_min_files, dry_run, zorder(step)),
                             "seconds": time.time() - began}
     entries = []
     for step in steps if dry_run else plan_now():
@@ -119,8 +154,12 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     # Which batch a rollback inside the window may take each hop to: a compaction moves none of them.
     now = now_ms()
     targets = window_targets(lake, now, infos_of)
+    def zorder(step) -> tuple[str, ...]:  # a hop's own table, not its quarantine
+        hop = lake.spec.hop(step.hop)
+        return hop.zorder_by if step.table == lake.table(hop) else ()
+
     record.tables = maintain_tables(spark, lambda: plan(lake, hops, now, targets), lake.spec.compact_min_files,
-                                    dry_run, lambda entry: progress(f"[maintain] {table_line(entry)}"))
+                                    dry_run, lambda entry: progress(f"[maintain] {table_line(entry)}"), zorder)
     plans = pruning.landing_plan(lake, hops, now, infos_of, targets)
     record.landing = prune_landing(spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}"))
     record.records = pruning.prune_records(lake, now_ms(), dry_run)

@@ -224,9 +224,8 @@ def log_files_before(table: str, keep_from: int) -> tuple[int | None, list[str]]
     return base, old
 
 
-def _checkpoint_paths(table: str, version: int) -> set[str]:
-    """The file paths (as the log spells them) the checkpoint of ``version`` names: its ``add``
-    and ``remove`` actions, from one part or several."""
+def _checkpoint_actions(table: str, version: int) -> list[tuple[str, dict]]:
+    """The ``add`` and ``remove`` actions the checkpoint of ``version`` holds (one part or several)."""
     import pyarrow.parquet as pq
 
     fs = filesystem(table)
@@ -234,15 +233,43 @@ def _checkpoint_paths(table: str, version: int) -> set[str]:
     names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(fs, folder)]
     parts = [name for name in names if not name.startswith(".") and not name.endswith(".crc")
              and name.startswith(f"{version:020d}.checkpoint.") and name.endswith(".parquet")]
-    found: set[str] = set()
+    found = []
     for name in parts:
         with fs.open(f"{folder}/{name}", "rb") as handle:
             rows = pq.read_table(handle, columns=["add", "remove"]).to_pylist()
-        for row in rows:
-            for kind in ("add", "remove"):
-                if row.get(kind) and row[kind].get("path"):
-                    found.add(row[kind]["path"])
+        found.extend((kind, row[kind]) for row in rows for kind in ("add", "remove") if row.get(kind))
     return found
+
+
+def _log_start(table: str, present: list[int]) -> list[tuple[str, dict]] | None:
+    """The actions before the log's first JSON commit: none when it is version 0, else its
+    checkpoint's (None: the log starts elsewhere, or uses sidecars, which this does not read)."""
+    if present[0] == 0:
+        return []
+    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(filesystem(table), _log_dir(table))]
+    if "_sidecars" in names or present[0] not in _checkpoints(names):
+        return None
+    return _checkpoint_actions(table, present[0])
+
+
+def live_files(table: str) -> dict[str, dict] | None:
+    """The table's current data files (paths as the log spells them) and each one's partition
+    values, from its log; None when its log cannot be read this way (no table, V2 checkpoints)."""
+    present = versions(table)
+    start = _log_start(table, present) if present else None
+    if start is None:
+        return None
+    live: dict[str, dict] = {}
+    # The checkpoint holds its own version's commit already: applying that commit again changes nothing.
+    actions = [*start, *((kind, action[kind]) for version in present for action in read_commit(table, version)
+                         for kind in ("add", "remove") if kind in action)]
+    for kind, action in actions:
+        if kind == "add":
+            values = action.get("partitionValues") or {}
+            live[action["path"]] = dict(values) if isinstance(values, dict) else dict(map(tuple, values))
+        else:
+            live.pop(action["path"], None)
+    return live
 
 
 def _modified_ms(info: dict) -> int | None:
@@ -256,14 +283,10 @@ def _named_files(table: str) -> set[str] | None:
     """Every file path an action of the table's log names: its JSON commits and, when its first
     commits are gone, the checkpoint it starts from (None: no log, or one this cannot read)."""
     present = versions(table)
-    if not present:
+    start = _log_start(table, present) if present else None
+    if start is None:
         return None
-    named: set[str] = set()
-    if present[0] > 0:
-        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(filesystem(table), _log_dir(table))]
-        if "_sidecars" in names or present[0] not in _checkpoints(names):
-            return None
-        named |= _checkpoint_paths(table, present[0])
+    named = {action["path"] for _kind, action in start}
     for version in present:
         for action in read_commit(table, version):
             named.update(action[kind]["path"] for kind in ("add", "remove", "cdc") if kind in action)

@@ -17,11 +17,9 @@ from spark_jobs.model.formats import FormatSpec, hop_format
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
+from spark_jobs.model.spec_checks import check_join, check_topic, check_zorder
 from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, RETENTION_KEYS, check_keys
 from spark_jobs.model.times import duration_ms
-
-# Where a topic-fed hop's first run starts (Spark's ``startingOffsets``).
-STARTING_OFFSETS = ("earliest", "latest")
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,8 @@ class HopSpec:
     upstreams: tuple[str, ...] = ()
     quarantine: str | None = None
     partition_by: tuple[str, ...] = ()
+    # The columns ``lakehouse maintain`` Z-orders the table's files by when it compacts them.
+    zorder_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     # An append or join hop whose table holds each of these columns' values once (a transform
     # that drops resends): a stream's batch leaves out the rows whose key the table already
@@ -238,6 +238,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         within=raw.get("within"),
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
+        zorder_by=tuple(raw.get("zorder_by") or ()),
         keys=tuple(raw.get("keys") or ()),
         unique=tuple(raw.get("unique") or ()),
         landing=raw.get("landing"),
@@ -262,8 +263,9 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
         if hop.name in names[:index]:
             raise UsageError(f"{path}: two hops are called {hop.name!r}: rename one")
         _check_reads(hop, path, landing)
+        check_zorder(hop, path)
         if hop.kind_of.reads_several or len(hop.upstreams) > 1:
-            _check_join(hop, path)
+            check_join(hop, path)
         for upstream in hop.upstreams:
             if upstream not in names[:index]:
                 where = "below it: hops run top to bottom, so list it above" if upstream in names else "not a hop of this spec"
@@ -279,7 +281,7 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
     """An ingest hop has a landing folder or a topic and no upstream; any other hop an upstream
     and neither."""
     if hop.reads_topic:
-        _check_topic(hop, path)
+        check_topic(hop, path)
         return
     if hop.landing is not None and not hop.reads_landing:
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
@@ -292,31 +294,6 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
                          f"{', '.join(hop.upstreams)!r}: remove its upstream key")
     if not hop.reads_landing and not hop.upstreams:
         raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
-
-
-def _check_topic(hop: HopSpec, path: Path) -> None:
-    """A topic-fed hop names no landing folder and no upstream, and starts at earliest or latest."""
-    if hop.landing is not None:
-        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r} and landing folder {hop.landing!r}: "
-                         "keep one (a second source is a second ingest hop)")
-    if hop.upstreams:
-        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r}, not {', '.join(hop.upstreams)!r}: "
-                         "remove its upstream key")
-    if hop.starting_offsets not in STARTING_OFFSETS:
-        raise UsageError(f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "
-                         f"{' or '.join(STARTING_OFFSETS)}")
-
-
-def _check_join(hop: HopSpec, path: Path) -> None:
-    """A join reads two or more different hops and has a bound; only a join reads several."""
-    if not hop.kind_of.reads_several:
-        several = " or ".join(name for name, kind in KINDS.items() if kind.reads_several)
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads one table, not {list(hop.upstreams)}: "
-                         f"name one upstream, or use kind {several}")
-    if len(set(hop.upstreams)) < 2 or not hop.within:
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) needs `upstream: [<hop>, <hop>]` (two or more "
-                         "different hops above it) and `within: <duration>` (how far apart in event time two "
-                         "joined rows can be)")
 
 
 # The pipeline keys that are PipelineSpec fields as they are written (the rest are read below).

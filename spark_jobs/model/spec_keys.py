@@ -113,6 +113,9 @@ HOP_KEYS: tuple[Key, ...] = (
     Key("quarantine", TEXT, "the table of rows the hop refuses (invalid lines, or rows a `drop` rule takes out)",
         kinds="ingest, append"),
     Key("partition_by", COLUMNS, "the table's partition columns"),
+    Key("zorder_by", COLUMNS, "columns `lakehouse maintain` Z-orders the table's files by when it compacts them "
+        "(Delta `OPTIMIZE ... ZORDER BY`, in the partitions with `compact_min_files` files or more): reads that "
+        "filter on them skip more files. Not a partition column", example="`[ad_id]`"),
     Key("keys", COLUMNS, "the columns the MERGE matches on: an aggregate's grouping keys and `window_start`, "
         "the columns that name a row of a change feed", kinds="aggregate, changes"),
     Key("sequence_by", TEXT, "the column that orders the changes of one key (a number or a timestamp); a "

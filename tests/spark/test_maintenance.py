@@ -40,6 +40,14 @@ def _rows(spark, home: Path) -> dict[str, list]:
     return {table: sorted(map(tuple, spark.read.format("delta").load(table).collect()), key=repr) for table in tables}
 
 
+def _example_hops() -> list[dict]:
+    import yaml
+
+    from testkit.lakes import EXAMPLES
+
+    return yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+
+
 def _ingested(spark, lake: Lake) -> dict[str, list]:
     """Bronze's rows and quarantined lines with their source file, lineage stamps aside."""
     bronze = lake.spec.hop("bronze")
@@ -61,8 +69,10 @@ def _by_table(document: dict) -> dict[str, dict]:
 
 def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_increments, tmp_path, monkeypatch,
                                                                    capsys):
+    hops = [hop | {"zorder_by": ["ad_id"]} if hop["name"] == "silver" else hop for hop in _example_hops()]
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", source_log_compact_interval=2,
-                                                              retention={"rollback": "1 day", "landing": "1 day"})))
+                                                              retention={"rollback": "1 day", "landing": "1 day"},
+                                                              hops=hops)))
     increment(3, hop="bronze")
     service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()  # gold lags behind silver
     lake = Lake.open(get_spec("ad_events"))
@@ -81,6 +91,11 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
         assert (entry["files_after"] < entry["files_before"]) == (entry in compacted), entry
     assert _rows(spark, three_increments) == rows
     assert {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS} == horizons
+    # Silver declares zorder_by: its compaction Z-ordered the partitions with many files.
+    silver_table = lake.table(lake.spec.hop("silver"))
+    assert "Z-ordered by ad_id" in _by_table(document)["silver/ad_views"]["compacted"]
+    optimized = delta_log.commit_info(silver_table, delta_log.table_version(silver_table))
+    assert optimized["operation"] == "OPTIMIZE" and "ad_id" in optimized["operationParameters"]["zOrderBy"], optimized
 
     # Two days later every batch is older than the window: what is left is what readers need.
     monkeypatch.setenv("LAKEHOUSE_CLOCK_SHIFT", "2 days")

@@ -217,13 +217,20 @@ def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
 
     table = str(tmp_path / "table")
     for version in range(12):
-        write_deltalake(table, pa.table({"n": [version, version + 100]}), mode="append")
+        write_deltalake(table, pa.table({"n": [version, version + 100], "day": ["a", "b b"]}), mode="append",
+                        partition_by=["day"])
         if version == 6:
             DeltaTable(table).delete("n < 3")
             DeltaTable(table).create_checkpoint()
+    DeltaTable(table).delete("n = 105")
     clean_log(TablePlan("t", table, 13, 9, "test", None), dry_run=False)
     assert delta_log.versions(table)[0] == 7
-    stray = Path(table, "part-stray.parquet")
+    live = delta_log.live_files(table)  # the snapshot as delta-rs sees it, with each file's partition
+    uris = {uri.removeprefix("file://").removeprefix(table).lstrip("/") for uri in DeltaTable(table).file_uris()}
+    assert {unquote(path) for path in live} == uris  # the log escapes the folder's own escape (b%20b)
+    assert {(unquote(path), values["day"]) for path, values in live.items()} == {
+        (uri, unquote(uri.split("/")[0].split("=", 1)[1])) for uri in uris}
+    stray = Path(table, "day=a", "part-stray.parquet")
     stray.write_text("s")
     assert delta_log.unnamed_files(table, 10 ** 15) == [str(stray)]
     assert delta_log.unnamed_files(table, 1) == []
