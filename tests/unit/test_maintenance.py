@@ -269,3 +269,58 @@ def test_a_hop_whose_log_was_cleaned_still_starts_over(tmp_path):
     assert not after.refused, after.refused
     [step] = [table_step for hop in after.hops for table_step in hop.tables if table_step.table == table]
     assert step.action == "empty"
+
+
+def _aged(lake, hours: dict[str, list[float]], start_s: float) -> None:
+    """Set each hop's checkpoint commit files' modification times: batch n at ``start_s + hours[n]`` h."""
+    import os
+
+    for hop, stamps in hours.items():
+        for batch, hour in enumerate(stamps):
+            path = Path(lake.checkpoint(lake.spec.hop(hop)), "commits", str(batch))
+            os.utime(path, (start_s + hour * 3600,) * 2)
+
+
+def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
+    """straddle: bronze batches 0..3, silver's batch 1 read bronze's 1..3 at once. With a 1-hour
+    window beginning between bronze's batches 2 and 3, bronze's own oldest target is batch 2, but
+    rolling bronze back to 2 takes it back to 0 (silver's batches end there): the window must
+    keep what a rollback to 0 needs, for bronze and for silver."""
+    import dataclasses
+
+    from spark_jobs.control import batches
+    from spark_jobs.control.maintenance import plan, window_targets
+    from spark_jobs.model.lake import Lake
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("straddle", tmp_path)
+    lake = Lake(lake.home, dataclasses.replace(lake.spec, retention={"rollback": "1 hour"}))
+    start = 1_000_000_000
+    _aged(lake, {"bronze": [0, 1, 2, 3], "silver": [0, 3], "gold": [0, 3]}, start)
+    now_ms = int((start + 3.5 * 3600) * 1000)  # the window begins at hour 2.5
+
+    def infos_of(hop):
+        return batches.hop_batches(lake, hop)
+
+    targets = window_targets(lake, now_ms, infos_of)
+    assert targets["bronze"] == 0 and targets["silver"] == 0 and targets["gold"] == 0
+    bronze = {step.table: step for step in plan(lake, lake.spec.hops, now_ms, targets)}[lake.table(lake.spec.hop("bronze"))]
+    # Back to batch 0: the table as batch 0 left it, the version before batch 1's first commit.
+    first_of_batch_1 = min(version for version in delta_log.versions(bronze.table)
+                           if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1)
+    assert bronze.keep_from == first_of_batch_1 - 1 and "back to batch 0" in bronze.held_by, bronze
+
+
+def test_a_window_that_reaches_before_the_first_batch_keeps_the_first_batchs_version(tmp_path):
+    """A rollback to before the first batch empties the table and needs no version; the oldest
+    one inside the window that restores is to batch 0: its version is what stays."""
+    from spark_jobs.control.maintenance import plan
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("straddle", tmp_path)
+    targets = {hop.name: -1 for hop in lake.spec.hops}
+    steps = {step.table: step for step in plan(lake, lake.spec.hops, 0, targets)}
+    bronze = steps[lake.table(lake.spec.hop("bronze"))]
+    first_of_batch_1 = min(version for version in delta_log.versions(bronze.table)
+                           if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1)
+    assert bronze.keep_from == first_of_batch_1 - 1 and "back to batch 0" in bronze.held_by, bronze
