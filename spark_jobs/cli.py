@@ -291,7 +291,7 @@ def _add_maintain(commands) -> None:
                                               "stream reading a table still needs, prune expired landing files and "
                                               "records", cmd_maintain)
     maintain.add_argument("--hop", default="all", help="one hop's tables, or all")
-    maintain.add_argument("--dry-run", action="store_true", help="say what it would do, change nothing")
+    maintain.add_argument("--dry-run", action="store_true", help="say what it would do (from the logs, no JVM), change nothing")
     maintain.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
 
 

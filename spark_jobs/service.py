@@ -348,7 +348,7 @@ def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: 
     record = MaintenanceRecord(lake.spec.name, dry_run=dry_run)
     hops = lake.spec.select_hops(hop)
     with _writer(lake, "maintain", record.maintenance_id, wait_s, progress):
-        maintain_lake(_session(lake, "maintain"), lake, hops, record, progress)
+        maintain_lake(None if dry_run else _session(lake, "maintain"), lake, hops, record, progress)
     return MaintainResult(record)
 
 

@@ -17,8 +17,15 @@ from spark_jobs.control.maintenance import clean_log, stored_bytes, vacuum
 
 
 def _detail(spark, table: str) -> tuple[int, int]:
-    row = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
-    return int(row.numFiles), int(row.sizeInBytes)
+    """The table's data files and their bytes, from its log (Delta's DESCRIBE DETAIL when the log
+    is one the plain reader cannot read and there is a session)."""
+    from spark_jobs.logs.delta_log import live_files
+
+    live = live_files(table)
+    if live is None and spark is not None:
+        row = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
+        return int(row.numFiles), int(row.sizeInBytes)
+    return len(live or {}), sum(int(action.get("size") or 0) for action in (live or {}).values())
 
 
 def _literal(value: str | None, column: str) -> str:
@@ -33,8 +40,8 @@ def _crowded(table: str, least: int) -> str | None:
     from spark_jobs.logs.delta_log import live_files
 
     counts: dict[tuple, int] = {}
-    for values in (live_files(table) or {}).values():
-        key = tuple(sorted(values.items()))
+    for action in (live_files(table) or {}).values():
+        key = tuple(sorted(action["partitionValues"].items()))
         counts[key] = counts.get(key, 0) + 1
     crowded = [key for key, count in counts.items() if count >= least]
     if not crowded:
@@ -125,9 +132,9 @@ def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None)
     from spark_jobs.engine.tables import table_exists
 
     entries = []
-    for plan in plans:
+    for plan in plans:  # a dry run reads no span (it starts no JVM)
         spans = [landing_span(spark, lake.table(hop), hop.time_column, plan.files, plan.through_batch[hop.name])
-                 for hop in map(lake.spec.hop, plan.hops) if plan.files and table_exists(lake.table(hop))]
+                 for hop in map(lake.spec.hop, plan.hops) if plan.files and not dry_run and table_exists(lake.table(hop))]
         firsts = [first for first, _last in spans if first is not None]
         lasts = [last for _first, last in spans if last is not None]
         entries.append(pruning.prune_landing(lake, plan, (min(firsts, default=None), max(lasts, default=None)), dry_run))
@@ -137,7 +144,8 @@ def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None)
 
 def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None:
     """One ``lakehouse maintain`` of ``hops`` into ``record`` (written unless a dry run): tables
-    compacted and vacuumed, expired landing files pruned, old records deleted."""
+    compacted and vacuumed, expired landing files pruned, old records deleted. A dry run reads
+    the logs only (``spark`` None: no JVM)."""
     from spark_jobs.control import batches, pruning
     from spark_jobs.control.maintenance import plan, table_line, window_targets
     from spark_jobs.logs.ops import write_maintenance

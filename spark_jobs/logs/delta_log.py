@@ -253,8 +253,9 @@ def _log_start(table: str, present: list[int]) -> list[tuple[str, dict]] | None:
 
 
 def live_files(table: str) -> dict[str, dict] | None:
-    """The table's current data files (paths as the log spells them) and each one's partition
-    values, from its log; None when its log cannot be read this way (no table, V2 checkpoints)."""
+    """The table's current data files (paths as the log spells them), each with its ``add``
+    action (``partitionValues`` as a mapping, ``size``), from its log; None when its log cannot be
+    read this way (no table, V2 checkpoints)."""
     present = versions(table)
     start = _log_start(table, present) if present else None
     if start is None:
@@ -265,8 +266,9 @@ def live_files(table: str) -> dict[str, dict] | None:
                          for kind in ("add", "remove") if kind in action)]
     for kind, action in actions:
         if kind == "add":
-            values = action.get("partitionValues") or {}
-            live[action["path"]] = dict(values) if isinstance(values, dict) else dict(map(tuple, values))
+            values = action.get("partitionValues") or {}  # a checkpoint's map column reads as pairs
+            live[action["path"]] = action | {
+                "partitionValues": dict(values) if isinstance(values, dict) else dict(map(tuple, values))}
         else:
             live.pop(action["path"], None)
     return live

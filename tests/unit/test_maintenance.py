@@ -228,7 +228,7 @@ def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
     live = delta_log.live_files(table)  # the snapshot as delta-rs sees it, with each file's partition
     uris = {uri.removeprefix("file://").removeprefix(table).lstrip("/") for uri in DeltaTable(table).file_uris()}
     assert {unquote(path) for path in live} == uris  # the log escapes the folder's own escape (b%20b)
-    assert {(unquote(path), values["day"]) for path, values in live.items()} == {
+    assert {(unquote(path), action["partitionValues"]["day"]) for path, action in live.items()} == {
         (uri, unquote(uri.split("/")[0].split("=", 1)[1])) for uri in uris}
     stray = Path(table, "day=a", "part-stray.parquet")
     stray.write_text("s")
@@ -324,3 +324,30 @@ def test_a_window_that_reaches_before_the_first_batch_keeps_the_first_batchs_ver
     first_of_batch_1 = min(version for version in delta_log.versions(bronze.table)
                            if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1)
     assert bronze.keep_from == first_of_batch_1 - 1 and "back to batch 0" in bronze.held_by, bronze
+
+
+def test_a_dry_run_reads_the_logs_only_starts_no_jvm_and_changes_nothing(tmp_path):
+    """``maintain --dry-run`` on the history fixture, in a fresh process: exit 0, no PySpark
+    imported, no file changed, and each table's file count what delta-rs (an independent reader)
+    counts."""
+    import os
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    from testkit.lakes import fixture_lake
+    from testkit.paths import file_tree
+
+    lake = fixture_lake("history", tmp_path)
+    env = {**os.environ, "LAKEHOUSE_HOME": lake.home, "LAKEHOUSE_PIPELINES": str(Path(lake.spec.source).parent.parent)}
+    code = ("import json, sys; from spark_jobs.cli import main; import contextlib, io; out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out): code = main(['maintain', 'ad_events', '--dry-run', '--json'])\n"
+            "print(json.dumps({'code': code, 'pyspark': 'pyspark' in sys.modules, 'out': json.loads(out.getvalue())}))")
+    tree = file_tree(Path(lake.home))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["code"], result["pyspark"]) == (0, False), done.stderr[-2000:]
+    assert file_tree(Path(lake.home)) == tree
+    counts = {entry["table"]: entry["files_before"] for entry in result["out"]["tables"]}
+    assert counts and counts == {table: len(DeltaTable(table).file_uris()) for table in counts}
