@@ -21,7 +21,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 
 from spark_jobs.control import batches
-from spark_jobs.logs import checkpoint_log, delta_log
+from spark_jobs.logs import checkpoint_log, delta_log, state_store
 from spark_jobs.logs.fs import filesystem, read_json, write_json
 from spark_jobs.model.errors import DataGone
 from spark_jobs.model.lake import Lake
@@ -298,3 +298,23 @@ def check_readable(lake: Lake, hops) -> None:
             raise DataGone(f"{hop.name}'s stream has yet to read {gap}, which is gone; nothing was read. Recompute "
                            f"{hop.name} from its upstream's table as it is now: `lakehouse refresh {lake.spec.name} "
                            f"--hop {hop.name}`")
+
+
+def prune_state(lake: Lake, hop: HopSpec, target: int | None, dry_run: bool) -> dict:
+    """Delete the state store files of ``hop``'s checkpoint that no rollback inside the window
+    (back to batch ``target``: state version ``target + 1``, and 1 for a window reaching before
+    the first batch, which needs none) and no run from the latest batch on reads. Spark cleans
+    them itself only when its maintenance task runs (every minute, in a live query): a run-once
+    job often ends before it does."""
+    checkpoint = lake.checkpoint(hop)
+    committed = checkpoint_log.commit_batch_ids(checkpoint)
+    if target is None or not committed:
+        return {"hop": hop.name, "state_files": 0}
+    old = state_store.state_before(checkpoint, min(max(target, 0), committed[-1]) + 1)
+    fs = filesystem(checkpoint)
+    if not dry_run:
+        for path in old:
+            folder, name = path.rstrip("/").rsplit("/", 1)
+            fs.rm([path, f"{folder}/.{name}.crc"] if fs.exists(f"{folder}/.{name}.crc") else [path])
+    return {"hop": hop.name, "state_files": len(old), "state": f"{'would delete' if dry_run else 'deleted'} "
+            f"{len(old)} state files older than what a rollback to batch {target} loads"}

@@ -165,6 +165,7 @@ def _maintenance_lines(done: dict | None) -> list[str]:
     return [f"last maintenance {done['maintenance_id']} at {done['at']} ({done['duration_s']} s): files "
             f"{totals.get('files_before')} -> {totals.get('files_after')}, {totals.get('files_vacuumed')} vacuumed, "
             f"stored {totals.get('stored_before')} -> {totals.get('stored_after')} bytes"
+            + (f", {totals['state_files_deleted']} state files deleted" if totals.get("state_files_deleted") else "")
             + (f", {totals['landing_pruned']} landing files pruned" if totals.get("landing_pruned") else "")
             + (f", {totals['records_pruned']} records pruned" if totals.get("records_pruned") else "")]
 

@@ -144,10 +144,11 @@ def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None)
 
 def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None:
     """One ``lakehouse maintain`` of ``hops`` into ``record`` (written unless a dry run): tables
-    compacted and vacuumed, expired landing files pruned, old records deleted. A dry run reads
+    compacted and vacuumed, old state store files deleted, expired landing files pruned, old
+    records deleted. A dry run reads
     the logs only (``spark`` None: no JVM)."""
     from spark_jobs.control import batches, pruning
-    from spark_jobs.control.maintenance import plan, table_line, window_targets
+    from spark_jobs.control.maintenance import plan, prune_state, table_line, window_targets
     from spark_jobs.logs.ops import write_maintenance
     from spark_jobs.model.times import now_ms
 
@@ -168,6 +169,10 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
 
     record.tables = maintain_tables(spark, lambda: plan(lake, hops, now, targets), lake.spec.compact_min_files,
                                     dry_run, lambda entry: progress(f"[maintain] {table_line(entry)}"), zorder)
+    record.state = [done for done in (prune_state(lake, hop, targets[hop.name], dry_run) for hop in hops)
+                    if done["state_files"]]
+    for done in record.state:
+        progress(f"[maintain] {done['hop']}: {done['state']}")
     plans = pruning.landing_plan(lake, hops, now, infos_of, targets)
     record.landing = prune_landing(spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}"))
     record.records = pruning.prune_records(lake, now_ms(), dry_run)

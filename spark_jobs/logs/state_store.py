@@ -1,7 +1,8 @@
 """A checkpoint's state stores as plain files: ``state/<operator>/<partition>/``, one version
 per batch (batch N writes version N+1), as deltas and snapshots (HDFS-backed store) or
-changelogs and zips (RocksDB). Which versions a partition can load, and dropping those past a
-rollback's target (docs/concepts/checkpoints.md)."""
+changelogs and zips (RocksDB). Which versions a partition can load, dropping those past a
+rollback's target, and which files no version from a given one on reads (``lakehouse maintain``;
+docs/concepts/checkpoints.md)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,19 @@ def drop_state_after(checkpoint: str, version: int) -> list[str]:
     if version <= 0:
         remove_tree(fs, f"{checkpoint}/state")
     return removed
+
+
+def state_before(checkpoint: str, version: int) -> list[str]:
+    """The files of an HDFS-backed store's versions that loading ``version`` or any later one does
+    not read: those older than the newest snapshot at or before ``version`` (none where there is
+    no such snapshot, or the store is RocksDB's, whose files share SSTs)."""
+    old = []
+    for versions in state_files(checkpoint).values():
+        kinds = {kind for files in versions.values() for _path, kind in files}
+        if kinds & {"zip", "changelog"}:
+            continue
+        bases = [number for number, files in versions.items()
+                 if number <= version and any(kind == "snapshot" for _path, kind in files)]
+        if bases:
+            old.extend(path for number, files in versions.items() if number < max(bases) for path, _kind in files)
+    return sorted(old)

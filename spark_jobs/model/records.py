@@ -88,6 +88,7 @@ class MaintenanceRecord:
     ended_at: float | None = None
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
+    state: list[dict] = field(default_factory=list)  # per hop whose old state files went (control.maintenance)
     landing: list[dict] = field(default_factory=list)  # per landing folder (spark_jobs.control.pruning)
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 
@@ -97,11 +98,13 @@ class MaintenanceRecord:
 
     def totals(self) -> dict[str, int]:
         """Over every table: current files and stored bytes before and after, files compacted away and
-        files (and bytes) vacuumed, log files deleted; landing files and records pruned (0 in a dry run)."""
+        files (and bytes) vacuumed, log files deleted; state files deleted, landing files and records
+        pruned (0 in a dry run)."""
         keys = ("files_before", "files_after", "stored_before", "stored_after", "files_compacted", "files_vacuumed",
                 "bytes_vacuumed", "log_files_deleted")
         totals = {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
-        return totals | {"landing_pruned": 0 if self.dry_run else sum(int(entry["files"]) for entry in self.landing),
+        return totals | {"state_files_deleted": 0 if self.dry_run else sum(int(entry["state_files"]) for entry in self.state),
+                         "landing_pruned": 0 if self.dry_run else sum(int(entry["files"]) for entry in self.landing),
                          "records_pruned": 0 if self.dry_run else sum(self.records.values())}
 
     def to_dict(self) -> dict:
