@@ -65,9 +65,8 @@ class Month:
     """The simulated lake and its clock."""
 
     def __init__(self, work: Path, runs_per_day: int, events: int):
-        from testkit.lakes import spec_copy
-
         from spark_jobs.engine.session import build_session
+        from testkit.lakes import spec_copy
 
         # Spark deletes a file source log's compacted-away files once they are 10 minutes old by
         # the real clock (for readers still listing them); a month simulated in minutes never gets

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from spark_jobs.control.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
-from spark_jobs.logs.fs import filesystem, listing
+from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records, read_rollbacks
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -167,15 +167,26 @@ def batch_versions(table: str, ids: Lineage) -> dict[int, int]:
     return {batch: c.version for c in effective_commits(table) if (batch := ids.batch_of(c)) is not None}
 
 
-def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
+def cut_version(table: str, ids: Lineage, after_batch: int, start_over: bool = False) -> int | None:
     """The version the table returns to when batches after ``after_batch`` are undone: the one
-    before their first commit (None: they wrote nothing there). Later commits by other
-    writers (a backfill) are undone with them; the plan says so."""
-    undone = [c.version for c in effective_commits(table)
-              if (batch := ids.batch_of(c)) is not None and batch > after_batch]
-    if undone and after_batch < 0 and delta_log.versions(table)[0] > 0:
-        return -1  # all of it undone, the log's start cleaned up (maintain, Delta): emptied, not restored
-    return min(undone) - 1 if undone else None
+    before their first commit (None: they wrote nothing there; one before the log when a commit
+    of theirs may be gone); later commits by other writers (a backfill) are undone with them.
+    ``start_over`` (``refresh``): -1, emptied, when that version is gone (its backfills are listed
+    again); a plain rollback there is refused (:func:`restore_problem`): outside the window."""
+    chain = effective_commits(table)
+    undone = [c.version for c in chain if (batch := ids.batch_of(c)) is not None and batch > after_batch]
+    cut = min(undone) - 1 if undone else None
+    if chain and chain[0].version > 0 and not chain[0].empties and after_batch < _last_gone(table, chain, ids):
+        cut = chain[0].version - 1 if chain[0].operation != "RESTORE" else _restore_target(table, chain[0])
+    return -1 if start_over and after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0] else cut
+
+
+def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
+    """The last batch whose commit may be among a history's commits the log no longer holds: the
+    last the log's checkpoint names, and past a RESTORE to a version gone, the one before the first seen."""
+    seen = [batch for c in chain if (batch := ids.batch_of(c)) is not None]
+    hidden = [batch for app, batch in delta_log.hidden_transactions(table).items() if app in ids]
+    return max(hidden + ([min(seen) - 1] if seen and chain[0].operation == "RESTORE" else []), default=-1)
 
 
 def table_label(table: str) -> str:
@@ -208,31 +219,6 @@ def restore_problem(table: str, version: int) -> str | None:
         if full and not fs.exists(full):
             return f"data file {path} of version {version} is gone (vacuumed: deleted-file retention)"
     return None
-
-
-def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
-    """The files of the ingest ``hop``'s landing folder Spark would read: everything but names
-    starting with ``.`` or ``_``."""
-    folder = lake.landing_of(hop)
-    fs = filesystem(folder)
-    found = []
-    for path in listing(fs, folder):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if not name.startswith((".", "_")) and fs.isfile(path):
-            found.append(file_source_log.listed_path(path))
-    return sorted(found)
-
-
-def missing_landing(lake: Lake, hop: HopSpec, after_batch: int, present: set[str] | None = None) -> list[tuple[int, str]]:
-    """``(batch, file)`` of each landing file the ingest ``hop``'s batches after ``after_batch``
-    read that is no longer in its landing folder (``present``, if listed already): a replay of
-    those batches would not find it."""
-    if not hop.reads_landing:
-        return []
-    present = set(landing_files(lake, hop)) if present is None else present
-    entries = file_source_log.file_source_entries(lake.checkpoint(hop))
-    return sorted({(int(entry["batchId"]), path) for entry in entries if int(entry["batchId"]) > after_batch
-                   and (path := file_source_log.listed_path(entry["path"])) not in present})
 
 
 @dataclass
@@ -351,10 +337,10 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
     return rows
 
 
-def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None) -> list[str]:
+def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None, start_over=False) -> list[str]:
     """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of docs/concepts/checkpoints.md:
     ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
-    table must be restorable to the version before the undone batches."""
+    table restorable to the version before the undone batches (``start_over``: :func:`cut_version`)."""
     checkpoint = lake.checkpoint(hop)
     problems = []
     if batch_id >= 0:
@@ -370,7 +356,7 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
                 problems.append(f"{hop.name} state version {batch_id + 1} cannot be loaded from "
                                 f"{partition[len(checkpoint) + 1:]} (state files past retention)")
                 break
-    gone = missing_landing(lake, hop, batch_id, landing)
+    gone = file_source_log.missing_landing(lake, hop, batch_id, landing)
     if gone:
         batch, path = gone[0]
         problems.append(f"{hop.name} batch {batch} read landing file {path}, which is gone"
@@ -379,7 +365,7 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
                         "expired files to the lake's _archive/)")
     ids = query_ids(lake, hop)
     for table in lake.tables_of(hop):
-        cut = cut_version(table, ids, batch_id)
+        cut = cut_version(table, ids, batch_id, start_over)
         problem = restore_problem(table, cut) if cut is not None else None
         if problem:
             problems.append(problem)
@@ -389,7 +375,7 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
 def horizon(lake: Lake, hop: HopSpec, batches: list[BatchInfo] | None = None) -> int | None:
     """The oldest batch the hop can still be rolled back to (-1: to before its first batch)."""
     committed = [info.batch_id for info in (batches if batches is not None else hop_batches(lake, hop)) if info.committed]
-    landing = set(landing_files(lake, hop)) if hop.reads_landing else None  # listed once, not per batch
+    landing = set(file_source_log.landing_files(lake, hop)) if hop.reads_landing else None  # listed once, not per batch
     oldest = None
     for batch_id in sorted(committed, reverse=True) + [-1]:
         if reach_problems(lake, hop, batch_id, landing):

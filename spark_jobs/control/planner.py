@@ -1,9 +1,8 @@
 """Plan a rollback of a pipeline to a chosen micro-batch, across hops (docs/concepts/rollback.md).
 
-:func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes nothing:
-which batches each hop undoes, the version each table returns to, what will be read again, and
-what lies beyond retention, as a :class:`~spark_jobs.model.plans.Plan`.
-:mod:`spark_jobs.control.rollback` carries a plan out.
+:func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes nothing: which batches
+each hop undoes, the version each table returns to, what will be read again, and what lies beyond retention, as a
+:class:`~spark_jobs.model.plans.Plan`; :mod:`spark_jobs.control.rollback` carries a plan out.
 Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
 batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
 RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
@@ -180,13 +179,13 @@ def plan(lake: Lake, request: Request) -> Plan:
     for name, target in targets.items():
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        problems = (batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
+        problems = (batches.reach_problems(lake, view.hop, target, start_over=request.replan)  # and a topic's broker
                     + topics.replay_problems(lake, view.hop, target, request.replan)) if undone else []
         if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
             refused.extend([*problems, window_line(lake, view.hop)])
             hops.append(HopStep(name, target, undone, refused=problems))
             continue
-        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
+        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets), request.replan)
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
         step.replay = "exact" if replays.exact_possible(view.hop, step, request) else "afresh"
@@ -282,7 +281,8 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
     """The ranges to backfill again at ``hop`` after the replay: rows that a backfill wrote and
     that the hop's stream will not write again.
 
-    - The hop's RESTORE undoes its own backfill commits after the version it returns to: its
+    - The hop's RESTORE undoes its own backfill commits after the version it returns to (a start
+      over that empties a table whose log's start is gone: every one before that start too): its
       stream only replays batches (a hop fed by landing files re-reads every file, so only
       Delta-fed hops lose them).
     - A hop that starts over from an ingest hop's snapshot skips that table's backfilled rows
@@ -293,13 +293,13 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
     """
     if hop.ingests:
         return []
-    ranges = set()
-    main = lake.table(hop)
+    ranges, main = set(), lake.table(hop)
     undone = {int(commit.split()[0]) for table in step.tables if table.table == main
               for commit in table.other_writers_undone}
+    start = delta_log.versions(main)[0] if any(t.table == main and t.restore_to < 0 for t in step.tables) else 0
     for record in read_records(lake, hop.name):
         after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
-        if (span := backfilled(record)) and after in undone:
+        if (span := backfilled(record)) and (after in undone or after is not None and after < start):
             ranges.add(span)
     for upstream in map(lake.spec.hop, hop.upstreams):
         if step.target_batch == -1 and step.undone and upstream.ingests:
@@ -356,13 +356,13 @@ def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], ref
         targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
 
 
-def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> HopStep:
+def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str], start_over: bool = False) -> HopStep:
     """One hop's part of the plan; ``restored``: its upstreams this rollback restores."""
     hop = view.hop
     undone = [batch_id for batch_id in view.offsets if batch_id > target]
     tables = []
     for table in lake.tables_of(hop):
-        cut = batches.cut_version(table, view.ids, target)
+        cut = batches.cut_version(table, view.ids, target, start_over)
         if cut is None:
             continue
         others = [c for c in batches.effective_commits(table)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_jobs.control import batches
 from spark_jobs.control.maintenance import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
@@ -71,7 +70,7 @@ def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, t
         for reader in readers:
             files, through[reader.name] = _expired(lake, reader, now_ms, keep_ms, targets[reader.name])
             expired = files if expired is None else expired & files
-        present = set(batches.landing_files(lake, readers[0]))
+        present = set(file_source_log.landing_files(lake, readers[0]))
         plans.append(LandingPlan(tuple(reader.name for reader in readers), folder,
                                  lake.archive_of(readers[0]) if archive else None,
                                  tuple(sorted((expired or set()) & present)), through))

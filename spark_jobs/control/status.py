@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from spark_jobs.control import batches, topics
-from spark_jobs.control.batches import landing_files
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
+from spark_jobs.logs.file_source_log import landing_files
 from spark_jobs.logs.ops import read_maintenance, read_records
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec

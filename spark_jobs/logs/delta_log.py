@@ -224,8 +224,8 @@ def log_files_before(table: str, keep_from: int) -> tuple[int | None, list[str]]
     return base, old
 
 
-def _checkpoint_actions(table: str, version: int) -> list[tuple[str, dict]]:
-    """The ``add`` and ``remove`` actions the checkpoint of ``version`` holds (one part or several)."""
+def _checkpoint_actions(table: str, version: int, kinds=("add", "remove")) -> list[tuple[str, dict]] | None:
+    """The actions of ``kinds`` the checkpoint of ``version`` holds (one part or several; None: unreadable)."""
     import pyarrow.parquet as pq
 
     fs = filesystem(table)
@@ -235,9 +235,12 @@ def _checkpoint_actions(table: str, version: int) -> list[tuple[str, dict]]:
              and name.startswith(f"{version:020d}.checkpoint.") and name.endswith(".parquet")]
     found = []
     for name in parts:
-        with fs.open(f"{folder}/{name}", "rb") as handle:
-            rows = pq.read_table(handle, columns=["add", "remove"]).to_pylist()
-        found.extend((kind, row[kind]) for row in rows for kind in ("add", "remove") if row.get(kind))
+        try:
+            with fs.open(f"{folder}/{name}", "rb") as handle:
+                rows = pq.read_table(handle, columns=list(kinds)).to_pylist()
+        except (OSError, ValueError, KeyError):  # not a checkpoint this reads (pyarrow's errors are both)
+            return None
+        found.extend((kind, row[kind]) for row in rows for kind in kinds if row.get(kind))
     return found
 
 
@@ -317,3 +320,13 @@ def unnamed_files(table: str, older_than_ms: int) -> list[str]:
         if f"{root}/{relative}" not in wanted and modified is not None and modified < older_than_ms:
             found.append(f"{root}/{relative}")
     return sorted(found)
+
+
+def hidden_transactions(table: str) -> dict[str, int]:
+    """When the log's first commits are gone: each stream's (``appId``'s) last batch id as of the
+    checkpoint the log starts from (its commits up to that batch may be among those gone); {}
+    when the log starts at version 0 or cannot be read this way."""
+    present = versions(table)
+    if not present or present[0] == 0 or _log_start(table, present) is None:
+        return {}
+    return {action["appId"]: int(action["version"]) for _kind, action in _checkpoint_actions(table, present[0], ("txn",)) or []}

@@ -5,10 +5,15 @@ entries, and cutting it back to a rollback's target (docs/concepts/checkpoints.m
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from spark_jobs.logs.checkpoint_log import numbered, read_log_file, remove, write_log_file
-from spark_jobs.logs.fs import filesystem
+from spark_jobs.logs.fs import filesystem, listing
+
+if TYPE_CHECKING:
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import HopSpec
 
 
 def file_source_log(checkpoint: str, source: int = 0) -> dict[int, tuple[str, bool]]:
@@ -83,3 +88,28 @@ def listed_path(uri: str) -> str:
     if parsed.scheme in ("s3", "s3a"):
         return unquote(parsed.netloc + parsed.path)
     return uri
+
+
+def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
+    """The files of the ingest ``hop``'s landing folder Spark would read: everything but names
+    starting with ``.`` or ``_``."""
+    folder = lake.landing_of(hop)
+    fs = filesystem(folder)
+    found = []
+    for path in listing(fs, folder):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if not name.startswith((".", "_")) and fs.isfile(path):
+            found.append(listed_path(path))
+    return sorted(found)
+
+
+def missing_landing(lake: Lake, hop: HopSpec, after_batch: int, present: set[str] | None = None) -> list[tuple[int, str]]:
+    """``(batch, file)`` of each landing file the ingest ``hop``'s batches after ``after_batch``
+    read that is no longer in its landing folder (``present``, if listed already): a replay of
+    those batches would not find it."""
+    if not hop.reads_landing:
+        return []
+    present = set(landing_files(lake, hop)) if present is None else present
+    entries = file_source_entries(lake.checkpoint(hop))
+    return sorted({(int(entry["batchId"]), path) for entry in entries if int(entry["batchId"]) > after_batch
+                   and (path := listed_path(entry["path"])) not in present})

@@ -253,22 +253,41 @@ def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
         assert backfill_writes(table) is True
 
 
-def test_a_hop_whose_log_was_cleaned_still_starts_over(tmp_path):
-    """Undoing all of a hop's batches (refresh, or a hop below starting over) empties its table
-    once the log before its first batches is cleaned up, rather than asking for a version gone."""
+def test_a_hop_whose_log_was_cleaned_starts_over_but_a_rollback_there_is_refused(tmp_path):
+    """replayed: gold's table was RESTOREd by an earlier rollback (version 4, to a version before
+    it) and gold ran again (5). Its log cleaned up to version 4, the versions that RESTORE went back
+    to are gone: a rollback of gold to before its first batch would restore version 4, which still
+    holds the rows of gold's batches from before that rollback, so it is refused, naming the version
+    gone. ``refresh`` (a replanned start over) empties the table instead, and lists every backfill
+    of gold whose commit went with the log to be run again."""
     from spark_jobs.control import planner
     from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.logs.ops import read_records
     from spark_jobs.model.plans import Request
+    from spark_jobs.model.times import iso, parse_time
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("replayed", tmp_path)
     table = lake.table(lake.spec.hop("gold"))
+    operations = [delta_log.commit_info(table, version)["operation"] for version in delta_log.versions(table)]
+    restored_to = int(delta_log.commit_info(table, operations.index("RESTORE"))["operationParameters"]["version"])
     latest = delta_log.versions(table)[-1]
     clean_log(TablePlan("gold", table, latest, latest, "test", None), dry_run=False)
-    after = planner.plan(lake, Request("gold", to_batch=-1))
-    assert not after.refused, after.refused
-    [step] = [table_step for hop in after.hops for table_step in hop.tables if table_step.table == table]
+    start = delta_log.versions(table)[0]
+    assert start > restored_to  # the version the RESTORE went back to is gone
+
+    refused = planner.plan(lake, Request("gold", to_batch=-1))
+    assert any(f"log starts at version {start}, not {restored_to}" in problem for problem in refused.refused), refused.refused
+
+    refresh = planner.plan(lake, Request("gold", to_batch=-1, replan=True))
+    assert not refresh.refused, refresh.refused
+    [step] = [table_step for hop in refresh.hops for table_step in hop.tables if table_step.table == table]
     assert step.action == "empty"
+    backfilled = [record for record in read_records(lake, "gold") if record.get("mode") == "backfill"
+                  and ((record.get("tables") or {}).get(table) or {}).get("version_after", start) < start]
+    [gold] = [hop for hop in refresh.hops if hop.hop == "gold"]
+    spans = [[iso(parse_time(record[key], key)) for key in ("range_start", "range_end")] for record in backfilled]
+    assert len(spans) == 1 and gold.rebackfill == spans  # the one backfill, written at version 2, now gone
 
 
 def _aged(lake, hours: dict[str, list[float]], start_s: float) -> None:
@@ -392,3 +411,35 @@ def test_old_state_files_go_and_every_version_from_the_kept_one_still_loads(tmp_
     after = state_store.state_files(str(checkpoint))
     assert {(store, v) for store, versions in after.items() for v in range(keep, latest + 1)
             if state_store.state_loadable(versions, v)} == loadable
+
+
+def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp_path):
+    """delta-rs writes a stream's commits (``txn`` q:0, q:1), a backfill's (no ``txn``), a
+    checkpoint there, then q:2; the log is cleaned up to the checkpoint, so batch 1's commit is
+    gone and the first commit left is the backfill's. Undoing batches 1 and 2 must restore the
+    table to before batch 1 (gone: refused), not to the backfill's version, which holds batch 1's
+    rows. Undoing batch 2 only restores the backfill's version."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from spark_jobs.control import batches
+    from spark_jobs.control.maintenance import clean_log
+
+    table = str(tmp_path / "table")
+
+    def write(n: int, batch: int | None) -> None:
+        properties = CommitProperties(app_transactions=[Transaction("q", batch)]) if batch is not None else None
+        write_deltalake(table, pa.table({"n": [n]}), mode="append", commit_properties=properties)
+
+    write(0, 0)
+    write(1, 1)
+    write(100, None)  # a backfill
+    DeltaTable(table).create_checkpoint()
+    write(2, 2)
+    clean_log(TablePlan("t", table, 3, 2, "test", None), dry_run=False)
+    assert delta_log.versions(table) == [2, 3]
+    ids = batches.Lineage(frozenset({"q"}))
+    assert batches.cut_version(table, ids, 1) == 2  # the backfill's version: batches 0 and 1 in it
+    assert batches.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
+    assert batches.restore_problem(table, 1) is not None
+    assert batches.cut_version(table, ids, -1, start_over=True) == -1  # refresh empties it
