@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -160,3 +161,26 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     assert_tables_match_landing(three_increments)
     increment(4)
     assert_tables_match_landing(three_increments)
+
+
+def test_an_append_of_no_rows_leaves_a_data_file_no_commit_names(spark, tmp_path):
+    """The Delta fact behind deleting files no commit names: appending an empty frame commits
+    nothing, yet writes a data file; maintain's vacuum deletes those (and only those) once they
+    are older than the kept version's commit."""
+    import os
+
+    from spark_jobs.control.maintenance import TablePlan, vacuum
+
+    table = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(table)
+    for _ in range(3):
+        spark.range(0).write.format("delta").mode("append").save(table)
+    named = {unquote(path) for path in delta_log.live_files(table)}
+    on_disk = {path.name for path in Path(table).glob("*.parquet")}
+    assert delta_log.versions(table) == [0] and len(on_disk) > len(named) >= 1
+    for path in Path(table).glob("*.parquet"):
+        os.utime(path, (1, 1))
+    done = vacuum(TablePlan("t", table, 0, 0, "test", 10_000), dry_run=False)
+    assert done["files_named_by_none"] == len(on_disk) - len(named)
+    assert {path.name for path in Path(table).glob("*.parquet")} == named
+    assert spark.read.format("delta").load(table).count() == 3
