@@ -182,11 +182,13 @@ def cut_version(table: str, ids: Lineage, after_batch: int, start_over: bool = F
 
 
 def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
-    """The last batch whose commit may be among a history's commits the log no longer holds: the
-    last the log's checkpoint names, and past a RESTORE to a version gone, the one before the first seen."""
-    seen = [batch for c in chain if (batch := ids.batch_of(c)) is not None]
-    hidden = [batch for app, batch in delta_log.hidden_transactions(table).items() if app in ids]
-    return max(hidden + ([min(seen) - 1] if seen and chain[0].operation == "RESTORE" else []), default=-1)
+    """The last batch whose commit may be among a history's commits the log no longer holds: past
+    a RESTORE to a version gone, the one before the first batch seen; else the last the log's
+    clean-up recorded (:func:`delta_log.hidden_transactions`)."""
+    if chain[0].operation == "RESTORE":
+        seen = [batch for c in chain if (batch := ids.batch_of(c)) is not None]
+        return min(seen) - 1 if seen else -1
+    return max((batch for app, batch in delta_log.hidden_transactions(table).items() if app in ids), default=-1)
 
 
 def table_label(table: str) -> str:

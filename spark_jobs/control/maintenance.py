@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, delta_log, state_store
-from spark_jobs.logs.fs import filesystem, read_json, write_json
+from spark_jobs.logs.fs import filesystem, write_json
 from spark_jobs.model.errors import DataGone
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -200,10 +200,6 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
             "files_named_by_none": 0 if dry_run else len(unnamed)}
 
 
-# Beside a table's _delta_log: what its commits that clean_log deleted said (``_`` hides it from readers).
-CLEANED = "_lakehouse_cleaned_log.json"
-
-
 def _backfill_write(commit: batches.TableCommit) -> bool:
     """A commit that added rows without a stream's ``txn``: a backfill's."""
     return commit.app_id is None and commit.operation == "WRITE"
@@ -216,7 +212,7 @@ def backfill_writes(table: str) -> bool:
     recent = any(map(_backfill_write, found))
     if not found or found[0].version == 0:
         return recent
-    cleaned = read_json(f"{table}/{CLEANED}")
+    cleaned = delta_log.cleaned_record(table)
     return recent or cleaned is None or cleaned.get("first_kept") != found[0].version or cleaned["backfill_writes"]
 
 
@@ -230,7 +226,18 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
         # First what the commits about to go said of backfills (a bronze stream compares its rows
         # with a backfill's only when one ever wrote), then the files.
         earlier = any(_backfill_write(commit) for commit in batches.commits(step.table) if commit.version < base)
-        write_json(step.table, CLEANED, {"first_kept": base, "backfill_writes": earlier or backfill_writes(step.table)})
+        # And the last batch of each stream whose commit, still in effect, goes: a rollback to
+        # before it must restore a version that goes too (refused), not the first one left.
+        chain = batches.effective_commits(step.table)
+        before = delta_log.cleaned_record(step.table) or {}
+        # An earlier clean-up's batches count while the history still reaches back to them.
+        reaches = bool(chain) and chain[0].version == before.get("first_kept")
+        hidden = dict(before.get("hidden_batches") or {}) if reaches else {}
+        for commit in chain:
+            if commit.version < base and commit.app_id and commit.batch_id is not None:
+                hidden[commit.app_id] = max(hidden.get(commit.app_id, -1), commit.batch_id)
+        write_json(step.table, delta_log.CLEANED, {"first_kept": base, "hidden_batches": hidden,
+                                                   "backfill_writes": earlier or backfill_writes(step.table)})
         filesystem(step.table).rm(old)
     said = (f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its checkpoint at version {base}"
             if old else f"nothing older than a checkpoint at or before version {step.keep_from}")

@@ -34,6 +34,25 @@ def _consumer(connection: KafkaConnection):
 def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[int, tuple[int, int]]:
     """Per partition of ``topic``: the earliest offset the broker still holds and the end offset
     (one past the last record)."""
+    return _ask(topic, connection, _watermarks)
+
+
+def offsets_at(topic: str, time_ms: int, connection: KafkaConnection | None = None) -> dict[int, int]:
+    """Per partition of ``topic``: the first offset whose record time is ``time_ms`` or later (the
+    end offset where there is none)."""
+    from confluent_kafka import TopicPartition
+
+    def question(consumer, topic: str, connection: KafkaConnection) -> dict[int, int]:
+        ends = _watermarks(consumer, topic, connection)
+        found = consumer.offsets_for_times([TopicPartition(topic, partition, time_ms) for partition in ends],
+                                           timeout=TIMEOUT_S)
+        return {each.partition: each.offset if each.offset >= 0 else ends[each.partition][1] for each in found}
+
+    return _ask(topic, connection, question)
+
+
+def _ask(topic: str, connection: KafkaConnection | None, question):
+    """``question(consumer, topic, connection)`` of the brokers, asked again while they say to."""
     from confluent_kafka import KafkaException
 
     connection = connection or KafkaConnection.from_env()
@@ -42,7 +61,7 @@ def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[in
     try:
         while True:
             try:
-                return _watermarks(consumer, topic, connection)
+                return question(consumer, topic, connection)
             except KafkaException as error:
                 # A broker that has just started, or a partition whose leader moves, says so for a moment.
                 if not _passing(error.args[0]) or time.monotonic() > deadline:

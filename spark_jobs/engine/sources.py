@@ -114,7 +114,7 @@ class KafkaTopic:
     ``max_offsets_per_trigger`` records a batch; each batch's end offsets are logged in the
     checkpoint, which is what a rollback rewinds and a replay reads again. Records the broker no
     longer holds fail the run (``failOnDataLoss``): they are never skipped silently. A backfill
-    reads every record the broker still holds; the ingest sink keeps the range's rows.
+    reads from where the range's records begin (:meth:`read`); the ingest sink keeps its rows.
     """
 
     def __init__(self, run):
@@ -140,8 +140,41 @@ class KafkaTopic:
         return self._records(reader)
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
-        """Every record the broker holds: records carry no trustworthy event time until parsed."""
-        return self._records(self.run.spark.read.option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+        """What a backfill of ``[start_ms, end_ms)`` reads, to the end of each partition: from the
+        first record the broker timed ``allowed_lateness`` before ``start_ms`` or later, or from
+        the first record of a row the table holds in the range, whichever comes first (records
+        carry no trustworthy event time until parsed: the ingest sink keeps the range's rows).
+        Refused when the broker no longer holds a record of a row in the range."""
+        import json
+
+        from spark_jobs.control.topics import offsets_at, watermarks
+        from spark_jobs.model.errors import UsageError
+        from spark_jobs.model.times import duration_ms, iso
+
+        hop = self.run.hop
+        starts = offsets_at(hop.topic, start_ms - duration_ms(self.run.spec.allowed_lateness))
+        held = watermarks(hop.topic)
+        for partition, offset in self._rows_from(start_ms, end_ms).items():
+            if partition in held and offset < held[partition][0]:
+                raise UsageError(f"{hop.name} holds rows from {iso(start_ms)} to {iso(end_ms)} read from topic {hop.topic} "
+                                 f"partition {partition} offsets {offset}..{held[partition][0] - 1}, which the broker no "
+                                 "longer holds: a backfill would lose them; backfill a range after them")
+            starts[partition] = min(starts.get(partition, offset), offset)
+        offsets = json.dumps({hop.topic: {str(partition): offset for partition, offset in sorted(starts.items())}})
+        return self._records(self.run.spark.read.option("startingOffsets", offsets).option("endingOffsets", "latest"))
+
+    def _rows_from(self, start_ms: int, end_ms: int) -> dict[int, int]:
+        """Per partition, the first offset of a record whose row the hop's table holds in the range."""
+        from pyspark.sql import functions as F
+
+        table = self.run.lake.table(self.run.hop)
+        if not table_exists(table):
+            return {}
+        rows = self.run.spark.read.format("delta").load(table)
+        rows = rows.where(range_predicate(rows, self.run.hop.time_column, start_ms, end_ms))
+        spans = rows.where(F.col("_source_file").startswith(f"kafka://{self.run.hop.topic}/")).groupBy(
+            _address_part(-2).cast("int").alias("p")).agg(F.min(_address_part(-1).cast("long")).alias("low"))
+        return {int(row.p): int(row.low) for row in spans.collect()}
 
     def read_scope(self, lines) -> str | None:
         """The rows of what ``lines`` (a backfill's read) came from, as a predicate on

@@ -322,11 +322,31 @@ def unnamed_files(table: str, older_than_ms: int) -> list[str]:
     return sorted(found)
 
 
+# Beside a table's _delta_log: what ``lakehouse maintain`` recorded of the commits it deleted
+# from the log (``_`` hides it from readers).
+CLEANED = "_lakehouse_cleaned_log.json"
+
+
+def cleaned_record(table: str) -> dict | None:
+    """What the last log clean-up recorded of the commits it deleted: ``first_kept`` (the log's
+    first version after it), ``backfill_writes`` and ``hidden_batches`` (per stream, the last batch
+    whose commit, still in effect, went); None when maintain never cleaned this log."""
+    from spark_jobs.logs.fs import read_json
+
+    return read_json(f"{table.rstrip('/')}/{CLEANED}")
+
+
 def hidden_transactions(table: str) -> dict[str, int]:
-    """When the log's first commits are gone: each stream's (``appId``'s) last batch id as of the
-    checkpoint the log starts from (its commits up to that batch may be among those gone); {}
-    when the log starts at version 0 or cannot be read this way."""
+    """When the log's first commits are gone: per stream (``appId``), the last batch whose commit
+    went with them. From what the clean-up recorded when it was maintain's; else (Delta's own
+    clean-up) the last batch each stream committed as of the checkpoint the log starts from, which
+    may name batches a RESTORE undid since. {} when the log starts at version 0."""
     present = versions(table)
-    if not present or present[0] == 0 or _log_start(table, present) is None:
+    if not present or present[0] == 0:
+        return {}
+    record = cleaned_record(table) or {}
+    if record.get("first_kept") == present[0] and "hidden_batches" in record:
+        return {app: int(batch) for app, batch in record["hidden_batches"].items()}
+    if _log_start(table, present) is None:
         return {}
     return {action["appId"]: int(action["version"]) for _kind, action in _checkpoint_actions(table, present[0], ("txn",)) or []}

@@ -5,7 +5,9 @@ consumer, not from anything the platform wrote."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import random
 import shutil
 import time
 from collections import Counter
@@ -145,6 +147,52 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
     service.rollback("ad_events", "bronze", to_batch=-1, replan=True, progress=lambda line: None)
     service.run("ad_events", run_id="r4", progress=lambda line: None).raise_for_gate()
     _assert_lake_matches_topic(kafka, home)  # the new topic's records, and nothing of the old one
+
+
+def test_a_backfill_reads_a_topic_from_where_the_ranges_records_begin(spark, kafka, tmp_path, monkeypatch):
+    """Records the broker timed long before a range (and whose rows lie outside it) are not read
+    by its backfill; the tables still equal the records. A range whose rows' records the broker
+    no longer holds is refused, before anything changes."""
+    from confluent_kafka import Producer
+
+    topic = "ad_events_times"
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
+    for key, value in kafka.env().items():
+        monkeypatch.setenv(key, value)
+    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+    hops[0].update(topic=topic)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", hops=hops)))
+    kafka.create_topic(topic, 2)
+    home = tmp_path / "lake"
+    january = parse_time("2026-01-01T00:10:00", "start")
+    loader = importlib.util.spec_from_file_location("ad_events_sample", EXAMPLES / "ad_events" / "ad_events_sample.py")
+    sample = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(sample)
+    producer, rng = Producer(kafka.connection().client_config()), random.Random(1)
+    for n in range(30):  # timed (and happening) in January, long before the range below
+        event = sample.event(rng, january + n * 1000)
+        producer.produce(topic, value=json.dumps(event).encode(), timestamp=january + n * 1000)
+    producer.flush(30)
+    service.generate("ad_events", 40, files=1, seed=5, start_ms=parse_time("2026-04-01T00:05:00", "start"),
+                     bad_fraction=0.0)  # timed now, happening on 2026-04-01
+    service.run("ad_events", progress=lambda line: None).raise_for_gate()
+    records = topic_records(kafka.connection().client_config(), topic)
+    assert len(records) == 70
+
+    april = service.backfill("ad_events", parse_time("2026-04-01", "start"), parse_time("2026-04-02", "end"),
+                             progress=lambda line: None)
+    assert [record.rows_in for record in april.records if record.hop == "bronze"] == [40]  # not January's 30
+    assert_tables_match_landing(home, records)
+
+    admin = AdminClient({**kafka.connection().client_config(), "log_level": 0})
+    first = TopicPartition(topic, 0, 1)  # partition 0's first record (one of January's) goes
+    admin.delete_records([first])[first].result(30)
+    versions = sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json"))
+    with pytest.raises(LakehouseError, match="which the broker no longer holds: a backfill would lose them"):
+        service.backfill("ad_events", parse_time("2026-01-01", "start"), parse_time("2026-01-02", "end"),
+                         hop="bronze", progress=lambda line: None)
+    assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == versions
 
 
 QUARANTINE = ("tables/quarantine/ad_events", "_source_file", "raw_line", "reason")

@@ -443,3 +443,39 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     assert batches.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
     assert batches.restore_problem(table, 1) is not None
     assert batches.cut_version(table, ids, -1, start_over=True) == -1  # refresh empties it
+
+
+def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_cleaned(tmp_path):
+    """delta-rs: a stream q1's batches 0..5, the table emptied (a start over), a new stream q2's
+    batches 0..3, a checkpoint at q2's batch 1; the log cleaned up to it. q1's batches are not in
+    effect (the emptying undid them) and do not count as gone: q2's own decide. Undoing batch 3
+    restores the version before it; undoing batches 1..3 needs the version before batch 1's
+    commit, gone."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from spark_jobs.control import batches
+    from spark_jobs.control.maintenance import clean_log
+
+    table = str(tmp_path / "table")
+
+    def write(app: str, batch: int) -> None:
+        write_deltalake(table, pa.table({"n": [batch]}), mode="append",
+                        commit_properties=CommitProperties(app_transactions=[Transaction(app, batch)]))
+
+    for batch in range(6):
+        write("q1", batch)
+    DeltaTable(table).delete()
+    for batch in range(2):
+        write("q2", batch)
+    DeltaTable(table).create_checkpoint()
+    keep = delta_log.versions(table)[-1]
+    for batch in range(2, 4):
+        write("q2", batch)
+    clean_log(TablePlan("t", table, keep + 2, keep, "test", None), dry_run=False)
+    assert delta_log.versions(table)[0] == keep
+    assert delta_log.hidden_transactions(table) == {"q2": 0}  # batch 1's commit is the checkpoint's own: kept
+    ids = batches.Lineage(frozenset({"q1", "q2"}))
+    assert batches.cut_version(table, ids, 3) is None  # nothing after batch 3
+    assert batches.cut_version(table, ids, 2) == keep + 1 and batches.restore_problem(table, keep + 1) is None
+    assert batches.cut_version(table, ids, 0) == keep - 1 and batches.restore_problem(table, keep - 1) is not None
