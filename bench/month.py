@@ -14,8 +14,9 @@ Checked every day: every table equals the landing files (archive included), in p
 Recorded every day: data files and log files per table, checkpoint files, ``_ops`` files,
 landing and archive files. Checked at the end: each of those is flat once retention holds (its
 most over the last third of the month at most 5% above its most over the middle third; data files
-per partition, since a table gains a partition a day; each checkpoint at most
-``min_batches_to_retain`` batches, which Spark purges past), no landing file is
+per partition, since a table gains a partition a day), each checkpoint folder within what its
+settings let Spark keep (``min_batches_to_retain`` batches, the source log's compaction interval,
+the state store's snapshot interval), no landing file is
 older than the landing retention allows, a gold stream paused for two days reads on, a rollback
 inside the window replays to equal tables, one outside it is refused with no file changed.
 
@@ -117,7 +118,7 @@ def _check_bounded(days: list[dict]) -> list[str]:
         return max(day["figures"][key] if table is None else day["figures"][key].get(table, 0) for day in span)
 
     grown = []
-    for key in ("ops_files", "landing_files", "checkpoint_files"):
+    for key in ("ops_files", "landing_files"):  # checkpoints: against their settings (_check_checkpoints)
         if most(last, key) > 1.05 * most(middle, key) + 2:
             grown.append(f"{key}: {most(middle, key)} -> {most(last, key)}")
     for key in ("most_per_partition", "log_files"):  # a table's files grow with its partitions, one a day
@@ -127,13 +128,23 @@ def _check_bounded(days: list[dict]) -> list[str]:
     return grown
 
 
-def _check_checkpoints(home: Path, retained: int) -> list[str]:
-    """Spark keeps each checkpoint's last ``retained`` batches (it purges as it commits)."""
+def _check_checkpoints(home: Path, retained: int, compact_interval: int) -> list[str]:
+    """Each checkpoint within what its settings let Spark keep (it purges as it commits): the
+    last ``retained`` batches' offsets and commits; the file source log's files from the
+    compaction before those on; per state store, the deltas from the snapshot before them on
+    (Spark snapshots every 10 deltas) and a few snapshots."""
     over = []
-    for offsets in sorted(home.glob("checkpoints/ad_events/*/offsets")):
-        kept = sum(1 for path in offsets.iterdir() if path.name.isdigit())
-        if kept > retained + 2:
-            over.append(f"{offsets.parent.name} keeps {kept} batches, more than {retained}")
+    for checkpoint in sorted(home.glob("checkpoints/ad_events/*")):
+        bounds = {"offsets": retained + 2, "commits": retained + 2, "sources/0": retained + compact_interval + 2}
+        for folder, bound in bounds.items():
+            kept = sum(1 for path in (checkpoint / folder).glob("*") if path.name[:1].isdigit())
+            if kept > bound:
+                over.append(f"{checkpoint.name}/{folder} keeps {kept} files, more than {bound}")
+        for store in sorted({path.parent for path in checkpoint.glob("state/*/*/*.delta")}):
+            kept = sum(1 for path in store.iterdir() if path.suffix in (".delta", ".snapshot"))
+            if kept > retained + 10 + 5:
+                over.append(f"{checkpoint.name}'s state store {store.parent.name}/{store.name} keeps {kept} files, "
+                            f"more than {retained + 10 + 5}")
     return over
 
 
@@ -199,7 +210,9 @@ def run(days: int, runs_per_day: int, events: int) -> dict:
             print(json.dumps({key: value for key, value in series[-1].items() if key != "figures"}), flush=True)
         from spark_jobs.model.spec import get_spec
 
-        grown = _check_bounded(series) + _check_checkpoints(month.home, get_spec("ad_events").min_batches_to_retain)
+        spec = get_spec("ad_events")
+        grown = _check_bounded(series) + _check_checkpoints(month.home, spec.min_batches_to_retain,
+                                                            spec.source_log_compact_interval)
         if grown:
             raise RuntimeError(f"grew without bound over the month: {'; '.join(grown)}")
         # Landing 4 days, rollback window 2 days, maintenance daily: no file older than 5 days stays.

@@ -1,10 +1,10 @@
 """Run a pipeline's hops: run-once streams (``availableNow``) and backfills (always-on streams:
 :mod:`spark_jobs.engine.continuous`).
 
-A hop run is its source, the pipeline's transform and its sink (:mod:`spark_jobs.engine.hops`,
-chosen by the hop's kind), plus the run record. All three modes call the same transforms
-(:mod:`spark_jobs.pipelines`); only the ends differ: ``Source.stream``/``Sink.stream_writer`` with
-a checkpoint, or ``Source.read``/``Sink.backfill`` over an event-time range.
+A hop run is its source, the pipeline's transform and its sink (:mod:`spark_jobs.engine.hops`, chosen by the
+hop's kind), plus the run record. All three modes call the same transforms (:mod:`spark_jobs.pipelines`); only
+the ends differ: ``Source.stream``/``Sink.stream_writer`` with a checkpoint, or ``Source.read``/``Sink.backfill``
+over an event-time range.
 """
 
 from __future__ import annotations
@@ -153,6 +153,8 @@ class HopRun:
         # Read when the query starts; they bound how far back a rollback can reach.
         self.spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(self.spec.min_batches_to_retain))
         self.spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", str(self.spec.source_log_compact_interval))
+        # State snapshots and clean-up run every maintenanceInterval (1 min): a run-once job would never clean.
+        self.spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
         frame = self.streaming_frame(max_files_per_trigger)
         self.check_code(frame)
         self.state_only_batch = rebuild.state_only_batch(self.lake, self.hop, query_id)
