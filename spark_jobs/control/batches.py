@@ -167,18 +167,18 @@ def batch_versions(table: str, ids: Lineage) -> dict[int, int]:
     return {batch: c.version for c in effective_commits(table) if (batch := ids.batch_of(c)) is not None}
 
 
-def cut_version(table: str, ids: Lineage, after_batch: int, start_over: bool = False) -> int | None:
+def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     """The version the table returns to when batches after ``after_batch`` are undone: the one
     before their first commit (None: they wrote nothing there; one before the log when a commit
-    of theirs may be gone); later commits by other writers (a backfill) are undone with them.
-    ``start_over`` (``refresh``): -1, emptied, when that version is gone (its backfills are listed
-    again); a plain rollback there is refused (:func:`restore_problem`): outside the window."""
+    of theirs may be gone: refused, outside the window); later commits by other writers (a
+    backfill) are undone with them. Undoing every batch (a start over): -1, emptied, when that
+    version is gone; the plan lists the backfills that went with it to run again."""
     chain = effective_commits(table)
     undone = [c.version for c in chain if (batch := ids.batch_of(c)) is not None and batch > after_batch]
     cut = min(undone) - 1 if undone else None
     if chain and chain[0].version > 0 and not chain[0].empties and after_batch < _last_gone(table, chain, ids):
         cut = chain[0].version - 1 if chain[0].operation != "RESTORE" else _restore_target(table, chain[0])
-    return -1 if start_over and after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0] else cut
+    return -1 if after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0] else cut
 
 
 def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
@@ -339,10 +339,10 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
     return rows
 
 
-def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None, start_over=False) -> list[str]:
+def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None) -> list[str]:
     """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of docs/concepts/checkpoints.md:
     ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
-    table restorable to the version before the undone batches (``start_over``: :func:`cut_version`)."""
+    table restorable to the version before the undone batches (:func:`cut_version`)."""
     checkpoint = lake.checkpoint(hop)
     problems = []
     if batch_id >= 0:
@@ -367,7 +367,7 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
                         "expired files to the lake's _archive/)")
     ids = query_ids(lake, hop)
     for table in lake.tables_of(hop):
-        cut = cut_version(table, ids, batch_id, start_over)
+        cut = cut_version(table, ids, batch_id)
         problem = restore_problem(table, cut) if cut is not None else None
         if problem:
             problems.append(problem)

@@ -179,13 +179,13 @@ def plan(lake: Lake, request: Request) -> Plan:
     for name, target in targets.items():
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        problems = (batches.reach_problems(lake, view.hop, target, start_over=request.replan)  # and a topic's broker
+        problems = (batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
                     + topics.replay_problems(lake, view.hop, target, request.replan)) if undone else []
         if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
             refused.extend([*problems, window_line(lake, view.hop)])
             hops.append(HopStep(name, target, undone, refused=problems))
             continue
-        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets), request.replan)
+        step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
         step.replay = "exact" if replays.exact_possible(view.hop, step, request) else "afresh"
@@ -356,13 +356,13 @@ def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], ref
         targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
 
 
-def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str], start_over: bool = False) -> HopStep:
+def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> HopStep:
     """One hop's part of the plan; ``restored``: its upstreams this rollback restores."""
     hop = view.hop
     undone = [batch_id for batch_id in view.offsets if batch_id > target]
     tables = []
     for table in lake.tables_of(hop):
-        cut = batches.cut_version(table, view.ids, target, start_over)
+        cut = batches.cut_version(table, view.ids, target)
         if cut is None:
             continue
         others = [c for c in batches.effective_commits(table)

@@ -253,13 +253,13 @@ def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
         assert backfill_writes(table) is True
 
 
-def test_a_hop_whose_log_was_cleaned_starts_over_but_a_rollback_there_is_refused(tmp_path):
+def test_a_hop_whose_log_was_cleaned_starts_over_and_its_backfills_are_listed_again(tmp_path):
     """replayed: gold's table was RESTOREd by an earlier rollback (version 4, to a version before
     it) and gold ran again (5). Its log cleaned up to version 4, the versions that RESTORE went back
-    to are gone: a rollback of gold to before its first batch would restore version 4, which still
-    holds the rows of gold's batches from before that rollback, so it is refused, naming the version
-    gone. ``refresh`` (a replanned start over) empties the table instead, and lists every backfill
-    of gold whose commit went with the log to be run again."""
+    to are gone: a rollback of gold to before its first batch must not restore version 4, which
+    still holds the rows of gold's batches from before that rollback; it empties the table (gold
+    starts over from silver's table) and lists every backfill of gold whose commit went with the
+    log to be run again. Back to batch 0, which needs a version gone, is refused."""
     from spark_jobs.control import planner
     from spark_jobs.control.maintenance import clean_log
     from spark_jobs.logs.ops import read_records
@@ -276,10 +276,10 @@ def test_a_hop_whose_log_was_cleaned_starts_over_but_a_rollback_there_is_refused
     start = delta_log.versions(table)[0]
     assert start > restored_to  # the version the RESTORE went back to is gone
 
-    refused = planner.plan(lake, Request("gold", to_batch=-1))
-    assert any(f"log starts at version {start}, not {restored_to}" in problem for problem in refused.refused), refused.refused
+    refused = planner.plan(lake, Request("gold", to_batch=0))
+    assert any(f"log starts at version {start}, not" in problem for problem in refused.refused), refused.refused
 
-    refresh = planner.plan(lake, Request("gold", to_batch=-1, replan=True))
+    refresh = planner.plan(lake, Request("gold", to_batch=-1))
     assert not refresh.refused, refresh.refused
     [step] = [table_step for hop in refresh.hops for table_step in hop.tables if table_step.table == table]
     assert step.action == "empty"
@@ -442,7 +442,7 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     assert batches.cut_version(table, ids, 1) == 2  # the backfill's version: batches 0 and 1 in it
     assert batches.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
     assert batches.restore_problem(table, 1) is not None
-    assert batches.cut_version(table, ids, -1, start_over=True) == -1  # refresh empties it
+    assert batches.cut_version(table, ids, -1) == -1  # undoing every batch empties it (a start over)
 
 
 def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_cleaned(tmp_path):

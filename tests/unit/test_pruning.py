@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from spark_jobs.control import pruning
 from spark_jobs.control.batches import hop_batches
+from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import write_json
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
@@ -54,7 +56,12 @@ def test_expired_landing_files_are_those_committed_outside_the_window(tmp_path):
     (Path(lake.landing) / "events-new.json").write_text("")  # landed, not read yet
     gone = min(logged)
     Path(gone).unlink()  # read, then removed by hand: nothing to prune
-    now = int(time.time() * 1000)
+    # The fixture's clocks: each file's time as its source log recorded it when the fixture was
+    # made, its batches' commit times now set to the newest of those, and "now" an hour on.
+    listed = max(int(entry["timestamp"]) for entry in file_source_log.file_source_entries(str(bronze)))
+    for commit in (bronze / "commits").iterdir():
+        os.utime(commit, (listed / 1000,) * 2)
+    now = listed + 3_600_000
 
     assert pruning.landing_plan(lake, lake.spec.hops, now + 9 * DAY_MS, lambda hop: hop_batches(lake, hop)) == []
     windowed = _with_retention(lake, rollback="1 day", landing="1 day")
