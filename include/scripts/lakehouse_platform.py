@@ -437,6 +437,7 @@ def topic_pipelines(env: dict[str, str], out: Path) -> list[str]:
         for hop in spec.get("hops") or []:
             if hop.get("kind") == "ingest":
                 hop.pop("landing", None)
+                hop.pop("topic_pattern", None)
                 hop["topic"] = f"{spec['name']}.{hop['name']}"
                 topics.append(hop["topic"])
         (target / path.name).write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -90,6 +90,15 @@ def sample_of(spec: PipelineSpec) -> Sample:
                   getattr(module, "prepare", lambda lake: None), landing_files)
 
 
+def _fed_topics(lake: Lake) -> dict[str, str]:
+    """Per topic-fed hop, the topic the sample produces to; refused for a hop that reads a pattern."""
+    for hop in lake.spec.hops:
+        if hop.reads_topic and hop.topic is None:
+            raise UsageError(f"hop {hop.name} reads {hop.topic_label}: the sample cannot tell which of them to "
+                             "produce to; produce to them yourself")
+    return {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
+
+
 def generate(
     lake: Lake,
     events: int,
@@ -115,7 +124,7 @@ def generate(
     tag = uuid.UUID(int=rng.getrandbits(128), version=4).hex[:8]
     per_file = [events // files + (1 if index < events % files else 0) for index in range(files)]
     folders = {name: lake.landing_of(lake.spec.hop(name)) for name in lake.spec.landings}
-    fed = {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
+    fed = _fed_topics(lake)
     written, bad, late, times = [], 0, 0, []
     # One source: its events' file for the first ingest hop; invalid lines go on cycling through
     # BAD_LINES from file to file (the lambda reads ``bad`` when called).

@@ -108,7 +108,10 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
 
 def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> list[tuple[int, str]]:
     """Per stream reading ``hop``'s table, the oldest version a batch it may replay (or its next
-    batch) reads from: the ``reservoirVersion`` of its offsets from its own oldest reachable batch on."""
+    batch) reads from: the ``reservoirVersion`` of its offsets from the batch before its own oldest
+    reachable batch on. A restarting stream asks its Delta source for its last logged batch again,
+    from the offsets of the batch before it (Spark's ``getBatch`` on restart, committed or not), and
+    the source refuses when that start version has left the log."""
     needs = []
     for reader in lake.spec.feeds(hop.name):
         checkpoint = lake.checkpoint(reader)
@@ -116,9 +119,9 @@ def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> l
         if not logged:
             continue
         target = targets[reader.name]
-        kept = [batch_id for batch_id in logged if target is None and batch_id == logged[-1]
-                or target is not None and batch_id >= target]
-        for batch_id in kept or logged[-1:]:
+        kept = [batch_id for batch_id in logged if target is not None and batch_id >= target]
+        first = logged.index(kept[0]) if kept else len(logged) - 1
+        for batch_id in logged[max(first - 1, 0):]:
             try:
                 sources = checkpoint_log.read_offsets(checkpoint, batch_id).sources
             except (ValueError, IndexError):

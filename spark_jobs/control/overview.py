@@ -53,8 +53,10 @@ def _topic_backlog(lake: Lake, hop) -> dict:
     try:
         behind = topics.unread(lake, hop)
     except LakehouseError as error:
-        return {"topic": hop.topic, "error": str(error)}
-    return {"topic": hop.topic, "records": sum(behind.values()), "partitions": {str(p): n for p, n in behind.items()}}
+        return {"topic": hop.topics_read, "error": str(error)}
+    return {"topic": hop.topics_read, "records": sum(behind.values()),
+            "partitions": {f"{topic}/{partition}": n for (topic, partition), n in behind.items()}}
+
 
 
 def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:

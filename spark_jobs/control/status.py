@@ -110,9 +110,9 @@ def _topics(lake: Lake) -> dict[str, dict]:
     for hop in lake.spec.hops:
         if hop.reads_topic:
             try:
-                found[hop.name] = {"topic": hop.topic, "unread": sum(topics.unread(lake, hop).values())}
+                found[hop.name] = {"topic": hop.topics_read, "unread": sum(topics.unread(lake, hop).values())}
             except topics.TopicError as error:
-                found[hop.name] = {"topic": hop.topic, "error": str(error)}
+                found[hop.name] = {"topic": hop.topics_read, "error": str(error)}
     return found
 
 

@@ -6,6 +6,7 @@ rollback would read again (:func:`replay_problems`)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from spark_jobs.logs import checkpoint_log
@@ -31,28 +32,33 @@ def _consumer(connection: KafkaConnection):
                      "enable.auto.commit": False})
 
 
-def watermarks(topic: str, connection: KafkaConnection | None = None) -> dict[int, tuple[int, int]]:
-    """Per partition of ``topic``: the earliest offset the broker still holds and the end offset
-    (one past the last record)."""
-    return _ask(topic, connection, _watermarks)
+# A partition of a topic, as the offsets' dictionaries key it.
+Partition = tuple[str, int]
 
 
-def offsets_at(topic: str, time_ms: int, connection: KafkaConnection | None = None) -> dict[int, int]:
-    """Per partition of ``topic``: the first offset whose record time is ``time_ms`` or later (the
-    end offset where there is none)."""
+def watermarks(hop: HopSpec, connection: KafkaConnection | None = None) -> dict[Partition, tuple[int, int]]:
+    """Per partition of the hop's topics: the earliest offset the broker still holds and the end
+    offset (one past the last record)."""
+    return _ask(hop, connection, _watermarks)
+
+
+def offsets_at(hop: HopSpec, time_ms: int, connection: KafkaConnection | None = None) -> dict[Partition, int]:
+    """Per partition of the hop's topics: the first offset whose record time is ``time_ms`` or
+    later (the end offset where there is none), and the watermarks the question needed."""
     from confluent_kafka import TopicPartition
 
-    def question(consumer, topic: str, connection: KafkaConnection) -> dict[int, int]:
-        ends = _watermarks(consumer, topic, connection)
-        found = consumer.offsets_for_times([TopicPartition(topic, partition, time_ms) for partition in ends],
-                                           timeout=TIMEOUT_S)
-        return {each.partition: each.offset if each.offset >= 0 else ends[each.partition][1] for each in found}
+    def question(consumer, hop: HopSpec, connection: KafkaConnection):
+        marks = _watermarks(consumer, hop, connection)
+        found = consumer.offsets_for_times([TopicPartition(topic, partition, time_ms) for topic, partition in marks],
+                                           timeout=TIMEOUT_S) if marks else []
+        return {(each.topic, each.partition): each.offset if each.offset >= 0 else marks[each.topic, each.partition][1]
+                for each in found}, marks
 
-    return _ask(topic, connection, question)
+    return _ask(hop, connection, question)
 
 
-def _ask(topic: str, connection: KafkaConnection | None, question):
-    """``question(consumer, topic, connection)`` of the brokers, asked again while they say to."""
+def _ask(hop: HopSpec, connection: KafkaConnection | None, question):
+    """``question(consumer, hop, connection)`` of the brokers, asked again while they say to."""
     from confluent_kafka import KafkaException
 
     connection = connection or KafkaConnection.from_env()
@@ -61,7 +67,7 @@ def _ask(topic: str, connection: KafkaConnection | None, question):
     try:
         while True:
             try:
-                return question(consumer, topic, connection)
+                return question(consumer, hop, connection)
             except KafkaException as error:
                 # A broker that has just started, or a partition whose leader moves, says so for a moment.
                 if not _passing(error.args[0]) or time.monotonic() > deadline:
@@ -80,15 +86,21 @@ def _passing(error) -> bool:
     return error.retriable() or error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
-def _watermarks(consumer, topic: str, connection: KafkaConnection) -> dict[int, tuple[int, int]]:
+def _watermarks(consumer, hop: HopSpec, connection: KafkaConnection) -> dict[Partition, tuple[int, int]]:
     from confluent_kafka import TopicPartition
 
-    metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        raise TopicError(f"topic {topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
-                         "or fix the hop's `topic`")
-    return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-            for partition in sorted(metadata.partitions)}
+    if hop.topic is not None:
+        metadata = consumer.list_topics(hop.topic, timeout=TIMEOUT_S).topics.get(hop.topic)
+        if metadata is None or metadata.error is not None:
+            raise TopicError(f"topic {hop.topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
+                             "or fix the hop's `topic`")
+        found = {hop.topic: metadata}
+    else:  # as Spark's Kafka source: a match anywhere in the name, internal topics left out
+        pattern = re.compile(hop.topic_pattern)
+        found = {name: metadata for name, metadata in consumer.list_topics(timeout=TIMEOUT_S).topics.items()
+                 if pattern.search(name) and not name.startswith("__") and metadata.error is None}
+    return {(topic, partition): consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+            for topic in sorted(found) for partition in sorted(found[topic].partitions)}
 
 
 def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnection | None = None) -> None:
@@ -120,7 +132,18 @@ def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnect
                          "check that the brokers run and the topic exists")
 
 
-def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dict[int, int] | None:
+def _by_partition(offsets: dict) -> dict[Partition, int]:
+    """Spark's offsets JSON (``{topic: {partition: offset}}``) keyed by :data:`Partition`."""
+    return {(topic, int(partition)): int(offset) for topic, ends in (offsets or {}).items()
+            for partition, offset in ends.items()}
+
+
+def where(hop: HopSpec, partition: Partition) -> str:
+    """A partition in a sentence that names the hop's topic already (:attr:`HopSpec.topic_label`)."""
+    return f"partition {partition[1]}" if hop.topic is not None else f"topic {partition[0]} partition {partition[1]}"
+
+
+def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dict[Partition, int] | None:
     """Per partition, the offset the hop's batch ``batch_id`` (default: its last) reads up to, as
     its checkpoint logged it; None before its first batch."""
     checkpoint = lake.checkpoint(hop)
@@ -128,18 +151,17 @@ def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dic
     if batch_id is None and not batch_ids:
         return None
     sources = checkpoint_log.read_offsets(checkpoint, batch_ids[-1] if batch_id is None else batch_id).sources
-    ends = (sources[0] or {}).get(hop.topic, {}) if sources else {}
-    return {int(partition): int(offset) for partition, offset in ends.items()}
+    return _by_partition(sources[0] if sources else {})
 
 
-def unread(lake: Lake, hop: HopSpec) -> dict[int, int]:
+def unread(lake: Lake, hop: HopSpec) -> dict[Partition, int]:
     """Per partition with records the hop has not read yet, how many (offsets behind the end)."""
-    marks = watermarks(hop.topic)
+    marks = watermarks(hop)
     read_to = logged_offsets(lake, hop)
     if read_to is None:  # the first run starts at the earliest record, or at the end
         start = {partition: (low if hop.starting_offsets == "earliest" else high)
                  for partition, (low, high) in marks.items()}
-    else:  # a partition added since the last batch is read from its earliest record
+    else:  # a partition (or a matching topic) added since the last batch is read from its earliest record
         start = {partition: read_to.get(partition, low) for partition, (low, high) in marks.items()}
     return {partition: high - start[partition] for partition, (_low, high) in marks.items()
             if high > start[partition]}
@@ -150,10 +172,11 @@ def news(lake: Lake, hop: HopSpec) -> str | None:
     behind = unread(lake, hop)
     if not behind:
         return None
-    return f"{sum(behind.values())} new records in topic {hop.topic} ({len(behind)} of its partitions)"
+    whose = "its" if hop.topic is not None else "their"
+    return f"{sum(behind.values())} new records in {hop.topic_label} ({len(behind)} of {whose} partitions)"
 
 
-def initial_offsets(lake: Lake, hop: HopSpec) -> dict[int, int] | None:
+def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
     """Per partition, where the hop's first batch began: Spark's Kafka source writes it once, on
     the query's first run, to ``sources/0/0`` (a NUL byte, then ``v1`` and the offsets as JSON)."""
     path = f"{lake.checkpoint(hop)}/sources/0/0"
@@ -162,18 +185,17 @@ def initial_offsets(lake: Lake, hop: HopSpec) -> dict[int, int] | None:
         return None
     with fs.open(path, "rb") as handle:
         lines = handle.read().lstrip(b"\x00").decode("utf-8").splitlines()
-    starts = json.loads(lines[-1]).get(hop.topic, {})
-    return {int(partition): int(offset) for partition, offset in starts.items()}
+    return _by_partition(json.loads(lines[-1]))
 
 
-def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[int, tuple[int, int]]:
+def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[Partition, tuple[int, int]]:
     """Per partition, the offsets ``[first, end)`` that the hop's batches after ``target`` read
     and the broker no longer holds (retention, deleted records, a deleted partition)."""
     start = logged_offsets(lake, hop, target) if target >= 0 else initial_offsets(lake, hop)
     end = logged_offsets(lake, hop)
     if start is None or end is None:
         return {}
-    marks = watermarks(hop.topic)
+    marks = watermarks(hop)
     lost = {}
     for partition, read_to in end.items():
         begin = start.get(partition, 0)
@@ -186,8 +208,8 @@ def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[int, tuple[int, i
 def reread(hop: HopSpec, target: int) -> str:
     """What the topic-fed ``hop`` reads again after a rollback to ``target`` (a plan's words)."""
     if target >= 0:
-        return f"records of topic {hop.topic} after batch {target}"
-    return f"topic {hop.topic} from {'the earliest record it holds' if hop.starting_offsets == 'earliest' else 'its end'}"
+        return f"records of {hop.topic_label} after batch {target}"
+    return f"{hop.topic_label} from {'the earliest record held' if hop.starting_offsets == 'earliest' else 'the end'}"
 
 
 def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str]:
@@ -200,9 +222,9 @@ def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list
     lost = lost_ranges(lake, hop, target)
     if not lost or (target < 0 and replan):
         return []
-    ranges = ", ".join(f"partition {partition} offsets {first}..{end - 1}" for partition, (first, end) in sorted(lost.items()))
+    ranges = ", ".join(f"{where(hop, partition)} offsets {first}..{end - 1}" for partition, (first, end) in sorted(lost.items()))
     count = sum(end - first for first, end in lost.values())
-    return [f"{hop.name}: topic {hop.topic} no longer holds {count} records that batches after {target} read ({ranges}): "
+    return [f"{hop.name}: {hop.topic_label} no longer holds {count} records that batches after {target} read ({ranges}): "
             "roll back to a later batch, backfill the range from another copy of the records, or start the hop over "
             "from the earliest record the broker holds (`--to-batch -1 --replan`)"]
 
@@ -214,19 +236,19 @@ def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
     read_to = logged_offsets(lake, hop)
     if read_to is None:
         return
-    marks = watermarks(hop.topic)
+    marks = watermarks(hop)
     start_over = f"`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 --replan`"
     back = {partition: marks[partition][1] if partition in marks else None for partition in sorted(read_to)
             if partition not in marks or marks[partition][1] < read_to[partition]}
     if back:
-        where = ", ".join(f"partition {partition} {'is gone' if end is None else f'ends at {end}'}, "
-                          f"read up to {read_to[partition]}" for partition, end in back.items())
-        raise TopicError(f"{hop.name}: topic {hop.topic} holds fewer records than the hop has read ({where}): it was "
+        places = ", ".join(f"{where(hop, partition)} {'is gone' if end is None else f'ends at {end}'}, "
+                           f"read up to {read_to[partition]}" for partition, end in back.items())
+        raise TopicError(f"{hop.name}: {hop.topic_label} holds fewer records than the hop has read ({places}): it was "
                          f"deleted and created again; start the hop over on the new topic ({start_over})")
     gone = [partition for partition in sorted(read_to) if marks[partition][0] > read_to[partition]]
     if gone:
-        ranges = ", ".join(f"partition {partition} offsets {read_to[partition]}..{marks[partition][0] - 1}"
+        ranges = ", ".join(f"{where(hop, partition)} offsets {read_to[partition]}..{marks[partition][0] - 1}"
                            for partition in gone)
-        raise TopicError(f"{hop.name}: topic {hop.topic} no longer holds records the hop has not read yet ({ranges}): "
+        raise TopicError(f"{hop.name}: {hop.topic_label} no longer holds records the hop has not read yet ({ranges}): "
                          "backfill them from another copy of the records, or start the hop over from the earliest "
                          f"record the broker holds ({start_over})")

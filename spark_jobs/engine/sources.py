@@ -87,7 +87,7 @@ class LandingFiles:
         return None
 
 
-# A part of a record's address: -2 its partition, -1 its offset.
+# A part of a record's address: -3 its topic, -2 its partition, -1 its offset.
 _ADDRESS_PART = "element_at(split(_source_file, '/'), %d)"
 
 
@@ -125,7 +125,7 @@ class KafkaTopic:
 
         hop = self.run.hop
         frame = reader.format("kafka").options(**KafkaConnection.from_env().spark_options()).option(
-            "subscribe", hop.topic).option("failOnDataLoss", "true").load()
+            *hop.subscription).option("failOnDataLoss", "true").load()
         return parsed(frame.select(frame["value"].cast("string").alias("value"), record_address(
             frame["topic"], frame["partition"], frame["offset"]).alias("_source_file")), hop.format)
 
@@ -147,23 +147,25 @@ class KafkaTopic:
         Refused when the broker no longer holds a record of a row in the range."""
         import json
 
-        from spark_jobs.control.topics import offsets_at, watermarks
+        from spark_jobs.control.topics import offsets_at
         from spark_jobs.model.errors import UsageError
         from spark_jobs.model.times import duration_ms, iso
 
         hop = self.run.hop
-        starts = offsets_at(hop.topic, start_ms - duration_ms(self.run.spec.allowed_lateness))
-        held = watermarks(hop.topic)
-        for partition, offset in self._rows_from(start_ms, end_ms).items():
-            if partition in held and offset < held[partition][0]:
-                raise UsageError(f"{hop.name} holds rows from {iso(start_ms)} to {iso(end_ms)} read from topic {hop.topic} "
-                                 f"partition {partition} offsets {offset}..{held[partition][0] - 1}, which the broker no "
-                                 "longer holds: a backfill would lose them; backfill a range after them")
-            starts[partition] = min(starts.get(partition, offset), offset)
-        offsets = json.dumps({hop.topic: {str(partition): offset for partition, offset in sorted(starts.items())}})
-        return self._records(self.run.spark.read.option("startingOffsets", offsets).option("endingOffsets", "latest"))
+        starts, held = offsets_at(hop, start_ms - duration_ms(self.run.spec.allowed_lateness))
+        for (topic, partition), offset in self._rows_from(start_ms, end_ms).items():
+            if (topic, partition) in held and offset < held[topic, partition][0]:
+                raise UsageError(f"{hop.name} holds rows from {iso(start_ms)} to {iso(end_ms)} read from topic {topic} "
+                                 f"partition {partition} offsets {offset}..{held[topic, partition][0] - 1}, which the "
+                                 "broker no longer holds: a backfill would lose them; backfill a range after them")
+            starts[topic, partition] = min(starts.get((topic, partition), offset), offset)
+        offsets: dict[str, dict[str, int]] = {}
+        for (topic, partition), offset in sorted(starts.items()):
+            offsets.setdefault(topic, {})[str(partition)] = offset
+        return self._records(self.run.spark.read.option("startingOffsets", json.dumps(offsets))
+                             .option("endingOffsets", "latest"))
 
-    def _rows_from(self, start_ms: int, end_ms: int) -> dict[int, int]:
+    def _rows_from(self, start_ms: int, end_ms: int) -> dict[tuple[str, int], int]:
         """Per partition, the first offset of a record whose row the hop's table holds in the range."""
         from pyspark.sql import functions as F
 
@@ -172,9 +174,10 @@ class KafkaTopic:
             return {}
         rows = self.run.spark.read.format("delta").load(table)
         rows = rows.where(range_predicate(rows, self.run.hop.time_column, start_ms, end_ms))
-        spans = rows.where(F.col("_source_file").startswith(f"kafka://{self.run.hop.topic}/")).groupBy(
-            _address_part(-2).cast("int").alias("p")).agg(F.min(_address_part(-1).cast("long")).alias("low"))
-        return {int(row.p): int(row.low) for row in spans.collect()}
+        spans = rows.where(F.col("_source_file").startswith("kafka://")).groupBy(
+            _address_part(-3).alias("t"), _address_part(-2).cast("int").alias("p")).agg(
+            F.min(_address_part(-1).cast("long")).alias("low"))
+        return {(row.t, int(row.p)): int(row.low) for row in spans.collect()}
 
     def read_scope(self, lines) -> str | None:
         """The rows of what ``lines`` (a backfill's read) came from, as a predicate on
@@ -182,12 +185,12 @@ class KafkaTopic:
         (None: none read)."""
         from pyspark.sql import functions as F
 
-        partition, offset = _address_part(-2).cast("int"), _address_part(-1).cast("long")
-        spans = lines.groupBy(partition.alias("p")).agg(F.min(offset).alias("low"), F.max(offset).alias("high"))
-        ranges = [f"({_ADDRESS_PART % -2} = '{row.p}' AND CAST({_ADDRESS_PART % -1} AS BIGINT) BETWEEN {row.low} AND "
-                  f"{row.high})" for row in sorted(spans.collect())]
-        prefix = f"kafka://{self.run.hop.topic}/"
-        return f"startswith(_source_file, '{prefix}') AND ({' OR '.join(ranges)})" if ranges else None
+        offset = _address_part(-1).cast("long")
+        spans = lines.groupBy(_address_part(-3).alias("t"), _address_part(-2).alias("p")).agg(
+            F.min(offset).alias("low"), F.max(offset).alias("high"))
+        ranges = [f"(startswith(_source_file, 'kafka://{row.t}/{row.p}/') AND CAST({_ADDRESS_PART % -1} AS BIGINT) "
+                  f"BETWEEN {row.low} AND {row.high})" for row in sorted(spans.collect())]
+        return f"({' OR '.join(ranges)})" if ranges else None
 
     def missing(self) -> str | None:
         return None

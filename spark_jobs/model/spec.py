@@ -45,9 +45,11 @@ class HopSpec:
     unique: tuple[str, ...] = ()
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
-    # An ingest hop that reads a Kafka topic instead (``topic``), from where on its first run, and
-    # how many records a batch takes at most (None: all there are).
+    # An ingest hop that reads a Kafka topic instead (``topic``), or every topic a regular
+    # expression finds in the name of (``topic_pattern``: Spark's ``subscribePattern``), from where on
+    # its first run, and how many records a batch takes at most (None: all there are).
     topic: str | None = None
+    topic_pattern: str | None = None
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     # How an ingest hop's rows are parsed when the platform parses them (``format: csv|json``;
@@ -101,12 +103,28 @@ class HopSpec:
     @property
     def reads_landing(self) -> bool:
         """True when the hop reads landing files (through a file source, whose log lists each file)."""
-        return self.ingests and self.topic is None
+        return self.ingests and not self.reads_topic
 
     @property
     def reads_topic(self) -> bool:
-        """True when the hop reads a Kafka topic (its checkpoint logs each batch's offsets)."""
-        return self.ingests and self.topic is not None
+        """True when the hop reads Kafka topics (its checkpoint logs each batch's offsets)."""
+        return self.ingests and (self.topic is not None or self.topic_pattern is not None)
+
+    @property
+    def subscription(self) -> tuple[str, str]:
+        """How Spark's Kafka source subscribes a topic-fed hop: ``("subscribe", topic)`` or
+        ``("subscribePattern", pattern)``."""
+        return ("subscribe", self.topic) if self.topic is not None else ("subscribePattern", self.topic_pattern)
+
+    @property
+    def topics_read(self) -> str:
+        """A topic-fed hop's topic, or ``topics matching <pattern>`` (status, the Lakehouse page)."""
+        return self.topic if self.topic is not None else f"topics matching {self.topic_pattern}"
+
+    @property
+    def topic_label(self) -> str:
+        """A topic-fed hop's topics in a sentence: ``topic t`` or ``the topics matching 'p'``."""
+        return f"topic {self.topic}" if self.topic is not None else f"the topics matching '{self.topic_pattern}'"
 
     @property
     def reads(self) -> str:
@@ -243,6 +261,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         unique=tuple(raw.get("unique") or ()),
         landing=raw.get("landing"),
         topic=raw.get("topic"),
+        topic_pattern=raw.get("topic_pattern"),
         starting_offsets=raw.get("starting_offsets", "earliest"),
         max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
         window=raw.get("window"),

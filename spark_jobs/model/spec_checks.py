@@ -13,12 +13,25 @@ STARTING_OFFSETS = ("earliest", "latest")
 
 
 def check_topic(hop, path: Path) -> None:
-    """A topic-fed hop names no landing folder and no upstream, and starts at earliest or latest."""
+    """A topic-fed hop names one topic or a pattern that compiles, no landing folder and no upstream,
+    and starts at earliest or latest."""
+    import re
+
+    reads = f"topic {hop.topic!r}" if hop.topic is not None else f"topic_pattern {hop.topic_pattern!r}"
+    if hop.topic is not None and hop.topic_pattern is not None:
+        raise UsageError(f"{path}: hop {hop.name} has topic {hop.topic!r} and topic_pattern {hop.topic_pattern!r}: "
+                         "keep one")
+    if hop.topic_pattern is not None:
+        try:
+            re.compile(hop.topic_pattern)
+        except re.error as error:
+            raise UsageError(f"{path}: hop {hop.name} has topic_pattern {hop.topic_pattern!r}, which is no regular "
+                             f"expression ({error}): fix it") from None
     if hop.landing is not None:
-        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r} and landing folder {hop.landing!r}: "
+        raise UsageError(f"{path}: hop {hop.name} reads {reads} and landing folder {hop.landing!r}: "
                          "keep one (a second source is a second ingest hop)")
     if hop.upstreams:
-        raise UsageError(f"{path}: hop {hop.name} reads topic {hop.topic!r}, not {', '.join(hop.upstreams)!r}: "
+        raise UsageError(f"{path}: hop {hop.name} reads {reads}, not {', '.join(hop.upstreams)!r}: "
                          "remove its upstream key")
     if hop.starting_offsets not in STARTING_OFFSETS:
         raise UsageError(f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "

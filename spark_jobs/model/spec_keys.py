@@ -97,6 +97,9 @@ HOP_KEYS: tuple[Key, ...] = (
     Key("landing", TEXT, "the hop's own landing folder (else the pipeline's `landing`)", kinds="ingest"),
     Key("topic", TEXT, "the Kafka topic the hop reads instead of a landing folder (brokers and login from the "
         "`LAKEHOUSE_KAFKA_*` settings; [Kafka](../guides/kafka.md))", kinds="ingest", example="`ad_events`"),
+    Key("topic_pattern", TEXT, "instead of `topic`: a regular expression; the hop reads every topic it matches "
+        "anywhere in the name (anchor it with `^...$` for whole names), topics created later included (Spark's "
+        "`subscribePattern`)", kinds="ingest", example="`^orders-[a-z]+$`"),
     Key("starting_offsets", TEXT, "where a topic-fed hop's first run starts: `earliest` (default: every retained "
         "record) or `latest` (only what is produced from then on)", kinds="ingest", example="`earliest`"),
     Key("max_offsets_per_trigger", COUNT, "at most this many records of a topic in one batch (Spark's "

@@ -479,3 +479,29 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
     assert batches.cut_version(table, ids, 3) is None  # nothing after batch 3
     assert batches.cut_version(table, ids, 2) == keep + 1 and batches.restore_problem(table, keep + 1) is None
     assert batches.cut_version(table, ids, 0) == keep - 1 and batches.restore_problem(table, keep - 1) is not None
+
+
+def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
+    """A stream restarting asks its Delta source again for its last logged batch, from the offsets
+    of the batch before it: ``maintain`` keeps the upstream's log from that batch's version, not
+    only from the last batch's (Spark failed gold's next run with "transaction log starts at" the
+    version after). Offsets read here as text, not through the checkpoint reader."""
+    from spark_jobs.control.maintenance import plan
+    from testkit.lakes import fixture_lake
+
+    lake = fixture_lake("history", tmp_path)
+    gold, silver = lake.spec.hop("gold"), lake.spec.hop("silver")
+    offsets = Path(lake.checkpoint(gold), "offsets")
+
+    def start(batch: int) -> int:
+        return json.loads((offsets / str(batch)).read_text().splitlines()[2])["reservoirVersion"]
+
+    logged = sorted(int(path.name) for path in offsets.iterdir() if path.name.isdigit())
+    latest = delta_log.versions(lake.table(silver))[-1]
+    while start(logged[-2]) >= min(start(logged[-1]), latest):  # undone by hand: gold lags, its last two apart
+        for log in ("offsets", "commits"):
+            Path(lake.checkpoint(gold), log, str(logged[-1])).unlink(missing_ok=True)
+        logged.pop()
+    plans = plan(lake, lake.spec.hops, 0, targets={hop.name: None for hop in lake.spec.hops})
+    kept = next(each for each in plans if each.table == lake.table(silver))
+    assert kept.keep_from <= start(logged[-2]) < min(start(logged[-1]), latest), kept

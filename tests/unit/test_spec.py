@@ -264,3 +264,19 @@ def test_a_topic_fed_ingest_hop_reads_its_topic_and_nothing_else(pipelines):
         folder, "", ", topic: events, starting_offsets: oldest")
     assert "has max_offsets_per_trigger 0, not a positive whole number" in _refusal(
         folder, "", ", topic: events, max_offsets_per_trigger: 0")
+
+
+def test_a_hop_reads_topics_by_pattern_or_by_name_not_both(pipelines):
+    folder = pipelines()
+    (folder / "team.yaml").write_text("name: team\nhops:\n  - {name: a, kind: ingest, topic_pattern: '^orders-[a-z]+$', "
+                                      "table: tables/a, time_column: t}\n")
+    hop = get_spec("team").hop("a")
+    assert (hop.reads, hop.reads_topic, hop.reads_landing) == ("topic", True, False)
+    assert hop.subscription == ("subscribePattern", "^orders-[a-z]+$")
+    assert hop.topic_label == "the topics matching '^orders-[a-z]+$'"
+
+    assert "has topic 'events' and topic_pattern 'e.*': keep one" in _refusal(
+        folder, "", ", topic: events, topic_pattern: 'e.*'")
+    assert "has topic_pattern 'e[', which is no regular expression" in _refusal(folder, "", ", topic_pattern: 'e['")
+    assert "reads topic_pattern 'e.*' and landing folder 'landing/x': keep one" in _refusal(
+        folder, "", ", topic_pattern: 'e.*', landing: landing/x")
