@@ -28,7 +28,7 @@ from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import parse_time
 from testkit.expected import assert_tables_match_landing, delta_rows, topic_records, valid_event
 from testkit.lakes import spec_copy
-from testkit.paths import EXAMPLES
+from testkit.paths import EXAMPLES, free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -198,6 +198,14 @@ def test_a_backfill_reads_a_topic_from_where_the_ranges_records_begin(spark, kaf
     assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == versions
 
 
+def _page(lake: Lake) -> str:
+    """The Lakehouse page's HTML for ``lake``'s pipeline, from its template."""
+    from lakehouse_airflow.ui.app import TEMPLATES
+
+    return TEMPLATES.get_template("pipelines.html").render(root="", airflow="", pipelines=[pipeline_overview(lake)],
+                                                          broken={})
+
+
 QUARANTINE = ("tables/quarantine/ad_events", "_source_file", "raw_line", "reason")
 
 
@@ -248,6 +256,11 @@ def test_a_hop_reads_every_topic_its_pattern_matches_new_ones_included(spark, ka
     produce("clicks.asia", 20, minute=20)  # later than the watermark: no event dropped as late
     assert pending_work(lake)["bronze"] == r"21 new records in the topics matching '^clicks\.[a-z]+$' (1 of their partitions)"
     assert pipeline_overview(lake)["hops"][0]["backlog"]["topic"]["partitions"] == {"clicks.asia/0": 21}
+    assert r"21 records of topics matching ^clicks\.[a-z]+$" in _page(lake)  # the Lakehouse page's backlog cell
+    with monkeypatch.context() as down:  # no broker there: the page says so and still renders
+        down.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{free_port()}")
+        down.setattr(topics, "TIMEOUT_S", 1.0)
+        assert '">broker not answering</span>' in _page(lake)
     service.run("ad_events", run_id="r2", progress=lambda line: None).raise_for_gate()
     assert_tables_match_landing(home, records())
     before = {hop: delta_rows(home, *_table(hop)) for hop in ("bronze", "gold")}
