@@ -165,9 +165,10 @@ def _watermarks(consumer, partition) -> tuple[int, int]:
             time.sleep(0.5)
 
 
-def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
+def topic_records(client_config: dict, topic: str, text: bool = True) -> list[tuple[str, str]]:
     """``(address, value)`` of every record a Kafka topic holds (address as a topic-fed hop's
-    ``_source_file``: ``kafka://<topic>/<partition>/<offset>``), read with a plain consumer."""
+    ``_source_file``: ``kafka://<topic>/<partition>/<offset>``), read with a plain consumer; the
+    value as UTF-8 text, or its bytes (``text`` false)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({**client_config, "log_level": 0, "group.id": "oracle", "enable.auto.commit": False})
@@ -183,7 +184,8 @@ def topic_records(client_config: dict, topic: str) -> list[tuple[str, str]]:
                 message = consumer.poll(10)
                 assert message is not None and message.error() is None, message and message.error()
                 offset = message.offset()
-                found.append((f"kafka://{topic}/{partition}/{offset}", message.value().decode("utf-8", "replace")))
+                value = message.value()
+                found.append((f"kafka://{topic}/{partition}/{offset}", value.decode("utf-8", "replace") if text else value))
         return found
     finally:
         consumer.close()

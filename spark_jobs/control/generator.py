@@ -91,11 +91,15 @@ def sample_of(spec: PipelineSpec) -> Sample:
 
 
 def _fed_topics(lake: Lake) -> dict[str, str]:
-    """Per topic-fed hop, the topic the sample produces to; refused for a hop that reads a pattern."""
+    """Per topic-fed hop, the topic the sample produces to; refused for a hop that reads a pattern
+    or Avro values."""
     for hop in lake.spec.hops:
         if hop.reads_topic and hop.topic is None:
             raise UsageError(f"hop {hop.name} reads {hop.topic_label}: the sample cannot tell which of them to "
                              "produce to; produce to them yourself")
+        if hop.avro is not None:
+            raise UsageError(f"hop {hop.name} reads Avro values and the sample writes text: produce Avro records "
+                             "yourself")
     return {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
 
 

@@ -105,6 +105,36 @@ def record_address(topic, partition, offset):
     return F.concat(F.lit("kafka://"), topic, F.lit("/"), partition.cast("string"), F.lit("/"), offset.cast("string"))
 
 
+def avro_line(value, avro):
+    """A record's Avro ``value`` as the JSON line of its record (``to_json``), or, when it does not
+    decode with the hop's schema (or lacks Confluent's header where the hop expects one), a line
+    no JSON parser takes: ``undecodable Avro value: <its bytes in hex>``, which the hop's parse
+    quarantines with the bytes kept. Spark's permissive ``from_avro`` makes a record of nulls of
+    what it cannot decode: a record whose fields that cannot be null are null (every field, when
+    all can) did not decode."""
+    import json
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from spark_jobs.model.kafka import CONFLUENT_HEADER_BYTES
+
+    body, framed = value, F.lit(True)
+    if avro.confluent:
+        body = value.substr(CONFLUENT_HEADER_BYTES + 1, 2**31 - 1)
+        framed = (F.length(value) >= CONFLUENT_HEADER_BYTES) & (F.hex(value.substr(1, 1)) == "00")
+    decoded = from_avro(body, avro.schema, {"mode": "PERMISSIVE"})
+    fields = json.loads(avro.schema)["fields"]
+    required = [field["name"] for field in fields if not (isinstance(field["type"], list) and "null" in field["type"])]
+    if required:
+        whole = reduce(lambda a, b: a & b, [decoded[name].isNotNull() for name in required])
+    else:
+        whole = reduce(lambda a, b: a | b, [decoded[field["name"]].isNotNull() for field in fields])
+    return F.when(framed & decoded.isNotNull() & whole, F.to_json(decoded)).otherwise(
+        F.concat(F.lit("undecodable Avro value: "), F.hex(value)))
+
+
 class KafkaTopic:
     """An ingest hop's Kafka topic, record by record: ``value`` (the record's value as UTF-8 text,
     the line a transform parses) and ``_source_file`` (the record's address,
@@ -126,7 +156,8 @@ class KafkaTopic:
         hop = self.run.hop
         frame = reader.format("kafka").options(**KafkaConnection.from_env().spark_options()).option(
             *hop.subscription).option("failOnDataLoss", "true").load()
-        return parsed(frame.select(frame["value"].cast("string").alias("value"), record_address(
+        value = frame["value"].cast("string") if hop.avro is None else avro_line(frame["value"], hop.avro)
+        return parsed(frame.select(value.alias("value"), record_address(
             frame["topic"], frame["partition"], frame["offset"]).alias("_source_file")), hop.format)
 
     def stream(self, max_files_per_trigger: int | None = None):

@@ -74,3 +74,52 @@ class KafkaConnection:
             values.update({settings.KAFKA_SASL_MECHANISM: self.sasl_mechanism, settings.KAFKA_USERNAME: self.username,
                            settings.KAFKA_PASSWORD: self.password})
         return {setting.name: value for setting, value in values.items()}
+
+
+# The header Confluent's serializers put before each Avro value: a magic byte 0, then the schema's
+# id in the registry (4 bytes, big-endian).
+CONFLUENT_HEADER_BYTES = 5
+_AVRO_KEYS = ("schema", "header")
+_HEADERS = ("none", "confluent")
+
+
+@dataclass(frozen=True)
+class AvroValues:
+    """A topic-fed hop's record values as Avro binary (``avro:`` in the spec): ``schema`` the
+    writer's schema as JSON text (read from the ``.avsc`` file the spec names, beside it), and
+    whether each value starts with Confluent's header (``header: confluent``; the schema still
+    comes from the file: no registry is asked)."""
+
+    schema: str
+    confluent: bool = False
+
+    @classmethod
+    def from_raw(cls, raw: dict, source, subject: str) -> AvroValues | None:
+        """The hop's ``avro`` key, or None; refused with the fix: on a hop that reads no topic, an
+        unknown key, no schema file, or one that is not an Avro record schema."""
+        import json
+        from pathlib import Path
+
+        given = raw.get("avro")
+        if given is None:
+            return None
+        if raw.get("topic") is None and raw.get("topic_pattern") is None:
+            raise UsageError(f"{subject} has avro but reads no topic: remove it (landing files are read as text)")
+        unknown = sorted(set(given) - set(_AVRO_KEYS))
+        if unknown or "schema" not in given:
+            raise UsageError(f"{subject} has avro {given!r}: give `{{schema: <file>.avsc}}` (and `header: confluent` "
+                             "for values with Confluent's header)")
+        header = given.get("header", "none")
+        if header not in _HEADERS:
+            raise UsageError(f"{subject} has avro header {header!r}: use {' or '.join(_HEADERS)}")
+        path = Path(source).parent / str(given["schema"])
+        try:
+            text = path.read_text(encoding="utf-8")
+            schema = json.loads(text)
+        except (OSError, ValueError) as error:
+            raise UsageError(f"{subject}: avro schema {path} is not readable JSON ({error}): fix the path (relative "
+                             "to the spec's folder) or the file") from None
+        if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("fields"), list):
+            raise UsageError(f"{subject}: avro schema {path} is not a record schema: its values must be records "
+                             '(`{"type": "record", "name": ..., "fields": [...]}`)')
+        return cls(text, header == "confluent")

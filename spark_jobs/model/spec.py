@@ -14,6 +14,7 @@ import yaml
 from spark_jobs.model.changes import ChangesSpec, hop_changes
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.formats import FormatSpec, hop_format
+from spark_jobs.model.kafka import AvroValues
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
@@ -52,6 +53,7 @@ class HopSpec:
     topic_pattern: str | None = None
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    avro: AvroValues | None = None  # a topic's values as Avro binary, decoded to a JSON line each
     # How an ingest hop's rows are parsed when the platform parses them (``format: csv|json``;
     # spark_jobs/model/formats.py); None: each line goes to the hop's transform as it is.
     format: FormatSpec | None = None
@@ -264,6 +266,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         topic_pattern=raw.get("topic_pattern"),
         starting_offsets=raw.get("starting_offsets", "earliest"),
         max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
+        avro=AvroValues.from_raw(raw, source, f"{source}: hop {raw['name']}"),
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
         changes=hop_changes(raw, kind, f"{source}: hop {raw['name']}"),

@@ -104,6 +104,10 @@ HOP_KEYS: tuple[Key, ...] = (
         "record) or `latest` (only what is produced from then on)", kinds="ingest", example="`earliest`"),
     Key("max_offsets_per_trigger", COUNT, "at most this many records of a topic in one batch (Spark's "
         "`maxOffsetsPerTrigger`); a run takes as many batches as it needs", kinds="ingest", example="`100000`"),
+    Key("avro", MAPPING, "a topic's values are Avro binary: `schema` the writer's `.avsc` file (beside the spec), "
+        "`header: confluent` when each value starts with Confluent's 5-byte header (no registry is asked); each "
+        "value is decoded into a JSON line for `format: json` or the transform, an undecodable one quarantined "
+        "([Kafka](../guides/kafka.md))", kinds="ingest", example="`{schema: event.avsc, header: confluent}`"),
     Key("format", TEXT, "`csv` or `json`: the platform parses each row into `columns`, keeps fields no column "
         "names in `_rescued` and quarantines rows it cannot type, with the column in the reason; else each line "
         "goes to the hop's transform as it is ([Landing formats](../guides/formats.md))", kinds="ingest",

@@ -280,3 +280,22 @@ def test_a_hop_reads_topics_by_pattern_or_by_name_not_both(pipelines):
     assert "has topic_pattern 'e[', which is no regular expression" in _refusal(folder, "", ", topic_pattern: 'e['")
     assert "reads topic_pattern 'e.*' and landing folder 'landing/x': keep one" in _refusal(
         folder, "", ", topic_pattern: 'e.*', landing: landing/x")
+
+
+def test_avro_values_need_a_topic_and_a_record_schema_beside_the_spec(pipelines):
+    folder = pipelines()
+    (folder / "event.avsc").write_text('{"type": "record", "name": "E", "fields": [{"name": "t", "type": "long"}]}')
+    (folder / "list.avsc").write_text('["long", "null"]')
+    (folder / "team.yaml").write_text("name: team\nhops:\n  - {name: a, kind: ingest, topic: events, avro: {schema: "
+                                      "event.avsc, header: confluent}, table: tables/a, time_column: t}\n")
+    avro = get_spec("team").hop("a").avro
+    assert avro.confluent and '"name": "t"' in avro.schema
+
+    assert "has avro but reads no topic" in _refusal(folder, "", ", avro: {schema: event.avsc}")
+    assert "has avro {'schemas': 'event.avsc'}: give `{schema: <file>.avsc}`" in _refusal(
+        folder, "", ", topic: e, avro: {schemas: event.avsc}")
+    assert "has avro header 'registry': use none or confluent" in _refusal(
+        folder, "", ", topic: e, avro: {schema: event.avsc, header: registry}")
+    assert f"avro schema {folder / 'gone.avsc'} is not readable JSON" in _refusal(
+        folder, "", ", topic: e, avro: {schema: gone.avsc}")
+    assert "list.avsc is not a record schema" in _refusal(folder, "", ", topic: e, avro: {schema: list.avsc}")
