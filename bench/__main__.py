@@ -50,7 +50,7 @@ from bench.common import RESULTS, machine, write_json
 RUNS = RESULTS.parent / "runs"  # one JSON file per full run, kept in the repository
 
 PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", "s3", "kafka", "changes", "csv",
-         "maintenance", "month", "soak", "cluster", "airflow", "scheduled", "cost", "busy")
+         "maintenance", "month", "soak", "cluster", "airflow", "scheduled", "cost", "cost_kafka", "busy")
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
@@ -141,6 +141,9 @@ def _alone(args: argparse.Namespace, result: dict) -> None:
     if "cost" in args.only:
         _step(f"cost: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
         result["cost"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS)
+    if "cost_kafka" in args.only:
+        _step(f"cost on a topic: {args.rate} events/s for {args.duration:g} s, run-once every {args.interval:g} s")
+        result["cost_kafka"] = cost.run(args.rate, args.duration, args.interval, log_dir=RESULTS, source="kafka")
     if "busy" in args.only:
         _step(f"busy: make run's platform, then always-on, {args.busy_minutes:g} min each")
         result["busy"] = busy.run(args.busy_minutes, RESULTS)
@@ -217,6 +220,7 @@ def _failed(result: dict) -> list[str]:
 SECTIONS = (("throughput", "Throughput: the same work three ways", throughput.markdown),
             ("shop", "The shop pipeline (a join, de-duplication): run, a plain script, backfill", shop.markdown),
             ("cost", "Cost: always-on against run-once", cost.markdown),
+            ("cost_kafka", "Cost on a Kafka topic: always-on against run-once", cost.markdown),
             ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
             ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
             ("scheduled", "A nothing-new stream DAG run through make run's scheduler", scheduled.markdown),

@@ -29,14 +29,17 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import CORES, ROOT, lakehouse_command, metered
 
 GOLD = "tables/gold/campaign_views_10s"
+TOPIC = "cost-arrivals"  # the kafka source's topic
 DAY_S = 86_400
 GRACE_S = 60  # the always-on job runs this long after the trickle ends, to show its last files
 
@@ -49,7 +52,9 @@ def _example_sample():
     return companion_module(load_spec(ROOT / "examples" / "ad_events" / "ad_events.yaml"), "_sample")
 
 
-def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, span_ms: int, rng) -> None:
+def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, span_ms: int, rng,
+                topic: str | None = None) -> None:
+    """One arrival: a file in each landing folder (hard links), or its lines produced to ``topic``."""
     ad_ids = _example_sample().ad_ids
 
     ads = ad_ids()
@@ -60,6 +65,11 @@ def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, 
                                  "ad_id": rng.choice(ads)[0], "ad_type": "banner",
                                  "event_type": rng.choice(("view", "click", "purchase")),
                                  "event_time": event_time, "ip_address": "10.0.0.1"}, separators=(",", ":")))
+    if topic is not None:
+        from spark_jobs.control import topics
+
+        topics.produce(topic, lines)
+        return
     text = "".join(line + "\n" for line in lines)
     first = landing_dirs[0] / f"trickle-{index:05d}.json"
     staging = landing_dirs[0] / f".trickle-{index:05d}.json.tmp"
@@ -119,27 +129,74 @@ def _staleness(watchers: dict[str, GoldWatermark], arrivals: list[float], stop: 
 
 
 def _trickle(landing: list[Path], rate: int, file_every_s: float, began: float, duration_s: float,
-             arrivals: list[float], landed: dict) -> None:
+             arrivals: list[float], landed: dict, topic: str | None = None) -> None:
     """Land a file every ``file_every_s`` seconds on the trickle's own clock, whatever the jobs
     are doing (a thread: files keep landing while a run-once job runs, as they would)."""
     rng = random.Random(7)
     per_file = max(int(rate * file_every_s), 1)
     while time.time() - began < duration_s or landed["files"] == 0:
         arrived = time.time()
-        _write_file(landing, landed["files"], per_file, int(arrived * 1000), int(file_every_s * 1000), rng)
+        _write_file(landing, landed["files"], per_file, int(arrived * 1000), int(file_every_s * 1000), rng, topic)
         arrivals.append(arrived)
         landed["files"] += 1
         landed["events"] += per_file
         time.sleep(max(began + landed["files"] * file_every_s - time.time(), 0))
 
 
-def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5.0, log_dir: Path | None = None) -> dict:
+@contextmanager
+def _broker(root: Path, source: str):
+    """For ``source`` kafka, a broker of the run's own (its settings in the environment meanwhile)
+    and the topic the trickle produces to; None for landing files."""
+    if source == "files":
+        yield None
+        return
+    from kafka_server import KafkaServer  # include/scripts
+
+    from testkit.paths import environment_kept
+
+    server = KafkaServer(root / "kafka")
+    with environment_kept(*server.env()):
+        server.start()
+        try:
+            os.environ.update(server.env())
+            server.create_topic(TOPIC, CORES)
+            server.create_topic(f"{TOPIC}-hourly", CORES)
+            yield TOPIC
+        finally:
+            server.stop()
+
+
+def _topic_pipelines(folder: Path, topic: str) -> str:
+    """A pipelines folder whose ad_events reads ``topic`` instead of its landing folder."""
+    import yaml
+
+    from testkit.lakes import spec_copy
+
+    hops = yaml.safe_load((ROOT / "examples/ad_events/ad_events.yaml").read_text())["hops"]
+    hops[0].pop("landing", None)
+    hops[0]["topic"] = topic
+    return str(spec_copy(folder, hops=hops))
+
+
+def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5.0, log_dir: Path | None = None,
+        source: str = "files") -> dict:
+    """The comparison with arrivals as landing files (``source`` files) or records produced to a
+    topic on a broker of its own (``kafka``: both lakes' bronze read the same topic)."""
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-cost-"))
-    log_dir = log_dir or root
+    if source == "kafka":
+        sys.path.insert(0, str(ROOT / "include" / "scripts"))  # kafka_server
+    with _broker(root, source) as topic:
+        return {"source": source, **_compare(root, rate, duration_s, interval_s, file_every_s, log_dir or root, topic)}
+
+
+def _compare(root: Path, rate: int, duration_s: float, interval_s: float, file_every_s: float, log_dir: Path,
+             topic: str | None) -> dict:
     (root / "no-suites").mkdir()
     homes, envs = {}, {}
     for name in ("always_on", "run_once"):
         homes[name], envs[name] = _lake(root, name.replace("_", "-"))
+        if topic:
+            envs[name]["LAKEHOUSE_PIPELINES"] = _topic_pipelines(root / "pipelines", topic)
     watchers = {name: GoldWatermark(home) for name, home in homes.items()}
     samples: dict[str, list[float]] = {name: [] for name in homes}
     results: dict[str, list[dict]] = {"always_on": [], "run_once": []}
@@ -157,7 +214,7 @@ def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5
         landing = [home / "landing/ad_events" for home in homes.values()]
         landed = {"files": 0, "events": 0}
         trickle = threading.Thread(target=_trickle, daemon=True,
-                                   args=(landing, rate, file_every_s, began, duration_s, arrivals, landed))
+                                   args=(landing, rate, file_every_s, began, duration_s, arrivals, landed, topic))
         trickle.start()
         runs_events: list[int] = []
         seen = 0  # events landed when the last run started: what it could see
@@ -180,11 +237,12 @@ def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5
         always_on.join()
         stop.set()
         empty = _run_once(envs["run_once"], len(results["run_once"]), log_dir)  # nothing new: the fixed cost
-        equal = _gold_views(homes["always_on"]) == _gold_views(homes["run_once"]) == _expected_views(homes["run_once"])
+        equal = _gold_views(homes["always_on"]) == _gold_views(homes["run_once"]) == _expected_views(homes["run_once"],
+                                                                                                    topic)
         if not equal:
             raise RuntimeError("the two ways ended with different gold counts: the comparison would not be fair")
         print(f"  cost: one run-once job over an hour of arrivals ({rate * 3600:,} events)", flush=True)
-        hourly = _hourly_run(root, rate, file_every_s, log_dir)
+        hourly = _hourly_run(root, rate, file_every_s, log_dir, topic and f"{topic}-hourly")
     finally:
         stop.set()
         shutil.rmtree(root, ignore_errors=True)
@@ -205,21 +263,23 @@ def _run_once(env: dict, index: int | str, log_dir: Path) -> dict:
                    log=log_dir / "run-once.log")
 
 
-def _hourly_run(root: Path, rate: int, file_every_s: float, log_dir: Path) -> dict:
+def _hourly_run(root: Path, rate: int, file_every_s: float, log_dir: Path, topic: str | None) -> dict:
     """One metered run-once job over an hour of arrivals, on tables a first small run made."""
     home, env = _lake(root, "hourly")
+    if topic:
+        env["LAKEHOUSE_PIPELINES"] = _topic_pipelines(root / "pipelines-hourly", topic)
     landing = home / "landing/ad_events"
     rng = random.Random(11)
     per_file = max(int(rate * file_every_s), 1)
     span_ms = int(file_every_s * 1000)
     files = max(round(3600 / file_every_s), 1)
     start_ms = int(time.time() * 1000) - (files + 1) * span_ms
-    _write_file([landing], 0, per_file, start_ms, span_ms, rng)
+    _write_file([landing], 0, per_file, start_ms, span_ms, rng, topic)
     _run_once(env, "hourly-setup", log_dir)  # creates the tables, as the runs before any hourly run would have
     for index in range(1, files + 1):
-        _write_file([landing], index, per_file, start_ms + index * span_ms, span_ms, rng)
+        _write_file([landing], index, per_file, start_ms + index * span_ms, span_ms, rng, topic)
     measured = _run_once(env, "hourly", log_dir)
-    if _gold_views(home) != _expected_views(home):
+    if _gold_views(home) != _expected_views(home, topic):
         raise RuntimeError("the hourly run left gold with other counts than its landing files: its cost would not count")
     return {**measured, "events": files * per_file}
 
@@ -244,8 +304,15 @@ def _gold_views(home: Path) -> int:
                for name in current)
 
 
-def _expected_views(home: Path) -> int:
-    """Views with a campaign, counted from the landing files in plain Python."""
+def _expected_views(home: Path, topic: str | None = None) -> int:
+    """Views with a campaign, counted from the landing files (or the topic's records, read with a
+    plain consumer) in plain Python."""
+    if topic:
+        from spark_jobs.model.kafka import KafkaConnection
+        from testkit.expected import topic_records
+
+        return sum('"event_type":"view"' in value
+                   for _address, value in topic_records(KafkaConnection.from_env().client_config(), topic))
     total = 0
     for path in (home / "landing/ad_events").glob("trickle-*.json"):
         total += sum(1 for line in path.read_text().splitlines() if '"event_type":"view"' in line)
@@ -331,7 +398,8 @@ def markdown(result: dict) -> str:
                for key, label in (("always_on", "always-on"), ("run_once", "run-once"))),
              f"| **ratio** | | **{result['measured_ratios']['cpu_s']}x** | **{result['measured_ratios']['held_core_s']}x** "
              "| | |",
-             "", "Files land on their own clock (a thread), also while a run-once job runs. Events per CPU-s is the "
+             "", f"{'Records are produced (to one topic both lakes read)' if result.get('source') == 'kafka' else 'Files land'}"
+             " on their own clock (a thread), also while a run-once job runs. Events per CPU-s is the "
              "paper's records/s/core for a whole job: its start, idle triggers and commits included.",
              "", f"Per day at hourly runs: 24 x one measured run-once job over an hour of arrivals ({hour['events']:,} "
              f"events: {hour['wall_s']:.1f} s, {hour['cpu_s']:.1f} CPU-s), against the always-on job's measured rate. "
