@@ -4,6 +4,8 @@ plain Structured Streaming against a real broker, none of the platform's code.
 - ``availableNow`` reads up to the end offsets it finds when it starts, in batches of at most
   ``maxOffsetsPerTrigger`` records, and logs each batch's end as ``{"topic": {"partition": offset}}``
   in ``offsets/N``: the checkpoint alone says which records each batch read.
+- A producer that keeps writing while a run reads does not keep the run going: it stops at the end
+  offsets it fixed when it started, and the next run reads the rest, each record once.
 - A batch whose ``offsets/N`` is put back without its commit runs again over exactly its logged
   range, whatever was produced since (a rollback replays exactly).
 - When the records a checkpoint would read next are gone from the broker (retention, or deleted),
@@ -77,6 +79,52 @@ def test_available_now_reads_in_bounded_batches_and_logs_each_batchs_end_offsets
     _produce(kafka, "facts_batches", range(100, 130))
     _run(spark, kafka, "facts_batches", out, checkpoint)
     assert sorted(value for value, *_ in _rows(spark, out)) == list(range(130))  # the next run reads what is new
+
+
+def test_a_run_stops_at_the_ends_it_fixed_while_a_producer_keeps_writing(spark, kafka, tmp_path):
+    import threading
+    import time
+
+    kafka.create_topic("facts_busy", 2)
+    _produce(kafka, "facts_busy", range(200))
+    admin_consumer = _watermark_reader(kafka)
+    produced, stop = [200], threading.Event()
+
+    def keep_writing() -> None:  # about 100 records a second, the whole time the run reads
+        while not stop.is_set():
+            _produce(kafka, "facts_busy", range(produced[0], produced[0] + 20))
+            produced[0] += 20
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    try:
+        writer.start()
+        before = sum(admin_consumer("facts_busy").values())
+        _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=100)  # returns: it does not chase the producer
+        after = sum(admin_consumer("facts_busy").values())
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    last = max(int(path.name) for path in (checkpoint / "offsets").iterdir() if path.name.isdigit())
+    read_to = sum(_logged(checkpoint, last)["facts_busy"].values())
+    values = [value for value, *_ in _rows(spark, out)]
+    assert before <= read_to == len(values) < after and len(set(values)) == len(values)  # a prefix, each once
+    _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=1000)  # the rest, once the producer stopped
+    assert sorted(value for value, *_ in _rows(spark, out)) == list(range(produced[0]))
+
+
+def _watermark_reader(kafka):
+    """``ends(topic)``: each partition's end offset, asked with a plain consumer."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({**kafka.connection().client_config(), **QUIET, "group.id": "facts"})
+
+    def ends(topic: str) -> dict[int, int]:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+
+    return ends
 
 
 def test_a_logged_batch_put_back_reads_exactly_its_range_again(spark, kafka, tmp_path):
