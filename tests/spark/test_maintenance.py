@@ -186,3 +186,55 @@ def test_an_append_of_no_rows_leaves_a_data_file_no_commit_names(spark, tmp_path
     assert done["files_named_by_none"] == len(on_disk) - len(named)
     assert {path.name for path in Path(table).glob("*.parquet")} == named
     assert spark.read.format("delta").load(table).count() == 3
+
+
+def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_before_it(spark, tmp_path):
+    """Plain Spark and Delta, none of the platform's code: a stream restarting asks its Delta
+    source for its last logged batch again, from the offsets of the batch before it (committed,
+    here), and fails when that version has left the upstream's log, though every later version is
+    there. Why ``maintain`` keeps an upstream's log from the batch before a reader's last one
+    (``maintenance._reader_needs``)."""
+    import shutil
+
+    upstream, out, checkpoint = tmp_path / "up", tmp_path / "out", tmp_path / "checkpoint"
+    for n in range(6):  # versions 0..5, a Delta checkpoint every 2 commits
+        spark.range(n, n + 1).write.format("delta").mode("append").option(
+            "delta.checkpointInterval", "2").save(str(upstream))
+
+    def run() -> None:
+        stream = spark.readStream.format("delta").option("startingVersion", "0").option("maxFilesPerTrigger", "2")
+        (stream.load(str(upstream)).writeStream.format("delta").option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start(str(out)).awaitTermination())
+
+    run()
+    last = max(int(path.name) for path in (checkpoint / "offsets").iterdir() if path.name.isdigit())
+
+    def version(batch: int) -> int:
+        return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])["reservoirVersion"]
+
+    before, at = version(last - 1), version(last)
+    assert before < at
+    for n in range(6, 10):  # versions 6..9 the stream has yet to read; Delta checkpoints at 6 and 8
+        spark.range(n, n + 1).write.format("delta").mode("append").save(str(upstream))
+    logs = upstream / "_delta_log"
+    saved = tmp_path / "saved-log"
+    shutil.copytree(logs, saved)
+
+    def cut_log_below(first: int) -> None:  # as a log clean-up does: JSON commits and checkpoints before ``first``
+        shutil.rmtree(logs)
+        shutil.copytree(saved, logs)
+        kept = max(int(path.name.split(".")[0]) for path in logs.glob("*.checkpoint.parquet")
+                   if int(path.name.split(".")[0]) <= first)
+        for path in logs.iterdir():
+            if path.name[:20].isdigit() and int(path.name[:20]) < kept:
+                path.unlink()
+        (logs / "_last_checkpoint").unlink(missing_ok=True)
+
+    cut_log_below(at)  # every version from the last batch's offsets on is there, not the one before
+    assert before < min(delta_log.versions(str(upstream))) <= at
+    with pytest.raises(Exception, match="DELTA_MISSING_FILES_UNEXPECTED_VERSION"):
+        run()
+    cut_log_below(before)  # the batch before the last one's version kept: the restart reads on
+    assert min(delta_log.versions(str(upstream))) <= before
+    run()
+    assert sorted(row.id for row in spark.read.format("delta").load(str(out)).collect()) == list(range(10))
