@@ -66,6 +66,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     expected = (scd1(arrival), scd2(arrival))
     assert expected[0] and any(row["valid_to"] is not None for row in expected[1])  # deletes and versions were made
     assert deleted > 0, "no run deleted a row: the rows-deleted counts were not put to the test"
+    _pages_show_the_rows_deleted(result)
 
     # Back to batch 1 of bronze (the changes hops below follow), then the next run replays.
     service.rollback("crm", "bronze_customers", to_batch=1, progress=quiet)
@@ -93,3 +94,24 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     (fresh / "landing" / "crm" / "customers").symlink_to(landing)
     service.backfill("crm", T0_MS, T0_MS + 3_600_000, progress=quiet)
     assert tables(spark, fresh) == expected
+
+
+def _pages_show_the_rows_deleted(result) -> None:
+    """The Lakehouse page's last-run cell and each changes hop's runs table give its rows deleted."""
+    from lakehouse_airflow.ui.app import TEMPLATES
+
+    from spark_jobs.control.overview import hop_overview, pipeline_overview
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    lake = Lake.open(get_spec("crm"))
+    page = TEMPLATES.get_template("pipelines.html").render(root="", airflow="", pipelines=[pipeline_overview(lake)],
+                                                          broken={})
+    for record in result.records:
+        cell = page.split(f'data-hop="{record.hop}"')[1].split("</tr>")[0]
+        shown = f'<span class="deleted">{record.rows_deleted} deleted</span>' in cell
+        assert shown == bool(record.rows_deleted), cell  # none shown where none were deleted
+        if record.hop.startswith("customers"):
+            html = TEMPLATES.get_template("hop.html").render(root="", airflow="", pipeline="crm", charts=[],
+                                                             hop=hop_overview(lake, record.hop), batches=[], quarantine=None)
+            assert f'<td class="num deleted">{record.rows_deleted}</td>' in html
