@@ -12,6 +12,7 @@ import re
 import shutil
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -46,14 +47,7 @@ def _assert_lake_matches_topic(kafka, home) -> None:
 
 def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exactly(spark, kafka, tmp_path,
                                                                                      monkeypatch):
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
-    for key, value in kafka.env().items():
-        monkeypatch.setenv(key, value)
-    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
-    hops[0].update(topic=TOPIC, max_offsets_per_trigger=250)
-    folder = spec_copy(tmp_path / "pipelines", hops=hops)
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
+    _topic_fed(kafka, tmp_path, monkeypatch, topic=TOPIC, max_offsets_per_trigger=250)
     kafka.create_topic(TOPIC, 3)
     lake = Lake.open(get_spec("ad_events"))
     home = tmp_path / "lake"
@@ -157,21 +151,13 @@ def test_a_backfill_reads_a_topic_from_where_the_ranges_records_begin(spark, kaf
     from confluent_kafka import Producer
 
     topic = "ad_events_times"
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
-    for key, value in kafka.env().items():
-        monkeypatch.setenv(key, value)
-    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
-    hops[0].update(topic=topic)
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", hops=hops)))
+    _topic_fed(kafka, tmp_path, monkeypatch, topic=topic)
     # Kept for good: the broker rolls a segment whose first record is older than a week at the next
     # append and would delete January's records by time at its next retention check.
     kafka.create_topic(topic, 2, **{"retention.ms": "-1"})
     home = tmp_path / "lake"
     january = parse_time("2026-01-01T00:10:00", "start")
-    loader = importlib.util.spec_from_file_location("ad_events_sample", EXAMPLES / "ad_events" / "ad_events_sample.py")
-    sample = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(sample)
+    sample = _sample()
     producer, rng = Producer(kafka.connection().client_config()), random.Random(1)
     for n in range(30):  # timed (and happening) in January, long before the range below
         event = sample.event(rng, january + n * 1000)
@@ -198,6 +184,28 @@ def test_a_backfill_reads_a_topic_from_where_the_ranges_records_begin(spark, kaf
     assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == versions
 
 
+def _topic_fed(kafka, tmp_path, monkeypatch, **bronze) -> Path:
+    """ad_events with bronze reading a topic (``bronze``: its keys) on the test's broker, in a lake
+    of its own without suites; returns the pipelines folder."""
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
+    for key, value in kafka.env().items():
+        monkeypatch.setenv(key, value)
+    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+    hops[0].update(bronze)
+    folder = spec_copy(tmp_path / "pipelines", hops=hops)
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
+    return folder
+
+
+def _sample():
+    """The ad_events example's sample module (its ``event``)."""
+    loader = importlib.util.spec_from_file_location("ad_events_sample", EXAMPLES / "ad_events" / "ad_events_sample.py")
+    sample = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(sample)
+    return sample
+
+
 def _page(lake: Lake) -> str:
     """The Lakehouse page's HTML for ``lake``'s pipeline, from its template."""
     from lakehouse_airflow.ui.app import TEMPLATES
@@ -219,17 +227,9 @@ def test_a_hop_reads_every_topic_its_pattern_matches_new_ones_included(spark, ka
     ``subscribePattern`` does (anchored here: not clicks.us2, nor xclicks.eu); a matching topic
     created later is news to the JVM-free check and is read by the next run; a rollback replays
     exactly and a backfill over the lake keeps it equal to the records, per topic and partition."""
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
-    for key, value in kafka.env().items():
-        monkeypatch.setenv(key, value)
-    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
-    hops[0].update(topic_pattern=r"^clicks\.[a-z]+$", max_offsets_per_trigger=150)
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", hops=hops)))
+    _topic_fed(kafka, tmp_path, monkeypatch, topic_pattern=r"^clicks\.[a-z]+$", max_offsets_per_trigger=150)
     lake, home = Lake.open(get_spec("ad_events")), tmp_path / "lake"
-    loader = importlib.util.spec_from_file_location("ad_events_sample", EXAMPLES / "ad_events" / "ad_events_sample.py")
-    sample = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(sample)
+    sample = _sample()
     rng, start = random.Random(3), parse_time("2026-04-01T00:00:00", "start")
 
     def produce(topic: str, count: int, minute: int = 0) -> None:  # events of ten minutes from ``minute`` on
@@ -302,19 +302,10 @@ def test_avro_values_with_confluents_header_decode_to_the_same_tables_and_the_re
     the example's transform and tables are the same as for JSON records; a value that does not
     decode (cut short, or without the header) is quarantined with its bytes in hex."""
     topic = "ad_events_avro"
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
-    monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
-    for key, value in kafka.env().items():
-        monkeypatch.setenv(key, value)
-    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
-    hops[0].update(topic=topic, avro={"schema": "event.avsc", "header": "confluent"})
-    folder = spec_copy(tmp_path / "pipelines", hops=hops)
+    folder = _topic_fed(kafka, tmp_path, monkeypatch, topic=topic, avro={"schema": "event.avsc", "header": "confluent"})
     (folder / "ad_events" / "event.avsc").write_text(json.dumps(EVENT_SCHEMA))
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
     kafka.create_topic(topic, 2)
-    loader = importlib.util.spec_from_file_location("ad_events_sample", EXAMPLES / "ad_events" / "ad_events_sample.py")
-    sample = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(sample)
+    sample = _sample()
     rng, start = random.Random(4), parse_time("2026-04-01T00:00:00", "start")
     events = [sample.event(rng, start + n * 100) for n in range(200)]
     encoded = {_avro(event): json.dumps(event) for event in events}
