@@ -22,6 +22,9 @@ from spark_jobs.model.spec_keys import HOP_KEYS
 RUN_COLUMNS = ("_batch_id", "_ingest_time")
 DELETES = ("d", "delete")
 VALIDITY = ("valid_from", "valid_to")
+# The column a sequence of several columns is ordered by: the struct of them, in their order
+# (compared column by column); a type 2 history's validity columns hold such structs.
+SEQUENCE = "_change_sequence"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class ChangesSpec:
     """The keys of a ``changes`` hop beyond the ones every hop has."""
 
     sequence_by: str
+    sequence_columns: tuple[str, ...] = ()
     operation: str | None = None
     deletes: tuple[str, ...] = DELETES
     except_columns: tuple[str, ...] = ()
@@ -54,14 +58,21 @@ class ChangesSpec:
         if scd == 1 and (raw.get("track_history") or raw.get("validity")):
             raise UsageError(f"{subject} has track_history or validity, which only an `scd: 2` hop keeps: "
                              "remove them or set `scd: 2`")
-        return cls(sequence_by=raw["sequence_by"], operation=raw.get("operation"),
+        given = raw["sequence_by"]
+        columns = (given,) if isinstance(given, str) else tuple(given)
+        if not all(isinstance(name, str) and name for name in columns) or len(set(columns)) != len(columns):
+            raise UsageError(f"{subject} has sequence_by {given!r}: name a column, or a list of different columns "
+                             "compared in turn (`[lsn, event_index]`)")
+        return cls(sequence_by=columns[0] if len(columns) == 1 else SEQUENCE, sequence_columns=columns,
+                   operation=raw.get("operation"),
                    deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
                    except_columns=tuple(raw.get("except_columns") or ()), scd=scd,
                    track_history=tuple(raw.get("track_history") or ()), validity=validity)
 
     def dropped(self) -> set[str]:
         """The upstream columns the table leaves out."""
-        return set(RUN_COLUMNS) | set(self.except_columns) | ({self.operation} if self.operation else set())
+        return (set(RUN_COLUMNS) | set(self.except_columns) | ({self.operation} if self.operation else set())
+                | {SEQUENCE})
 
     def kept_columns(self, columns: list[str]) -> list[str]:
         """The table's columns from the changes' ``columns`` (type 2 adds its validity columns)."""
@@ -72,7 +83,7 @@ class ChangesSpec:
         """The kept columns that are neither a key nor the sequence, the ones that ``_`` starts
         (lineage) last: the order in which two changes of one key and sequence are told apart."""
         values = [name for name in columns if name not in self.dropped() and name not in keys
-                  and name != self.sequence_by]
+                  and name not in self.sequence_columns]
         return sorted(values, key=lambda name: name.startswith("_"))
 
     def tracked_columns(self, columns: list[str], keys: tuple[str, ...], time_column: str) -> list[str]:
@@ -85,7 +96,7 @@ class ChangesSpec:
 
     def check_columns(self, columns: list[str], keys: tuple[str, ...], subject: str) -> None:
         """Refuse rules that name columns the changes do not have."""
-        named = [*keys, self.sequence_by, *([self.operation] if self.operation else []), *self.except_columns,
+        named = [*keys, *self.sequence_columns, *([self.operation] if self.operation else []), *self.except_columns,
                  *self.track_history]
         absent = [name for name in named if name not in columns]
         if absent:

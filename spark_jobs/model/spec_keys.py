@@ -20,8 +20,8 @@ from spark_jobs.model.times import duration_ms
 PIPELINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 # What a value is; each a check and the hint its error gives.
-TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING = (
-    "text", "count", "duration", "columns", "hop or hops", "inputs", "date", "list", "mapping")
+TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING, COLUMN_OR_COLUMNS = (
+    "text", "count", "duration", "columns", "hop or hops", "inputs", "date", "list", "mapping", "column or columns")
 
 
 @dataclass(frozen=True)
@@ -125,9 +125,9 @@ HOP_KEYS: tuple[Key, ...] = (
         "filter on them skip more files. Not a partition column", example="`[ad_id]`"),
     Key("keys", COLUMNS, "the columns the MERGE matches on: an aggregate's grouping keys and `window_start`, "
         "the columns that name a row of a change feed", kinds="aggregate, changes"),
-    Key("sequence_by", TEXT, "the column that orders the changes of one key (a number or a timestamp); a "
-        "change older than one applied never overwrites it ([Change data capture](../guides/changes.md))",
-        kinds="changes", example="`lsn`"),
+    Key("sequence_by", COLUMN_OR_COLUMNS, "the column that orders the changes of one key (a number or a "
+        "timestamp), or a list of columns compared in turn; a change older than one applied never overwrites it "
+        "([Change data capture](../guides/changes.md))", kinds="changes", example="`lsn` or `[lsn, event_index]`"),
     Key("operation", TEXT, "the column that says whether a change is a delete (its values in `deletes`); "
         "without it every change is an insert or an update", kinds="changes", example="`op`"),
     Key("deletes", COLUMNS, "the `operation` values that mark a delete (default `[d, delete]`, Debezium's and "
@@ -157,7 +157,8 @@ _WHAT = {TEXT: ("a non-empty string", "`tables/silver/orders`"), COUNT: ("a posi
          HOPS: ("a hop's name or a list of them", "`bronze` or `[orders, payments]`"),
          INPUTS: ("a mapping of names to paths", "`{campaigns: landing/campaigns}`"),
          DATE: ("a date", '`"2026-01-01"`'), LIST: ("a list", "a list of mappings"),
-         MAPPING: ("a mapping", "`{rollback: 7 days}`")}
+         MAPPING: ("a mapping", "`{rollback: 7 days}`"),
+         COLUMN_OR_COLUMNS: ("a column's name or a list of them", "`lsn` or `[lsn, event_index]`")}
 
 
 def _is_duration(value: object) -> bool:
@@ -191,6 +192,7 @@ _VALID = {
     DATE: _is_date,
     LIST: lambda value: isinstance(value, list),
     MAPPING: lambda value: isinstance(value, dict),
+    COLUMN_OR_COLUMNS: lambda value: (isinstance(value, str) and value != "") or (_names(value) and len(value) > 0),
 }
 
 

@@ -36,6 +36,20 @@ def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
     assert spec.hop("bronze").changes is None
 
 
+def test_a_sequence_of_several_columns_orders_by_their_struct_and_keeps_them_as_columns(tmp_path):
+    from spark_jobs.model.changes import SEQUENCE
+
+    spec = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+                          "sequence_by: [lsn, index], scd: 2}\n")
+    rules = spec.hop("c").changes
+    assert (rules.sequence_by, rules.sequence_columns) == (SEQUENCE, ("lsn", "index"))
+    columns = ["id", "tier", "lsn", "index", "at", SEQUENCE]
+    assert rules.kept_columns(columns) == ["id", "tier", "lsn", "index", "at", "valid_from", "valid_to"]
+    assert rules.value_columns(columns, ("id",)) == ["tier", "at"]  # twins of one pair are told apart by these
+    with pytest.raises(UsageError, match="the changes have no column 'index'"):
+        rules.check_columns(["id", "tier", "lsn", "at"], ("id",), "hop c")
+
+
 @pytest.mark.parametrize("hop, message", [
     ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id]}",
      "hop c (kind changes) lacks sequence_by: add the column"),
@@ -54,7 +68,12 @@ def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
     ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: lsn}\n"
      "  - {name: g, kind: append, upstream: c, table: t/g, time_column: at}",
      "hop g reads 'c', a changes hop, whose batches rewrite rows in place: no hop can stream its table yet"),
-], ids=["no-sequence", "no-keys", "scd-3", "history-on-1", "validity", "on-append", "no-upstream", "below"])
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: [lsn, lsn]}",
+     "hop c has sequence_by ['lsn', 'lsn']: name a column, or a list of different columns"),
+    ("{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], sequence_by: []}",
+     "hop c has sequence_by [], not a column's name or a list of them: use e.g. `lsn` or `[lsn, event_index]`"),
+], ids=["no-sequence", "no-keys", "scd-3", "history-on-1", "validity", "on-append", "no-upstream", "below",
+        "sequence-twice", "sequence-empty"])
 def test_a_wrong_changes_hop_is_refused_with_the_fix(tmp_path, hop, message):
     with pytest.raises(UsageError, match=re.escape("crm.yaml: " + message)):
         load(tmp_path, f"  - {hop}\n")

@@ -120,6 +120,10 @@ class ChangesSink:
         """The table's rows of the keys of ``changes`` (all of each key's changes)."""
         hop = self.run.hop
         self.rules.check_columns(changes.columns, self.keys, f"hop {hop.name}")
+        if len(self.rules.sequence_columns) > 1:  # ordered by the struct of them (model.changes.SEQUENCE)
+            from pyspark.sql import functions as F
+
+            changes = changes.withColumn(self.rules.sequence_by, F.struct(*self.rules.sequence_columns))
         if self.rules.scd == 1:
             return latest_rows(changes, self.rules, self.keys)
         return history_rows(changes, self.rules, self.keys, hop.time_column)
