@@ -125,7 +125,10 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
     state, names = state_part(lines)
     if hop.changes is not None:
         # A changes hop's table is what its rules built, as a state is: other rules cannot go on with it.
-        params += "\n" + json.dumps(asdict(hop.changes), sort_keys=True)
+        rules = asdict(hop.changes)
+        if tuple(rules["sequence_columns"]) == (rules["sequence_by"],):
+            del rules["sequence_columns"]  # one column: the rules as lakes written before lists recorded them
+        params += "\n" + json.dumps(rules, sort_keys=True)
         names = (*names, CHANGE_RULES)
     return Fingerprint(
         code=code_hash,
