@@ -156,12 +156,15 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
 def markdown(result: dict) -> str:
     operations = ", ".join(f"{name} {count}" for name, count in sorted(result["operations"].items()))
     refusals = ", ".join(f"{name} {count}" for name, count in sorted(result["refusals"].items())) or "none"
-    lines = [f"{result['steps']} random steps in {result['sequences']} sequences (seeds "
-             f"{', '.join(map(str, result['seeds']))}), {result['seconds'] / 60:.1f} min: {operations}.",
-             f"Refused as expected (tables and checkpoints unchanged): {refusals}. "
-             f"Settle points where every table equalled the landing files: {result['settles']}.",
-             f"**Failures: {len(result['failures'])}**"]
-    lines += [f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}" for f in result["failures"]]
+    lines = []
+    if result["steps"]:  # a run of some parts only (``--soak-steps 0``) shows those
+        lines = [f"{result['steps']} random steps in {result['sequences']} sequences (seeds "
+                 f"{', '.join(map(str, result['seeds']))}), {result['seconds'] / 60:.1f} min: {operations}.",
+                 f"Refused as expected (tables and checkpoints unchanged): {refusals}. "
+                 f"Settle points where every table equalled the landing files: {result['settles']}.",
+                 f"**Failures: {len(result['failures'])}**"]
+        lines += [f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in result["failures"]]
     shop = result.get("shop")
     if shop and shop["steps"]:
         operations = ", ".join(f"{name} {count}" for name, count in sorted(shop["operations"].items()))
