@@ -42,7 +42,8 @@ def watermarks(hop: HopSpec, connection: KafkaConnection | None = None) -> dict[
     return _ask(hop, connection, _watermarks)
 
 
-def offsets_at(hop: HopSpec, time_ms: int, connection: KafkaConnection | None = None) -> dict[Partition, int]:
+def offsets_at(hop: HopSpec, time_ms: int, connection: KafkaConnection | None = None
+               ) -> tuple[dict[Partition, int], dict[Partition, tuple[int, int]]]:
     """Per partition of the hop's topics: the first offset whose record time is ``time_ms`` or
     later (the end offset where there is none), and the watermarks the question needed."""
     from confluent_kafka import TopicPartition
