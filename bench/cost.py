@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import CORES, ROOT, lakehouse_command, metered
+from testkit.lakes import topic_spec_copy
 
 GOLD = "tables/gold/campaign_views_10s"
 TOPIC = "cost-arrivals"  # the kafka source's topic
@@ -166,18 +167,6 @@ def _broker(root: Path, source: str):
             server.stop()
 
 
-def _topic_pipelines(folder: Path, topic: str) -> str:
-    """A pipelines folder whose ad_events reads ``topic`` instead of its landing folder."""
-    import yaml
-
-    from testkit.lakes import spec_copy
-
-    hops = yaml.safe_load((ROOT / "examples/ad_events/ad_events.yaml").read_text())["hops"]
-    hops[0].pop("landing", None)
-    hops[0]["topic"] = topic
-    return str(spec_copy(folder, hops=hops))
-
-
 def run(rate: int, duration_s: float, interval_s: float, file_every_s: float = 5.0, log_dir: Path | None = None,
         source: str = "files") -> dict:
     """The comparison with arrivals as landing files (``source`` files) or records produced to a
@@ -196,7 +185,7 @@ def _compare(root: Path, rate: int, duration_s: float, interval_s: float, file_e
     for name in ("always_on", "run_once"):
         homes[name], envs[name] = _lake(root, name.replace("_", "-"))
         if topic:
-            envs[name]["LAKEHOUSE_PIPELINES"] = _topic_pipelines(root / "pipelines", topic)
+            envs[name]["LAKEHOUSE_PIPELINES"] = str(topic_spec_copy(root / "pipelines", topic=topic))
     watchers = {name: GoldWatermark(home) for name, home in homes.items()}
     samples: dict[str, list[float]] = {name: [] for name in homes}
     results: dict[str, list[dict]] = {"always_on": [], "run_once": []}
@@ -267,7 +256,7 @@ def _hourly_run(root: Path, rate: int, file_every_s: float, log_dir: Path, topic
     """One metered run-once job over an hour of arrivals, on tables a first small run made."""
     home, env = _lake(root, "hourly")
     if topic:
-        env["LAKEHOUSE_PIPELINES"] = _topic_pipelines(root / "pipelines-hourly", topic)
+        env["LAKEHOUSE_PIPELINES"] = str(topic_spec_copy(root / "pipelines-hourly", topic=topic))
     landing = home / "landing/ad_events"
     rng = random.Random(11)
     per_file = max(int(rate * file_every_s), 1)

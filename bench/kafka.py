@@ -30,10 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 from bench.common import CORES, ROOT, spread, stats
 from bench.throughput import HOSTILE_LINES, RANGE, plain_events, plain_invalid, plain_parse
+from testkit.lakes import topic_spec_copy
 from testkit.paths import environment_kept
 
 sys.path.insert(0, str(ROOT / "include" / "scripts"))
@@ -58,19 +57,6 @@ def _lines(root: Path, events: int) -> list[bytes]:
              for line in path.read_bytes().splitlines()]
     hostile = max(events // 1000, len(HOSTILE_LINES))
     return lines + [HOSTILE_LINES[index % len(HOSTILE_LINES)] for index in range(hostile)]
-
-
-def _topic_spec(root: Path) -> Path:
-    """A pipelines folder with ad_events whose bronze reads the topic."""
-    from testkit.lakes import example_copy
-
-    folder = root / "pipelines"
-    spec_path = example_copy(folder, "ad_events") / "ad_events.yaml"
-    spec = yaml.safe_load(spec_path.read_text())
-    spec["hops"][0].pop("landing", None)
-    spec["hops"][0]["topic"] = TOPIC
-    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return folder
 
 
 def _run(home: Path) -> float:
@@ -139,7 +125,7 @@ def run(events: int, repeats: int, warm_up: bool = True) -> dict:
             began = time.perf_counter()
             topics.produce(TOPIC, lines)
             produce_s = time.perf_counter() - began
-            os.environ["LAKEHOUSE_PIPELINES"] = str(_topic_spec(root))
+            os.environ["LAKEHOUSE_PIPELINES"] = str(topic_spec_copy(root / "pipelines", topic=TOPIC))
             spark = build_session("lakehouse-bench")
             for way in WAYS if warm_up else ():
                 _one(way, spark, root / f"warm-up-{way}")

@@ -31,6 +31,16 @@ def spec_copy(folder: Path, **changes) -> Path:
     return folder
 
 
+def topic_spec_copy(folder: Path, **bronze) -> Path:
+    """``folder`` with a copy of ad_events whose bronze reads Kafka instead of its landing folder
+    (``bronze``: its topic keys, ``topic=...`` or ``topic_pattern=...`` and the like); returns the
+    folder (a pipelines folder)."""
+    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
+    hops[0].pop("landing", None)
+    hops[0].update(bronze)
+    return spec_copy(folder, hops=hops)
+
+
 def suites_copy(folder: Path) -> Path:
     """``folder`` holding a copy of every example's suites as ``<pipeline>/<hop>.json`` (the
     layout of ``$LAKEHOUSE_QUALITY``); returns it."""

@@ -28,7 +28,7 @@ from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import parse_time
 from testkit.expected import assert_tables_match_landing, delta_rows, topic_records, valid_event
-from testkit.lakes import spec_copy
+from testkit.lakes import topic_spec_copy
 from testkit.paths import EXAMPLES, free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
@@ -191,9 +191,7 @@ def _topic_fed(kafka, tmp_path, monkeypatch, **bronze) -> Path:
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(tmp_path / "no-suites"))
     for key, value in kafka.env().items():
         monkeypatch.setenv(key, value)
-    hops = yaml.safe_load((EXAMPLES / "ad_events" / "ad_events.yaml").read_text())["hops"]
-    hops[0].update(bronze)
-    folder = spec_copy(tmp_path / "pipelines", hops=hops)
+    folder = topic_spec_copy(tmp_path / "pipelines", **bronze)
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
     return folder
 
