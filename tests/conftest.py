@@ -206,6 +206,18 @@ def airflow_env(airflow_home, lake_home) -> dict[str, str]:
                         port=18080)
 
 
+@pytest.fixture(autouse=True)
+def airflow_stays_out(request):
+    """A test that imports Airflow in-process without :func:`airflow_in_process` fails, whatever ran
+    before it: Airflow reads its settings once, so the import would spoil that fixture for every
+    later test of the process (which ones depends on how pytest-xdist shares the tests out)."""
+    before = "airflow.configuration" in sys.modules
+    yield
+    if not before and "airflow.configuration" in sys.modules and "airflow_in_process" not in request.fixturenames:
+        pytest.fail("this test imported Airflow without the airflow_in_process fixture: ask for it, or import "
+                    "what needs no Airflow (lakehouse_airflow.ui.render renders the pages)")
+
+
 @pytest.fixture(scope="session")
 def airflow_in_process(airflow_home, tmp_path_factory):
     """Airflow imported into this test process, on its own copy of the migrated metadata DB.

@@ -276,3 +276,53 @@ def test_shops_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_d
     # The aggregate below the join is reached from every hop: it ends the DAG run's driver.
     assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
         == {"gold_merchant_revenue", "undo"}
+
+
+@pytest.mark.quality
+def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(factory, tmp_path, monkeypatch):
+    """The stream DAG's hop task runs with ``--quality=report``, so a failed ``fail`` rule on what a
+    join's repair wrote (run id ``<run>.repair-N``) must fail the hop's gate task, and the undo
+    planner must name the hop. Plain files, no JVM; ``Recorder`` stands in for Airflow's task
+    instance (only ``xcom_push`` is called)."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from lakehouse_airflow.checks import plan_undo, quality_gate
+
+    from spark_jobs.control import suites
+    from spark_jobs.model.lake import Lake
+    from spark_jobs.model.spec import get_spec
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
+    lake = Lake.open(get_spec("shop"))
+    folder = Path(suites.results_dir(lake))
+    folder.mkdir(parents=True)
+
+    def summary(run_id: str, hop: str, gate: str) -> None:
+        failed = ["expect_column_values_to_not_be_null(amount)"] if gate == "failed" else []
+        (folder / f"{run_id}.{hop}.json").write_text(json.dumps({
+            "run_id": run_id, "hop": hop, "gate": gate, "failed": failed, "warned": [], "rules": [],
+            "suite": f"shop.{hop}", "rows": 3, "versions": [4, 5], "seconds": 0.1}))
+
+    class Recorder:
+        def __init__(self):
+            self.pushed = {}
+
+        def xcom_push(self, key, value):
+            self.pushed[key] = value
+
+    for hop in ("bronze_orders", "bronze_payments", "silver_orders", "silver_paid"):
+        summary("R", hop, "passed")
+    summary("R.repair-1", "silver_paid", "passed")
+    summary("R2.repair-1", "silver_paid", "failed")  # another run's repair
+    summary("R.repair-1", "gold_merchant_revenue", "failed")  # another hop's repair
+    assert quality_gate("shop", "silver_paid", "R", Recorder())["gate"] == "passed"
+    assert plan_undo("shop", "R") == "gold_merchant_revenue"  # its own repair failed
+    (folder / "R.repair-1.gold_merchant_revenue.json").unlink()
+    with pytest.raises(AirflowSkipException):
+        plan_undo("shop", "R")
+
+    summary("R.repair-2", "silver_paid", "failed")
+    assert [each["run_id"] for each in suites.read_repair_summaries(lake, "R", "silver_paid")] == [
+        "R.repair-1", "R.repair-2"]
+    with pytest.raises(AirflowFailException, match="failed on the run's repair R.repair-2"):
+        quality_gate("shop", "silver_paid", "R", Recorder())
+    assert plan_undo("shop", "R") == "silver_paid"  # the first hop, in the spec's order, whose gate failed

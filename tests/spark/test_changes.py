@@ -98,22 +98,21 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
 
 def _pages_show_the_rows_deleted(result) -> None:
     """The Lakehouse page's last-run cell and each changes hop's runs table give its rows deleted."""
-    from lakehouse_airflow.ui.app import TEMPLATES
+    from lakehouse_airflow.ui.render import render
 
     from spark_jobs.control.overview import hop_overview, pipeline_overview
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
 
     lake = Lake.open(get_spec("crm"))
-    page = TEMPLATES.get_template("pipelines.html").render(root="", airflow="", pipelines=[pipeline_overview(lake)],
-                                                          broken={})
+    page = render("pipelines.html", pipelines=[pipeline_overview(lake)], broken={})
     for record in result.records:
         cell = page.split(f'data-hop="{record.hop}"')[1].split("</tr>")[0]
         shown = f'<span class="deleted">{record.rows_deleted} deleted</span>' in cell
         assert shown == bool(record.rows_deleted), cell  # none shown where none were deleted
         if record.hop.startswith("customers"):
-            html = TEMPLATES.get_template("hop.html").render(root="", airflow="", pipeline="crm", charts=[],
-                                                             hop=hop_overview(lake, record.hop), batches=[], quarantine=None)
+            html = render("hop.html", pipeline="crm", charts=[], hop=hop_overview(lake, record.hop), batches=[],
+                          quarantine=None)
             assert f'<td class="num deleted">{record.rows_deleted}</td>' in html
 
 

@@ -206,10 +206,9 @@ def _sample():
 
 def _page(lake: Lake) -> str:
     """The Lakehouse page's HTML for ``lake``'s pipeline, from its template."""
-    from lakehouse_airflow.ui.app import TEMPLATES
+    from lakehouse_airflow.ui.render import render
 
-    return TEMPLATES.get_template("pipelines.html").render(root="", airflow="", pipelines=[pipeline_overview(lake)],
-                                                          broken={})
+    return render("pipelines.html", pipelines=[pipeline_overview(lake)], broken={})
 
 
 QUARANTINE = ("tables/quarantine/ad_events", "_source_file", "raw_line", "reason")

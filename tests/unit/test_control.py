@@ -7,12 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from spark_jobs.cli import main
-from spark_jobs.model.spec import get_spec
 
 pytestmark = [pytest.mark.unit]
 
@@ -154,55 +152,6 @@ def test_a_state_rebuild_is_refused_for_a_hop_that_reads_landing_files(tmp_path)
     said = rebuild.refusal(lake, lake.spec.hop("bronze"), "2026-03-01T00:00:00")
     assert said.startswith("--from 2026-03-01T00:00:00: hop bronze reads landing files") and "leave out --from" in said
     assert rebuild.refusal(lake, lake.spec.hop("gold"), "2026-03-01T00:00:00") is None
-
-
-@pytest.mark.quality
-def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(tmp_path, monkeypatch):
-    """The stream DAG's hop task runs with ``--quality=report``, so a failed ``fail`` rule on what a
-    join's repair wrote (run id ``<run>.repair-N``) must fail the hop's gate task, and the undo
-    planner must name the hop. Plain files, no JVM; ``Recorder`` stands in for Airflow's task
-    instance (only ``xcom_push`` is called)."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-    from lakehouse_airflow.checks import plan_undo, quality_gate
-
-    from spark_jobs.control import suites
-    from spark_jobs.model.lake import Lake
-
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
-    lake = Lake.open(get_spec("shop"))
-    folder = Path(suites.results_dir(lake))
-    folder.mkdir(parents=True)
-
-    def summary(run_id: str, hop: str, gate: str) -> None:
-        failed = ["expect_column_values_to_not_be_null(amount)"] if gate == "failed" else []
-        (folder / f"{run_id}.{hop}.json").write_text(json.dumps({
-            "run_id": run_id, "hop": hop, "gate": gate, "failed": failed, "warned": [], "rules": [],
-            "suite": f"shop.{hop}", "rows": 3, "versions": [4, 5], "seconds": 0.1}))
-
-    class Recorder:
-        def __init__(self):
-            self.pushed = {}
-
-        def xcom_push(self, key, value):
-            self.pushed[key] = value
-
-    for hop in ("bronze_orders", "bronze_payments", "silver_orders", "silver_paid"):
-        summary("R", hop, "passed")
-    summary("R.repair-1", "silver_paid", "passed")
-    summary("R2.repair-1", "silver_paid", "failed")  # another run's repair
-    summary("R.repair-1", "gold_merchant_revenue", "failed")  # another hop's repair
-    assert quality_gate("shop", "silver_paid", "R", Recorder())["gate"] == "passed"
-    assert plan_undo("shop", "R") == "gold_merchant_revenue"  # its own repair failed
-    (folder / "R.repair-1.gold_merchant_revenue.json").unlink()
-    with pytest.raises(AirflowSkipException):
-        plan_undo("shop", "R")
-
-    summary("R.repair-2", "silver_paid", "failed")
-    assert [each["run_id"] for each in suites.read_repair_summaries(lake, "R", "silver_paid")] == [
-        "R.repair-1", "R.repair-2"]
-    with pytest.raises(AirflowFailException, match="failed on the run's repair R.repair-2"):
-        quality_gate("shop", "silver_paid", "R", Recorder())
-    assert plan_undo("shop", "R") == "silver_paid"  # the first hop, in the spec's order, whose gate failed
 
 
 def test_an_always_on_query_that_stopped_by_itself_fails_the_session():

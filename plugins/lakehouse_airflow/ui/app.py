@@ -13,7 +13,6 @@ from __future__ import annotations
 import hmac
 import time
 from hashlib import sha256
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -22,9 +21,9 @@ from airflow.api_fastapi.core_api.security import get_user
 from airflow.configuration import conf
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from lakehouse_airflow.ui.charts import bar_chart
+from lakehouse_airflow.ui.render import render
 from spark_jobs.control import overview, planner
 from spark_jobs.control.suites import results_dir
 from spark_jobs.logs.fs import filesystem, listing, read_json
@@ -32,8 +31,6 @@ from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
 
-TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                        autoescape=select_autoescape(["html"]))
 FORM_TOKEN_MAX_AGE_S = 3600
 
 app = FastAPI(title="Lakehouse", dependencies=[Depends(get_user)], docs_url=None, redoc_url=None, openapi_url=None)
@@ -86,7 +83,7 @@ def _same_origin(request: Request) -> None:
 
 def _page(template: str, request: Request, **values) -> HTMLResponse:
     root = str(request.scope.get("root_path") or "").rstrip("/")
-    return HTMLResponse(TEMPLATES.get_template(template).render(root=root, airflow=root.rsplit("/", 1)[0], **values))
+    return HTMLResponse(render(template, root, **values))
 
 
 def _wants_json(request: Request) -> bool:
