@@ -65,7 +65,8 @@ def _summary_line(record) -> str:
     return (f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in {record.rows_in:,}  "
             f"out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  late dropped {record.rows_dropped_late:,}  "
             + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "")
-            + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "") + f"{record.duration_s} s")
+            + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "")
+            + (f"live keys {record.live_keys:,}  " if record.live_keys is not None else "") + f"{record.duration_s} s")
 
 
 def _emit_run(args, result: RunResult) -> int:

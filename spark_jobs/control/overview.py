@@ -73,7 +73,7 @@ def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
 def _run_row(record: dict) -> dict:
     return {key: record.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
                                               "rows_quarantined", "rows_dropped_by_rule", "rows_dropped_late",
-                                              "rows_rescued", "rows_deleted", "duration_s", "started_at")}
+                                              "rows_rescued", "rows_deleted", "live_keys", "duration_s", "started_at")}
 
 
 def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int = 10) -> dict:

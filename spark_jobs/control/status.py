@@ -72,6 +72,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         if last is None
         else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
                                              "rows_quarantined", "rows_dropped_late", "rows_rescued", "rows_deleted",
+                                             "live_keys",
                                              "duration_s",
                                              "error", "quality")},
     }
@@ -131,31 +132,38 @@ def format_status(status: dict) -> str:
         last_batch = "-" if hop["last_batch"] is None else hop["last_batch"]
         pending = "-" if hop["pending_batch"] is None else hop["pending_batch"]
         lines.append(f"{hop['hop']:<{width}}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6}  {versions}")
-        run = hop["last_run"]
-        if run:
-            lines.append(
-                f"{'':<8}last run {run['run_id']} ({run['mode']}, {run['status']}): batches {run['batch_ids']}, "
-                f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
-                f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
-            )
-            if run.get("rows_rescued"):
-                lines.append(f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
-                             f"({hop['rows_rescued']} in all runs): see their _rescued column")
-            if run.get("rows_deleted") is not None:
-                lines.append(f"{'':<8}{run['rows_deleted']} rows deleted by the last run ({hop['rows_deleted']} in all "
-                             "runs): keys deleted and history versions replaced")
-            if hop.get("rows_dropped_late"):
-                lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
-                             f"all runs (which ones depends on batch boundaries; a replay may drop others)")
-            gate = run.get("quality")
-            if gate:
-                rules = gate.get("failed") or gate.get("warned") or []
-                lines.append(f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
-                             + (f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})" if rules else "")
-                             + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else ""))
+        lines.extend(_last_run_lines(hop))
         if "batch_log" in hop:
             lines.extend(_format_batches(hop))
     return "\n".join(lines + _maintenance_lines(status.get("last_maintenance")))
+
+
+def _last_run_lines(hop: dict) -> list[str]:
+    """What the hop's last run did, under its row of the status."""
+    run = hop["last_run"]
+    if not run:
+        return []
+    lines = [f"{'':<8}last run {run['run_id']} ({run['mode']}, {run['status']}): batches {run['batch_ids']}, "
+             f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
+             f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"]
+    if run.get("rows_rescued"):
+        lines.append(f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
+                     f"({hop['rows_rescued']} in all runs): see their _rescued column")
+    if run.get("rows_deleted") is not None:
+        lines.append(f"{'':<8}{run['rows_deleted']} rows deleted by the last run ({hop['rows_deleted']} in all "
+                     "runs): keys deleted and history versions replaced")
+    if run.get("live_keys") is not None:
+        lines.append(f"{'':<8}{run['live_keys']} live keys after the last run (a type 2 history's open versions)")
+    if hop.get("rows_dropped_late"):
+        lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
+                     f"all runs (which ones depends on batch boundaries; a replay may drop others)")
+    gate = run.get("quality")
+    if gate:
+        rules = gate.get("failed") or gate.get("warned") or []
+        lines.append(f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
+                     + (f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})" if rules else "")
+                     + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else ""))
+    return lines
 
 
 def _maintenance_lines(done: dict | None) -> list[str]:

@@ -99,7 +99,7 @@ class HopRun:
         if self.hop.ingests:
             record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
         if self.hop.changes is not None:
-            record.rows_deleted = delta_log.rows_deleted(main_table, main.version_before, main.version_after)
+            self.sink.count(record, main, status == "succeeded")
         if record.mode == "backfill":  # a batch read has no streaming progress: its reads were observed
             record.rows_in = _observed_total(self._read_observations, "rows")
         record.counted = self._counts if self._counts and self._counts["batches"] else None

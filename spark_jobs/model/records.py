@@ -46,6 +46,9 @@ class RunRecord:
     rows_rescued: int | None = None
     # Rows a changes hop's MERGEs deleted from its table: keys deleted, history versions replaced.
     rows_deleted: int | None = None
+    # The keys a changes hop's table holds a live row of when the run ended: its rows (type 1),
+    # its open versions (type 2, one per live key).
+    live_keys: int | None = None
     range_start: str | None = None
     range_end: str | None = None
     progress: list[dict] = field(default_factory=list)

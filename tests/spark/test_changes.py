@@ -58,6 +58,9 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
         result.raise_for_gate()
         after = tables(spark, home)
         assert after == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
+        # Each hop's live keys: the model's rows (type 1) and its open versions (type 2).
+        live = [len(after[0]), sum(row["valid_to"] is None for row in after[1])]
+        assert [record.live_keys for record in result.records if record.hop.startswith("customers")] == live
         if number < len(sizes) - 1:  # (the killed run's rows deleted are split between it and this one)
             # Each run's rows deleted: the rows (by key; by key and first sequence in the history) gone.
             gone = [len({_key(row) for row in old} - {_key(row) for row in new}) for old, new in zip(before, after)]
@@ -97,7 +100,8 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
 
 
 def _pages_show_the_rows_deleted(result) -> None:
-    """The Lakehouse page's last-run cell and each changes hop's runs table give its rows deleted."""
+    """The Lakehouse page's last-run cell and each changes hop's runs table give its rows deleted
+    and its live keys."""
     from lakehouse_airflow.ui.render import render
 
     from spark_jobs.control.overview import hop_overview, pipeline_overview
@@ -114,6 +118,8 @@ def _pages_show_the_rows_deleted(result) -> None:
             html = render("hop.html", pipeline="crm", charts=[], hop=hop_overview(lake, record.hop), batches=[],
                           quarantine=None)
             assert f'<td class="num deleted">{record.rows_deleted}</td>' in html
+            assert f'<td class="num live">{record.live_keys}</td>' in html
+            assert f'<span class="live">{record.live_keys} live keys</span>' in cell
 
 
 def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from spark_jobs.engine.tables import held, table_exists
-from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs import checkpoint_log, delta_log
 
 LIVE = "_change_live"  # on the MERGE's source rows: true for a row to keep, null for one to delete
 _DELETE, _START, _VERSION = "_change_is_delete", "_change_starts", "_change_version"
@@ -194,6 +194,20 @@ class ChangesSink:
                 (target.alias("t").merge(source.alias("s"), condition)
                  .whenMatchedDelete(f"s.{LIVE} IS NULL").whenMatchedUpdate(set=columns)
                  .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns).execute())
+
+    def count(self, record, change, succeeded: bool) -> None:
+        """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
+        when it succeeded, the live keys it left."""
+        record.rows_deleted = delta_log.rows_deleted(self.table, change.version_before, change.version_after)
+        if succeeded:
+            record.live_keys = self.live_keys()
+
+    def live_keys(self) -> int:
+        """The keys the table holds a live row of: its rows (type 1), its open versions (type 2)."""
+        if not table_exists(self.table):
+            return 0
+        table = self.run.spark.read.format("delta").load(self.table)
+        return (table if self.rules.scd == 1 else table.where(f"`{self.rules.validity[1]}` IS NULL")).count()
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
         return start_ms, end_ms
