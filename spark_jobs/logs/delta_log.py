@@ -164,17 +164,28 @@ def unused_files(table: str, keep_from: int) -> list[str]:
     action is a ``remove`` in a commit at or before ``keep_from`` (a RESTORE that adds one back is
     a later action), and the change-data files of those commits. A file the log no longer
     mentions, or names by an absolute path, is never listed."""
-    last: dict[str, tuple[str, int]] = {}
+    last: dict[tuple[str, str | None], tuple[str, int]] = {}
     changes = []
     for version in versions(table):
         for action in read_commit(table, version):
             for kind in ("add", "remove"):
                 if kind in action:
-                    last[action[kind]["path"]] = (kind, version)
+                    last[_logical(action[kind])] = (kind, version)
             if "cdc" in action and version <= keep_from:
                 changes.append(action["cdc"]["path"])
-    removed = [path for path, (kind, version) in last.items() if kind == "remove" and version <= keep_from]
+    used = {path for (path, _vector), (kind, version) in last.items() if kind == "add" or version > keep_from}
+    removed = list(dict.fromkeys(path for (path, _vector), _last in last.items() if path not in used))
     return [path for path in removed + changes if file_path(table, path)]
+
+
+def _logical(action: dict) -> tuple[str, str | None]:
+    """The file an ``add`` or ``remove`` names: its path and its deletion vector. With deletion
+    vectors one commit removes a file and adds it back (other rows deleted), in either order, so
+    a path alone does not tell whether the file stays."""
+    vector = action.get("deletionVector")
+    if not vector:
+        return action["path"], None
+    return action["path"], f"{vector.get('storageType')}:{vector.get('pathOrInlineDv')}@{vector.get('offset')}"
 
 
 # A file of the log named by a version: a commit, its checksum, a checkpoint (one part or several).
@@ -263,18 +274,18 @@ def live_files(table: str) -> dict[str, dict] | None:
     start = _log_start(table, present) if present else None
     if start is None:
         return None
-    live: dict[str, dict] = {}
+    live: dict[tuple[str, str | None], dict] = {}
     # The checkpoint holds its own version's commit already: applying that commit again changes nothing.
     actions = [*start, *((kind, action[kind]) for version in present for action in read_commit(table, version)
                          for kind in ("add", "remove") if kind in action)]
     for kind, action in actions:
         if kind == "add":
             values = action.get("partitionValues") or {}  # a checkpoint's map column reads as pairs
-            live[action["path"]] = action | {
+            live[_logical(action)] = action | {
                 "partitionValues": dict(values) if isinstance(values, dict) else dict(map(tuple, values))}
         else:
-            live.pop(action["path"], None)
-    return live
+            live.pop(_logical(action), None)
+    return {path: action for (path, _vector), action in live.items()}
 
 
 def _modified_ms(info: dict) -> int | None:

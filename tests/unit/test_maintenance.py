@@ -1,6 +1,6 @@
 """Which files ``lakehouse maintain`` deletes, from a table's log alone (no JVM): random logs of
-appends, removes, RESTOREs that add removed files back and change-data files, against a
-plain-Python model that replays every snapshot."""
+appends, removes, deletion vectors, RESTOREs that add removed files back and change-data files,
+against a plain-Python model that replays every snapshot."""
 
 from __future__ import annotations
 
@@ -17,43 +17,82 @@ from spark_jobs.logs import delta_log
 pytestmark = pytest.mark.unit
 
 
+def _vector(number: int) -> dict:
+    return {"storageType": "u", "pathOrInlineDv": f"vector{number:04d}", "offset": 1, "sizeInBytes": 34,
+            "cardinality": 1}
+
+
+class _Files:
+    """The model's files: a file is its path and its deletion vector (none, or a number)."""
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.serial = rng, 0
+        self.live: dict[str, int | None] = {}  # path -> its deletion vector in the snapshot
+        self.removed: list[tuple[str, int | None]] = []
+
+    @staticmethod
+    def named(kind: str, path: str, vector: int | None) -> dict:
+        return {kind: {"path": path, "dataChange": True, **({"deletionVector": _vector(vector)} if vector else {})}}
+
+    def replace(self, path: str, vector: int | None) -> list[dict]:
+        """The file's vector changed in one commit: its remove and add, in either order."""
+        pair = [self.named("remove", path, self.live[path]), self.named("add", path, vector)]
+        self.removed.append((path, self.live[path]))
+        self.live[path] = vector
+        return pair if self.rng.random() < 0.5 else pair[::-1]
+
+    def restore(self, path: str, vector: int | None) -> list[dict]:
+        """A RESTORE adds back a file an earlier commit removed (swapping the path's vector back)."""
+        if (path, vector) not in self.removed or self.live.get(path, -1) == vector:
+            return []
+        self.removed.remove((path, vector))
+        if path in self.live:
+            return self.replace(path, vector)
+        self.live[path] = vector
+        return [self.named("add", path, vector)]
+
+    def commit(self, version: int) -> list[dict]:
+        rng, actions = self.rng, [{"commitInfo": {"timestamp": 1_000 * version, "operation": "WRITE"}}]
+        restores = rng.sample(self.removed, min(len(self.removed), rng.randint(0, 2))) if rng.random() < 0.2 else []
+        gone = rng.sample(sorted(self.live), min(len(self.live), rng.randint(0, 3))) if rng.random() < 0.5 else []
+        for path in gone:
+            actions.append(self.named("remove", path, self.live[path]))
+            self.removed.append((path, self.live.pop(path)))
+        for path, vector in restores:
+            actions.extend(self.restore(path, vector))
+        for path in rng.sample(sorted(set(self.live) - set(gone)), min(len(self.live), rng.randint(0, 2))):
+            if rng.random() < 0.3:  # rows of the file deleted: a new vector
+                self.serial += 1
+                actions.extend(self.replace(path, self.serial))
+        for _ in range(rng.randint(0, 2)):
+            self.serial += 1
+            path = f"{quote('day=2026-01-01 00:00')}/part-{self.serial:05d}.parquet"
+            actions.append({"add": {"path": path, "dataChange": True}})
+            self.live[path] = None
+        if rng.random() < 0.2:
+            self.serial += 1
+            actions.append({"cdc": {"path": f"_change_data/cdc-{self.serial:05d}.parquet", "dataChange": False}})
+        return actions
+
+
 def _random_log(table: Path, rng: random.Random, commits: int) -> tuple[list[set[str]], list[list[str]]]:
     """Write ``commits`` JSON commits with data files on disk; return each version's snapshot
-    (paths as the log spells them) and each version's change-data files."""
+    (paths as the log spells them) and each version's change-data files. A commit that deletes
+    rows of a file removes it and adds it back with a deletion vector, a RESTORE puts an earlier
+    vector back, each pair in either order (Delta writes a RESTORE's add first)."""
     (table / "_delta_log").mkdir(parents=True)
-    live: set[str] = set()
-    removed: list[str] = []
-    snapshots, changes, serial = [], [], 0
+    files = _Files(rng)
+    snapshots, changes = [], []
     for version in range(commits):
-        actions = [{"commitInfo": {"timestamp": 1_000 * version, "operation": "WRITE"}}]
-        restores = rng.sample(removed, min(len(removed), rng.randint(0, 2))) if rng.random() < 0.2 else []
-        gone = rng.sample(sorted(live), min(len(live), rng.randint(0, 3))) if rng.random() < 0.5 else []
-        for path in gone:
-            actions.append({"remove": {"path": path, "dataChange": True, "deletionTimestamp": version}})
-            live.discard(path)
-            removed.append(path)
-        for path in restores:  # a RESTORE adds back a file an earlier commit removed
-            actions.append({"add": {"path": path, "dataChange": True}})
-            live.add(path)
-            removed.remove(path)
-        for _ in range(rng.randint(0, 2)):
-            serial += 1
-            path = f"{quote('day=2026-01-01 00:00')}/part-{serial:05d}.parquet"
-            actions.append({"add": {"path": path, "dataChange": True}})
-            live.add(path)
-        cdc = []
-        if rng.random() < 0.2:
-            serial += 1
-            cdc = [f"_change_data/cdc-{serial:05d}.parquet"]
-            actions.append({"cdc": {"path": cdc[0], "dataChange": False}})
-        for path in [a[kind]["path"] for a in actions for kind in ("add", "cdc") if kind in a]:
+        actions = files.commit(version)
+        for path in {a[kind]["path"] for a in actions for kind in ("add", "cdc") if kind in a}:
             file = table / unquote(path)
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text("x")
             (file.parent / f".{file.name}.crc").write_text("c")
         (table / "_delta_log" / f"{version:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
-        snapshots.append(set(live))
-        changes.append(cdc)
+        snapshots.append(set(files.live))
+        changes.append([a["cdc"]["path"] for a in actions if "cdc" in a])
     return snapshots, changes
 
 
@@ -68,6 +107,7 @@ def test_vacuum_deletes_exactly_what_no_version_from_keep_from_on_uses(tmp_path,
     expected = (mentioned - still_used) | {path for cdc in changes[:keep_from + 1] for path in cdc}
 
     assert set(delta_log.unused_files(str(table), keep_from)) == expected
+    assert set(delta_log.live_files(str(table))) == snapshots[-1]
     step = TablePlan("hop", str(table), len(snapshots) - 1, keep_from, "the test", 0)
     assert vacuum(step, dry_run=True)["files_vacuumed"] == 0 and all(
         (table / unquote(path)).exists() for path in expected)
