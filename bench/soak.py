@@ -155,7 +155,7 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
             os.environ["LAKEHOUSE_HOME"] = str(home)
             try:
                 transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
-                operations.update(line.split(" ")[0] for line in transcript)
+                operations.update(line.split(" ")[0].rstrip(":") for line in transcript)  # "maintain: files ..."
             except AssertionError as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
             print(f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
@@ -167,6 +167,15 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
 
 
 def markdown(result: dict) -> str:
+    lines = _parts_markdown(result)
+    recorded = result.get("recorded") or {}
+    if recorded:
+        lines += ["", "Parts from earlier recorded runs: " + ", ".join(f"{part} ({started})" for part, started in
+                                                                   sorted(recorded.items())) + "."]
+    return "\n".join(lines)
+
+
+def _parts_markdown(result: dict) -> list[str]:
     operations = ", ".join(f"{name} {count}" for name, count in sorted(result["operations"].items()))
     refusals = ", ".join(f"{name} {count}" for name, count in sorted(result["refusals"].items())) or "none"
     lines = []
@@ -205,4 +214,27 @@ def markdown(result: dict) -> str:
                       f"both tables equal to the model after every run. **Failures: {len(changes['failures'])}**"]
         lines += [f"- changes seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in changes["failures"]]
-    return "\n".join(lines)
+    return lines
+
+
+_MODEL_KEYS = ("steps", "sequences", "seeds", "operations", "refusals", "settles", "failures", "seconds")
+
+
+def newest_parts(documents: list[dict]) -> dict:
+    """The soak to show from recorded runs (oldest first): the newest run's, each part it left
+    out (no steps) taken from the newest run that ran it, named with that run's start."""
+    runs = [document for document in documents if "soak" in document]
+    shown = dict(runs[-1]["soak"])
+    for part in (None, "shop", "kafka", "changes"):
+        ran = [run for run in runs if ((run["soak"].get(part) or {}) if part else run["soak"]).get("steps")]
+        if not ran:
+            continue
+        source = ran[-1]["soak"]
+        if part is None:
+            shown.update({key: source[key] for key in _MODEL_KEYS if key in source})
+        else:
+            shown[part] = source[part]
+        if ran[-1] is not runs[-1]:
+            shown.setdefault("recorded", {})[part or "model"] = ran[-1]["started"]
+    return shown
+

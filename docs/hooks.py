@@ -117,6 +117,7 @@ def spec_page(markdown: str) -> str:
 def figures() -> str:
     """Each benchmark's newest recorded full run, rendered by the benchmark's own Markdown."""
     from bench.__main__ import SECTIONS
+    from bench.soak import newest_parts
 
     runs = sorted((ROOT / "bench" / "runs").glob("*.json"))
     documents = [json.loads(path.read_text()) for path in runs]
@@ -129,8 +130,9 @@ def figures() -> str:
                       f"{key}\"` measures it.", ""]
             continue
         machine = newest["machine"]
+        shown = newest_parts(documents) if key == "soak" else newest[key]  # each soak part from its newest run
         lines += [f"Recorded run of {newest['started']} on {machine['cpus']} cores ({machine['cpu']}), "
-                  f"Spark master {machine['spark_master']}.", "", render(newest[key]), ""]
+                  f"Spark master {machine['spark_master']}.", "", render(shown), ""]
     return "\n".join(lines)
 
 

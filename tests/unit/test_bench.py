@@ -94,3 +94,24 @@ def test_staleness_percentiles_are_nearest_rank():
     assert _percentiles(list(reversed(samples))) == {"p50": 50.0, "p95": 95.0, "max": 100.0}
     assert _percentiles([3.0]) == {"p50": 3.0, "p95": 3.0, "max": 3.0}
     assert _percentiles([]) == {"p50": None, "p95": None, "max": None}
+
+
+def test_the_benchmarks_page_shows_each_soak_part_from_the_newest_run_that_ran_it():
+    """A run of one soak part (the others at 0 steps) does not hide another part an earlier run
+    recorded: each comes from its newest run, which the page names."""
+    from bench.soak import markdown, newest_parts
+
+    def part(steps: int, seed: int) -> dict:
+        return {"steps": steps, "sequences": 1, "seeds": [seed], "operations": {"run": steps}, "failures": [],
+                "seconds": 60.0, "settles": 1}
+
+    def run(started: str, kafka: int, changes: int) -> dict:
+        return {"started": started, "soak": {**part(0, 0), "refusals": {}, "shop": part(0, 0),
+                                             "kafka": part(kafka, 7), "changes": part(changes, 8)}}
+
+    documents = [run("first", 200, 0), run("second", 0, 0), run("third", 0, 150)]
+    shown = newest_parts(documents)
+    assert (shown["kafka"]["steps"], shown["changes"]["steps"], shown["recorded"]) == (200, 150, {"kafka": "first"})
+    text = markdown(shown)
+    assert "Kafka (bronze fed by a topic" in text and "crm (a change feed" in text and "kafka (first)" in text
+    assert "shop (" not in text  # no run ran it
