@@ -188,7 +188,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
-        step.replay = "exact" if replays.exact_possible(view.hop, step, request) else "afresh"
+        step.replay = "exact" if replays.exact_possible(lake, view.hop, step, request, hops) else "afresh"
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
             hops.append(step)
     backfills = _backfills(lake, hops)

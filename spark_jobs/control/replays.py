@@ -7,10 +7,19 @@ logged source range, watermark and timestamp, and ``Trigger.Once`` stops right a
 the hop's next run puts them back one at a time, runs each once, and only then reads what is new.
 Late rows are dropped as the original run dropped them.
 
+A hop below a hop that replays exactly (a cascade) replays exactly too: each upstream batch
+that the rollback undid is written again by the upstream's replay, one commit per batch as
+before (each commit names its stream and batch id, Delta's idempotent-write transaction), so a
+kept batch's offset into that table moves onto the replay's commits (read up to the replay of the
+last undone batch it read). That holds when the kept batches read whole versions and every
+commit they read past the restored version is one the upstream's stream wrote; otherwise, and
+below a hop that plans afresh, the hop plans afresh too.
+
 A kept batch is replayed only while it still reads what it read: the checkpoint still has the
 query id the rollback gave it and has committed every batch before it, and no version of an
-upstream table it read has been undone since (a later rollback above). Otherwise the file goes
-and the run plans afresh, as a rollback with ``--replan`` does.
+upstream table it read has been undone since (a later rollback above) other than the undone
+batches of an upstream that replays them. Otherwise the file goes and the run plans afresh, as a
+rollback with ``--replan`` does.
 """
 
 from __future__ import annotations
@@ -18,27 +27,53 @@ from __future__ import annotations
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
+from spark_jobs.model.errors import RunFailed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import HopStep, Request
 from spark_jobs.model.spec import HopSpec
 
 
-def exact_possible(hop: HopSpec, step: HopStep, request: Request) -> bool:
-    """Whether a plan's undone batches can run again as their offsets logged them: a hop fed by
-    tables that this rollback leaves as they are, back to a batch it keeps. A hop fed by landing
-    files (its file source log is cut) and a hop whose upstream this rollback restores (the logged
-    versions are undone) plan afresh, as every hop does with ``--replan``."""
-    return (not request.replan and bool(step.undone) and not hop.reads_landing and step.target_batch >= 0
-            and not step.restored_upstreams and not step.skip_versions and not step.skip_upstream_restore)
+def exact_possible(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]) -> bool:
+    """Whether a plan's undone batches can run again as their offsets logged them: a hop back to a
+    batch it keeps, fed by tables that this rollback leaves as they are or whose hops replay
+    exactly (``planned``: the steps of the hops above) in a way its offsets can follow. A hop fed
+    by landing files (its file source log is cut) plans afresh, as every hop does with ``--replan``."""
+    if request.replan or not step.undone or hop.reads_landing or step.target_batch < 0 or step.skip_versions:
+        return False
+    above = {each.hop: each for each in planned}
+    return all(above.get(upstream) is not None and above[upstream].replay == "exact"
+               and _followable(lake, hop, step, above[upstream]) for upstream in step.restored_upstreams)
+
+
+def _followable(lake: Lake, hop: HopSpec, step: HopStep, upstream: HopStep) -> bool:
+    """Whether each undone batch of ``step`` read whole versions of ``upstream``'s table, and every
+    commit with data past the version it is restored to, up to what they read, is one the
+    upstream's stream wrote under the query id this rollback replaces."""
+    table = lake.table(lake.spec.hop(upstream.hop))
+    cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
+    if cut is None:
+        return False
+    read = -1
+    for batch_id in step.undone:
+        sources = checkpoint_log.read_offsets(step.checkpoint, batch_id).sources
+        source = batches.upstream_offset(lake, hop, upstream.hop, sources)
+        version, whole = checkpoint_log.delta_position(source)
+        if not whole or (source or {}).get("isStartingVersion"):
+            return False
+        read = max(read, version)
+    return all(commit.app_id == upstream.old_query_id for commit in batches.commits(table, cut)
+               if commit.version <= read and commit.changes_data)
 
 
 def _path(lake: Lake, hop: HopSpec) -> str:
     return f"{lake.replays}/{hop.name}.json"
 
 
-def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int) -> None:
+def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int, follows: dict | None = None) -> None:
     """Keep the offsets files of the hop's batches after ``target`` (before the rollback drops
-    them); a second call of the same rollback (finishing a crashed one) keeps what the first kept."""
+    them); a second call of the same rollback (finishing a crashed one) keeps what the first kept.
+    ``follows``: ``{upstream: {"old": query id, "new": query id, "target": batch}}`` of the
+    restored upstreams whose replays these batches follow."""
     kept = read_json(_path(lake, hop))
     if kept and kept.get("rollback_id") == rollback_id:
         return
@@ -50,13 +85,14 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int)
             with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), "r") as handle:
                 logged[str(batch_id)] = handle.read()
     write_json(lake.replays, f"{hop.name}.json", {"rollback_id": rollback_id, "query_id": query_id, "target": target,
-                                                   "batches": logged})
+                                                   "batches": logged, "follows": follows or {}})
 
 
-def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str) -> bool:
-    """Whether every upstream version the logged batch reads is still in its table (none undone)."""
+def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, followed: set[str]) -> bool:
+    """Whether every upstream version the logged batch reads is still in its table (none undone),
+    but those of the ``followed`` upstreams, whose replays write them again."""
     sources = checkpoint_log.offsets_sources(text.splitlines()[2:])  # after the version line and the header
-    for upstream in hop.upstreams:
+    for upstream in [name for name in hop.upstreams if name not in followed]:
         offset = batches.upstream_offset(lake, hop, upstream, sources)
         if offset is None:
             return False
@@ -73,24 +109,74 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     """The hop's kept batches still to replay, in order, as (batch id, offsets file text); an
     empty list (and the file gone) when there are none or they no longer read what they read."""
     kept = read_json(_path(lake, hop))
-    if not kept:
+    if not kept or kept.get("replayed"):
         return []
     checkpoint = lake.checkpoint(hop)
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     last = committed[-1] if committed else -1
     logged = sorted((int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last)
+    follows = kept.get("follows") or {}
     usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
               and checkpoint_log.planned_batch(checkpoint) is None
-              and all(_reads_kept_versions(lake, hop, text) for _batch_id, text in logged))
+              and all(_replayed_by(lake, upstream, kept["rollback_id"]) for upstream in follows)
+              and all(_reads_kept_versions(lake, hop, text, set(follows)) for _batch_id, text in logged))
     if not usable:
         forget(lake, hop)
         return []
     return logged
 
 
+def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
+    """Whether ``upstream`` replayed the batches this rollback undid exactly (an error while it has
+    yet to: its replay comes first); False when it planned them afresh instead."""
+    kept = read_json(_path(lake, lake.spec.hop(upstream)))
+    if not kept or kept.get("rollback_id") != rollback_id:
+        return False
+    if not kept.get("replayed"):
+        raise RunFailed(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "
+                        f"below it replay after it: run {upstream} first (or the whole pipeline)")
+    return True
+
+
 def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str) -> None:
-    """Write the kept ``offsets/<batch_id>`` into the checkpoint: the next start runs it again."""
-    write_text(checkpoint_log.batch_file(lake.checkpoint(hop), "offsets", batch_id), text)
+    """Write the kept ``offsets/<batch_id>`` into the checkpoint: the next start runs it again.
+    Its offsets into the upstreams it follows move onto their replays' commits."""
+    checkpoint = lake.checkpoint(hop)
+    write_text(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), text)
+    follows = (read_json(_path(lake, hop)) or {}).get("follows") or {}
+    if not follows:
+        return
+    offsets = checkpoint_log.read_offsets(checkpoint, batch_id)
+    previous = checkpoint_log.read_offsets(checkpoint, batch_id - 1).sources
+    moved = list(offsets.sources)
+    for upstream, ids in follows.items():
+        index = batches.upstream_index(lake, hop, upstream, offsets.sources)
+        moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index])
+    checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
+        batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved))
+
+
+def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict) -> dict:
+    """``source``, an offset into ``upstream``'s table as the original run logged it, on the
+    upstream's replay: read up to the replay's commit of the last undone batch it read (the
+    batch before's offset when it read none)."""
+    written = batches.commits(lake.table(lake.spec.hop(upstream)))
+    old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
+    new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}
+    version = checkpoint_log.delta_position(source)[0]
+    read = [batch_id for batch_id, at in old.items() if at <= version and batch_id > ids["target"]]
+    if not read:
+        return previous
+    if max(read) not in new:
+        raise RunFailed(f"{upstream}'s replay did not write its batch {max(read)} again: roll back again with --replan")
+    return checkpoint_log.delta_offset_after(source, new[max(read)])
+
+
+def done(lake: Lake, hop: HopSpec) -> None:
+    """The hop replayed its kept batches: the hops below that follow them may map onto its commits."""
+    kept = read_json(_path(lake, hop))
+    if kept:
+        write_json(lake.replays, f"{hop.name}.json", {**kept, "batches": {}, "replayed": True})
 
 
 def forget(lake: Lake, hop: HopSpec) -> None:

@@ -9,7 +9,7 @@ from spark_jobs.model.errors import RunFailed
 
 
 def replay_logged(run) -> None:
-    """Run again, in order, the hop's kept batches (none: nothing to do); then forget them."""
+    """Run again, in order, the hop's kept batches (none: nothing to do); then mark them replayed."""
     from spark_jobs.engine.runner import first_line
 
     logged = replays.pending(run.lake, run.hop)
@@ -23,4 +23,4 @@ def replay_logged(run) -> None:
         if query.exception() is not None:
             raise RunFailed(f"{run.hop.name} failed replaying batch {batch_id}: {first_line(query.exception())}")
     if logged:
-        replays.forget(run.lake, run.hop)
+        replays.done(run.lake, run.hop)

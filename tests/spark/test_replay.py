@@ -72,3 +72,39 @@ def test_a_rolled_back_hop_replays_its_batches_as_logged_late_drops_included(spa
     kept, dropped = _gold(replanned), _gold(never)
     assert sum(kept.values()) > sum(dropped.values())  # C's late views, counted in windows of 00:07
     assert all(start.minute == 7 for _campaign, start in kept - dropped)
+
+
+def _silver(home) -> list[tuple]:
+    return sorted(delta_rows(home, "tables/silver/ad_views", "ad_id", "user_id", "event_time"))
+
+
+def test_the_hops_below_a_rolled_back_hop_follow_its_exact_replay(spark, lake_home, tmp_path, monkeypatch, capsys):
+    """Silver back to its batch 0 (A's, kept; B's and C's undone): gold, below it, restored by
+    the cascade, replays its undone batches as logged too (B's, its no-data batch, C's, its
+    no-data batch), their offsets moved onto silver's replayed commits, so gold drops C's late
+    views as it did, and both tables equal a lake that never rolled back. With ``--replan`` silver
+    reads B and C in one batch and gold that under A's watermark, and keeps them."""
+    for start, late in (("2026-04-01T00:00:00", 0.0), ("2026-04-01T00:10:00", 0.0), ("2026-04-01T00:12:00", 0.5)):
+        _land(start, late)
+        assert main(["run", "ad_events"]) == 0
+    never, replanned = tmp_path / "never", tmp_path / "replanned"
+    for copy in (never, replanned):
+        shutil.copytree(lake_home, copy)
+
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--json"]) == 0
+    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+    assert [steps[hop].get("replay") for hop in ("silver", "gold")] == ["exact", "exact"], steps
+    assert steps["silver"]["undone"] == [1, 2] and steps["gold"]["undone"] == [2, 3, 4, 5], steps
+    assert _gold(lake_home) != _gold(never)
+    assert main(["run", "ad_events"]) == 0
+    assert (_silver(lake_home), _gold(lake_home)) == (_silver(never), _gold(never))
+
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(replanned))
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--replan", "--json"]) == 0
+    assert all("replay" not in step for step in json.loads(capsys.readouterr().out)["plan"]["hops"])
+    for hop in ("silver", "gold"):  # (the copy's bronze reads the original's landing folder)
+        assert main(["run", "ad_events", "--hop", hop]) == 0
+    kept, dropped = _gold(replanned), _gold(never)
+    assert _silver(replanned) == _silver(never) and sum(kept.values()) > sum(dropped.values())
