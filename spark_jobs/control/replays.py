@@ -5,7 +5,11 @@ logged source range, watermark and timestamp, and ``Trigger.Once`` stops right a
 (``tests/spark/test_replay_facts.py``). So before it drops them, a rollback whose plan says
 ``replay: exact`` keeps each undone batch's offsets file in ``_ops/replays/<pipeline>/<hop>.json``;
 the hop's next run puts them back one at a time, runs each once, and only then reads what is new.
-Late rows are dropped as the original run dropped them.
+Late rows are dropped as the original run dropped them. A hop that reads landing files keeps
+the entries of its file source log that the rollback cuts too (the files each undone batch read)
+and writes each batch's back with its offsets: Spark takes a logged batch's files from that log,
+not from a listing, so the batch reads exactly its files again, whatever has landed since
+(``tests/spark/test_replay_facts.py``).
 
 A hop below a hop that replays exactly (a cascade) replays exactly too: each upstream batch
 that the rollback undid is written again by the upstream's replay, one commit per batch as
@@ -25,7 +29,7 @@ rollback with ``--replan`` does.
 from __future__ import annotations
 
 from spark_jobs.control import batches
-from spark_jobs.logs import checkpoint_log
+from spark_jobs.logs import checkpoint_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.errors import RunFailed
 from spark_jobs.model.lake import Lake
@@ -36,9 +40,9 @@ from spark_jobs.model.spec import HopSpec
 def exact_possible(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]) -> bool:
     """Whether a plan's undone batches can run again as their offsets logged them: a hop back to a
     batch it keeps, fed by tables that this rollback leaves as they are or whose hops replay
-    exactly (``planned``: the steps of the hops above) in a way its offsets can follow. A hop fed
-    by landing files (its file source log is cut) plans afresh, as every hop does with ``--replan``."""
-    if request.replan or not step.undone or hop.reads_landing or step.target_batch < 0 or step.skip_versions:
+    exactly (``planned``: the steps of the hops above) in a way its offsets can follow. ``--replan``
+    plans every hop afresh."""
+    if request.replan or not step.undone or step.target_batch < 0 or step.skip_versions:
         return False
     above = {each.hop: each for each in planned}
     return all(above.get(upstream) is not None and above[upstream].replay == "exact"
@@ -84,8 +88,17 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int,
         if batch_id > target:
             with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), "r") as handle:
                 logged[str(batch_id)] = handle.read()
-    write_json(lake.replays, f"{hop.name}.json", {"rollback_id": rollback_id, "query_id": query_id, "target": target,
-                                                   "batches": logged, "follows": follows or {}})
+    kept = {"rollback_id": rollback_id, "query_id": query_id, "target": target, "batches": logged, "follows": follows or {}}
+    if hop.reads_landing:  # the files each undone batch read: the log entries the rollback cuts
+        cut = _log_offset(checkpoint_log.read_offsets(checkpoint, target).sources)
+        kept["source_log"] = [entry for entry in file_source_log.file_source_entries(checkpoint)
+                              if int(entry["batchId"]) > cut]
+    write_json(lake.replays, f"{hop.name}.json", kept)
+
+
+def _log_offset(sources: list) -> int:
+    """The file source's log batch a batch's offsets read up to."""
+    return int(sources[0]["logOffset"])
 
 
 def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, followed: set[str]) -> bool:
@@ -119,11 +132,20 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
               and checkpoint_log.planned_batch(checkpoint) is None
               and all(_replayed_by(lake, upstream, kept["rollback_id"]) for upstream in follows)
-              and all(_reads_kept_versions(lake, hop, text, set(follows)) for _batch_id, text in logged))
+              and all(_reads_kept_versions(lake, hop, text, set(follows)) for _batch_id, text in logged)
+              and _landing_kept(lake, hop, kept.get("source_log") or []))
     if not usable:
         forget(lake, hop)
         return []
     return logged
+
+
+def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
+    """Whether every landing file the kept batches read is still in the landing folder."""
+    if not entries:
+        return True
+    present = set(file_source_log.landing_files(lake, hop))
+    return all(file_source_log.listed_path(entry["path"]) in present for entry in entries)
 
 
 def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
@@ -142,8 +164,11 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str) -> None:
     """Write the kept ``offsets/<batch_id>`` into the checkpoint: the next start runs it again.
     Its offsets into the upstreams it follows move onto their replays' commits."""
     checkpoint = lake.checkpoint(hop)
+    kept = read_json(_path(lake, hop)) or {}
+    if kept.get("source_log") is not None:  # the batch's files, in the log before its offsets
+        _put_back_files(lake, hop, batch_id, text, kept["source_log"])
     write_text(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), text)
-    follows = (read_json(_path(lake, hop)) or {}).get("follows") or {}
+    follows = kept.get("follows") or {}
     if not follows:
         return
     offsets = checkpoint_log.read_offsets(checkpoint, batch_id)
@@ -154,6 +179,18 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str) -> None:
         moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index])
     checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
         batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved))
+
+
+def _put_back_files(lake: Lake, hop: HopSpec, batch_id: int, text: str, entries: list[dict]) -> None:
+    """The file source log's batches that the logged batch read (after the batch before's), from
+    the kept entries: Spark reads the batch's files from them, not from a listing."""
+    checkpoint = lake.checkpoint(hop)
+    start = _log_offset(checkpoint_log.read_offsets(checkpoint, batch_id - 1).sources)
+    end = _log_offset(checkpoint_log.offsets_sources(text.splitlines()[2:]))
+    for log_batch in range(start + 1, end + 1):
+        file_source_log.put_back_entries(checkpoint, log_batch, [entry for entry in entries
+                                                                 if int(entry["batchId"]) == log_batch],
+                                         lake.spec.source_log_compact_interval)
 
 
 def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict) -> dict:

@@ -9,7 +9,7 @@ from spark_jobs.control import batches, topics
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.file_source_log import landing_files
-from spark_jobs.logs.ops import read_maintenance, read_records
+from spark_jobs.logs.ops import read_maintenance, read_records, read_rollbacks
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
@@ -26,6 +26,30 @@ def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) 
     has not taken yet."""
     processed = processed_files(lake, hop)
     return [path for path in (landing_files(lake, hop) if files is None else files) if path not in processed]
+
+
+def late_rows(lake: Lake, hop: HopSpec, records: list[dict]) -> int:
+    """Rows the hop's batches dropped as later than the allowed lateness, in the batches its
+    history still holds (:func:`held_late_rows` of its records and rollbacks)."""
+    cuts = [(journal.created_at or 0, step.target_batch) for journal in read_rollbacks(lake)
+            if journal.status == "succeeded" for step in journal.plan.hops if step.hop == hop.name]
+    return held_late_rows(records, cuts)
+
+
+def held_late_rows(records: list[dict], cuts: list[tuple[float, int]]) -> int:
+    """The late rows of ``records`` (run records, each with its batches' ``progress``) that no
+    rollback undid: a rollback (``cuts``: when it was planned, the batch it took the hop back to)
+    later than a run takes out that run's batches past its target; their replay counts again,
+    as it drops them again."""
+    total = 0
+    for record in records:
+        targets = [target for at, target in cuts if at > (record.get("started_at") or 0)]
+        if not targets:
+            total += int(record.get("rows_dropped_late") or 0)
+            continue
+        total += sum(int(entry.get("rows_dropped_late") or 0) for entry in record.get("progress") or []
+                     if entry.get("batch_id", 0) <= min(targets))
+    return total
 
 
 def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
@@ -60,9 +84,8 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "pending_batch": checkpoint_log.planned_batch(checkpoint),
         "table_versions": tables,
         "runs": len(records),
-        # Events later than the allowed lateness are dropped by the watermark; which ones depends on
-        # batch boundaries, so a replay after a rollback can drop others (docs/concepts/rollback.md).
-        "rows_dropped_late": sum(int(record.get("rows_dropped_late") or 0) for record in records),
+        # Events later than the allowed lateness the watermark dropped, in the batches the hop still holds.
+        "rows_dropped_late": late_rows(lake, hop, records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
         **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.ingests else {}),
         # Rows a changes hop deleted from its table (keys deleted, history versions replaced).
@@ -156,7 +179,7 @@ def _last_run_lines(hop: dict) -> list[str]:
         lines.append(f"{'':<8}{run['live_keys']} live keys after the last run (a type 2 history's open versions)")
     if hop.get("rows_dropped_late"):
         lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
-                     f"all runs (which ones depends on batch boundaries; a replay may drop others)")
+                     f"the batches the hop holds (a rollback takes the undone batches' out)")
     gate = run.get("quality")
     if gate:
         rules = gate.get("failed") or gate.get("warned") or []

@@ -57,6 +57,21 @@ def truncate_file_source(checkpoint: str, last_log_batch: int, compact_interval:
     return changed
 
 
+def put_back_entries(checkpoint: str, log_batch: int, entries: list[dict], compact_interval: int,
+                     source: int = 0) -> None:
+    """Write ``log_batch``'s entries back at the end of a file source's log (cut before it), as
+    Spark wrote them: a plain ``N``, or at a compaction batch ``N.compact`` with every entry up
+    to it. Writing the same batch again writes the same file."""
+    fs = filesystem(checkpoint)
+    folder = f"{checkpoint}/sources/{source}"
+    if (log_batch + 1) % compact_interval == 0:
+        earlier = [entry for entry in file_source_entries(checkpoint, source) if int(entry["batchId"]) < log_batch]
+        path, lines = f"{folder}/{log_batch}.compact", [*earlier, *entries]
+    else:
+        path, lines = f"{folder}/{log_batch}", entries
+    write_log_file(fs, path, "v1", [json.dumps(entry, separators=(",", ":")) for entry in lines])
+
+
 def file_source_entries(checkpoint: str, source: int = 0) -> list[dict]:
     """Every ``{path, timestamp, batchId}`` entry of a file source's log, oldest first.
 

@@ -108,3 +108,51 @@ def test_the_hops_below_a_rolled_back_hop_follow_its_exact_replay(spark, lake_ho
         assert main(["run", "ad_events", "--hop", hop]) == 0
     kept, dropped = _gold(replanned), _gold(never)
     assert _silver(replanned) == _silver(never) and sum(kept.values()) > sum(dropped.values())
+
+
+def _late(capsys) -> dict[str, int]:
+    capsys.readouterr()
+    assert main(["status", "ad_events", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    return {hop["hop"]: hop["rows_dropped_late"] for hop in document["hops"]}
+
+
+def _before(rows: list[tuple], minute: int) -> list[tuple]:
+    """The rows (event time last: a timestamp, or milliseconds) of events before ``minute`` past 00:00."""
+    return [row for row in rows if (row[-1].minute if hasattr(row[-1], "minute") else row[-1] // 60_000 % 60) < minute]
+
+
+def test_a_rolled_back_ingest_hop_reads_each_batchs_files_again_and_the_hops_below_follow(spark, lake_home, tmp_path,
+                                                                                          pipelines, capsys):
+    """Bronze back to its batch 0 (A's file kept; B's and C's batches undone), with D landed since:
+    bronze replays B's file, then C's, as its batches read them (their file source log entries put
+    back with their offsets; the log compacts every 2 batches, so batch 1's is a compact file),
+    then reads D; silver and gold below follow its replay, so gold drops C's late views as it did,
+    every table up to D equals a lake that never rolled back, and so do the late counts."""
+    pipelines(source_log_compact_interval=2)
+    for start, late in (("2026-04-01T00:00:00", 0.0), ("2026-04-01T00:10:00", 0.0), ("2026-04-01T00:12:00", 0.5)):
+        _land(start, late)
+        assert main(["run", "ad_events"]) == 0
+    never = tmp_path / "never"
+    shutil.copytree(lake_home, never)
+    late_before = _late(capsys)
+    assert late_before["gold"] > 0, late_before
+
+    assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0", "--json"]) == 0
+    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+    assert [steps[hop].get("replay") for hop in ("bronze", "silver", "gold")] == ["exact"] * 3, steps
+    assert steps["bronze"]["undone"] == [1, 2], steps
+    _land("2026-04-01T00:20:00")
+    assert main(["run", "ad_events"]) == 0
+
+    capsys.readouterr()
+    assert main(["status", "ad_events", "--hop", "bronze", "--json"]) == 0
+    read = [(info["batch_id"], sorted(path.rsplit("/", 1)[-1] for path in info["files"]))
+            for info in json.loads(capsys.readouterr().out)["hops"][0]["batch_log"]]
+    landed = sorted(path.name for path in (lake_home / "landing" / "ad_events").iterdir() if not path.name.startswith("."))
+    assert [files for _batch, files in read] == [[name] for name in landed], (read, landed)  # a file a batch, in order
+    columns = ("ad_id", "user_id", "event_time")
+    for table in ("tables/bronze/ad_events", "tables/silver/ad_views"):
+        assert _before(delta_rows(lake_home, table, *columns), 20) == delta_rows(never, table, *columns), table
+    assert Counter({key: views for key, views in _gold(lake_home).items() if key[1].minute < 20}) == _gold(never)
+    assert _late(capsys) == late_before

@@ -116,3 +116,64 @@ def test_a_logged_batch_put_back_runs_again_with_its_offsets_and_watermark_and_o
             assert replayed == never_rolled_back
         else:  # planned afresh: one batch reads both arrivals after batch 1's watermark, and keeps (7, 25)
             assert replayed == sorted([*never_rolled_back, (7, 25)])
+
+
+def _land(folder: Path, name: str, keys: range) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.json").write_text("".join(f'{{"id": {key}}}\n' for key in keys))
+
+
+def _run_files(spark, landing: Path, out: Path, checkpoint: Path, once: bool = False) -> None:
+    from pyspark.sql import functions as F
+
+    def write(batch, batch_id):
+        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(str(out))
+
+    writer = (spark.readStream.schema("id INT").json(str(landing)).writeStream.foreachBatch(write)
+              .option("checkpointLocation", str(checkpoint)))
+    (writer.trigger(once=True) if once else writer.trigger(availableNow=True)).start().awaitTermination()
+
+
+def test_a_file_batch_put_back_with_its_source_log_reads_its_files_again_not_what_landed_since(spark, tmp_path):
+    """A file source takes an uncommitted logged batch's files from its log (``sources/0/N``, or
+    ``N.compact`` at a compaction batch), not from a listing: put back with its offsets, the batch
+    reads exactly the files it read, though others have landed since; cut from the log, those
+    files are new again and the next batch reads them with whatever else landed."""
+    landing, out, checkpoint = tmp_path / "landing", tmp_path / "out", tmp_path / "checkpoint"
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "2")  # batch 1 writes 1.compact
+    try:
+        for batch, name in enumerate("abc"):
+            _land(landing, name, range(batch * 10, batch * 10 + 10))
+            _run_files(spark, landing, out, checkpoint)
+        original = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(out)).collect())
+        assert {batch for _id, batch in original} == {0, 1, 2}
+        logs = {log: {path.name: path.read_text() for path in (checkpoint / log).iterdir() if path.name[0].isdigit()
+                      and not path.name.startswith("0")} for log in ("offsets", "sources/0")}
+        assert sorted(logs["sources/0"]) == ["1.compact", "2"] and sorted(logs["offsets"]) == ["1", "2"]
+        _land(landing, "d", range(30, 40))  # landed after the original run
+        for exactly in (True, False):
+            lake = tmp_path / ("exact" if exactly else "afresh")
+            shutil.copytree(checkpoint, lake / "checkpoint")
+            shutil.copytree(out, lake / "out")
+            for log in logs:
+                for name in logs[log]:
+                    (lake / "checkpoint" / log / name).unlink()
+            for path in (lake / "checkpoint" / "commits").iterdir():
+                if path.name[0].isdigit() and not path.name.startswith("0"):
+                    path.unlink()
+            spark.sql(f"RESTORE TABLE delta.`{lake / 'out'}` TO VERSION AS OF 0")
+            if exactly:
+                for batch, source_log in (("1", "1.compact"), ("2", "2")):
+                    (lake / "checkpoint" / "sources/0" / source_log).write_text(logs["sources/0"][source_log])
+                    (lake / "checkpoint" / "offsets" / batch).write_text(logs["offsets"][batch])
+                    _run_files(spark, landing, lake / "out", lake / "checkpoint", once=True)
+                replayed = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(lake / "out")).collect())
+                assert replayed == original
+            _run_files(spark, landing, lake / "out", lake / "checkpoint")
+            rows = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(lake / "out")).collect())
+            if exactly:  # the files as they were batched, then what landed since
+                assert rows == sorted([*original, *((key, 3) for key in range(30, 40))])
+            else:  # the cut files read again with the new one, in one batch
+                assert rows == sorted([*(row for row in original if row[1] == 0), *((key, 1) for key in range(10, 40))])
+    finally:
+        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")
