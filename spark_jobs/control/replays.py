@@ -160,9 +160,11 @@ def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
     return True
 
 
-def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str) -> None:
+def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | None = None) -> None:
     """Write the kept ``offsets/<batch_id>`` into the checkpoint: the next start runs it again.
-    Its offsets into the upstreams it follows move onto their replays' commits."""
+    Its offsets into the upstreams it follows move onto their replays' commits (``cache``: those
+    tables' commits, read once for all the batches a replay puts back; the upstreams do not move
+    meanwhile)."""
     checkpoint = lake.checkpoint(hop)
     kept = read_json(_path(lake, hop)) or {}
     if kept.get("source_log") is not None:  # the batch's files, in the log before its offsets
@@ -176,7 +178,7 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str) -> None:
     moved = list(offsets.sources)
     for upstream, ids in follows.items():
         index = batches.upstream_index(lake, hop, upstream, offsets.sources)
-        moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index])
+        moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index], {} if cache is None else cache)
     checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
         batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved))
 
@@ -193,11 +195,14 @@ def _put_back_files(lake: Lake, hop: HopSpec, batch_id: int, text: str, entries:
                                          lake.spec.source_log_compact_interval)
 
 
-def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict) -> dict:
+def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict, cache: dict) -> dict:
     """``source``, an offset into ``upstream``'s table as the original run logged it, on the
     upstream's replay: read up to the replay's commit of the last undone batch it read (the
     batch before's offset when it read none)."""
-    written = batches.commits(lake.table(lake.spec.hop(upstream)))
+    table = lake.table(lake.spec.hop(upstream))
+    if table not in cache:
+        cache[table] = batches.commits(table)
+    written = cache[table]
     old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
     new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}
     version = checkpoint_log.delta_position(source)[0]

@@ -13,8 +13,9 @@ def replay_logged(run) -> None:
     from spark_jobs.engine.runner import first_line
 
     logged = replays.pending(run.lake, run.hop)
+    upstream_commits: dict = {}
     for batch_id, text in logged:
-        replays.put_back(run.lake, run.hop, batch_id, text)
+        replays.put_back(run.lake, run.hop, batch_id, text, upstream_commits)
         run.progress(f"[{run.hop.name}] batch {batch_id} again, as it was logged")
         query = run.start_stream({"once": True})
         while not query.awaitTermination(1):

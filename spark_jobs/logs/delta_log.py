@@ -288,6 +288,22 @@ def live_files(table: str) -> dict[str, dict] | None:
     return {path: action for (path, _vector), action in live.items()}
 
 
+def live_rows(table: str) -> int | None:
+    """The table's rows from its log alone: each live file's record count (its statistics) less
+    the rows its deletion vector marks deleted. None when the log cannot be read this way or a
+    live file has no record count (statistics not collected)."""
+    live = live_files(table)
+    if live is None:
+        return None
+    total = 0
+    for action in live.values():
+        count = json.loads(action.get("stats") or "{}").get("numRecords")
+        if count is None:
+            return None
+        total += int(count) - int((action.get("deletionVector") or {}).get("cardinality") or 0)
+    return total
+
+
 def _modified_ms(info: dict) -> int | None:
     stamp = info.get("mtime", info.get("LastModified"))
     if stamp is None:

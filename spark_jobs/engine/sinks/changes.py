@@ -203,9 +203,12 @@ class ChangesSink:
             record.live_keys = self.live_keys()
 
     def live_keys(self) -> int:
-        """The keys the table holds a live row of: its rows (type 1), its open versions (type 2)."""
+        """The keys the table holds a live row of: its rows (type 1, counted from its log without
+        a Spark job where the log allows), its open versions (type 2)."""
         if not table_exists(self.table):
             return 0
+        if self.rules.scd == 1 and (rows := delta_log.live_rows(self.table)) is not None:
+            return rows
         table = self.run.spark.read.format("delta").load(self.table)
         return (table if self.rules.scd == 1 else table.where(f"`{self.rules.validity[1]}` IS NULL")).count()
 
