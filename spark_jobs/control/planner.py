@@ -380,7 +380,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         restored_upstreams=list(restored) if target >= 0 else [],
         state_version=target + 1 if state_store.state_files(view.checkpoint) else None)
     if hop.reads_landing:
-        cut = int(checkpoint_log.read_offsets(view.checkpoint, target).sources[0]["logOffset"]) if target >= 0 else -1
+        cut = checkpoint_log.file_log_offset(view.checkpoint, target) if target >= 0 else -1
         entries = file_source_log.file_source_entries(view.checkpoint)
         files = sorted({file_source_log.listed_path(entry["path"]) for entry in entries if int(entry["batchId"]) > cut})
         step.source_log_cut, step.reread_files, step.reread = cut, files, f"{len(files)} landing files"

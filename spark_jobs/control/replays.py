@@ -90,15 +90,11 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int,
                 logged[str(batch_id)] = handle.read()
     kept = {"rollback_id": rollback_id, "query_id": query_id, "target": target, "batches": logged, "follows": follows or {}}
     if hop.reads_landing:  # the files each undone batch read: the log entries the rollback cuts
-        cut = _log_offset(checkpoint_log.read_offsets(checkpoint, target).sources)
+        cut = checkpoint_log.file_log_offset(checkpoint, target)
         kept["source_log"] = [entry for entry in file_source_log.file_source_entries(checkpoint)
                               if int(entry["batchId"]) > cut]
     write_json(lake.replays, f"{hop.name}.json", kept)
 
-
-def _log_offset(sources: list) -> int:
-    """The file source's log batch a batch's offsets read up to."""
-    return int(sources[0]["logOffset"])
 
 
 def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, followed: set[str]) -> bool:
@@ -187,8 +183,8 @@ def _put_back_files(lake: Lake, hop: HopSpec, batch_id: int, text: str, entries:
     """The file source log's batches that the logged batch read (after the batch before's), from
     the kept entries: Spark reads the batch's files from them, not from a listing."""
     checkpoint = lake.checkpoint(hop)
-    start = _log_offset(checkpoint_log.read_offsets(checkpoint, batch_id - 1).sources)
-    end = _log_offset(checkpoint_log.offsets_sources(text.splitlines()[2:]))
+    start = checkpoint_log.file_log_offset(checkpoint, batch_id - 1)
+    end = int(checkpoint_log.offsets_sources(text.splitlines()[2:])[0]["logOffset"])
     for log_batch in range(start + 1, end + 1):
         file_source_log.put_back_entries(checkpoint, log_batch, [entry for entry in entries
                                                                  if int(entry["batchId"]) == log_batch],

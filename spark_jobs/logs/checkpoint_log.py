@@ -219,6 +219,11 @@ def read_offsets(checkpoint: str, batch_id: int) -> BatchOffsets:
     )
 
 
+def file_log_offset(checkpoint: str, batch_id: int) -> int:
+    """The file source log batch that ``offsets/<batch_id>`` of a landing-file hop reads up to."""
+    return int(read_offsets(checkpoint, batch_id).sources[0]["logOffset"])
+
+
 def offsets_sources(lines: list[str]) -> list[dict | None]:
     """The source offsets of an offsets file's lines after its header: one per source, JSON or
     ``-`` (none yet), with v2's ``index:`` prefix."""
