@@ -22,6 +22,20 @@ def table_exists(table: str) -> bool:
     return delta_log.table_version(table) is not None
 
 
+def has_files(spark, table: str) -> bool:
+    """Whether ``table`` exists and holds a data file (a table rolled back to its start holds
+    none): from its log's plain files, or Delta's ``DESCRIBE DETAIL`` where they cannot be read
+    that way (that one is a Spark job: about 0.4 s of each run of an aggregate hop)."""
+    if not table_exists(table):
+        return False
+    live = delta_log.live_files(table)
+    if live is not None:
+        return bool(live)
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, table).detail().first()["numFiles"] > 0
+
+
 def has_backfill_writes(table: str) -> bool:
     """Whether a backfill ever added rows to ``table`` (:func:`spark_jobs.control.maintenance.backfill_writes`)."""
     return backfill_writes(table)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from spark_jobs.engine.tables import held, table_exists
+from spark_jobs.engine.tables import has_files, held, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 
 LIVE = "_change_live"  # on the MERGE's source rows: true for a row to keep, null for one to delete
@@ -173,7 +173,7 @@ class ChangesSink:
         rows = self.rows(changes)
         with _transaction(session, transaction):
             run.fence()
-            if not table_exists(self.table) or DeltaTable.forPath(session, self.table).detail().first()["numFiles"] == 0:
+            if not has_files(session, self.table):
                 writer = rows.write.format("delta").mode("append")
                 if transaction:
                     writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_jobs.engine.tables import range_predicate, table_exists
+from spark_jobs.engine.tables import has_files, range_predicate, table_exists
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.model.times import duration_ms
 
@@ -40,7 +40,7 @@ class MergeSink:
             try:
                 run.fence()
                 if exists and not has_rows:
-                    has_rows = DeltaTable.forPath(session, table).detail().first()["numFiles"] > 0
+                    has_rows = has_files(session, table)
                 if not has_rows:
                     # No table yet, or an empty one (rolled back to its start): no row to match,
                     # and a batch has each key once, so an append writes what MERGE would,
