@@ -4,8 +4,10 @@ rollbacks, backfills and SIGKILLs, each checked against the plain-Python model i
 Then the ``shop`` pipeline's model (``testkit/shop_model.py``: a graph of hops with a
 stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more, and the
 model's Kafka variant (bronze fed by a topic on a broker of its own per sequence, broker restarts
-among the steps) for ``kafka_steps`` more, and the ``crm`` example's change feed against its SCD 1
-and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more.
+among the steps) for ``kafka_steps`` more, the ``crm`` example's change feed against its SCD 1
+and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more, and the variant with
+events beyond the allowed lateness (``testkit/model_late.py``: every table equal to a twin lake
+that never rolled back, late drops included) for ``late_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m testkit.model --seed S --steps N``).
@@ -31,7 +33,7 @@ def _lake_environment():
 
 
 def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0,
-        changes_steps: int = 0) -> dict:
+        changes_steps: int = 0, late_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
     from testkit.model import SOAK_REGRESSIONS, run_sequence
     from testkit.model_lake import ModelMismatch, write_spec
@@ -68,7 +70,38 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
             "refusals": dict(refusals), "settles": settles, "failures": failures,
             "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed),
-            "kafka": run_kafka(spark, kafka_steps, first_seed), "changes": run_changes(spark, changes_steps, first_seed)}
+            "kafka": run_kafka(spark, kafka_steps, first_seed), "changes": run_changes(spark, changes_steps, first_seed),
+            "late": run_late(spark, late_steps, first_seed)}
+
+
+def run_late(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
+    """The variant with events beyond the allowed lateness: sequences of ``sequence_steps``, each
+    on a fresh lake and its twin."""
+    from testkit.model_lake import ModelMismatch
+    from testkit.model_late import run_sequence, write_spec
+
+    began = time.time()
+    done, seeds, failures, operations, settles, dropped = 0, [], [], Counter(), 0, 0
+    with _lake_environment():
+        while done < steps:
+            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            work = Path(tempfile.mkdtemp(prefix=f"soak-late-{seed}-"))
+            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
+                              LAKEHOUSE_QUALITY=str(work / "no-suites"))
+            try:
+                sequence, late = run_sequence(spark, str(work / "lake"), str(work / "twin"), seed, length,
+                                              log=lambda line: None)
+                operations.update(sequence.counts)
+                settles += sequence.settles
+                dropped += late
+            except ModelMismatch as error:
+                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
+            print(f"[soak] late seed {seed}: {length} steps, {len(failures)} failures so far, "
+                  f"{time.time() - began:.0f} s", flush=True)
+            seeds.append(seed)
+            done += length
+    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
+            "settles": settles, "dropped_late": dropped, "failures": failures, "seconds": round(time.time() - began, 1)}
 
 
 # The change-feed sequences that failed, run first: seed 1001 (20 steps) found `maintain` deleting
@@ -214,6 +247,16 @@ def _parts_markdown(result: dict) -> list[str]:
                       f"both tables equal to the model after every run. **Failures: {len(changes['failures'])}**"]
         lines += [f"- changes seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in changes["failures"]]
+    late = result.get("late")
+    if late and late["steps"]:
+        operations = ", ".join(f"{name} {count}" for name, count in sorted(late["operations"].items()))
+        lines += ["", f"Late events (beyond the allowed lateness, `testkit/model_late.py`): {late['steps']} random steps in "
+                      f"{late['sequences']} sequences (seeds {', '.join(map(str, late['seeds']))}), "
+                      f"{late['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled a twin "
+                      f"lake that never rolled back: {late['settles']} (the twins' gold dropped {late['dropped_late']} "
+                      f"views as late at their last settles). **Failures: {len(late['failures'])}**"]
+        lines += [f"- late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in late["failures"]]
     return lines
 
 
@@ -225,7 +268,7 @@ def newest_parts(documents: list[dict]) -> dict:
     out (no steps) taken from the newest run that ran it, named with that run's start."""
     runs = [document for document in documents if "soak" in document]
     shown = dict(runs[-1]["soak"])
-    for part in (None, "shop", "kafka", "changes"):
+    for part in (None, "shop", "kafka", "changes", "late"):
         ran = [run for run in runs if ((run["soak"].get(part) or {}) if part else run["soak"]).get("steps")]
         if not ran:
             continue

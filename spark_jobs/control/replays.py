@@ -31,7 +31,7 @@ from __future__ import annotations
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
-from spark_jobs.model.errors import RunFailed
+from spark_jobs.model.errors import RunFailed, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import HopStep, Request
 from spark_jobs.model.spec import HopSpec
@@ -97,6 +97,22 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int,
 
 
 
+def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
+    """The batches an earlier rollback kept for the hop's next run to replay, not replayed yet."""
+    kept = read_json(_path(lake, hop))
+    return [] if not kept or kept.get("replayed") else sorted(int(batch_id) for batch_id in kept["batches"])
+
+
+def drop_earlier(lake: Lake, hop: HopSpec, step: HopStep) -> HopStep:
+    """A step that rewinds the hop or restores an upstream it reads drops the replay an earlier
+    rollback kept for it (its batches read what this one changes): the step says so
+    (``dropped_replay``), and plans its own undone batches afresh too."""
+    step.dropped_replay = kept_batches(lake, hop)
+    if step.dropped_replay:
+        step.replay = "afresh"
+    return step
+
+
 def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, followed: set[str]) -> bool:
     """Whether every upstream version the logged batch reads is still in its table (none undone),
     but those of the ``followed`` upstreams, whose replays write them again."""
@@ -145,13 +161,13 @@ def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
 
 
 def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
-    """Whether ``upstream`` replayed the batches this rollback undid exactly (an error while it has
-    yet to: its replay comes first); False when it planned them afresh instead."""
+    """Whether ``upstream`` replayed the batches this rollback undid exactly (refused, exit 2, while it
+    has yet to: its replay comes first); False when it planned them afresh instead."""
     kept = read_json(_path(lake, lake.spec.hop(upstream)))
     if not kept or kept.get("rollback_id") != rollback_id:
         return False
     if not kept.get("replayed"):
-        raise RunFailed(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "
+        raise UsageError(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "
                         f"below it replay after it: run {upstream} first (or the whole pipeline)")
     return True
 

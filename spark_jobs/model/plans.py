@@ -70,6 +70,9 @@ class HopStep:
     # ``exact``: the next run re-runs each undone batch as its offsets logged it (the same source
     # range, watermark and timestamp) before new data; ``afresh``: it plans them again with new data.
     replay: str = "afresh"
+    # Batches an earlier rollback kept for the hop's next run to replay, which this one drops (that
+    # run plans them afresh): this rollback rewinds the hop or restores what they read.
+    dropped_replay: list[int] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, document: dict) -> HopStep:
@@ -77,7 +80,8 @@ class HopStep:
 
     def to_dict(self) -> dict:
         document = dataclasses.asdict(self)
-        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh")):
+        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh"),
+                           ("dropped_replay", [])):
             if document[key] == empty:
                 del document[key]
         return document
@@ -205,6 +209,9 @@ def _step_lines(step: HopStep) -> list[str]:
                      + ", new query id")
         lines.append(f"    next run replays batches {undone[0]}..{undone[-1]} as logged (the same source ranges and "
                      "watermarks), then reads what is new" if step.replay == "exact" else f"    next run re-reads {step.reread}")
+    if step.dropped_replay:
+        lines.append(f"    drops the replay of batches {step.dropped_replay[0]}..{step.dropped_replay[-1]} an earlier rollback "
+                     "kept: the next run plans them afresh (run before rolling back again to replay them as logged)")
     lines.extend(f"    source offset moves past the restore commit of {upstream}'s table" for upstream in step.restored_upstreams)
     lines.extend(f"    source offset moves past version {version} of {upstream}'s table (an earlier RESTORE)"
                  for upstream, version in step.skip_versions.items())

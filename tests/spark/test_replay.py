@@ -19,6 +19,7 @@ import pytest
 
 from spark_jobs.cli import main
 from testkit.expected import delta_rows
+from testkit.paths import file_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -57,6 +58,12 @@ def test_a_rolled_back_hop_replays_its_batches_as_logged_late_drops_included(spa
     undone = _rollback(capsys)
     [step] = undone["plan"]["hops"]
     assert step.get("replay") == "exact" and step["undone"] == [2, 3], step
+    # Before that replay, a rollback that restores what the kept batches read drops them, and says so.
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--dry-run", "--json"]) == 0
+    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+    assert steps["gold"]["dropped_replay"] == [2, 3] and "replay" not in steps["gold"], steps
+    assert "replay" in steps["silver"] and "dropped_replay" not in steps["silver"], steps
     capsys.readouterr()
     assert main(["run", "ad_events", "--hop", "gold", "--json"]) == 0
     [record] = json.loads(capsys.readouterr().out)["hops"]
@@ -97,6 +104,9 @@ def test_the_hops_below_a_rolled_back_hop_follow_its_exact_replay(spark, lake_ho
     assert [steps[hop].get("replay") for hop in ("silver", "gold")] == ["exact", "exact"], steps
     assert steps["silver"]["undone"] == [1, 2] and steps["gold"]["undone"] == [2, 3, 4, 5], steps
     assert _gold(lake_home) != _gold(never)
+    gold_before = file_tree(lake_home / "checkpoints/ad_events/gold")
+    assert main(["run", "ad_events", "--hop", "gold"]) == 2  # refused until silver has replayed
+    assert file_tree(lake_home / "checkpoints/ad_events/gold") == gold_before
     assert main(["run", "ad_events"]) == 0
     assert (_silver(lake_home), _gold(lake_home)) == (_silver(never), _gold(never))
 
