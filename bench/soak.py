@@ -74,9 +74,16 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
             "late": run_late(spark, late_steps, first_seed)}
 
 
+# The late-events sequences that failed, run first (25 steps each): seed 3 found a second rollback
+# before the replay of a first silently planning the first one's kept batches afresh (its plan
+# now says so: `dropped_replay`); seed 1001 a kept batch planned afresh because a commit it never
+# read (undone by an earlier rollback, before the batch ran) was counted as undone since.
+LATE_REGRESSIONS = (3, 1001)
+
+
 def run_late(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
     """The variant with events beyond the allowed lateness: sequences of ``sequence_steps``, each
-    on a fresh lake and its twin."""
+    on a fresh lake and its twin, the :data:`LATE_REGRESSIONS` first."""
     from testkit.model_lake import ModelMismatch
     from testkit.model_late import run_sequence, write_spec
 
@@ -84,7 +91,7 @@ def run_late(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> di
     done, seeds, failures, operations, settles, dropped = 0, [], [], Counter(), 0, 0
     with _lake_environment():
         while done < steps:
-            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
+            seed, length = _seeds(LATE_REGRESSIONS, first_seed)(len(seeds)), min(sequence_steps, steps - done)
             work = Path(tempfile.mkdtemp(prefix=f"soak-late-{seed}-"))
             os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
                               LAKEHOUSE_QUALITY=str(work / "no-suites"))

@@ -32,6 +32,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 from spark_jobs.logs.fs import write_text
@@ -61,6 +62,7 @@ class LateLake(Lake):
     def __init__(self, home: str, twin: str, rng: random.Random):
         super().__init__(home, rng)
         self.twin = Lake(twin, random.Random(0))
+        self.stamp_ms = 0
 
     def land(self) -> str:
         base = T0 + self.files * STEP_MS
@@ -77,8 +79,13 @@ class LateLake(Lake):
         name = f"events-{self.files:05d}.json"
         self.files += 1
         text = "".join(line + "\n" for line in lines)
+        # One modification time for both copies, later than the file before's: the file source
+        # takes new files in that order, and files of the same millisecond in listing order,
+        # which two folders need not share (the twin's batches would read other files).
+        self.stamp_ms = max(self.stamp_ms + 10, int(time.time() * 1000))
         for landing in (self.landing, self.twin.landing):
             write_text(f"{landing}/{name}", text)
+            os.utime(f"{landing}/{name}", ns=(self.stamp_ms * 1_000_000,) * 2)
         return name
 
 
@@ -239,7 +246,6 @@ def run_sequence(spark, home: str, twin: str, seed: int, steps: int, log=print) 
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import tempfile
-    import time
 
     parser = argparse.ArgumentParser(description="Run one random sequence with late events against a fresh lake and its twin.")
     parser.add_argument("--seed", type=int, default=int(time.time()))

@@ -94,6 +94,19 @@ def effective_commits(table: str) -> list[TableCommit]:
     return kept[::-1]
 
 
+def undone_after(table: str, start: int, end: int) -> bool:
+    """Whether a RESTORE or an emptying committed after version ``end`` undid a commit that
+    appended data in ``(start, end]``."""
+    found = commits(table)
+    appended = [commit.version for commit in found if start < commit.version <= end and commit.appends_only]
+    for commit in found:
+        if commit.version > end and (commit.operation == "RESTORE" or commit.empties):
+            target = -1 if commit.empties else _restore_target(table, commit)
+            if any(version > target for version in appended):
+                return True
+    return False
+
+
 def _restore_target(table: str, commit: TableCommit) -> int:
     parameters = delta_log.commit_info(table, commit.version).get("operationParameters", {})
     if parameters.get("version") not in (None, "", "null"):

@@ -113,19 +113,20 @@ def drop_earlier(lake: Lake, hop: HopSpec, step: HopStep) -> HopStep:
     return step
 
 
-def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, followed: set[str]) -> bool:
-    """Whether every upstream version the logged batch reads is still in its table (none undone),
-    but those of the ``followed`` upstreams, whose replays write them again."""
+def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict | None], followed: set[str]) -> bool:
+    """Whether no upstream version the logged batch reads (after what ``before``, the offsets of the
+    batch before it, had read) has been undone since by a RESTORE or an emptying, but those of the
+    ``followed`` upstreams, whose replays write them again. (A version undone before the batch
+    read past it, by a RESTORE the batch's range spans, is read as the original run read it.)"""
     sources = checkpoint_log.offsets_sources(text.splitlines()[2:])  # after the version line and the header
     for upstream in [name for name in hop.upstreams if name not in followed]:
         offset = batches.upstream_offset(lake, hop, upstream, sources)
         if offset is None:
             return False
-        version = checkpoint_log.delta_position(offset)[0]
+        end = checkpoint_log.delta_position(offset)[0]
+        start, whole = checkpoint_log.delta_position(batches.upstream_offset(lake, hop, upstream, before))
         table = lake.table(lake.spec.hop(upstream))
-        kept = {commit.version for commit in batches.effective_commits(table)}
-        if any(commit.version <= version and commit.appends_only and commit.version not in kept
-               for commit in batches.commits(table)):
+        if batches.undone_after(table, start if whole else start - 1, end):
             return False
     return True
 
@@ -144,12 +145,20 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
               and checkpoint_log.planned_batch(checkpoint) is None
               and all(_replayed_by(lake, upstream, kept["rollback_id"]) for upstream in follows)
-              and all(_reads_kept_versions(lake, hop, text, set(follows)) for _batch_id, text in logged)
+              and all(_reads_kept_versions(lake, hop, text, before, set(follows))
+                      for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged)))
               and _landing_kept(lake, hop, kept.get("source_log") or []))
     if not usable:
         forget(lake, hop)
         return []
     return logged
+
+
+def _sources_before(checkpoint: str, last: int, logged: list[tuple[int, str]]) -> list[list[dict | None]]:
+    """The source offsets each logged batch starts from: the last committed batch's, then each
+    logged batch's before it (none before the first batch)."""
+    first = checkpoint_log.read_offsets(checkpoint, last).sources if last >= 0 else []
+    return [first, *(checkpoint_log.offsets_sources(text.splitlines()[2:]) for _batch_id, text in logged[:-1])]
 
 
 def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:

@@ -82,3 +82,45 @@ def test_source_log_paths_compare_with_listed_paths():
     assert file_source_log.listed_path("/tmp/a/x.json") == "/tmp/a/x.json"
     assert file_source_log.listed_path("s3a://bucket/lake/a%20b/x.json") == "bucket/lake/a b/x.json"
     assert file_source_log.listed_path("s3://bucket/x.json") == "bucket/x.json"
+
+
+@pytest.mark.parametrize("seed", range(20), ids=lambda seed: f"seed{seed}")
+def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_took_out(tmp_path, seed):
+    """Random logs of appends, RESTOREs (to a version, or to a timestamp) and emptying DELETEs,
+    against a plain-Python replay of which appends each version holds: an append of ``(start,
+    end]`` that a version after ``end`` dropped while the version before it held it is always
+    flagged; a range whose appends every later version holds, never."""
+    import random
+
+    from spark_jobs.control import batches
+
+    rng = random.Random(seed)
+    log = tmp_path / "t/_delta_log"
+    held: list[frozenset[int]] = []  # the appends each version holds
+    for version in range(rng.randint(3, 12)):
+        info = {"operation": "WRITE", "timestamp": 1000 * (version + 1)}
+        actions = [{"add": {"path": f"f{version}", "dataChange": True}}]
+        state = (held[-1] if held else frozenset()) | {version}
+        draw = rng.random()
+        if version and draw < 0.25:  # RESTORE to an earlier version (by number or by time)
+            target = rng.randrange(version)
+            parameters = {"version": target} if rng.random() < 0.5 else {"timestamp": f"1970-01-01 00:00:{target + 1:02d}"}
+            info = {"operation": "RESTORE", "timestamp": 1000 * (version + 1), "operationParameters": parameters}
+            actions = [{"remove": {"path": "x", "dataChange": True}}]
+            state = held[target]
+        elif version and draw < 0.35:  # an emptying DELETE
+            info = {"operation": "DELETE", "timestamp": 1000 * (version + 1), "operationParameters": {"predicate": "[]"}}
+            actions = [{"remove": {"path": "x", "dataChange": True}}]
+            state = frozenset()
+        held.append(state)
+        _write_log(log / f"{version:020d}.json", [json.dumps({"commitInfo": info}), *map(json.dumps, actions)])
+    table = str(tmp_path / "t")
+    appends = [version for version, commit in enumerate(batches.commits(table)) if commit.appends_only]
+    for start in range(-1, len(held)):
+        for end in range(start + 1, len(held)):
+            in_range = [c for c in appends if start < c <= end]
+            dropped = any(c in held[v - 1] and c not in held[v] for c in in_range for v in range(end + 1, len(held)))
+            kept = all(c in held[v] for c in in_range for v in range(end, len(held)))
+            flagged = batches.undone_after(table, start, end)
+            assert flagged or not dropped, (start, end, held)
+            assert not flagged or not kept, (start, end, held)
