@@ -84,31 +84,15 @@ LATE_REGRESSIONS = (3, 1001)
 def run_late(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
     """The variant with events beyond the allowed lateness: sequences of ``sequence_steps``, each
     on a fresh lake and its twin, the :data:`LATE_REGRESSIONS` first."""
-    from testkit.model_lake import ModelMismatch
     from testkit.model_late import run_sequence, write_spec
 
-    began = time.time()
-    done, seeds, failures, operations, settles, dropped = 0, [], [], Counter(), 0, 0
-    with _lake_environment():
-        while done < steps:
-            seed, length = _seeds(LATE_REGRESSIONS, first_seed)(len(seeds)), min(sequence_steps, steps - done)
-            work = Path(tempfile.mkdtemp(prefix=f"soak-late-{seed}-"))
-            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
-                              LAKEHOUSE_QUALITY=str(work / "no-suites"))
-            try:
-                sequence, late = run_sequence(spark, str(work / "lake"), str(work / "twin"), seed, length,
-                                              log=lambda line: None)
-                operations.update(sequence.counts)
-                settles += sequence.settles
-                dropped += late
-            except ModelMismatch as error:
-                failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] late seed {seed}: {length} steps, {len(failures)} failures so far, "
-                  f"{time.time() - began:.0f} s", flush=True)
-            seeds.append(seed)
-            done += length
-    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "settles": settles, "dropped_late": dropped, "failures": failures, "seconds": round(time.time() - began, 1)}
+    def play(work: Path, seed: int, length: int):
+        os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
+        sequence, dropped = run_sequence(spark, str(work / "lake"), str(work / "twin"), seed, length,
+                                         log=lambda line: None)
+        return sequence, {"dropped_late": dropped}
+
+    return _fresh_lakes("late", steps, sequence_steps, _seeds(LATE_REGRESSIONS, first_seed), play)
 
 
 # The change-feed sequences that failed, run first: seed 1001 (20 steps) found `maintain` deleting
@@ -138,31 +122,44 @@ def _seeds(regressions: tuple[int, ...], first_seed: int):
 def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
     """The model's Kafka variant: sequences of ``sequence_steps``, each on a fresh lake and broker."""
     from testkit.model import run_sequence, started_broker
-    from testkit.model_lake import ModelMismatch, write_spec
+    from testkit.model_lake import write_spec
+
+    def play(work: Path, seed: int, length: int):
+        os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines", kafka=True))
+        with started_broker(work / "kafka") as broker:
+            return run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker,
+                                maintain=True), {}
+
+    return _fresh_lakes("kafka", steps, sequence_steps, lambda count: first_seed + count, play)
+
+
+def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> dict:
+    """``steps`` random steps in sequences of ``sequence_steps``, each in a new folder with
+    ``LAKEHOUSE_HOME`` its ``lake`` and no quality suites: ``play(folder, seed, steps)`` runs one
+    and returns its :class:`testkit.model_lake.Sequence` and figures to add up; the
+    ``count``-th sequence's seed is ``seed_at(count)``."""
+    from testkit.model_lake import ModelMismatch
 
     began = time.time()
-    done, seeds, failures, operations, settles = 0, [], [], Counter(), 0
+    done, seeds, failures, operations, settles, figures = 0, [], [], Counter(), 0, Counter()
     with _lake_environment():
         while done < steps:
-            seed, length = first_seed + len(seeds), min(sequence_steps, steps - done)
-            work = Path(tempfile.mkdtemp(prefix=f"soak-kafka-{seed}-"))
-            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"),
-                              LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines", kafka=True)),
-                              LAKEHOUSE_QUALITY=str(work / "no-suites"))
+            seed, length = seed_at(len(seeds)), min(sequence_steps, steps - done)
+            work = Path(tempfile.mkdtemp(prefix=f"soak-{label}-{seed}-"))
+            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_QUALITY=str(work / "no-suites"))
             try:
-                with started_broker(work / "kafka") as broker:
-                    sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker,
-                                            maintain=True)
+                sequence, more = play(work, seed, length)
                 operations.update(sequence.counts)
                 settles += sequence.settles
+                figures.update(more)
             except ModelMismatch as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] kafka seed {seed}: {length} steps, {len(failures)} failures so far, "
+            print(f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
                   f"{time.time() - began:.0f} s", flush=True)
             seeds.append(seed)
             done += length
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1)}
+            "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1), **figures}
 
 
 # Shop's sequences that ever failed, run first: seed 41 (20 steps) found silver_orders writing
@@ -260,7 +257,7 @@ def _parts_markdown(result: dict) -> list[str]:
         lines += ["", f"Late events (beyond the allowed lateness, `testkit/model_late.py`): {late['steps']} random steps in "
                       f"{late['sequences']} sequences (seeds {', '.join(map(str, late['seeds']))}), "
                       f"{late['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled a twin "
-                      f"lake that never rolled back: {late['settles']} (the twins' gold dropped {late['dropped_late']} "
+                      f"lake that never rolled back: {late['settles']} (the twins' gold dropped {late.get('dropped_late', 0)} "
                       f"views as late at their last settles). **Failures: {len(late['failures'])}**"]
         lines += [f"- late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in late["failures"]]

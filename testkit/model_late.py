@@ -154,24 +154,12 @@ class TwinRunner(Runner):
         afresh = self._not_exact(json.loads(out)["plan"])
         return "; ".join(afresh) if afresh else None
 
-    def op_rollback(self, step: Step) -> None:
-        hop = self.rng.choice(HOPS)
-        target = self._rollback_target(hop)
-        if target is None:
-            step.argv, step.outcome = [hop], "no batch to keep yet"
-            return
-        step.argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
-        if self.rng.random() < 0.3:
-            step.argv.append("--no-cascade")
+    def _not_taken(self, step: Step) -> bool:
         afresh = self._exact(step.argv)
         if afresh:
             step.outcome = f"not taken: would plan afresh ({afresh[:120]})"
             self.sequence.refusals["afresh"] += 1
-            return
-        code, out = self._refusable(step, step.argv)
-        if code == 0:
-            self._note_resets(json.loads(out)["plan"])
-            step.outcome = "ok"
+        return bool(afresh)
 
     def op_kill(self, step: Step) -> None:
         """SIGKILL a run or a rollback at a random moment, then run the same command again to
