@@ -141,7 +141,7 @@ def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> 
     from testkit.model_lake import ModelMismatch
 
     began = time.time()
-    done, seeds, failures, operations, settles, figures = 0, [], [], Counter(), 0, Counter()
+    done, seeds, failures, operations, refusals, settles, figures = 0, [], [], Counter(), Counter(), 0, Counter()
     with _lake_environment():
         while done < steps:
             seed, length = seed_at(len(seeds)), min(sequence_steps, steps - done)
@@ -150,6 +150,7 @@ def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> 
             try:
                 sequence, more = play(work, seed, length)
                 operations.update(sequence.counts)
+                refusals.update(sequence.refusals)
                 settles += sequence.settles
                 figures.update(more)
             except ModelMismatch as error:
@@ -159,7 +160,8 @@ def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> 
             seeds.append(seed)
             done += length
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1), **figures}
+            "refusals": dict(refusals), "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1),
+            **figures}
 
 
 # Shop's sequences that ever failed, run first: seed 41 (20 steps) found silver_orders writing
@@ -258,7 +260,8 @@ def _parts_markdown(result: dict) -> list[str]:
                       f"{late['sequences']} sequences (seeds {', '.join(map(str, late['seeds']))}), "
                       f"{late['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled a twin "
                       f"lake that never rolled back: {late['settles']} (the twins' gold dropped {late.get('dropped_late', 0)} "
-                      f"views as late at their last settles). **Failures: {len(late['failures'])}**"]
+                      f"views as late at their last settles; rollbacks not taken because their dry run planned afresh: "
+                      f"{(late.get('refusals') or {}).get('afresh', 'not counted')}). **Failures: {len(late['failures'])}**"]
         lines += [f"- late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in late["failures"]]
     return lines
