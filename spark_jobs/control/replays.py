@@ -96,7 +96,6 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int,
     write_json(lake.replays, f"{hop.name}.json", kept)
 
 
-
 def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
     """The batches an earlier rollback kept for the hop's next run to replay, not replayed yet."""
     kept = read_json(_path(lake, hop))
@@ -177,7 +176,7 @@ def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
         return False
     if not kept.get("replayed"):
         raise UsageError(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "
-                        f"below it replay after it: run {upstream} first (or the whole pipeline)")
+                         f"below it replay after it: run {upstream} first (or the whole pipeline)")
     return True
 
 
