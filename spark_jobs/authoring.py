@@ -7,6 +7,8 @@ the manual's "Pipeline modules" reference), its transforms and its sample module
   schema does not know, kept as JSON text in the ``_rescued`` column instead of dropped;
 - :func:`debezium_columns` in the parse of a change feed: a Debezium envelope's row, operation,
   log position and time as flat columns, for a ``changes`` hop below;
+- :func:`hop_table` in a pipeline module's ``STATIC_INPUTS``: another hop's table as a static
+  input (a dimension a transform joins, such as a ``changes`` hop's history);
 - :class:`SampleFiles` in a sample module whose pipeline has several sources: what its
   ``landing_files`` hook returns for ``lakehouse generate``;
 - :class:`UsageError`, the error to raise for a problem the user can fix (one line: what is
@@ -25,7 +27,7 @@ from spark_jobs.model.errors import UsageError
 
 RESCUED = "_rescued"
 
-__all__ = ["RESCUED", "SampleFiles", "UsageError", "debezium_columns", "files_in", "rescued", "write_text"]
+__all__ = ["RESCUED", "SampleFiles", "UsageError", "debezium_columns", "files_in", "hop_table", "rescued", "write_text"]
 
 
 def files_in(folder: str) -> list[str]:
@@ -54,3 +56,15 @@ def debezium_columns(document, fields: dict[str, str]) -> list:
     from spark_jobs.transforms.changes import debezium_columns as columns
 
     return columns(document, fields)
+
+
+def hop_table(spark, lake, hop: str, schema: str):
+    """Hop ``hop``'s table as it is now, for a pipeline module's ``STATIC_INPUTS``: read again at
+    every run and backfill (a replay too), or no rows of ``schema`` (a DDL string) before the
+    hop's first run has written it."""
+    from spark_jobs.logs.delta_log import table_version
+
+    path = lake.table(lake.spec.hop(hop))
+    if table_version(path) is not None:
+        return spark.read.format("delta").load(path)
+    return spark.createDataFrame([], schema)

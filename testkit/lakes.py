@@ -50,11 +50,19 @@ def suites_copy(folder: Path) -> Path:
     return folder
 
 
-def example_copy(folder: Path, name: str) -> Path:
-    """A copy of the example pipeline ``name``'s folder in the pipelines folder ``folder``; returns
+def example_copy(folder: Path, name: str, hops: tuple[str, ...] = ()) -> Path:
+    """A copy of the example pipeline ``name``'s folder in the pipelines folder ``folder``, with
+    only the spec's ``hops`` when given (a test of some hops does not run the others); returns
     the copy's path."""
     target = folder / name
     shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    if hops:
+        import yaml
+
+        spec_file = target / f"{name}.yaml"
+        spec = yaml.safe_load(spec_file.read_text())
+        spec["hops"] = [hop for hop in spec["hops"] if hop["name"] in hops]
+        spec_file.write_text(yaml.safe_dump(spec, sort_keys=False, default_flow_style=None))
     return target
 
 

@@ -1,16 +1,30 @@
-"""``crm``: its ingest hop mapped to its parse. The two ``changes`` hops need no transform: the
-engine applies the feed by their spec (keys, sequence, deletes, SCD type)."""
+"""``crm``: its ingest hops mapped to their parses and gold's join. The two ``changes`` hops need
+no transform: the engine applies the feed by their spec (keys, sequence, deletes, SCD type)."""
 
 from __future__ import annotations
 
+from spark_jobs.authoring import hop_table
+
 from . import crm_transforms as transforms
+
+HISTORY = "customer_id string, tier string, valid_from long, valid_to long"
+
+
+def read_history(spark, lake):
+    """The customers' history for gold's join, as it is when gold's batch runs."""
+    return {"history": hop_table(spark, lake, "customers_history", HISTORY)}
+
 
 # {hop name: fn(frame, spec, inputs) -> frame}
 TRANSFORMS = {
     "bronze_customers": lambda frame, spec, inputs: transforms.parse_changes(frame),
+    "bronze_orders": lambda frame, spec, inputs: transforms.parse_orders(frame),
+    "gold_orders": lambda frame, spec, inputs: transforms.tier_at_order(
+        frame, inputs["history"], spec.allowed_lateness),
 }
+STATIC_INPUTS = {"gold_orders": read_history}
 
 
 def split_ingested(parsed):
-    """The ingest hop's rows for its table and for its quarantine."""
+    """Either ingest hop's rows for its table and for its quarantine."""
     return transforms.split(parsed)

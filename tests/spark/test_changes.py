@@ -11,7 +11,7 @@ import random
 import pytest
 
 from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2
-from testkit.changes_run import COLUMNS, tables
+from testkit.changes_run import COLUMNS, HOPS, tables
 from testkit.lakes import example_copy
 from testkit.paths import killed_mid_run
 
@@ -30,7 +30,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     from spark_jobs import service
     from spark_jobs.model.errors import CodeChanged
 
-    example_copy(tmp_path / "pipelines", "crm")
+    example_copy(tmp_path / "pipelines", "crm", HOPS)
     home = tmp_path / "lake"
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
@@ -128,7 +128,7 @@ def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_pa
     2 history's validity columns hold the pair; a rollback and its replay keep them equal."""
     from spark_jobs import service
 
-    pipeline = example_copy(tmp_path / "pipelines", "crm")
+    pipeline = example_copy(tmp_path / "pipelines", "crm", HOPS)
     code = (pipeline / "crm.py").read_text()
     (pipeline / "crm.py").write_text(code.replace("transforms.parse_changes(frame),", "_split(transforms.parse_changes(frame)),")
                                      + "\n\ndef _split(frame):\n    from pyspark.sql import functions as F\n\n"
@@ -164,3 +164,70 @@ def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_pa
     service.rollback("crm", "bronze_customers", to_batch=0, progress=quiet)
     service.run("crm", progress=quiet).raise_for_gate()
     assert both() == expected
+
+
+def _tier_at_orders(landing) -> dict[str, tuple]:
+    """Each valid order of the crm sample's files (its resends once), with the tier a plain-Python
+    type 2 history of the customers' changes gives its customer at the order's log position."""
+    import importlib.util
+    import json
+
+    from testkit.changes_model import Change
+    from testkit.paths import EXAMPLES
+
+    spec = importlib.util.spec_from_file_location("crm_sample", EXAMPLES / "crm" / "crm_sample.py")
+    crm_sample = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crm_sample)
+
+    def events(folder: str, bad: tuple[str, ...]) -> list[dict]:
+        return [json.loads(line) for path in sorted((landing / folder).iterdir())
+                for line in path.read_text().splitlines() if line not in bad]
+
+    # The model's sequences are small numbers (its times are T0_MS + sequence seconds): log positions less T0_MS.
+    changes = [Change(row["customer_id"], event["source"]["lsn"] - T0_MS, event["op"], row["name"], row["tier"])
+               for event in events("customers", crm_sample.BAD_LINES) for row in [event["after"] or event["before"]]]
+    versions = scd2(changes)
+    orders = {}
+    for event in events("orders", crm_sample.BAD_ORDERS):
+        order, lsn = event["after"], event["source"]["lsn"] - T0_MS
+        tiers = [version["tier"] for version in versions if version["customer_id"] == order["customer_id"]
+                 and version["valid_from"] <= lsn and (version["valid_to"] is None or lsn < version["valid_to"])]
+        assert len(tiers) <= 1, f"versions overlap at {lsn}: {tiers}"
+        orders[order["order_id"]] = (order["customer_id"], order["amount"], lsn + T0_MS, tiers[0] if tiers else None)
+    return orders
+
+
+def test_gold_orders_carry_the_tier_each_customer_had_when_ordering(spark, tmp_path, monkeypatch):
+    """The crm sample's orders, joined with the customers' history as a static input, carry the
+    tier a plain-Python history gives each customer at the order's log position (bad lines
+    quarantined, resends once), through a rollback of the gold hop and its replay; a changes
+    hop's rows in are the rows its upstream wrote (a batch read once, not twice)."""
+    from spark_jobs import service
+    from testkit.paths import EXAMPLES
+
+    home = tmp_path / "lake"
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(EXAMPLES))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    bad = 0
+    for part in range(2):  # ten minutes apart: the second part's late changes fall before any of its orders
+        made = service.generate("crm", 300, seed=part, start_ms=T0_MS + part * 600_000, bad_fraction=0.03,
+                                late_fraction=0.05)
+        bad += made.bad_lines
+        records = {record.hop: record for record in service.run("crm", progress=quiet).records}
+        assert records["customers"].rows_in == records["customers_history"].rows_in == records["bronze_customers"].rows_out
+    expected = _tier_at_orders(home / "landing" / "crm")
+    assert {tier for *_rest, tier in expected.values()} == {"bronze", "silver", "gold", None}  # a customer unknown too
+
+    def gold() -> dict[str, tuple]:
+        frame = spark.read.format("delta").load(str(home / "tables/gold/crm_orders"))
+        return {row.order_id: (row.customer_id, row.amount, row.lsn, row.tier)
+                for row in frame.select("order_id", "customer_id", "amount", "lsn", "tier").collect()}
+
+    assert gold() == expected
+    quarantined = sum(spark.read.format("delta").load(str(home / f"tables/quarantine/crm_{name}")).count()
+                      for name in ("customers", "orders"))
+    assert quarantined == bad > 0
+    service.rollback("crm", "gold_orders", to_batch=0, progress=quiet)
+    assert gold() != expected
+    service.run("crm", progress=quiet).raise_for_gate()
+    assert gold() == expected

@@ -323,13 +323,13 @@ def test_the_crm_change_feed_from_a_topic_equals_the_model(spark, kafka, tmp_pat
     the changes hops' SCD 1 and SCD 2 tables equal the plain-Python model, through a rollback of
     the topic-fed hop and its replay."""
     from testkit.changes_model import feed, scd1, scd2
-    from testkit.changes_run import tables
+    from testkit.changes_run import HOPS, tables
     from testkit.lakes import example_copy
 
     topic = "crm_changes"
-    pipeline = example_copy(tmp_path / "pipelines", "crm")
+    pipeline = example_copy(tmp_path / "pipelines", "crm", HOPS)
     spec = yaml.safe_load((pipeline / "crm.yaml").read_text())
-    spec.pop("landing")
+    spec["hops"][0].pop("landing")
     spec["hops"][0].update(topic=topic, max_offsets_per_trigger=50)
     (pipeline / "crm.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     home = tmp_path / "lake"

@@ -139,16 +139,18 @@ class ChangesSink:
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
 
         def apply_batch(batch, batch_id: int) -> None:
-            if batch.isEmpty():
-                return
-            touched = batch.select(*self.keys).distinct()
-            if self.saw_whole_upstream(batch_id):
-                changes = batch
-            else:
-                end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-                version, _complete = checkpoint_log.delta_position(end)
-                changes = self.changes_of(touched, inputs, version)
-            self.apply(changes, touched, (query_id, batch_id))
+            # Read once: a batch the plan reads twice counts its rows twice in the stream's progress.
+            with held(batch):
+                if batch.isEmpty():
+                    return
+                touched = batch.select(*self.keys).distinct()
+                if self.saw_whole_upstream(batch_id):
+                    changes = batch
+                else:
+                    end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
+                    version, _complete = checkpoint_log.delta_position(end)
+                    changes = self.changes_of(touched, inputs, version)
+                self.apply(changes, touched, (query_id, batch_id))
 
         return frame.writeStream.foreachBatch(run.each_batch(apply_batch))
 
