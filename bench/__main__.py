@@ -54,7 +54,7 @@ PARTS = ("throughput", "shop", "big_file", "quality", "rollback", "gold_merge", 
 SMOKE = {"events": 5_000, "repeats": 1, "quality_events": 2_000, "rollback_events": 500, "rollback_batches": 4,
          "airflow_events": 500,
          "rate": 5, "duration": 30.0, "interval": 30.0, "soak_steps": 8, "soak_shop_steps": 3, "soak_kafka_steps": 3,
-         "soak_changes_steps": 3, "soak_late_steps": 3,
+         "soak_changes_steps": 3, "soak_late_steps": 3, "soak_shop_late_steps": 3,
          "gold_events": 2_000,
          "big_file_lines": 10_000, "busy_minutes": 0.25, "s3_events": 2_000, "cluster_events": 2_000,
          "shop_orders": 2_000, "kafka_events": 2_000, "changes": 2_000, "change_keys": 200,
@@ -99,6 +99,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="soak: random steps of the crm example's change feed after the Kafka variant's")
     parser.add_argument("--soak-late-steps", type=int, default=300,
                         help="soak: random steps with events beyond the allowed lateness after crm's")
+    parser.add_argument("--soak-shop-late-steps", type=int, default=100,
+                        help="soak: random steps of shop's model with late events against its twin, last")
     parser.add_argument("--rate", type=int, default=200, help="cost: arrival rate, events/s")
     parser.add_argument("--duration", type=float, default=1200.0, help="cost: seconds of arrivals")
     parser.add_argument("--interval", type=float, default=300.0, help="cost: seconds between run-once jobs")
@@ -206,9 +208,10 @@ def _comparisons(args: argparse.Namespace, result: dict) -> None:
     if "soak" in args.only:
         _step(f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's, "
               f"{args.soak_kafka_steps} of the Kafka variant's, {args.soak_changes_steps} of crm's and "
-              f"{args.soak_late_steps} with late events")
+              f"{args.soak_late_steps} with late events, {args.soak_shop_late_steps} of shop's with late events")
         result["soak"] = soak.run(args.soak_steps, args.soak_sequence, args.soak_seed, args.soak_shop_steps,
-                                  args.soak_kafka_steps, args.soak_changes_steps, args.soak_late_steps)
+                                  args.soak_kafka_steps, args.soak_changes_steps, args.soak_late_steps,
+                                  args.soak_shop_late_steps)
 
 
 def _failed(result: dict) -> list[str]:
@@ -216,7 +219,7 @@ def _failed(result: dict) -> list[str]:
     soaked = result.get("soak", {})
     return [f"soak seed {failure['seed']}: {failure['error'].splitlines()[0]}" for failure in soaked.get("failures", [])] \
         + [f"soak {part} seed {failure['seed']}: {failure['error'].splitlines()[0]}"
-           for part in ("shop", "kafka", "changes", "late") for failure in soaked.get(part, {}).get("failures", [])]
+           for part in ("shop", "kafka", "changes", "late", "shop_late") for failure in soaked.get(part, {}).get("failures", [])]
 
 
 # Each part's key in the results, its title and its Markdown (the manual's benchmarks page uses them too).

@@ -7,7 +7,8 @@ model's Kafka variant (bronze fed by a topic on a broker of its own per sequence
 among the steps) for ``kafka_steps`` more, the ``crm`` example's change feed against its SCD 1
 and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more, and the variant with
 events beyond the allowed lateness (``testkit/model_late.py``: every table equal to a twin lake
-that never rolled back, late drops included) for ``late_steps`` more.
+that never rolled back, late drops included) for ``late_steps`` more, and shop's model with late
+events against its twin (``testkit/shop_model_late.py``) for ``shop_late_steps`` more.
 
 Sequences of ``--soak-sequence`` steps each start on a fresh lake with their own seed, so a lake
 stays small and a failure names a seed to replay (``python -m testkit.model --seed S --steps N``).
@@ -33,7 +34,7 @@ def _lake_environment():
 
 
 def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0,
-        changes_steps: int = 0, late_steps: int = 0) -> dict:
+        changes_steps: int = 0, late_steps: int = 0, shop_late_steps: int = 0) -> dict:
     from spark_jobs.engine.session import build_session
     from testkit.model import SOAK_REGRESSIONS, run_sequence
     from testkit.model_lake import ModelMismatch, write_spec
@@ -71,7 +72,7 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
             "refusals": dict(refusals), "settles": settles, "failures": failures,
             "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed),
             "kafka": run_kafka(spark, kafka_steps, first_seed), "changes": run_changes(spark, changes_steps, first_seed),
-            "late": run_late(spark, late_steps, first_seed)}
+            "late": run_late(spark, late_steps, first_seed), "shop_late": run_shop_late(spark, shop_late_steps, first_seed)}
 
 
 # The late-events sequences that failed, run first (25 steps each): seed 3 found a second rollback
@@ -179,12 +180,28 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
     return _example_sequences(spark, "shop", run_sequence, steps, _seeds(SHOP_REGRESSIONS, first_seed), sequence_steps)
 
 
+# Shop's late-events sequences that failed, run first.
+SHOP_LATE_REGRESSIONS: tuple[int, ...] = ()
+
+
+def run_shop_late(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
+    """Shop's model with events beyond the allowed lateness, each sequence on a fresh lake and its
+    twin: the :data:`SHOP_LATE_REGRESSIONS` first, then seeds from ``first_seed`` on."""
+    from testkit.shop_model_late import run_sequence
+
+    def play(spark, home: Path, seed: int, steps: int, log):
+        return run_sequence(spark, home, home.parent / "twin", seed, steps, log)
+
+    return _example_sequences(spark, "shop_late", play, steps, _seeds(SHOP_LATE_REGRESSIONS, first_seed), sequence_steps)
+
+
 def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, sequence_steps: int) -> dict:
     """``steps`` random steps of an example's model (``run_sequence(spark, home, seed, steps)``) in
     sequences of ``sequence_steps``, each on a fresh lake with the example's spec, code and suites;
-    the ``count``-th sequence's seed is ``seed_at(count)``."""
+    the ``count``-th sequence's seed is ``seed_at(count)``. ``run_sequence`` returns the transcript,
+    or a sequence with its ``transcript`` and ``figures`` to add up."""
     began = time.time()
-    done, seeds, failures, operations = 0, [], [], Counter()
+    done, seeds, failures, operations, figures = 0, [], [], Counter(), Counter()
     with _lake_environment():
         os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")
         os.environ.pop("LAKEHOUSE_QUALITY", None)
@@ -193,7 +210,9 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
             home = Path(tempfile.mkdtemp(prefix=f"soak-{label}-{seed}-")) / "lake"
             os.environ["LAKEHOUSE_HOME"] = str(home)
             try:
-                transcript = run_sequence(spark, home, seed, length, log=lambda line: None)
+                played = run_sequence(spark, home, seed, length, log=lambda line: None)
+                transcript = getattr(played, "transcript", played)
+                figures.update(getattr(played, "figures", {}))
                 operations.update(line.split(" ")[0].rstrip(":") for line in transcript)  # "maintain: files ..."
             except AssertionError as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
@@ -202,7 +221,7 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
             seeds.append(seed)
             done += length
     return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "failures": failures, "seconds": round(time.time() - began, 1)}
+            "failures": failures, "seconds": round(time.time() - began, 1), **figures}
 
 
 def markdown(result: dict) -> str:
@@ -264,6 +283,17 @@ def _parts_markdown(result: dict) -> list[str]:
                       f"{(late.get('refusals') or {}).get('afresh', 'not counted')}). **Failures: {len(late['failures'])}**"]
         lines += [f"- late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in late["failures"]]
+    shop_late = result.get("shop_late")
+    if shop_late and shop_late["steps"]:
+        operations = ", ".join(f"{name} {count}" for name, count in sorted(shop_late["operations"].items()))
+        lines += ["", f"shop with late events (`testkit/shop_model_late.py`): {shop_late['steps']} random steps in "
+                      f"{shop_late['sequences']} sequences (seeds {', '.join(map(str, shop_late['seeds']))}), "
+                      f"{shop_late['seconds'] / 60:.1f} min: {operations}; runs after which every table equalled a twin "
+                      f"lake that never rolled back: {shop_late.get('compared', 0)} (the twins' silver dropped "
+                      f"{shop_late.get('dropped_late', 0)} rows as late at their last runs; rollbacks not taken because "
+                      f"their dry run planned afresh: {shop_late.get('afresh', 0)}). **Failures: {len(shop_late['failures'])}**"]
+        lines += [f"- shop_late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                  for f in shop_late["failures"]]
     return lines
 
 
@@ -275,7 +305,7 @@ def newest_parts(documents: list[dict]) -> dict:
     out (no steps) taken from the newest run that ran it, named with that run's start."""
     runs = [document for document in documents if "soak" in document]
     shown = dict(runs[-1]["soak"])
-    for part in (None, "shop", "kafka", "changes", "late"):
+    for part in (None, "shop", "kafka", "changes", "late", "shop_late"):
         ran = [run for run in runs if ((run["soak"].get(part) or {}) if part else run["soak"]).get("steps")]
         if not ran:
             continue

@@ -32,6 +32,7 @@ from testkit.sequences import RandomSequence, main
 
 NAME = "shop"
 HOUR_MS = 3_600_000
+LATE_MS = 30 * 60_000  # a late order's time is this much before its hour (testkit/shop_model_late.py)
 START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 MERCHANTS = ("m-1", "m-2", "m-3")
 CURRENCIES = ("EUR", "USD")
@@ -47,6 +48,9 @@ def iso(ms: int) -> str:
 
 class Landing:
     """Orders written as JSON lines and payments as CSV files, and what the tables must then hold."""
+
+    late_share = 0.0       # of orders moved LATE_MS before their hour (a variant's; none here)
+    held_paid = (50, 60)   # minutes after its order a payment landed a run later is paid
 
     def __init__(self, home: Path, seed: int):
         self.home, self.rng = home, random.Random(seed)
@@ -73,6 +77,8 @@ class Landing:
                      "merchant_id": self.rng.choice(MERCHANTS), "currency": self.rng.choice(CURRENCIES),
                      "amount": Decimal(0 if index == 7 else self.rng.randrange(100, 50_000)) / 100,
                      "order_time": START_MS + hour * HOUR_MS + index * (HOUR_MS // orders)}
+            if self.late_share and self.rng.random() < self.late_share:
+                order["order_time"] -= LATE_MS
             new.append(order)
         resends = [new[3]] + ([self.last] if self.last else [])
         self.last = new[-1]
@@ -84,7 +90,7 @@ class Landing:
         # run later is paid 50 to 60 minutes after it, so it is never older than the join's
         # watermark then: the newest order read (the hour's last, at 58.5 minutes) less the
         # allowed lateness (10 minutes). Spark drops a row older than that from a join's input.
-        low, high = (0, 80) if pay_now else (50, 60)
+        low, high = (0, 80) if pay_now else self.held_paid
         payments = []
         for order in new:
             if self.rng.random() < 0.8:

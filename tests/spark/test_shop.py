@@ -209,3 +209,23 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     repairs = [json.loads(path.read_text()) for path in (other / "_ops/runs" / NAME).glob("always-on.repair-*.silver_paid.json")]
     assert repairs and all(record["repair"] and record["status"] == "succeeded" for record in repairs), said[-2000:]
     assert_tables(spark, other, expected)
+
+
+# Orders beyond the allowed lateness: after every run each table equals a twin lake that never
+# rolled back, late drops included (testkit/shop_model_late.py).
+LATE_SEQUENCES = [
+    (3, 10),
+]
+
+
+@pytest.mark.parametrize("seed,steps", LATE_SEQUENCES, ids=[f"seed{seed}" for seed, _ in LATE_SEQUENCES])
+def test_random_shop_sequences_with_late_orders_equal_a_twin_that_never_rolled_back(spark, home, monkeypatch, seed,
+                                                                                    steps):
+    from testkit.shop_model_late import run_sequence
+
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(EXAMPLES))
+    steps = int(os.environ.get("MODEL_STEPS", steps))
+    sequence = run_sequence(spark, home, home.parent / "twin", seed, steps)
+    print("\n".join(sequence.transcript))
+    taken = [line for line in sequence.transcript if line.startswith("rollback") and "not taken" not in line]
+    assert taken and sequence.compared >= 3 and sequence.dropped_late > 0, (taken, sequence.figures)
