@@ -81,7 +81,7 @@ def effective_commits(table: str) -> list[TableCommit]:
     last = None
     for commit in commits(table):
         if commit.operation == "RESTORE":
-            target = _restore_target(table, commit)
+            target = restore_target(table, commit.version)
             last = target if target in by_version else None  # None: before the log's oldest version
         elif commit.empties:
             last = None
@@ -101,19 +101,20 @@ def undone_after(table: str, start: int, end: int) -> bool:
     appended = [commit.version for commit in found if start < commit.version <= end and commit.appends_only]
     for commit in found:
         if commit.version > end and (commit.operation == "RESTORE" or commit.empties):
-            target = -1 if commit.empties else _restore_target(table, commit)
+            target = -1 if commit.empties else restore_target(table, commit.version)
             if any(version > target for version in appended):
                 return True
     return False
 
 
-def _restore_target(table: str, commit: TableCommit) -> int:
-    parameters = delta_log.commit_info(table, commit.version).get("operationParameters", {})
+def restore_target(table: str, version: int) -> int:
+    """The version the RESTORE committed as ``version`` restored the table to."""
+    parameters = delta_log.commit_info(table, version).get("operationParameters", {})
     if parameters.get("version") not in (None, "", "null"):
         return int(parameters["version"])
     stamp = parameters.get("timestamp")
     moment = dt.datetime.fromisoformat(str(stamp).replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp() * 1000
-    earlier = [c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < commit.version]
+    earlier = [c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < version]
     return max(earlier, default=-1)
 
 
@@ -190,7 +191,7 @@ def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     undone = [c.version for c in chain if (batch := ids.batch_of(c)) is not None and batch > after_batch]
     cut = min(undone) - 1 if undone else None
     if chain and chain[0].version > 0 and not chain[0].empties and after_batch < _last_gone(table, chain, ids):
-        cut = chain[0].version - 1 if chain[0].operation != "RESTORE" else _restore_target(table, chain[0])
+        cut = chain[0].version - 1 if chain[0].operation != "RESTORE" else restore_target(table, chain[0].version)
     return -1 if after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0] else cut
 
 

@@ -102,8 +102,19 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
         if cut is None:
             break
         if cut >= 0:
-            return cut, f"{hop.name}'s rollback window (back to batch {batch})"
+            return _restored_from(table, cut), f"{hop.name}'s rollback window (back to batch {batch})"
     return latest, f"nothing ({hop.name}'s batches after {target} wrote no commit here, or a rollback empties it)"
+
+
+def _restored_from(table: str, version: int) -> int:
+    """``version``, or when its commit is a RESTORE, the version it restored to (and so on): with
+    the log cleaned up to a RESTORE, a rollback reads the version that RESTORE names
+    (:func:`batches.cut_version`), so that version's log and files must stay (shop's model with
+    late events, seed 4: a log that began at a RESTORE to a version gone cut a hop's window)."""
+    present = set(delta_log.versions(table))
+    while version in present and delta_log.commit_info(table, version).get("operation") == "RESTORE":
+        version = batches.restore_target(table, version)
+    return version
 
 
 def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> list[tuple[int, str]]:

@@ -108,10 +108,25 @@ def gx_validation(frame, suite: dict):
     context.variables.progress_bars = ProgressBarsConfig(globally=False)  # progress is ours to print
     asset = context.data_sources.add_spark(name="lakehouse").add_dataframe_asset(name="increment")
     batch = asset.add_batch_definition_whole_dataframe("run").get_batch(batch_parameters={"dataframe": frame})
-    gx_suite = context.suites.add(gx.ExpectationSuite(**{key: suite[key] for key in ("name", "expectations", "meta")
-                                                         if key in suite}))
+    gx_suite = context.suites.add(_gx_suite(gx, suite))
     # BASIC: failing counts and a few failing values; SUMMARY's value counts cost a job per rule.
     return batch.validate(gx_suite, result_format={"result_format": "BASIC", "partial_unexpected_count": EXAMPLES})
+
+
+def _gx_suite(gx, suite: dict):
+    """GX's suite of ``suite``; a rule GX refuses (a wrong or missing argument) is a
+    :class:`UsageError` naming the suite, the rule and GX's reason."""
+    try:
+        return gx.ExpectationSuite(**{key: suite[key] for key in ("name", "expectations", "meta") if key in suite})
+    except Exception as error:  # GX raises pydantic's errors and its own, with no common base
+        for rule in suite.get("expectations", []):
+            try:
+                gx.ExpectationSuite(name="check", expectations=[rule])
+            except Exception as refused:
+                reason = " ".join(str(refused).split())
+                raise UsageError(f"quality suite {suite.get('name')}: GX refuses {rule_name(rule)}: {reason[:300]}: "
+                                 "fix the rule in the suite's file") from None
+        raise error
 
 
 _MARK = "_lakehouse_rule"  # a meta key that matches GX's results back to the suite's rules
@@ -275,7 +290,11 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     else:
         from spark_jobs.pipelines import pipeline_code
 
-        summary["rows"], result = found or validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
+        try:
+            summary["rows"], result = found or validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
+        except UsageError as error:  # a rule GX refuses: the run's rows are written, not yet checked
+            raise UsageError(f"{error}, then check run {record['run_id']}'s rows: `lakehouse quality {lake.spec.name} "
+                             f"--hop {hop.name} --run {record['run_id']}`") from None
         rules = summarize(result)
         for rule in rules:
             if rule["policy"] == "drop":
