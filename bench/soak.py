@@ -180,8 +180,9 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
     return _example_sequences(spark, "shop", run_sequence, steps, _seeds(SHOP_REGRESSIONS, first_seed), sequence_steps)
 
 
-# Shop's late-events sequences that failed, run first.
-SHOP_LATE_REGRESSIONS: tuple[int, ...] = ()
+# Shop's late-events sequences that failed, run first: seed 4 (14 steps) found `maintain` cleaning
+# a table's log up to a rollback's RESTORE, whose target a rollback inside the window then needed.
+SHOP_LATE_REGRESSIONS = (4,)
 
 
 def run_shop_late(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
@@ -245,56 +246,42 @@ def _parts_markdown(result: dict) -> list[str]:
                  f"**Failures: {len(result['failures'])}**"]
         lines += [f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
                   for f in result["failures"]]
-    shop = result.get("shop")
-    if shop and shop["steps"]:
-        operations = ", ".join(f"{name} {count}" for name, count in sorted(shop["operations"].items()))
-        lines += ["", f"shop (a join and two sources, `testkit/shop_model.py`): {shop['steps']} random steps in "
-                      f"{shop['sequences']} sequences (seeds {', '.join(map(str, shop['seeds']))}), "
-                      f"{shop['seconds'] / 60:.1f} min: {operations}; every table equal to the landing files after "
-                      f"every run. **Failures: {len(shop['failures'])}**"]
-        lines += [f"- shop seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in shop["failures"]]
-    kafka = result.get("kafka")
-    if kafka and kafka["steps"]:
-        operations = ", ".join(f"{name} {count}" for name, count in sorted(kafka["operations"].items()))
-        lines += ["", f"Kafka (bronze fed by a topic, broker restarts among the steps): {kafka['steps']} random steps in "
-                      f"{kafka['sequences']} sequences (seeds {', '.join(map(str, kafka['seeds']))}), "
-                      f"{kafka['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled the "
-                      f"topic's records: {kafka['settles']}. **Failures: {len(kafka['failures'])}**"]
-        lines += [f"- kafka seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in kafka["failures"]]
-    changes = result.get("changes")
-    if changes and changes["steps"]:
-        operations = ", ".join(f"{name} {count}" for name, count in sorted(changes["operations"].items()))
-        lines += ["", f"crm (a change feed as SCD 1 and SCD 2 tables, `testkit/changes_run.py`): {changes['steps']} "
-                      f"random steps in {changes['sequences']} sequences (seeds "
-                      f"{', '.join(map(str, changes['seeds']))}), {changes['seconds'] / 60:.1f} min: {operations}; "
-                      f"both tables equal to the model after every run. **Failures: {len(changes['failures'])}**"]
-        lines += [f"- changes seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in changes["failures"]]
-    late = result.get("late")
-    if late and late["steps"]:
-        operations = ", ".join(f"{name} {count}" for name, count in sorted(late["operations"].items()))
-        lines += ["", f"Late events (beyond the allowed lateness, `testkit/model_late.py`): {late['steps']} random steps in "
-                      f"{late['sequences']} sequences (seeds {', '.join(map(str, late['seeds']))}), "
-                      f"{late['seconds'] / 60:.1f} min: {operations}; settle points where every table equalled a twin "
-                      f"lake that never rolled back: {late['settles']} (the twins' gold dropped {late.get('dropped_late', 0)} "
-                      f"views as late at their last settles; rollbacks not taken because their dry run planned afresh: "
-                      f"{(late.get('refusals') or {}).get('afresh', 'not counted')}). **Failures: {len(late['failures'])}**"]
-        lines += [f"- late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in late["failures"]]
-    shop_late = result.get("shop_late")
-    if shop_late and shop_late["steps"]:
-        operations = ", ".join(f"{name} {count}" for name, count in sorted(shop_late["operations"].items()))
-        lines += ["", f"shop with late events (`testkit/shop_model_late.py`): {shop_late['steps']} random steps in "
-                      f"{shop_late['sequences']} sequences (seeds {', '.join(map(str, shop_late['seeds']))}), "
-                      f"{shop_late['seconds'] / 60:.1f} min: {operations}; runs after which every table equalled a twin "
-                      f"lake that never rolled back: {shop_late.get('compared', 0)} (the twins' silver dropped "
-                      f"{shop_late.get('dropped_late', 0)} rows as late at their last runs; rollbacks not taken because "
-                      f"their dry run planned afresh: {shop_late.get('afresh', 0)}). **Failures: {len(shop_late['failures'])}**"]
-        lines += [f"- shop_late seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in shop_late["failures"]]
+    for key, title, after in _PARTS:
+        part = result.get(key)
+        if part and part["steps"]:
+            lines += _part_lines(key, part, title, after(part))
     return lines
+
+
+def _part_lines(key: str, part: dict, title: str, after: str) -> list[str]:
+    """A soak part's paragraph: its steps, sequences, seeds, minutes and operations, ``after``,
+    its failures."""
+    operations = ", ".join(f"{name} {count}" for name, count in sorted(part["operations"].items()))
+    lines = ["", f"{title}: {part['steps']} random steps in {part['sequences']} sequences (seeds "
+                 f"{', '.join(map(str, part['seeds']))}), {part['seconds'] / 60:.1f} min: {operations}; {after}. "
+                 f"**Failures: {len(part['failures'])}**"]
+    return lines + [f"- {key} seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+                    for f in part["failures"]]
+
+
+# Each part after the model's: its key, title, and what its sequences checked (from its figures).
+_PARTS = (
+    ("shop", "shop (a join and two sources, `testkit/shop_model.py`)",
+     lambda part: "every table equal to the landing files after every run"),
+    ("kafka", "Kafka (bronze fed by a topic, broker restarts among the steps)",
+     lambda part: f"settle points where every table equalled the topic's records: {part['settles']}"),
+    ("changes", "crm (a change feed as SCD 1 and SCD 2 tables, `testkit/changes_run.py`)",
+     lambda part: "both tables equal to the model after every run"),
+    ("late", "Late events (beyond the allowed lateness, `testkit/model_late.py`)",
+     lambda part: f"settle points where every table equalled a twin lake that never rolled back: {part['settles']} "
+                  f"(the twins' gold dropped {part.get('dropped_late', 0)} views as late at their last settles; "
+                  "rollbacks not taken because their dry run planned afresh: "
+                  f"{(part.get('refusals') or {}).get('afresh', 'not counted')})"),
+    ("shop_late", "shop with late events (`testkit/shop_model_late.py`)",
+     lambda part: f"runs after which every table equalled a twin lake that never rolled back: {part.get('compared', 0)} "
+                  f"(the twins' silver dropped {part.get('dropped_late', 0)} rows as late at their last runs; rollbacks "
+                  f"not taken because their dry run planned afresh: {part.get('afresh', 0)})"),
+)
 
 
 _MODEL_KEYS = ("steps", "sequences", "seeds", "operations", "refusals", "settles", "failures", "seconds")

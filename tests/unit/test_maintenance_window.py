@@ -230,3 +230,23 @@ def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
     plans = plan(lake, lake.spec.hops, 0, targets={hop.name: None for hop in lake.spec.hops})
     kept = next(each for each in plans if each.table == lake.table(silver))
     assert kept.keep_from <= start(logged[-2]) < min(start(logged[-1]), latest), kept
+
+
+def test_a_window_that_restores_to_a_restore_keeps_the_version_that_restore_named(tmp_path):
+    """A rollback inside the window that takes a table back to an earlier rollback's RESTORE
+    reads, once the log before that RESTORE is cleaned up, the version the RESTORE named
+    (``batches.cut_version``): that version stays, through a chain of RESTOREs (shop's model with
+    late events, seed 4: the log cleaned up to a RESTORE to version 0 cut gold's window)."""
+    from spark_jobs.control.maintenance import _restored_from
+
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    operations = ["WRITE", "MERGE", ("RESTORE", 0), "MERGE", ("RESTORE", 2), "MERGE"]
+    for version, operation in enumerate(operations):
+        name, target = operation if isinstance(operation, tuple) else (operation, None)
+        info = {"operation": name, "operationParameters": {"version": target} if target is not None else {}}
+        (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n")
+    table = str(tmp_path / "t")
+    assert [_restored_from(table, version) for version in range(len(operations))] == [0, 1, 0, 3, 0, 5]
+    (log / f"{0:020d}.json").unlink()  # a target no longer in the log is still the version named
+    assert _restored_from(table, 4) == 0
