@@ -32,7 +32,7 @@ from testkit.sequences import RandomSequence, main
 
 NAME = "shop"
 HOUR_MS = 3_600_000
-LATE_MS = 30 * 60_000  # a late order's time is this much before its hour (testkit/shop_model_late.py)
+LATE_MS = 45 * 60_000  # a late order's time is this much before its hour (testkit/shop_model_late.py)
 START_MS = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 MERCHANTS = ("m-1", "m-2", "m-3")
 CURRENCIES = ("EUR", "USD")

@@ -2,7 +2,7 @@
 random landings, runs, rollbacks and SIGKILLs, and after every run each table equals a twin lake
 that never rolled back, late drops included.
 
-Some orders are half an hour older than their hour (beyond shop's ten minutes of allowed
+Some orders are 45 minutes older than their hour (beyond shop's ten minutes of allowed
 lateness), and payments held back for a later landing are paid up to 80 minutes after their
 order: silver_orders' de-duplication and silver_paid's join drop a row older than the watermark
 its batch's predecessors left, so which rows they keep depends on how the stream cut its batches,
@@ -36,13 +36,13 @@ from testkit.shop_model import NAME, Landing, _Sequence, actual
 
 
 class TwinLanding(Landing):
-    """:class:`Landing`'s files with a ``late_share`` of orders half an hour before their hour and
+    """:class:`Landing`'s files with a ``late_share`` of orders 45 minutes before their hour and
     payments held back for a later landing paid up to 80 minutes after their order (beyond the
     watermark of a run that read a later hour), each file written to the lake's landing folder and
     to the twin's with one modification time, later than the file before's (the file source takes
     new files in that order)."""
 
-    late_share, held_paid = 0.15, (0, 80)
+    late_share, held_paid = 0.3, (0, 80)
 
     def __init__(self, home: Path, twin: Path, seed: int):
         super().__init__(home, seed)
