@@ -57,8 +57,12 @@ TRANSFORMS = {{
     "other_a": lambda frame, spec, inputs: frame.where(F.col("amount") <= 0).select(*transforms.SILVER_COLUMNS),
     "positive_b": lambda frame, spec, inputs: transforms.positive(frame),
     "gold_a": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
-    "gold_b": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
+    "gold_b": lambda frame, spec, inputs: transforms.per_minute(
+        frame.join(F.broadcast(inputs["kinds"]), "kind", "left_semi"), spec.window, spec.allowed_lateness),
 }}
+# gold_b's transform reads a static input (every kind, so it keeps every row): the stream's batch
+# and its recount of the windows a batch touched both run with it.
+STATIC_INPUTS = {{"gold_b": lambda spark, lake: {{"kinds": spark.createDataFrame([("a",), ("b",), ("c",)], "kind string")}}}}
 
 
 def split_ingested(parsed):

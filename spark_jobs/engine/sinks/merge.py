@@ -22,6 +22,7 @@ class MergeSink:
         # query (an empty commit), the append would first read that snapshot in a Spark job (the
         # two took about 0.5 s of a 2.5-s first run of gold; bench/HISTORY.md).
         exists = table_exists(table)
+        inputs = run.code.static_inputs(run.spark, run.lake, run.hop)  # a recount's transform reads them too
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
         has_rows = False  # once the table has files, MERGE is right for every later batch of this query
 
@@ -33,7 +34,7 @@ class MergeSink:
                 return
             session = batch.sparkSession
             # Merged, then counted for the gate.
-            changed = (batch if self.saw_whole_upstream(batch_id) else self.recomputed(batch, batch_id)).persist()
+            changed = (batch if self.saw_whole_upstream(batch_id) else self.recomputed(batch, batch_id, inputs)).persist()
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -69,7 +70,7 @@ class MergeSink:
         return (not self.run.source.upstream.ingests
                 and checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id))
 
-    def recomputed(self, batch, batch_id: int):
+    def recomputed(self, batch, batch_id: int, inputs: dict):
         """The keys the stream's batch changed, each aggregated again from the upstream table.
 
         The stream's state holds only what the stream read: rows a backfill wrote upstream, and a
@@ -89,7 +90,7 @@ class MergeSink:
         version, _complete = checkpoint_log.delta_position(end)  # a version read in part: all of it
         start_ms = F.unix_millis(F.col(run.hop.time_column))
         low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
-        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), {}, version=version)
+        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), inputs, version=version)
         return fresh.join(batch.select(*run.hop.keys), on=list(run.hop.keys), how="left_semi")
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
