@@ -20,7 +20,8 @@ commit they read past the restored version is one the upstream's stream wrote; o
 below a hop that plans afresh, the hop plans afresh too.
 
 A kept batch is replayed only while it still reads what it read: the checkpoint still has the
-query id the rollback gave it and has committed every batch before it, and no version of an
+query id the rollback gave it and has committed every batch before it (or has it planned: put back
+by a replay that was killed before it committed), and no version of an
 upstream table it read has been undone since (a later rollback above) other than the undone
 batches of an upstream that replays them. Otherwise the file goes and the run plans afresh, as a
 rollback with ``--replan`` does.
@@ -141,8 +142,9 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     last = committed[-1] if committed else -1
     logged = sorted((int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last)
     follows = kept.get("follows") or {}
+    # A batch planned but not committed is the first kept one put back by a replay killed since.
     usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
-              and checkpoint_log.planned_batch(checkpoint) is None
+              and checkpoint_log.planned_batch(checkpoint) in (None, last + 1)
               and all(_replayed_by(lake, upstream, kept["rollback_id"]) for upstream in follows)
               and all(_reads_kept_versions(lake, hop, text, before, set(follows))
                       for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged)))
