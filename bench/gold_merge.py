@@ -29,7 +29,7 @@ def _gold_once(home: Path, max_files: int, recount: bool) -> float:
     shutil.rmtree(home / "checkpoints/ad_events/gold", ignore_errors=True)
     original = MergeSink.recomputed
     if not recount:
-        MergeSink.recomputed = lambda self, batch, batch_id: batch
+        MergeSink.recomputed = lambda self, batch, batch_id, inputs: batch
     try:
         began = time.perf_counter()
         service.run("ad_events", "gold", quality="off", max_files_per_trigger=max_files, progress=lambda line: None)
