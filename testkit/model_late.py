@@ -55,6 +55,14 @@ def write_spec(folder: Path) -> Path:
     return spec_copy(folder, **SPEC_CHANGES)
 
 
+def not_exact(plan: dict) -> list[str]:
+    """Why a rollback's plan (its --json ``plan``) does not replay exactly: per hop that undoes
+    batches afresh or drops an earlier rollback's kept replay; empty when every hop is exact."""
+    return [f"{each['hop']}: " + (f"drops the kept replay of {each['dropped_replay']}" if each.get("dropped_replay")
+                                  else f"re-reads {each.get('reread')}")
+            for each in plan["hops"] if each.get("undone") and each.get("replay") != "exact" or each.get("dropped_replay")]
+
+
 class LateLake(Lake):
     """Landing files whose events move on in time, some of them beyond the allowed lateness,
     each written to the lake's landing folder and to the twin's."""
@@ -133,16 +141,10 @@ class TwinRunner(Runner):
 
     def _note_resets(self, plan: dict) -> None:
         """A rollback taken replays exactly (:meth:`_exact`), with nothing to backfill."""
-        if self._not_exact(plan):
-            raise ModelMismatch(f"a rollback whose dry run replayed exactly does not: {self._not_exact(plan)}")
+        if not_exact(plan):
+            raise ModelMismatch(f"a rollback whose dry run replayed exactly does not: {not_exact(plan)}")
         if plan["backfills"]:
             raise ModelMismatch(f"a rollback with no backfill to undo owes backfills: {plan['backfills']}")
-
-    @staticmethod
-    def _not_exact(plan: dict) -> list[str]:
-        return [f"{each['hop']}: " + (f"drops the kept replay of {each['dropped_replay']}" if each.get("dropped_replay")
-                                      else f"re-reads {each.get('reread')}")
-                for each in plan["hops"] if each.get("undone") and each.get("replay") != "exact" or each.get("dropped_replay")]
 
     def _exact(self, argv: list[str]) -> str | None:
         """Why the rollback ``argv`` would plan afresh (its dry run's plan), or None: it replays
@@ -151,7 +153,7 @@ class TwinRunner(Runner):
         code, out = self.cli([*argv, "--dry-run"])
         if code:
             return None  # refused: the rollback itself is refused too, changing nothing
-        afresh = self._not_exact(json.loads(out)["plan"])
+        afresh = not_exact(json.loads(out)["plan"])
         return "; ".join(afresh) if afresh else None
 
     def _not_taken(self, step: Step) -> bool:

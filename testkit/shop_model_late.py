@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from testkit.model_late import TwinRunner
+from testkit.model_late import not_exact
 from testkit.paths import environment_kept
 from testkit.sequences import cli, main
 from testkit.shop_model import NAME, Landing, _Sequence, actual
@@ -105,7 +105,7 @@ class _TwinSequence(_Sequence):
         target = self.rng.choice(batches[:-1])
         argv, label = ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"], f"rollback {hop} --to-batch {target}"
         code, out, _err = cli([*argv, "--dry-run"])
-        afresh = [] if code else TwinRunner._not_exact(json.loads(out)["plan"])
+        afresh = [] if code else not_exact(json.loads(out)["plan"])
         if afresh:
             self.refusals["afresh"] += 1
             self.note(f"{label} not taken: would plan afresh ({'; '.join(afresh)[:120]})")
@@ -119,7 +119,7 @@ class _TwinSequence(_Sequence):
 
     def note_plan(self, out: str) -> None:
         plan = json.loads(out)["plan"]
-        assert not TwinRunner._not_exact(plan), f"a rollback whose dry run replayed exactly does not: {plan['hops']}"
+        assert not not_exact(plan), f"a rollback whose dry run replayed exactly does not: {plan['hops']}"
         assert not plan["backfills"], f"a rollback with no backfill to undo owes backfills: {plan['backfills']}"
 
 
