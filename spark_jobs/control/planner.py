@@ -190,7 +190,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         step.rebackfill = _rebackfill(lake, view.hop, step)
         step.replay = "exact" if replays.exact_possible(lake, view.hop, step, request, hops) else "afresh"
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
-            hops.append(replays.drop_earlier(lake, view.hop, step))
+            hops.append(replays.carry_or_drop(lake, view.hop, step, hops, request.replan))
     backfills = _backfills(lake, hops)
     if request.to_run is not None:
         notes.extend(_repairs_kept(lake, [view.hop for view in chain], request.to_run, hops))

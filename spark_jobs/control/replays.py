@@ -32,6 +32,7 @@ from __future__ import annotations
 from spark_jobs.control import batches
 from spark_jobs.logs import checkpoint_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
+from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import RunFailed, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import HopStep, Request
@@ -45,43 +46,61 @@ def exact_possible(lake: Lake, hop: HopSpec, step: HopStep, request: Request, pl
     plans every hop afresh."""
     if request.replan or not step.undone or step.target_batch < 0 or step.skip_versions:
         return False
+    logged = [checkpoint_log.read_offsets(step.checkpoint, batch_id).sources for batch_id in step.undone]
+    return _follow_all(lake, hop, step, planned, logged)
+
+
+def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]) -> bool:
     above = {each.hop: each for each in planned}
     return all(above.get(upstream) is not None and above[upstream].replay == "exact"
-               and _followable(lake, hop, step, above[upstream]) for upstream in step.restored_upstreams)
+               and _followable(lake, hop, logged, above[upstream]) for upstream in step.restored_upstreams)
 
 
-def _followable(lake: Lake, hop: HopSpec, step: HopStep, upstream: HopStep) -> bool:
-    """Whether each undone batch of ``step`` read whole versions of ``upstream``'s table, and every
-    commit with data past the version it is restored to, up to what they read, is one the
-    upstream's stream wrote under the query id this rollback replaces."""
+def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> bool:
+    """Whether each batch to replay (``logged``: its source offsets) read whole versions of
+    ``upstream``'s table, and every commit with data past the version it is restored to, up to
+    what they read, is one the upstream's replay writes again (:func:`writer`)."""
     table = lake.table(lake.spec.hop(upstream.hop))
     cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
     if cut is None:
         return False
     read = -1
-    for batch_id in step.undone:
-        sources = checkpoint_log.read_offsets(step.checkpoint, batch_id).sources
+    for sources in logged:
         source = batches.upstream_offset(lake, hop, upstream.hop, sources)
         version, whole = checkpoint_log.delta_position(source)
         if not whole or (source or {}).get("isStartingVersion"):
             return False
         read = max(read, version)
-    return all(commit.app_id == upstream.old_query_id for commit in batches.commits(table, cut)
+    return all(commit.app_id == writer(upstream) for commit in batches.commits(table, cut)
                if commit.version <= read and commit.changes_data)
+
+
+def writer(step: HopStep) -> str | None:
+    """The query id whose commits the step's replay writes again: the one it replaces, or, when it
+    carries an earlier rollback's kept batches, the one that rollback replaced."""
+    return step.writer_query_id or step.old_query_id
 
 
 def _path(lake: Lake, hop: HopSpec) -> str:
     return f"{lake.replays}/{hop.name}.json"
 
 
-def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int, follows: dict | None = None) -> None:
+def keep(lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dict | None = None) -> None:
     """Keep the offsets files of the hop's batches after ``target`` (before the rollback drops
     them); a second call of the same rollback (finishing a crashed one) keeps what the first kept.
     ``follows``: ``{upstream: {"old": query id, "new": query id, "target": batch}}`` of the
-    restored upstreams whose replays these batches follow."""
+    restored upstreams whose replays these batches follow. The step's ``carried_replay``: the
+    batches an earlier rollback kept (not replayed yet), kept after this one's (:func:`carry_or_drop`).
+    The target's offsets as logged are kept too (``target_text``: the rollback moves them past the
+    restores above), and the query id whose commits the replay writes again (``writer``)."""
     kept = read_json(_path(lake, hop))
     if kept and kept.get("rollback_id") == rollback_id:
         return
+    target, carried = step.target_batch, step.carried_replay
+    earlier = kept if carried else None
+    if carried and kept_batches(lake, hop) != list(carried):
+        raise UsageError(f"{hop.name}: the batches an earlier rollback kept for its next run changed since this "
+                         "rollback was planned: plan it again")
     checkpoint = lake.checkpoint(hop)
     fs = filesystem(checkpoint)
     logged = {}
@@ -89,11 +108,19 @@ def keep(lake: Lake, hop: HopSpec, rollback_id: str, query_id: str, target: int,
         if batch_id > target:
             with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), "r") as handle:
                 logged[str(batch_id)] = handle.read()
-    kept = {"rollback_id": rollback_id, "query_id": query_id, "target": target, "batches": logged, "follows": follows or {}}
+    if earlier:
+        if earlier.get("target_text") and str(earlier["target"]) in logged:  # as logged, not as moved
+            logged[str(earlier["target"])] = earlier["target_text"]
+        logged.update(earlier["batches"])
+    kept = {"rollback_id": rollback_id, "query_id": step.new_query_id, "target": target, "batches": logged,
+            "follows": follows or {}, "writer": writer(step)}
+    if target >= 0:
+        with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", target), "r") as handle:
+            kept["target_text"] = handle.read()
     if hop.reads_landing:  # the files each undone batch read: the log entries the rollback cuts
         cut = checkpoint_log.file_log_offset(checkpoint, target)
         kept["source_log"] = [entry for entry in file_source_log.file_source_entries(checkpoint)
-                              if int(entry["batchId"]) > cut]
+                              if int(entry["batchId"]) > cut] + ((earlier or {}).get("source_log") or [])
     write_json(lake.replays, f"{hop.name}.json", kept)
 
 
@@ -103,14 +130,53 @@ def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
     return [] if not kept or kept.get("replayed") else sorted(int(batch_id) for batch_id in kept["batches"])
 
 
-def drop_earlier(lake: Lake, hop: HopSpec, step: HopStep) -> HopStep:
-    """A step that rewinds the hop or restores an upstream it reads drops the replay an earlier
-    rollback kept for it (its batches read what this one changes): the step says so
+def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], replan: bool = False) -> HopStep:
+    """The replay an earlier rollback kept for the hop (its next run has not come yet), against a
+    new step of the hop. A step that rewinds the hop further back and replays exactly (or undoes
+    no batch) carries the kept batches after its own undone ones (``carried_replay``): nothing
+    ran since, so they follow on from the last batch it undoes, and the next run replays both as
+    logged, the upstreams it restores first (:func:`_carried_follows`). Any other step drops them
     (``dropped_replay``), and plans its own undone batches afresh too."""
-    step.dropped_replay = kept_batches(lake, hop)
-    if step.dropped_replay:
-        step.replay = "afresh"
+    earlier = kept_batches(lake, hop)
+    if not earlier:
+        return step
+    kept = read_json(_path(lake, hop)) or {}
+    last = step.undone[-1] if step.undone else step.target_batch
+    if (not (replan or step.skip_versions or step.target_batch < 0) and earlier[0] == last + 1
+            and kept.get("query_id") == step.old_query_id
+            and _carried_follows(lake, hop, step, planned, kept)):
+        step.carried_replay, step.replay = earlier, "exact"
+        step.writer_query_id = kept.get("writer") or _replaced_by(lake, kept["rollback_id"], hop.name)
+    else:
+        step.dropped_replay, step.replay = earlier, "afresh"
     return step
+
+
+def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], kept: dict) -> bool:
+    """Whether the step's undone batches and the kept ones can follow the upstreams it restores
+    (``planned``: the steps above): each read whole versions, and each commit they read past the
+    restore is one an upstream's replay writes again. Kept batches that follow upstreams' replays
+    (a cascade) need the same upstreams restored, by steps that carry those replays."""
+    follows = kept.get("follows") or {}
+    if follows and set(follows) != set(step.restored_upstreams):
+        return False
+    if not step.restored_upstreams:
+        return True
+    if follows and step.undone and "target_text" not in kept:  # its target's offsets moved: as logged is gone
+        return False
+    texts = {str(batch_id): None for batch_id in step.undone} | kept["batches"]
+    if step.undone and kept.get("target_text"):
+        texts[str(kept["target"])] = kept["target_text"]
+    logged = [checkpoint_log.read_offsets(step.checkpoint, int(batch_id)).sources if text is None
+              else checkpoint_log.offsets_sources(text.splitlines()[2:]) for batch_id, text in texts.items()]
+    return _follow_all(lake, hop, step, planned, logged)
+
+
+def _replaced_by(lake: Lake, rollback_id: str, hop_name: str) -> str | None:
+    """The query id the rollback ``rollback_id`` replaced at the hop (kept files that name no writer)."""
+    journal = next((each for each in read_rollbacks(lake) if each.rollback_id == rollback_id), None)
+    step = journal.plan.step(hop_name) if journal else None
+    return step.old_query_id if step else None
 
 
 def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict | None], followed: set[str]) -> bool:

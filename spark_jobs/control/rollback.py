@@ -83,9 +83,9 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     hop = lake.spec.hop(hop_name)
     checkpoint, target = step.checkpoint, step.target_batch
     if step.replay == "exact":  # the undone batches' offsets, for the next run to replay as logged
-        follows = {up: {"old": above.old_query_id, "new": above.new_query_id, "target": above.target_batch}
+        follows = {up: {"old": replays.writer(above), "new": above.new_query_id, "target": above.target_batch}
                    for up in step.restored_upstreams for above in [journal.plan.step(up)]}
-        replays.keep(lake, hop, journal.rollback_id, step.new_query_id, target, follows)
+        replays.keep(lake, hop, step, journal.rollback_id, follows)
     else:
         replays.forget(lake, hop)
     checkpoint_log.drop_batches_after(checkpoint, target)

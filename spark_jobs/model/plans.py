@@ -73,6 +73,12 @@ class HopStep:
     # Batches an earlier rollback kept for the hop's next run to replay, which this one drops (that
     # run plans them afresh): this rollback rewinds the hop or restores what they read.
     dropped_replay: list[int] = field(default_factory=list)
+    # Batches an earlier rollback kept for the hop's next run, which this one replays after its own
+    # undone batches: it rewinds the hop further back and changes nothing they read.
+    carried_replay: list[int] = field(default_factory=list)
+    # The query id whose commits the replay writes again when it carries them (the one the earlier
+    # rollback replaced); otherwise ``old_query_id``.
+    writer_query_id: str | None = None
 
     @classmethod
     def from_dict(cls, document: dict) -> HopStep:
@@ -81,7 +87,8 @@ class HopStep:
     def to_dict(self) -> dict:
         document = dataclasses.asdict(self)
         for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh"),
-                           ("dropped_replay", [])):
+                           ("dropped_replay", []), ("carried_replay", []),
+                           ("writer_query_id", None)):
             if document[key] == empty:
                 del document[key]
         return document
@@ -207,8 +214,14 @@ def _step_lines(step: HopStep) -> list[str]:
                      + (f", state versions past {step.state_version}" if step.state_version is not None else "")
                      + (f", file source log past {step.source_log_cut}" if step.source_log_cut is not None else "")
                      + ", new query id")
-        lines.append(f"    next run replays batches {undone[0]}..{undone[-1]} as logged (the same source ranges and "
-                     "watermarks), then reads what is new" if step.replay == "exact" else f"    next run re-reads {step.reread}")
+    replayed = [*undone, *step.carried_replay]
+    carried = (f" ({step.carried_replay[0]}..{step.carried_replay[-1]} kept by an earlier rollback)"
+               if step.carried_replay else "")
+    if step.replay == "exact" and replayed:
+        lines.append(f"    next run replays batches {replayed[0]}..{replayed[-1]}{carried} as logged (the same source ranges "
+                     "and watermarks), then reads what is new")
+    elif undone:
+        lines.append(f"    next run re-reads {step.reread}")
     if step.dropped_replay:
         lines.append(f"    drops the replay of batches {step.dropped_replay[0]}..{step.dropped_replay[-1]} an earlier rollback "
                      "kept: the next run plans them afresh (run before rolling back again to replay them as logged)")

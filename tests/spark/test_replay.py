@@ -61,16 +61,20 @@ def test_a_rolled_back_hop_replays_its_batches_as_logged_late_drops_included(spa
     undone = _rollback(capsys)
     [step] = undone["plan"]["hops"]
     assert step.get("replay") == "exact" and step["undone"] == [2, 3], step
-    # Before that replay, a rollback that restores what the kept batches read drops them, and says so.
+    # Before that replay, a rollback of silver carries them (silver's replay writes again what they
+    # read); with --replan it drops them, and says so.
+    for replan, gold in (([], {"carried_replay": [2, 3], "replay": "exact"}), (["--replan"], {"dropped_replay": [2, 3]})):
+        capsys.readouterr()
+        assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--dry-run", "--json", *replan]) == 0
+        steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+        assert {key: steps["gold"].get(key) for key in gold} == gold and "dropped_replay" not in steps["silver"], steps
+    # A second rollback of gold further back, still before that run, carries them after its own.
     capsys.readouterr()
-    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--dry-run", "--json"]) == 0
-    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
-    assert steps["gold"]["dropped_replay"] == [2, 3] and "replay" not in steps["gold"], steps
-    assert "replay" in steps["silver"] and "dropped_replay" not in steps["silver"], steps
-    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", "0"]) == 0
+    assert "next run replays batches 1..3 (2..3 kept by an earlier rollback) as logged" in capsys.readouterr().out
     assert main(["run", "ad_events", "--hop", "gold", "--json"]) == 0
     [record] = json.loads(capsys.readouterr().out)["hops"]
-    assert record["batch_ids"][:2] == [2, 3] and record["rows_dropped_late"] > 0
+    assert record["batch_ids"][:3] == [1, 2, 3] and record["rows_dropped_late"] > 0
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(never))
     assert main(["run", "ad_events", "--hop", "gold"]) == 0
@@ -97,8 +101,8 @@ def test_the_hops_below_a_rolled_back_hop_follow_its_exact_replay(spark, lake_ho
     for start, late in (("2026-04-01T00:00:00", 0.0), ("2026-04-01T00:10:00", 0.0), ("2026-04-01T00:12:00", 0.5)):
         _land(start, late)
         assert main(["run", "ad_events"]) == 0
-    never, replanned = tmp_path / "never", tmp_path / "replanned"
-    for copy in (never, replanned):
+    never, replanned, chained = tmp_path / "never", tmp_path / "replanned", tmp_path / "chained"
+    for copy in (never, replanned, chained):
         shutil.copytree(lake_home, copy)
 
     capsys.readouterr()
@@ -121,6 +125,19 @@ def test_the_hops_below_a_rolled_back_hop_follow_its_exact_replay(spark, lake_ho
         assert main(["run", "ad_events", "--hop", hop]) == 0
     kept, dropped = _gold(replanned), _gold(never)
     assert _silver(replanned) == _silver(never) and sum(kept.values()) > sum(dropped.values())
+
+    # Silver back to batch 1, then, before a run, to batch 0: the second rollback carries the
+    # first one's kept batches at both hops (gold's follow silver's replay), and one replay equals.
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(chained))
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "1"]) == 0
+    capsys.readouterr()
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--json"]) == 0
+    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+    assert {hop: (step["undone"] + step.get("carried_replay", []), step.get("replay")) for hop, step in steps.items()} == {
+        "silver": ([1, 2], "exact"), "gold": ([2, 3, 4, 5], "exact")} and steps["silver"]["carried_replay"] == [2], steps
+    for hop in ("silver", "gold"):
+        assert main(["run", "ad_events", "--hop", hop]) == 0
+    assert (_silver(chained), _gold(chained)) == (_silver(never), _gold(never))
 
 
 def _late(capsys) -> dict[str, int]:

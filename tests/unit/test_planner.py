@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import planner
+from spark_jobs.control import planner, replays
+from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
@@ -269,3 +270,46 @@ def test_a_no_data_batch_read_below_does_not_make_the_hops_below_undo_more(tmp_p
     plan = planner.plan(lake, Request("silver_orders", to_batch=second))
     assert targets(plan) == {"silver_orders": second, "silver_paid": max(record(lake, "n1", "silver_paid")["batch_ids"])}
     assert plan.step("silver_paid").undone == [] and plan.step("silver_paid").tables == []
+
+
+def test_a_second_rollback_before_the_replay_carries_the_first_ones_kept_batches_or_drops_them(tmp_path):
+    """history: gold back to r1's last batch keeps r2's batches for the next run (the first
+    rollback's checkpoint part, on plain files); before that run, gold further back to r0's last
+    batch undoes r1's batches and carries r2's after them: one replay of both, as logged; so does
+    a rollback of silver, whose replay writes again what they read. A ``--replan`` drops them; so
+    does a rollback of gold alone when its kept batches follow silver's replay."""
+    lake = fixture_lake("history", tmp_path)
+    gold = lake.spec.hop("gold")
+    checkpoint = lake.checkpoint(gold)
+    r0, r1, r2 = (record(lake, run, "gold")["batch_ids"] for run in ("r0", "r1", "r2"))
+    logged = {batch: Path(checkpoint_log.batch_file(checkpoint, "offsets", batch)).read_text() for batch in r1 + r2}
+    first = planner.plan(lake, Request("gold", to_batch=r1[-1]))
+    assert first.step("gold").replay == "exact" and first.step("gold").undone == r2
+    replays.keep(lake, gold, first.step("gold"), first.rollback_id)
+    checkpoint_log.drop_batches_after(checkpoint, r1[-1])
+    checkpoint_log.set_query_id(checkpoint, first.step("gold").new_query_id)
+
+    second = planner.plan(lake, Request("gold", to_batch=r0[-1]))
+    step = second.step("gold")
+    assert (step.undone, step.carried_replay, step.replay, step.dropped_replay) == (r1, r2, "exact", [])
+    assert f"next run replays batches {r1[0]}..{r2[-1]} ({r2[0]}..{r2[-1]} kept by an earlier rollback)" in second.text()
+    assert HopStep.from_dict(json.loads(json.dumps(step.to_dict()))) == step
+    below = planner.plan(lake, Request("silver", to_batch=0)).step("gold")  # silver replays what they read
+    assert (below.undone, below.carried_replay, below.replay, below.restored_upstreams) == (r1, r2, "exact", ["silver"])
+    replan = planner.plan(lake, Request("silver", to_batch=0, replan=True)).step("gold")
+    assert (replan.dropped_replay, replan.carried_replay, replan.replay) == (r2, [], "afresh")
+
+    replays.keep(lake, gold, step, second.rollback_id)
+    kept = json.loads(Path(lake.replays, "gold.json").read_text())
+    assert kept["batches"] == {str(batch): text for batch, text in logged.items()}
+    assert kept["query_id"] == step.new_query_id and kept["target"] == r0[-1]
+    assert kept["writer"] == first.step("gold").old_query_id == step.writer_query_id  # the commits replayed
+
+    checkpoint_log.drop_batches_after(checkpoint, r0[-1])
+    checkpoint_log.set_query_id(checkpoint, step.new_query_id)
+    third = planner.plan(lake, Request("gold", to_batch=r0[0])).step("gold")
+    assert (third.undone, third.carried_replay, third.replay) == (r0[1:], r1 + r2, "exact")
+    following = {"silver": {"old": "q-old", "new": "q-new", "target": 0}}
+    Path(lake.replays, "gold.json").write_text(json.dumps({**kept, "follows": following}))
+    third = planner.plan(lake, Request("gold", to_batch=r0[0])).step("gold")
+    assert (third.dropped_replay, third.carried_replay, third.replay) == (r1 + r2, [], "afresh")
