@@ -211,7 +211,7 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     # A batch planned but not committed is the first kept one put back by a replay killed since.
     usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
               and checkpoint_log.planned_batch(checkpoint) in (None, last + 1)
-              and all(_replayed_by(lake, upstream, kept["rollback_id"]) for upstream in follows)
+              and all(_replayed_by(lake, upstream, ids, kept["rollback_id"]) for upstream, ids in follows.items())
               and all(_reads_kept_versions(lake, hop, text, before, set(follows))
                       for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged)))
               and _landing_kept(lake, hop, kept.get("source_log") or []))
@@ -236,11 +236,14 @@ def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
     return all(file_source_log.listed_path(entry["path"]) in present for entry in entries)
 
 
-def _replayed_by(lake: Lake, upstream: str, rollback_id: str) -> bool:
-    """Whether ``upstream`` replayed the batches this rollback undid exactly (refused, exit 2, while it
-    has yet to: its replay comes first); False when it planned them afresh instead."""
+def _replayed_by(lake: Lake, upstream: str, ids: dict, rollback_id: str) -> bool:
+    """Whether ``upstream`` replayed exactly the batches the hop's kept ones follow (``ids``: the
+    query id its replay writes under and the batch it went back to), refused (exit 2) while it has
+    yet to: its replay comes first. A later rollback may carry the upstream's kept batches without
+    going further back, so its replay is matched by what it writes, not by the rollback. False
+    when it planned them afresh instead."""
     kept = read_json(_path(lake, lake.spec.hop(upstream)))
-    if not kept or kept.get("rollback_id") != rollback_id:
+    if not kept or (kept.get("query_id"), kept.get("target")) != (ids.get("new"), ids.get("target")):
         return False
     if not kept.get("replayed"):
         raise UsageError(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "

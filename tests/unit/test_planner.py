@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import planner, replays
+from spark_jobs.control import planner, replays, rollback
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import UsageError
@@ -313,3 +313,25 @@ def test_a_second_rollback_before_the_replay_carries_the_first_ones_kept_batches
     Path(lake.replays, "gold.json").write_text(json.dumps({**kept, "follows": following}))
     third = planner.plan(lake, Request("gold", to_batch=r0[0])).step("gold")
     assert (third.dropped_replay, third.carried_replay, third.replay) == (r1 + r2, [], "afresh")
+
+
+def test_a_kept_replay_below_still_follows_an_upstream_whose_kept_batches_a_later_rollback_carries(tmp_path):
+    """history, each rollback's checkpoint part done for real (no table restored: no JVM): gold
+    back to r1's last batch, silver back to batch 0 (it carries gold's kept batches, which now
+    follow silver's replay), then bronze back to batch 0. Silver goes no further back: it carries
+    its own kept batches on under the same query id, and gold is not in that plan. Once silver has
+    replayed, gold's kept batches still follow it (the late-events soak, seed 3, found them
+    planned afresh: they named the earlier rollback, not the replay they follow)."""
+    lake = fixture_lake("history", tmp_path)
+    r0, r1, r2 = (record(lake, run, "gold")["batch_ids"] for run in ("r0", "r1", "r2"))
+    plans = []
+    for request in (Request("gold", to_batch=r1[-1]), Request("silver", to_batch=0), Request("bronze", to_batch=0)):
+        plans.append(plan := planner.plan(lake, request))
+        for step in plan.hops:
+            rollback._rewind_checkpoint(lake, Journal(plan), step.hop)
+    assert (plans[1].step("gold").carried_replay, plans[1].step("gold").restored_upstreams) == (r2, ["silver"])
+    silver = plans[2].step("silver")
+    assert (silver.undone, silver.replay, silver.new_query_id) == ([], "exact", silver.old_query_id)
+    assert silver.carried_replay == plans[1].step("silver").undone and "gold" not in [s.hop for s in plans[2].hops]
+    replays.done(lake, lake.spec.hop("silver"))
+    assert [batch for batch, _text in replays.pending(lake, lake.spec.hop("gold"))] == [*r1, *r2]
