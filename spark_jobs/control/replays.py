@@ -156,12 +156,19 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
     """Whether the step's undone batches and the kept ones can follow the upstreams it restores
     (``planned``: the steps above): each read whole versions, and each commit they read past the
     restore is one an upstream's replay writes again. Kept batches that follow upstreams' replays
-    (a cascade) need the same upstreams restored, by steps that carry those replays."""
+    (a cascade) need the same upstreams restored by steps that carry those very replays (the
+    commits the kept offsets name are the ones those replays write again); kept batches that
+    follow none need what they read still in the tables (no RESTORE since has undone it)."""
     follows = kept.get("follows") or {}
     if follows and set(follows) != set(step.restored_upstreams):
         return False
     if not step.restored_upstreams:
         return True
+    above = {each.hop: each for each in planned}
+    for upstream, ids in follows.items():
+        theirs = read_json(_path(lake, lake.spec.hop(upstream))) or {}
+        if not above[upstream].carried_replay or (theirs.get("query_id"), theirs.get("target")) != (ids["new"], ids["target"]):
+            return False
     if follows and step.undone and "target_text" not in kept:  # its target's offsets moved: as logged is gone
         return False
     texts = {str(batch_id): None for batch_id in step.undone} | kept["batches"]
@@ -169,7 +176,16 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
         texts[str(kept["target"])] = kept["target_text"]
     logged = [checkpoint_log.read_offsets(step.checkpoint, int(batch_id)).sources if text is None
               else checkpoint_log.offsets_sources(text.splitlines()[2:]) for batch_id, text in texts.items()]
+    if not follows and not all(_still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams):
+        return False
     return _follow_all(lake, hop, step, planned, logged)
+
+
+def _still_there(lake: Lake, hop: HopSpec, upstream: str, logged: list[list]) -> bool:
+    """Whether no RESTORE or emptying of ``upstream``'s table has undone what the batches read."""
+    read = max(checkpoint_log.delta_position(batches.upstream_offset(lake, hop, upstream, sources))[0]
+               for sources in logged)
+    return not batches.undone_after(lake.table(lake.spec.hop(upstream)), -1, read)
 
 
 def _replaced_by(lake: Lake, rollback_id: str, hop_name: str) -> str | None:
