@@ -132,8 +132,8 @@ def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
 
 def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], replan: bool = False) -> HopStep:
     """The replay an earlier rollback kept for the hop (its next run has not come yet), against a
-    new step of the hop. A step that rewinds the hop further back and replays exactly (or undoes
-    no batch) carries the kept batches after its own undone ones (``carried_replay``): nothing
+    new step of the hop. A step that goes back to a batch it keeps (not before the first, no
+    ``--replan``), right before the kept ones, carries them after its own undone ones (``carried_replay``): nothing
     ran since, so they follow on from the last batch it undoes, and the next run replays both as
     logged, the upstreams it restores first (:func:`_carried_follows`). Any other step drops them
     (``dropped_replay``), and plans its own undone batches afresh too."""
