@@ -15,9 +15,11 @@ A hop below a hop that replays exactly (a cascade) replays exactly too: each ups
 that the rollback undid is written again by the upstream's replay, one commit per batch as
 before (each commit names its stream and batch id, Delta's idempotent-write transaction), so a
 kept batch's offset into that table moves onto the replay's commits (read up to the replay of the
-last undone batch it read). That holds when the kept batches read whole versions and every
-commit they read past the restored version is one the upstream's stream wrote; otherwise, and
-below a hop that plans afresh, the hop plans afresh too.
+last undone batch it read; a batch that ended part-way through a commit, ``--max-files-per-trigger``,
+ends at the same place in the replay's commit, which the run checks holds the same files). That
+holds when the kept batches read the table by its commits (not a snapshot) and every commit they
+read past the restored version is one the upstream's stream wrote; otherwise, and below a hop
+that plans afresh, the hop plans afresh too.
 
 A kept batch is replayed only while it still reads what it read: the checkpoint still has the
 query id the rollback gave it and has committed every batch before it (or has it planned: put back
@@ -30,7 +32,7 @@ rollback with ``--replan`` does.
 from __future__ import annotations
 
 from spark_jobs.control import batches
-from spark_jobs.logs import checkpoint_log, file_source_log
+from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import RunFailed, UsageError
@@ -57,9 +59,10 @@ def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep],
 
 
 def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> bool:
-    """Whether each batch to replay (``logged``: its source offsets) read whole versions of
-    ``upstream``'s table, and every commit with data past the version it is restored to, up to
-    what they read, is one the upstream's replay writes again (:func:`writer`)."""
+    """Whether each batch to replay (``logged``: its source offsets) read ``upstream``'s table by
+    its commits (not a snapshot), whole versions or part of one the upstream's replay writes
+    again, and every commit with data past the version it is restored to, up to what they read,
+    is one the upstream's replay writes again (:func:`writer`)."""
     table = lake.table(lake.spec.hop(upstream.hop))
     cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
     if cut is None:
@@ -68,7 +71,7 @@ def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep)
     for sources in logged:
         source = batches.upstream_offset(lake, hop, upstream.hop, sources)
         version, whole = checkpoint_log.delta_position(source)
-        if not whole or (source or {}).get("isStartingVersion"):
+        if (source or {}).get("isStartingVersion") or (not whole and version <= cut):
             return False
         read = max(read, version)
     return all(commit.app_id == writer(upstream) for commit in batches.commits(table, cut)
@@ -230,7 +233,8 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
               and all(_replayed_by(lake, upstream, ids, kept["rollback_id"]) for upstream, ids in follows.items())
               and all(_reads_kept_versions(lake, hop, text, before, set(follows))
                       for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged)))
-              and _landing_kept(lake, hop, kept.get("source_log") or []))
+              and _landing_kept(lake, hop, kept.get("source_log") or [])
+              and all(_same_files(lake, hop, upstream, ids, logged) for upstream, ids in follows.items()))
     if not usable:
         forget(lake, hop)
         return []
@@ -250,6 +254,31 @@ def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
         return True
     present = set(file_source_log.landing_files(lake, hop))
     return all(file_source_log.listed_path(entry["path"]) in present for entry in entries)
+
+
+# Lineage columns that differ between two writes of the same rows (the time each was written).
+_WRITE_TIME = ("_ingest_time",)
+
+
+def _same_files(lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list[tuple[int, str]]) -> bool:
+    """Whether each upstream version that a kept batch read part of (``--max-files-per-trigger``),
+    the upstream's replay wrote again file for file: the same number of files, in the same order,
+    each with the same rows by its statistics. A Delta offset into a version names a file by its
+    place among the commit's files, so only then does the kept offset read the same rows on the
+    replay. (The same batch of the same code writes the same partitions; a replay on other
+    resources may not: then the run plans afresh.)"""
+    table, old, new = _replay_commits(lake, upstream, ids, {})
+    batch_at = {version: batch_id for batch_id, version in old.items()}
+    for _batch_id, text in logged:
+        source = batches.upstream_offset(lake, hop, upstream, checkpoint_log.offsets_sources(text.splitlines()[2:]))
+        version, whole = checkpoint_log.delta_position(source)
+        if whole or version not in batch_at:
+            continue
+        written = new.get(batch_at[version])
+        if written is None or delta_log.data_files(table, version, _WRITE_TIME) != delta_log.data_files(
+                table, written, _WRITE_TIME):
+            return False
+    return True
 
 
 def _replayed_by(lake: Lake, upstream: str, ids: dict, rollback_id: str) -> bool:
@@ -306,19 +335,31 @@ def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict
     """``source``, an offset into ``upstream``'s table as the original run logged it, on the
     upstream's replay: read up to the replay's commit of the last undone batch it read (the
     batch before's offset when it read none)."""
-    table = lake.table(lake.spec.hop(upstream))
-    if table not in cache:
-        cache[table] = batches.commits(table)
-    written = cache[table]
-    old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
-    new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}
-    version = checkpoint_log.delta_position(source)[0]
+    _table, old, new = _replay_commits(lake, upstream, ids, cache)
+    version, whole = checkpoint_log.delta_position(source)
+    if not whole:  # part of a batch's commit: the same files of its replay's (:func:`_same_files`)
+        batch_id = next((batch_id for batch_id, at in old.items() if at == version), None)
+        if batch_id not in new:
+            raise RunFailed(f"{upstream}'s replay did not write its batch {batch_id} again: roll back again with --replan")
+        return {**source, "reservoirVersion": new[batch_id]}
     read = [batch_id for batch_id, at in old.items() if at <= version and batch_id > ids["target"]]
     if not read:
         return previous
     if max(read) not in new:
         raise RunFailed(f"{upstream}'s replay did not write its batch {max(read)} again: roll back again with --replan")
     return checkpoint_log.delta_offset_after(source, new[max(read)])
+
+
+def _replay_commits(lake: Lake, upstream: str, ids: dict, cache: dict) -> tuple[str, dict[int, int], dict[int, int]]:
+    """``upstream``'s table, and the versions of the commits its stream wrote per batch id: the
+    original query's (``ids["old"]``) and its replay's (``ids["new"]``). ``cache``: commits read."""
+    table = lake.table(lake.spec.hop(upstream))
+    if table not in cache:
+        cache[table] = batches.commits(table)
+    written = cache[table]
+    old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
+    new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}
+    return table, old, new
 
 
 def done(lake: Lake, hop: HopSpec) -> None:

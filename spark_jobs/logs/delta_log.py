@@ -73,6 +73,24 @@ def transaction(table: str, version: int) -> dict | None:
     return None
 
 
+def data_files(table: str, version: int, ignore: tuple[str, ...] = ()) -> list[tuple]:
+    """What a Delta stream reads of one commit, file by file in the order it indexes them (the
+    ``add`` actions that change data): each file's partition values, row count and per-column
+    statistics but those of ``ignore`` (columns that differ between two writes of the same rows,
+    such as an ingest time). Two commits with equal lists hold the same rows at the same indexes."""
+    found = []
+    for action in read_commit(table, version):
+        add = action.get("add")
+        if not add or not add.get("dataChange", True):
+            continue
+        stats = json.loads(add.get("stats") or "{}")
+        columns = {kind: {name: value for name, value in (stats.get(kind) or {}).items() if name not in ignore}
+                   for kind in ("minValues", "maxValues", "nullCount")}
+        found.append((json.dumps(add.get("partitionValues") or {}, sort_keys=True), stats.get("numRecords"),
+                      json.dumps(columns, sort_keys=True)))
+    return found
+
+
 def rows_written(table: str, after: int | None, upto: int | None) -> int:
     """Rows added by the commits in ``(after, upto]``, from their operation metrics.
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.control import replays
+from spark_jobs.logs import checkpoint_log
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from testkit.expected import delta_rows
@@ -29,8 +31,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 GOLD = "tables/gold/campaign_views_10s"
 
 
-def _land(start: str, late: float = 0.0) -> None:
-    assert main(["generate", "ad_events", "--events", "600", "--files", "1", "--seed", start[-5:-3], "--start",
+def _land(start: str, late: float = 0.0, events: int = 600) -> None:
+    assert main(["generate", "ad_events", "--events", str(events), "--files", "1", "--seed", start[-5:-3], "--start",
                  start, "--bad-fraction", "0", "--late-fraction", str(late)]) == 0
 
 
@@ -180,4 +182,42 @@ def test_a_rolled_back_ingest_hop_reads_each_batchs_files_again_and_the_hops_bel
     for table in ("tables/bronze/ad_events", "tables/silver/ad_views"):
         assert _before(delta_rows(lake_home, table, *columns), 20) == delta_rows(never, table, *columns), table
     assert Counter({key: views for key, views in _gold(lake_home).items() if key[1].minute < 20}) == _gold(never)
+    assert _late(capsys) == late_before
+
+
+def test_a_hop_below_that_read_part_of_each_version_follows_the_replay_file_by_file(spark, lake_home, tmp_path,
+                                                                                   capsys):
+    """Gold reads silver one file a batch (``--max-files-per-trigger 1``), so its batches end part-way
+    through silver's commits: silver is partitioned by event date, B's events (23:59:55 to
+    00:00:15) span midnight and C's late half is of the day before (23:59:01 to 23:59:07), so
+    their commits hold two files each. Silver back to its batch 0: its replay writes B's and C's
+    batches again with the same files in the same order (Delta's offsets name a file by its place
+    in the commit), so gold's kept offsets move onto the replay's commits at the same places, and
+    gold drops C's late views (older than 23:59:15, B's watermark) as it did: both tables equal a
+    lake that never rolled back, and gold's replay reads as many rows as B's and C's runs did."""
+    read = []  # gold's rows read, per run
+    for start, late, events in (("2026-04-01T23:50:00", 0.0, 600), ("2026-04-01T23:59:55", 0.0, 2000),
+                                ("2026-04-02T00:04:01", 0.5, 600)):
+        _land(start, late, events)
+        for hop in ("bronze", "silver"):
+            assert main(["run", "ad_events", "--hop", hop]) == 0
+        capsys.readouterr()
+        assert main(["run", "ad_events", "--hop", "gold", "--max-files-per-trigger", "1", "--json"]) == 0
+        read.append(json.loads(capsys.readouterr().out)["hops"][0]["rows_in"])
+    never = tmp_path / "never"
+    shutil.copytree(lake_home, never)
+    late_before = _late(capsys)
+    assert late_before["gold"] > 0, late_before
+
+    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--json"]) == 0
+    steps = {step["hop"]: step for step in json.loads(capsys.readouterr().out)["plan"]["hops"]}
+    assert {hop: step.get("replay") for hop, step in steps.items()} == {"silver": "exact", "gold": "exact"}, steps
+    kept = json.loads(Path(Lake.open(get_spec("ad_events")).replays, "gold.json").read_text())["batches"]
+    kept = [checkpoint_log.delta_position(checkpoint_log.offsets_sources(text.splitlines()[2:])[0])
+            for text in kept.values()]
+    assert any(not whole for _version, whole in kept), kept  # batches that end inside a commit of silver
+    assert main(["run", "ad_events", "--json"]) == 0
+    replayed = {record["hop"]: record for record in json.loads(capsys.readouterr().out)["hops"]}["gold"]
+    assert replayed["rows_in"] == sum(read[1:]), (replayed, read)
+    assert (_silver(lake_home), _gold(lake_home)) == (_silver(never), _gold(never))
     assert _late(capsys) == late_before

@@ -57,6 +57,30 @@ def test_delta_log_versions_and_rows_written(tmp_path):
     assert delta_log.table_version(str(tmp_path / "none")) is None
 
 
+def test_two_commits_hold_the_same_files_when_each_place_has_the_same_rows_by_its_statistics(tmp_path):
+    """What a Delta stream indexes of a commit: its data-changing files in order. A replay's
+    commit of the same rows differs in file names and write time only; a file with other rows,
+    or the files in another order, differ."""
+    log = tmp_path / "t/_delta_log"
+
+    def add(path: str, rows: int, low: int, written: str, data_change: bool = True) -> str:
+        stats = {"numRecords": rows, "minValues": {"t": low, "_ingest_time": written},
+                 "maxValues": {"t": low + 9, "_ingest_time": written}, "nullCount": {"t": 0, "_ingest_time": 0}}
+        return json.dumps({"add": {"path": path, "partitionValues": {"d": "1"}, "dataChange": data_change,
+                                   "stats": json.dumps(stats)}})
+
+    commits = [[add("a", 3, 0, "x"), add("b", 2, 10, "x")],
+               [add("c", 3, 0, "y"), add("d", 2, 10, "y"), add("e", 9, 0, "y", data_change=False)],
+               [add("f", 2, 10, "y"), add("g", 3, 0, "y")],
+               [add("h", 3, 1, "y"), add("i", 2, 10, "y")]]
+    for version, actions in enumerate(commits):
+        _write_log(log / f"{version:020d}.json", actions)
+    table = str(tmp_path / "t")
+    files = [delta_log.data_files(table, version, ("_ingest_time",)) for version in range(4)]
+    assert files[0] == files[1] and files[2] != files[0] and files[3] != files[0]
+    assert delta_log.data_files(table, 0) != delta_log.data_files(table, 1)  # the write time, unless ignored
+
+
 def test_a_table_written_again_at_the_same_path_is_read_anew(tmp_path):
     """A long-lived process (the API server, a test process copying one lake to one path) must not
     keep the commits of a table that was deleted and written again: same path, same version."""
