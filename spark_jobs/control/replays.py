@@ -216,9 +216,10 @@ def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict 
     return True
 
 
-def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
+def pending(lake: Lake, hop: HopSpec, say=None) -> list[tuple[int, str]]:
     """The hop's kept batches still to replay, in order, as (batch id, offsets file text); an
-    empty list (and the file gone) when there are none or they no longer read what they read."""
+    empty list (and the file gone) when there are none or they no longer read what they read
+    (then ``say``, if given, is told why the run plans them afresh)."""
     kept = read_json(_path(lake, hop))
     if not kept or kept.get("replayed"):
         return []
@@ -226,19 +227,35 @@ def pending(lake: Lake, hop: HopSpec) -> list[tuple[int, str]]:
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     last = committed[-1] if committed else -1
     logged = sorted((int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last)
-    follows = kept.get("follows") or {}
-    # A batch planned but not committed is the first kept one put back by a replay killed since.
-    usable = (checkpoint_log.query_id(checkpoint) == kept["query_id"] and logged and logged[0][0] == last + 1
-              and checkpoint_log.planned_batch(checkpoint) in (None, last + 1)
-              and all(_replayed_by(lake, upstream, ids, kept["rollback_id"]) for upstream, ids in follows.items())
-              and all(_reads_kept_versions(lake, hop, text, before, set(follows))
-                      for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged)))
-              and _landing_kept(lake, hop, kept.get("source_log") or [])
-              and all(_same_files(lake, hop, upstream, ids, logged) for upstream, ids in follows.items()))
-    if not usable:
+    why = _not_replayable(lake, hop, kept, last, logged)
+    if why:
         forget(lake, hop)
+        if logged and say is not None:
+            say(f"[{hop.name}] batches {logged[0][0]}..{logged[-1][0]} run afresh, not as logged: {why}")
         return []
     return logged
+
+
+def _not_replayable(lake: Lake, hop: HopSpec, kept: dict, last: int, logged: list[tuple[int, str]]) -> str | None:
+    """Why the kept batches no longer read what they read, or None: they can run as logged."""
+    checkpoint = lake.checkpoint(hop)
+    follows = kept.get("follows") or {}
+    # A batch planned but not committed is the first kept one put back by a replay killed since.
+    if (checkpoint_log.query_id(checkpoint) != kept["query_id"] or not logged or logged[0][0] != last + 1
+            or checkpoint_log.planned_batch(checkpoint) not in (None, last + 1)):
+        return "the hop's checkpoint changed since the rollback kept them"
+    for upstream, ids in follows.items():
+        if not _replayed_by(lake, upstream, ids, kept["rollback_id"]):
+            return f"{upstream} did not replay the batches they read"
+    if not all(_reads_kept_versions(lake, hop, text, before, set(follows))
+               for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged))):
+        return "a rollback since undid upstream data they read"
+    if not _landing_kept(lake, hop, kept.get("source_log") or []):
+        return "a landing file they read is gone"
+    for upstream, ids in follows.items():
+        if not _same_files(lake, hop, upstream, ids, logged):
+            return f"{upstream}'s replay wrote a commit they read part of as other files"
+    return None
 
 
 def _sources_before(checkpoint: str, last: int, logged: list[tuple[int, str]]) -> list[list[dict | None]]:

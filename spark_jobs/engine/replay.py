@@ -12,7 +12,7 @@ def replay_logged(run) -> None:
     """Run again, in order, the hop's kept batches (none: nothing to do); then mark them replayed."""
     from spark_jobs.engine.runner import first_line
 
-    logged = replays.pending(run.lake, run.hop)
+    logged = replays.pending(run.lake, run.hop, run.progress)
     upstream_commits: dict = {}
     for batch_id, text in logged:
         replays.put_back(run.lake, run.hop, batch_id, text, upstream_commits)
