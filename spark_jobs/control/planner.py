@@ -3,13 +3,12 @@
 :func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes nothing: which batches
 each hop undoes, the version each table returns to, what will be read again, and what lies beyond retention, as a
 :class:`~spark_jobs.model.plans.Plan`; :mod:`spark_jobs.control.rollback` carries a plan out.
-Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
-batches would be skipped under the old query id: each rolled-back checkpoint gets a new one.
-RESTORE also leaves the undone commits in the log and adds a commit of its own, so a hop
-reading that table moves its source offset past the restore. A hop below is rolled back to
-the last batch that read nothing undone; when its batches straddle the cut, the hop above is
-taken back further to a batch boundary the one below shares (or, failing that, the hop below
-starts over from the restored table's snapshot), so no data is read twice or skipped.
+Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed batches
+would be skipped under the old query id: each rolled-back checkpoint gets a new one. RESTORE also leaves the undone
+commits in the log and adds a commit of its own, so a hop reading that table moves its source offset past the restore.
+A hop below is rolled back to the last batch that read nothing undone; when its batches straddle the cut, the hop
+above is taken back further to a batch boundary the one below shares (or, failing that, the hop below starts over from
+the restored table's snapshot), so no data is read twice or skipped.
 """
 
 from __future__ import annotations
@@ -188,7 +187,8 @@ def plan(lake: Lake, request: Request) -> Plan:
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
-        step.replay = "exact" if replays.exact_possible(lake, view.hop, step, request, hops) else "afresh"
+        step.afresh_because = replays.why_afresh(lake, view.hop, step, request, hops) or ""
+        step.replay = "afresh" if step.afresh_because or not step.undone else "exact"
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
             hops.append(replays.carry_or_drop(lake, view.hop, step, hops, request.replan))
     backfills = _backfills(lake, hops)

@@ -2,31 +2,22 @@
 
 Spark runs a batch whose ``offsets/N`` is in the checkpoint but not its ``commits/N`` with the
 logged source range, watermark and timestamp, and ``Trigger.Once`` stops right after it
-(``tests/spark/test_replay_facts.py``). So before it drops them, a rollback whose plan says
-``replay: exact`` keeps each undone batch's offsets file in ``_ops/replays/<pipeline>/<hop>.json``;
-the hop's next run puts them back one at a time, runs each once, and only then reads what is new.
-Late rows are dropped as the original run dropped them. A hop that reads landing files keeps
-the entries of its file source log that the rollback cuts too (the files each undone batch read)
-and writes each batch's back with its offsets: Spark takes a logged batch's files from that log,
-not from a listing, so the batch reads exactly its files again, whatever has landed since
-(``tests/spark/test_replay_facts.py``).
+(``tests/spark/test_replay_facts.py``). So a rollback whose plan says ``replay: exact`` keeps
+each undone batch's offsets file in ``_ops/replays/<pipeline>/<hop>.json`` (and, for a hop that
+reads landing files, the file source log entries it cuts: Spark takes a logged batch's files
+from that log, not from a listing); the hop's next run puts them back one at a time, runs each
+once, and only then reads what is new. Late rows are dropped as the original run dropped them.
 
-A hop below a hop that replays exactly (a cascade) replays exactly too: each upstream batch
-that the rollback undid is written again by the upstream's replay, one commit per batch as
-before (each commit names its stream and batch id, Delta's idempotent-write transaction), so a
-kept batch's offset into that table moves onto the replay's commits (read up to the replay of the
-last undone batch it read; a batch that ended part-way through a commit, ``--max-files-per-trigger``,
-ends at the same place in the replay's commit, which the run checks holds the same files). That
-holds when the kept batches read the table by its commits (not a snapshot) and every commit they
-read past the restored version is one the upstream's stream wrote; otherwise, and below a hop
-that plans afresh, the hop plans afresh too.
+Below a hop that replays exactly (a cascade), the upstream's replay writes each undone batch
+again in one commit, as before (each names its stream and batch id, Delta's idempotent-write
+transaction), so a kept offset into that table moves onto the replay's commits: up to the replay
+of the last undone batch it read, or, for a batch that ended part-way through a commit
+(``--max-files-per-trigger``), to the same place in the replay's commit once the run has checked
+that it holds the same files. A kept batch that read a snapshot or another writer's commit, or
+is below a hop that plans afresh, plans afresh too (:func:`why_afresh` says why).
 
-A kept batch is replayed only while it still reads what it read: the checkpoint still has the
-query id the rollback gave it and has committed every batch before it (or has it planned: put back
-by a replay that was killed before it committed), and no version of an
-upstream table it read has been undone since (a later rollback above) other than the undone
-batches of an upstream that replays them. Otherwise the file goes and the run plans afresh, as a
-rollback with ``--replan`` does.
+A kept batch is replayed only while it still reads what it read (:func:`_not_replayable`);
+otherwise the file goes and the run plans afresh, as a rollback with ``--replan`` does, and says why.
 """
 
 from __future__ import annotations
@@ -41,41 +32,56 @@ from spark_jobs.model.plans import HopStep, Request
 from spark_jobs.model.spec import HopSpec
 
 
-def exact_possible(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]) -> bool:
-    """Whether a plan's undone batches can run again as their offsets logged them: a hop back to a
-    batch it keeps, fed by tables that this rollback leaves as they are or whose hops replay
-    exactly (``planned``: the steps of the hops above) in a way its offsets can follow. ``--replan``
-    plans every hop afresh."""
-    if request.replan or not step.undone or step.target_batch < 0 or step.skip_versions:
-        return False
+def why_afresh(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]) -> str | None:
+    """Why a plan's undone batches cannot run again as their offsets logged them, or None: they
+    can. They can for a hop back to a batch it keeps, fed by tables that this rollback leaves as
+    they are or whose hops replay exactly (``planned``: the steps of the hops above) in a way its
+    offsets can follow."""
+    if not step.undone:
+        return None
+    if request.replan:
+        return "--replan"
+    if step.target_batch < 0:
+        return "it starts over (back to before its first batch)"
+    if step.skip_versions:
+        return "it goes on past an earlier RESTORE above"
     logged = [checkpoint_log.read_offsets(step.checkpoint, batch_id).sources for batch_id in step.undone]
     return _follow_all(lake, hop, step, planned, logged)
 
 
-def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]) -> bool:
+def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]) -> str | None:
     above = {each.hop: each for each in planned}
-    return all(above.get(upstream) is not None and above[upstream].replay == "exact"
-               and _followable(lake, hop, logged, above[upstream]) for upstream in step.restored_upstreams)
+    for upstream in step.restored_upstreams:
+        if above.get(upstream) is None or above[upstream].replay != "exact":
+            return f"{upstream} above runs its undone batches afresh"
+        why = _followable(lake, hop, logged, above[upstream])
+        if why:
+            return why
+    return None
 
 
-def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> bool:
-    """Whether each batch to replay (``logged``: its source offsets) read ``upstream``'s table by
-    its commits (not a snapshot), whole versions or part of one the upstream's replay writes
-    again, and every commit with data past the version it is restored to, up to what they read,
-    is one the upstream's replay writes again (:func:`writer`)."""
+def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> str | None:
+    """Why the batches to replay (``logged``: their source offsets) cannot follow ``upstream``'s
+    replay, or None: they read its table by its commits (not a snapshot), whole versions or part
+    of one the upstream's replay writes again, and every commit with data past the version it is
+    restored to, up to what they read, is one the upstream's replay writes again (:func:`writer`)."""
     table = lake.table(lake.spec.hop(upstream.hop))
     cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
     if cut is None:
-        return False
+        return f"{upstream.hop}'s table is not restored"
     read = -1
     for sources in logged:
         source = batches.upstream_offset(lake, hop, upstream.hop, sources)
         version, whole = checkpoint_log.delta_position(source)
-        if (source or {}).get("isStartingVersion") or (not whole and version <= cut):
-            return False
+        if (source or {}).get("isStartingVersion"):
+            return f"they read {upstream.hop}'s table as a snapshot"
+        if not whole and version <= cut:
+            return f"they read part of version {version} of {upstream.hop}'s table, which the rollback keeps"
         read = max(read, version)
-    return all(commit.app_id == writer(upstream) for commit in batches.commits(table, cut)
-               if commit.version <= read and commit.changes_data)
+    if any(commit.app_id != writer(upstream) for commit in batches.commits(table, cut)
+           if commit.version <= read and commit.changes_data):
+        return f"they read commits of {upstream.hop}'s table that its replay does not write again (a backfill's)"
+    return None
 
 
 def writer(step: HopStep) -> str | None:
@@ -148,7 +154,7 @@ def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep
     if (not (replan or step.skip_versions or step.target_batch < 0) and earlier[0] == last + 1
             and kept.get("query_id") == step.old_query_id
             and _carried_follows(lake, hop, step, planned, kept)):
-        step.carried_replay, step.replay = earlier, "exact"
+        step.carried_replay, step.replay, step.afresh_because = earlier, "exact", ""
         step.writer_query_id = kept.get("writer") or _replaced_by(lake, kept["rollback_id"], hop.name)
     else:
         step.dropped_replay, step.replay = earlier, "afresh"
@@ -181,7 +187,7 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
               else checkpoint_log.offsets_sources(text.splitlines()[2:]) for batch_id, text in texts.items()]
     if not follows and not all(_still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams):
         return False
-    return _follow_all(lake, hop, step, planned, logged)
+    return _follow_all(lake, hop, step, planned, logged) is None
 
 
 def _still_there(lake: Lake, hop: HopSpec, upstream: str, logged: list[list]) -> bool:

@@ -70,6 +70,7 @@ class HopStep:
     # ``exact``: the next run re-runs each undone batch as its offsets logged it (the same source
     # range, watermark and timestamp) before new data; ``afresh``: it plans them again with new data.
     replay: str = "afresh"
+    afresh_because: str = ""  # why the undone batches cannot run as logged (``--replan``: asked to)
     # Batches an earlier rollback kept for the hop's next run to replay, which this one drops (that
     # run plans them afresh): this rollback rewinds the hop or restores what they read.
     dropped_replay: list[int] = field(default_factory=list)
@@ -88,7 +89,7 @@ class HopStep:
         document = dataclasses.asdict(self)
         for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh"),
                            ("dropped_replay", []), ("carried_replay", []),
-                           ("writer_query_id", None)):
+                           ("writer_query_id", None), ("afresh_because", "")):
             if document[key] == empty:
                 del document[key]
         return document
@@ -221,7 +222,8 @@ def _step_lines(step: HopStep) -> list[str]:
         lines.append(f"    next run replays batches {replayed[0]}..{replayed[-1]}{carried} as logged (the same source ranges "
                      "and watermarks), then reads what is new")
     elif undone:
-        lines.append(f"    next run re-reads {step.reread}")
+        because = f" (not as logged: {step.afresh_because})" if step.afresh_because not in ("", "--replan") else ""
+        lines.append(f"    next run re-reads {step.reread}{because}")
     if step.dropped_replay:
         lines.append(f"    drops the replay of batches {step.dropped_replay[0]}..{step.dropped_replay[-1]} an earlier rollback "
                      "kept: the next run plans them afresh (run before rolling back again to replay them as logged)")

@@ -335,3 +335,20 @@ def test_a_kept_replay_below_still_follows_an_upstream_whose_kept_batches_a_late
     assert silver.carried_replay == plans[1].step("silver").undone and "gold" not in [s.hop for s in plans[2].hops]
     replays.done(lake, lake.spec.hop("silver"))
     assert [batch for batch, _text in replays.pending(lake, lake.spec.hop("gold"))] == [*r1, *r2]
+
+
+def test_a_plan_says_why_a_hop_cannot_replay_its_batches_as_logged(tmp_path):
+    """A hop taken back to before its first batch starts over, and one kept from before an earlier
+    RESTORE above goes on past it: neither can run its undone batches as logged, and the plan
+    (text and JSON) says why; ``--replan`` is asked for, not explained."""
+    plan = planner.plan(fixture_lake("history", tmp_path / "a"), Request("silver", to_batch=-1))
+    assert [(step.hop, step.replay, step.afresh_because) for step in plan.hops] == [
+        (hop, "afresh", "it starts over (back to before its first batch)") for hop in ("silver", "gold")]
+    assert "re-reads" in plan.text() and "(not as logged: it starts over (back to before its first batch))" in plan.text()
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    replayed = planner.plan(fixture_lake("replayed", tmp_path / "b"), Request("gold", to_batch=0))
+    assert replayed.step("gold").afresh_because == "it goes on past an earlier RESTORE above"
+    asked = planner.plan(fixture_lake("history", tmp_path / "c"), Request("gold", to_batch=0, replan=True))
+    assert asked.step("gold").afresh_because == "--replan" and "not as logged" not in asked.text()
+    exact = planner.plan(fixture_lake("history", tmp_path / "d"), Request("gold", to_batch=0))
+    assert (exact.step("gold").replay, "afresh_because" in exact.step("gold").to_dict()) == ("exact", False)
