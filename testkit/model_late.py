@@ -59,7 +59,7 @@ def not_exact(plan: dict) -> list[str]:
     """Why a rollback's plan (its --json ``plan``) does not replay exactly: per hop that undoes
     batches afresh or drops an earlier rollback's kept replay; empty when every hop is exact."""
     return [f"{each['hop']}: " + (f"drops the kept replay of {each['dropped_replay']}" if each.get("dropped_replay")
-                                  else f"re-reads {each.get('reread')}")
+                                  else each.get("afresh_because") or f"re-reads {each.get('reread')}")
             for each in plan["hops"] if each.get("undone") and each.get("replay") != "exact" or each.get("dropped_replay")]
 
 
