@@ -98,7 +98,7 @@ def cmd_status(args) -> int:
 
 def cmd_rollback(args) -> int:
     target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "replan": args.replan,
-              "to_time_text": args.to_time,
+              "exact": args.exact, "to_time_text": args.to_time,
               "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None}
     try:
         result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait,
@@ -271,6 +271,9 @@ def _add_undoers(commands) -> None:
                           help="the next run plans the undone data afresh, with what arrived since, instead of "
                                "replaying each undone batch as it was logged (where the plan can); --no-replan: "
                                "replay (default)")
+    rollback.add_argument("--exact", action=argparse.BooleanOptionalAction, default=False,
+                          help="refuse (exit 2, nothing changed) unless every hop replays its undone batches as logged; "
+                               "the plan says why one cannot")
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
 

@@ -292,7 +292,8 @@ def status(pipeline: str, hop: str | None = None) -> dict:
 
 def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: str | None = None,
              to_time_ms: int | None = None, to_time_text: str | None = None, cascade: bool = True,
-             replan: bool = False, dry_run: bool = False, wait_s: float = 0.0, progress: Progress = stderr) -> RollbackResult:
+             replan: bool = False, exact: bool = False, dry_run: bool = False, wait_s: float = 0.0,
+             progress: Progress = stderr) -> RollbackResult:
     """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
     the next run replays from the batch after each target. An unfinished rollback of the same
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
@@ -305,7 +306,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     lake.spec.hop(hop)
     if sum(target is not None for target in (to_batch, to_run, to_time_ms)) != 1:
         raise UsageError("give exactly one of --to-batch, --to-run, --to-time")
-    request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan)
+    request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan, exact)
     journal = rollbacks.pending(lake)
     if journal and not journal.plan.request.same_target(request):
         rollbacks.refuse_if_pending(lake)

@@ -32,7 +32,7 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     try:
         plan = planner.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
                                      to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)),
-                                     replan=bool(params.get("replan", False)))
+                                     replan=bool(params.get("replan", False)), exact=bool(params.get("exact", False)))
     except LakehouseError as error:
         raise AirflowFailException(str(error)) from None
     log.info("%s", plan.text())

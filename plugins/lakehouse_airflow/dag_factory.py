@@ -177,7 +177,8 @@ will be read again (also in XCom `plan`), and starts no JVM. With `dry_run` on (
 nothing changes; turn it off to let `execute` restore the tables and rewind the checkpoints,
 then `verify` checks the result. A rollback waits for a running job of the pipeline. With
 `replan` on, the next run plans the undone data afresh (with what arrived since) instead of
-replaying each undone batch as it was logged.
+replaying each undone batch as it was logged; with `exact` on, the rollback is refused (nothing
+changes) unless every hop replays its undone batches as logged, and the plan says why one cannot.
 """
 
 
@@ -208,6 +209,8 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
         "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
         "replan": Param(False, type="boolean", description="The next run plans the undone data afresh with what "
                         "arrived since, instead of replaying each undone batch as it was logged"),
+        "exact": Param(False, type="boolean", description="Refuse unless every hop replays its undone batches "
+                       "as logged (the plan says why one cannot)"),
         "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
     }) as dag:
         planned = ShortCircuitOperator(task_id="plan", python_callable=plan_rollback,
@@ -218,7 +221,8 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
             pipeline=spec.name,
             arguments=["--hop", "{{ params.hop }}", "--to-batch", "{{ %s['requested_batch'] }}" % plan,
                        "{{ '--cascade' if params.cascade else '--no-cascade' }}",
-                       "{{ '--replan' if params.replan else '--no-replan' }}", *WAIT_ARGS],
+                       "{{ '--replan' if params.replan else '--no-replan' }}",
+                       "{{ '--exact' if params.exact else '--no-exact' }}", *WAIT_ARGS],
             doc_md="Restore the tables and rewind the checkpoints as planned (a Spark application).",
         )
         verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})

@@ -171,9 +171,8 @@ def plan(lake: Lake, request: Request) -> Plan:
     chain = [views[head.name]] + ([views[hop.name] for hop in below] if request.cascade else [])
     targets, skips, notes = _consistent_targets(lake, chain, requested)
     refused: list[str] = []
-    if not request.cascade:
-        for feed in lake.spec.feeds(head.name):
-            _check_no_cascade(views[head.name], views[feed.name], targets, refused)
+    for feed in lake.spec.feeds(head.name) if not request.cascade else ():
+        _check_no_cascade(views[head.name], views[feed.name], targets, refused)
     hops = []
     for name, target in targets.items():
         view = views[name]
@@ -198,21 +197,22 @@ def plan(lake: Lake, request: Request) -> Plan:
         commands = "; ".join(f"`{each.command_line(lake.spec.name)}`" for each in backfills)
         notes.append(f"after the next run, backfill again, in this order, what this rollback undoes and the stream "
                      f"will not bring back: {commands}")
+    refused.extend(why for step in hops if request.exact and (why := step.not_as_logged()))
     rollback_id = "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     return Plan(rollback_id, lake.spec.name, request, requested, hops, notes, refused, backfills)
 
 
 def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_run: str | None = None,
-                 to_time: str | None = None, cascade: bool = True, replan: bool = False) -> Plan:
+                 to_time: str | None = None, cascade: bool = True, replan: bool = False, exact: bool = False) -> Plan:
     """:func:`plan` from one target as a person gives it (``to_time`` as ISO-8601 text), as the
     rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
     given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
              if value not in (None, "")}
     if len(given) != 1:
         raise UsageError(f"give exactly one of to_batch, to_run, to_time (got {', '.join(sorted(given)) or 'none'})")
-    to_time_ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
-    return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), to_time_ms, given.get("to_time"), cascade,
-                              replan))
+    ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
+    return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), ms, given.get("to_time"), cascade,
+                              replan, exact))
 
 
 def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tuple[dict, dict, list[str]]:

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from spark_jobs.model.errors import UsageError
+
 T = TypeVar("T")
 
 
@@ -81,6 +83,16 @@ class HopStep:
     # rollback replaced); otherwise ``old_query_id``.
     writer_query_id: str | None = None
 
+    def not_as_logged(self) -> str | None:
+        """Why the next run will not replay the hop's undone (or kept) batches as logged, or None."""
+        if self.dropped_replay:
+            return (f"{self.hop}: drops the replay of batches {self.dropped_replay[0]}..{self.dropped_replay[-1]} an earlier "
+                    "rollback kept: run the pipeline first, or roll back with --replan")
+        if self.undone and self.replay != "exact":
+            return (f"{self.hop}: cannot replay batches {self.undone[0]}..{self.undone[-1]} as logged "
+                    f"({self.afresh_because}): roll back with --replan to plan them afresh, or to another point")
+        return None
+
     @classmethod
     def from_dict(cls, document: dict) -> HopStep:
         return _known(cls, document, tables=[TableStep.from_dict(each) for each in document.get("tables", [])])
@@ -106,6 +118,11 @@ class Request:
     to_time_iso: str | None = None  # the time as the person gave it
     cascade: bool = True
     replan: bool = False  # plan the undone batches afresh rather than replay them as logged
+    exact: bool = False  # refuse unless every hop replays its undone batches as logged
+
+    def __post_init__(self):
+        if self.replan and self.exact:
+            raise UsageError("--replan and --exact contradict each other: give one of them")
 
     @classmethod
     def from_dict(cls, document: dict) -> Request:
@@ -113,8 +130,9 @@ class Request:
 
     def to_dict(self) -> dict:
         document = dataclasses.asdict(self)
-        if not self.replan:
-            del document["replan"]
+        for key in ("replan", "exact"):
+            if not document[key]:
+                del document[key]
         return document
 
     def same_target(self, other: Request) -> bool:

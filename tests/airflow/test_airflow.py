@@ -116,8 +116,8 @@ def test_dag_shapes(dagbag):
     assert dagbag["shape"]["ad_events__maintenance"] == {"maintain": []}
     assert dagbag["meta"]["ad_events__stream"]["max_active_runs"] == 1
     assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
-    assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "hop", "replan", "to_batch",
-                                                                  "to_run", "to_time"]
+    assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "exact", "hop", "replan",
+                                                                  "to_batch", "to_run", "to_time"]
     # Lineage: each hop reads the asset above it; its table's events come from its gate (stream) or itself (backfill).
     reads = {"bronze": ["ad_events.landing"], "silver": ["ad_events.bronze"], "gold": ["ad_events.silver"]}
     assert dagbag["assets"]["ad_events__stream"] == {

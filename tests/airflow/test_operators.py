@@ -114,15 +114,16 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
     ti = SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": plans[(task_ids, key)])
 
     task = dag_factory.build_rollback_dag(spec).get_task("execute")
-    params = {"hop": "bronze", "cascade": False, "replan": False}
+    params = {"hop": "bronze", "cascade": False, "replan": False, "exact": False}
     options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
     _common(options, "lakehouse-ad_events-rollback", master)
     assert arguments == ["rollback", "ad_events", "--hop", "bronze", "--to-batch", "4", "--no-cascade", "--no-replan",
-                         "--wait", "900"]
-    params = {"hop": "bronze", "cascade": True, "replan": True}
-    task = dag_factory.build_rollback_dag(spec).get_task("execute")  # rendering fills the task's arguments in
-    _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
-    assert arguments[-4:] == ["--cascade", "--replan", "--wait", "900"]
+                         "--no-exact", "--wait", "900"]
+    for params, flags in (({"hop": "bronze", "cascade": True, "replan": True, "exact": False}, ["--replan", "--no-exact"]),
+                          ({"hop": "bronze", "cascade": True, "replan": False, "exact": True}, ["--no-replan", "--exact"])):
+        task = dag_factory.build_rollback_dag(spec).get_task("execute")  # rendering fills the task's arguments in
+        _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
+        assert arguments[-5:] == ["--cascade", *flags, "--wait", "900"]
 
     task = dag_factory.build_stream_dag(spec).get_task("undo")
     _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}, "ti": ti}, master)[0])
