@@ -163,8 +163,8 @@ def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep
 
 def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], kept: dict) -> bool:
     """Whether the step's undone batches and the kept ones can follow the upstreams it restores
-    (``planned``: the steps above): each read whole versions, and each commit they read past the
-    restore is one an upstream's replay writes again. Kept batches that follow upstreams' replays
+    (``planned``: the steps above) as :func:`_followable` says: each commit they read past the
+    restore, whole or in part, is one an upstream's replay writes again. Kept batches that follow upstreams' replays
     (a cascade) need the same upstreams restored by steps that carry those very replays (the
     commits the kept offsets name are the ones those replays write again); kept batches that
     follow none need what they read still in the tables (no RESTORE since has undone it)."""
@@ -184,7 +184,7 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
     if step.undone and kept.get("target_text"):
         texts[str(kept["target"])] = kept["target_text"]
     logged = [checkpoint_log.read_offsets(step.checkpoint, int(batch_id)).sources if text is None
-              else checkpoint_log.offsets_sources(text.splitlines()[2:]) for batch_id, text in texts.items()]
+              else checkpoint_log.text_sources(text) for batch_id, text in texts.items()]
     if not follows and not all(_still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams):
         return False
     return _follow_all(lake, hop, step, planned, logged) is None
@@ -209,7 +209,7 @@ def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict 
     batch before it, had read) has been undone since by a RESTORE or an emptying, but those of the
     ``followed`` upstreams, whose replays write them again. (A version undone before the batch
     read past it, by a RESTORE the batch's range spans, is read as the original run read it.)"""
-    sources = checkpoint_log.offsets_sources(text.splitlines()[2:])  # after the version line and the header
+    sources = checkpoint_log.text_sources(text)
     for upstream in [name for name in hop.upstreams if name not in followed]:
         offset = batches.upstream_offset(lake, hop, upstream, sources)
         if offset is None:
@@ -268,7 +268,7 @@ def _sources_before(checkpoint: str, last: int, logged: list[tuple[int, str]]) -
     """The source offsets each logged batch starts from: the last committed batch's, then each
     logged batch's before it (none before the first batch)."""
     first = checkpoint_log.read_offsets(checkpoint, last).sources if last >= 0 else []
-    return [first, *(checkpoint_log.offsets_sources(text.splitlines()[2:]) for _batch_id, text in logged[:-1])]
+    return [first, *(checkpoint_log.text_sources(text) for _batch_id, text in logged[:-1])]
 
 
 def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
@@ -293,7 +293,7 @@ def _same_files(lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list
     table, old, new = _replay_commits(lake, upstream, ids, {})
     batch_at = {version: batch_id for batch_id, version in old.items()}
     for _batch_id, text in logged:
-        source = batches.upstream_offset(lake, hop, upstream, checkpoint_log.offsets_sources(text.splitlines()[2:]))
+        source = batches.upstream_offset(lake, hop, upstream, checkpoint_log.text_sources(text))
         version, whole = checkpoint_log.delta_position(source)
         if whole or version not in batch_at:
             continue
@@ -347,7 +347,7 @@ def _put_back_files(lake: Lake, hop: HopSpec, batch_id: int, text: str, entries:
     the kept entries: Spark reads the batch's files from them, not from a listing."""
     checkpoint = lake.checkpoint(hop)
     start = checkpoint_log.file_log_offset(checkpoint, batch_id - 1)
-    end = int(checkpoint_log.offsets_sources(text.splitlines()[2:])[0]["logOffset"])
+    end = int(checkpoint_log.text_sources(text)[0]["logOffset"])
     for log_batch in range(start + 1, end + 1):
         file_source_log.put_back_entries(checkpoint, log_batch, [entry for entry in entries
                                                                  if int(entry["batchId"]) == log_batch],

@@ -224,6 +224,11 @@ def file_log_offset(checkpoint: str, batch_id: int) -> int:
     return int(read_offsets(checkpoint, batch_id).sources[0]["logOffset"])
 
 
+def text_sources(text: str) -> list[dict | None]:
+    """The source offsets of an offsets file's whole text (after its version line and header)."""
+    return offsets_sources(text.splitlines()[2:])
+
+
 def offsets_sources(lines: list[str]) -> list[dict | None]:
     """The source offsets of an offsets file's lines after its header: one per source, JSON or
     ``-`` (none yet), with v2's ``index:`` prefix."""
