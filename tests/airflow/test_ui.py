@@ -141,6 +141,13 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
                                 headers=viewer).text
     assert "replays batches 1..2 as logged" in plan.text and "replays batches 1..2" not in replanned
     assert "next run re-reads" in replanned and 'name="replan" value="true" checked' in replanned
+    # `exact`: a plan that replays as logged goes ahead; one that plans afresh is refused, nothing to confirm.
+    exact = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0&exact=true",
+                            headers=viewer).text
+    assert "Refused" not in exact and 'name="exact" value="true" checked' in exact and "no-permission" in exact
+    refused_plan = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=-1&exact=true",
+                                   headers=viewer).text
+    assert "Refused: nothing can be confirmed." in refused_plan and "cannot replay" in refused_plan, refused_plan[-2000:]
     refused = airflow_app.post(f"/lakehouse/pipelines/{PIPELINE}/rollback", headers=viewer,
                                data={"hop": "silver", "to_batch": "0", "form_token": "x"})
     assert refused.status_code == 403
@@ -229,7 +236,7 @@ def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spa
     url = f"/lakehouse/pipelines/{PIPELINE}/rollback"
     form_page = airflow_app.get(f"{url}?hop=silver&to_run=r2", headers=user).text
     token = re.search(r'name="form_token" value="([^"]+)"', form_page).group(1)
-    form = {"hop": "silver", "to_run": "r2", "cascade": "true", "form_token": token}
+    form = {"hop": "silver", "to_run": "r2", "cascade": "true", "exact": "true", "form_token": token}
 
     cross_site = airflow_app.post(url, data=form, headers={**user, "Origin": "http://evil.example"})
     assert cross_site.status_code == 403
@@ -245,7 +252,7 @@ def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spa
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == f"{PIPELINE}__rollback", DagRun.run_id == run_id).one()
         run_conf = dict(run.conf)
-    assert run_conf == {"hop": "silver", "to_run": "r2", "cascade": True, "replan": False, "dry_run": False}
+    assert run_conf == {"hop": "silver", "to_run": "r2", "cascade": True, "replan": False, "exact": True, "dry_run": False}
 
     _run, state, tasks = dag_test(f"{PIPELINE}__rollback", conf=run_conf)
     assert state == "success" and tasks == {"plan": "success", "execute": "success", "verify": "success"}, tasks

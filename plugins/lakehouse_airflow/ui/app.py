@@ -195,17 +195,17 @@ def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
 
 @app.get("/pipelines/{pipeline}/rollback", response_class=HTMLResponse)
 def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: str = "", to_time: str = "",
-                  cascade: bool = True, replan: bool = False, spec: PipelineSpec = Depends(readable_pipeline),
-                  user=Depends(get_user)):
+                  cascade: bool = True, replan: bool = False, exact: bool = False,
+                  spec: PipelineSpec = Depends(readable_pipeline), user=Depends(get_user)):
     """Pick a hop and a target, see the plan (no JVM, nothing changes), then confirm."""
     request_values = {"hop": hop or spec.hop_names[0], "to_batch": to_batch, "to_run": to_run, "to_time": to_time,
-                      "cascade": cascade, "replan": replan}
+                      "cascade": cascade, "replan": replan, "exact": exact}
     plan, error = None, None
     if to_batch or to_run or to_time:
         try:
             batch = int(to_batch) if to_batch else None
             plan = planner.plan_request(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
-                                         to_time=to_time or None, cascade=cascade, replan=replan)
+                                         to_time=to_time or None, cascade=cascade, replan=replan, exact=exact)
         except ValueError:
             error = f"to_batch {to_batch!r} is not a batch id: give a whole number (-1: before the first batch)"
         except LakehouseError as problem:
@@ -221,7 +221,7 @@ def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: s
 @app.post("/pipelines/{pipeline}/rollback")
 def rollback_confirm(request: Request, hop: str = Form(...), to_batch: str = Form(""), to_run: str = Form(""),
                      to_time: str = Form(""), cascade: str = Form("true"), replan: str = Form("false"),
-                     form_token: str = Form(""),
+                     exact: str = Form("false"), form_token: str = Form(""),
                      spec: PipelineSpec = Depends(readable_pipeline), user=Depends(get_user)):
     """Trigger ``<pipeline>__rollback`` with ``dry_run`` off: its plan task plans again and refuses
     what is refused, ``execute`` restores, ``verify`` checks."""
@@ -232,12 +232,14 @@ def rollback_confirm(request: Request, hop: str = Form(...), to_batch: str = For
     _check_form_token(form_token, user, spec.name)
     if hop not in spec.hop_names:
         raise HTTPException(400, f"pipeline {spec.name} has no hop {hop!r}")
-    run_conf: dict = {"hop": hop, "cascade": cascade == "true", "replan": replan == "true", "dry_run": False}
+    run_conf: dict = {"hop": hop, "cascade": cascade == "true", "replan": replan == "true", "exact": exact == "true",
+                      "dry_run": False}
     try:
         if to_batch:
             run_conf["to_batch"] = int(to_batch)
         planner.plan_request(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
-                              to_time=to_time or None, cascade=run_conf["cascade"], replan=run_conf["replan"])
+                              to_time=to_time or None, cascade=run_conf["cascade"], replan=run_conf["replan"],
+                              exact=run_conf["exact"])
     except (ValueError, LakehouseError) as problem:
         raise HTTPException(400, f"rollback not triggered: {problem}") from None
     run_conf.update({key: value for key, value in (("to_run", to_run), ("to_time", to_time)) if value})
