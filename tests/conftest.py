@@ -37,8 +37,8 @@ TEST_JVM_GC = "-XX:+UseSerialGC"
 # used with a non-empty folder on the class path, see spark_jobs/engine/jvm.py.)
 # Two more for the same small increments: adaptive execution re-plans each batch query after its
 # shuffles, and Delta checks the table state it rebuilt after a commit against the checksum file
-# of that version (it still writes the file). Off, a warm run of three hops took about a tenth
-# less CPU; neither changes a row.
+# of that version (it still writes the file). Off, a warm run of three hops took 6 to 10% less
+# CPU (paired samples); neither changes a row.
 TEST_SPARK_DEFAULTS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                        "spark.sql.adaptive.enabled": "false", "spark.databricks.delta.checksum.validation.enabled": "false"}
 
