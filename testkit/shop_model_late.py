@@ -80,7 +80,7 @@ class _TwinSequence(_Sequence):
             os.environ["LAKEHOUSE_HOME"] = str(self.twin)
             code, _out, err = cli(["run", NAME])
         assert code == 0, f"the twin's run was refused: {err[-1000:]}"
-        mine, twins = actual(self.spark, self.home), actual(self.spark, self.twin)
+        mine, twins = actual(self.home), actual(self.twin)
         for table, rows in twins.items():
             assert mine[table] == rows, (
                 f"{table} differs from the twin that never rolled back: missing {_diff(rows, mine[table])}, extra "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
-from testkit.expected import skeleton_events
+from testkit.expected import delta_rows, skeleton_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -96,17 +97,15 @@ def _expected(home: Path) -> dict[str, object]:
             "gold_b": gold(b, EVENT_TIME["gold_b"][0])}
 
 
-def _actual(spark, home: Path) -> dict[str, object]:
-    def rows(relative: str):
-        return spark.read.format("delta").load(str(home / relative)).collect()
-
-    found = {hop: sorted(row.id for row in rows(table)) for hop, table in (
+def _actual(home: Path) -> dict[str, object]:
+    """The tables as delta-rs reads them (:func:`testkit.expected.delta_rows`)."""
+    found = {hop: sorted(row_id for row_id, in delta_rows(home, table, "id")) for hop, table in (
         ("bronze_a", f"tables/bronze/{NAME}_a"), ("bronze_b", f"tables/bronze/{NAME}_b"),
         ("positive_a", f"tables/silver/{NAME}_positive_a"), ("other_a", f"tables/silver/{NAME}_other_a"),
         ("positive_b", f"tables/silver/{NAME}_positive_b"))}
     for hop in ("gold_a", "gold_b"):
-        found[hop] = {(row.kind, int(row.window_start.timestamp() * 1000)): (row.events, row.amount)
-                      for row in rows(f"tables/gold/{NAME}_{hop[-1]}")}
+        found[hop] = {(kind, int(start.replace(tzinfo=UTC).timestamp() * 1000)): (events, amount) for kind, start, events, amount
+                      in delta_rows(home, f"tables/gold/{NAME}_{hop[-1]}", "kind", "window_start", "events", "amount")}
     return found
 
 
@@ -170,7 +169,7 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert set(pending_work(lake)) == {"bronze_a", "bronze_b", "positive_a", "other_a", "positive_b", "gold_a",
                                        "gold_b"}
     assert main(["run", NAME]) == 0
-    assert _actual(spark, home) == _expected(home)
+    assert _actual(home) == _expected(home)
     _watermarks_follow_each_hops_lateness(home)
     status = _status(capsys)
     assert status["landing"] == {"files": 3, "new_files": 0}
@@ -191,7 +190,7 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert main(["run", NAME, "--hop", "positive_a"]) == 0
     _land(home, "a", seed=11, offset=5)
     assert main(["run", NAME]) == 0
-    assert _actual(spark, home) == _expected(home)
+    assert _actual(home) == _expected(home)
     b_branch = _versions(home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b", f"tables/gold/{NAME}_b")
     b_offsets = {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
                  for hop in ("bronze_b", "positive_b", "gold_b")}
@@ -211,10 +210,10 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert _versions(home, *b_branch) == b_branch
     assert {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}")) for hop in b_offsets} == b_offsets
     assert main(["run", NAME]) == 0
-    assert _actual(spark, home) == _expected(home)
+    assert _actual(home) == _expected(home)
     _watermarks_follow_each_hops_lateness(home)
     # A backfill of gold_b from the middle of one of its three-minute windows recomputes whole
     # windows of its own size (the pipeline's one-minute window would split 00:03-00:06).
     assert main(["backfill", NAME, "--hop", "gold_b", "--start", "2026-03-01T00:04:30Z",
                  "--end", "2026-03-01T00:09:00Z", "--quality", "off"]) == 0
-    assert _actual(spark, home) == _expected(home)
+    assert _actual(home) == _expected(home)

@@ -63,7 +63,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
                                                                    "gate_gold_merchant_revenue", "undo")} == {
         "bronze_orders": "success", "bronze_payments": "success", "silver_paid": "success",
         "gate_gold_merchant_revenue": "success", "undo": "skipped"}, tasks
-    assert_tables(spark, home, landing.expected())
+    assert_tables(home, landing.expected())
     # The other runs check only bronze_orders' suite, whose drop rule the expected tables count
     # on (every gate ran above; each costs about half a second a run).
     drop_only = home.parent / "suites"
@@ -73,7 +73,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     landing.increment(1)
     later = landing.increment(2, pay_now=False)  # orders now, their payments a run later
     assert main(["run", NAME]) == 0
-    assert_tables(spark, home, landing.expected())
+    assert_tables(home, landing.expected())
     landing.pay(later)
     landing.increment(3)
     # This run is SIGKILLed (the CLI and its JVM) at a seeded random moment after bronze_orders
@@ -86,7 +86,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     assert killed, "the run ended before the kill: not a mid-run kill"
     assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
     expected = landing.expected()
-    assert_tables(spark, home, expected)
+    assert_tables(home, expected)
     assert len(expected["paid"]) > 60
     # The header lines were dropped, not quarantined: each payments file quarantined its one bad row.
     payments_bad = spark.read.format("delta").load(str(home / "tables/quarantine/shop_payments"))
@@ -111,7 +111,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     assert delta_log.table_version(str(home / TABLES["orders"])) == orders_version
     assert checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/bronze_orders")) == orders_offsets
     assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
-    assert_tables(spark, home, expected)
+    assert_tables(home, expected)
 
     # Undo the orders' last two batches through both hops below them; a new increment lands
     # before the replay: equal again.
@@ -127,7 +127,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     landing.increment(4)
     assert main(["run", NAME]) == 0, f"KILL_SEED={seed}"  # the seed that reproduces it
     expected = landing.expected()
-    assert_tables(spark, home, expected)
+    assert_tables(home, expected)
     # status and checkpoint validate read the join's two sources and its state stores (one
     # folder per side and kind in each partition) as plain files.
     capsys.readouterr()
@@ -148,14 +148,14 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     shutil.copytree(home / "landing", other / "landing")
     monkeypatch.setenv("LAKEHOUSE_HOME", str(other))
     assert main(["backfill", NAME, "--start", "2026-03-01T00:00:00", "--end", "2026-03-01T08:00:00"]) == 0
-    assert_tables(spark, other, expected)
+    assert_tables(other, expected)
     # Then the stream on that lake: the next increment resends the backfilled hour's last order,
     # which the stream's de-duplication never saw (it reads appends, not a backfill's rows);
     # silver_orders' `unique` keeps it once (shop's model, seed 41, found it written twice).
     landing.home = other
     landing.increment(5)
     assert main(["run", NAME]) == 0
-    assert_tables(spark, other, landing.expected())
+    assert_tables(other, landing.expected())
     # A backfill over a streamed hour and one whose files no stream read yet (shop's model, seeds
     # 45 and 47): it rewrites silver_orders' rows of 05:xx, so its commit is one the join's stream
     # skips, and the orders of 06:xx reach the join only through silver_paid's backfill; their
@@ -166,7 +166,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     capsys.readouterr()
     assert main(["run", NAME]) == 0
     said = capsys.readouterr().err
-    assert_tables(spark, other, landing.expected())
+    assert_tables(other, landing.expected())
     repaired = re.search(r"\[silver_paid\] repair: recomputing (\S+) \.\. (\S+),", said)
     assert repaired and repaired[1] <= "2026-03-01T05:00" and repaired[2] >= "2026-03-01T08:00", said[-2000:]
     assert "[gold_merchant_revenue] repair: recomputing" in said
@@ -186,7 +186,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
         expected = landing.expected()
 
         def current() -> bool:  # every row landed, and the pairs of the orders of 08:xx, streamed on both sides
-            found = actual(spark, other)
+            found = actual(other)
             return all(found[name] == expected[name] for name in ("orders", "payments", "latest")) and {
                 pair for pair in expected["paid"] if pair[0].startswith("o-8-")} <= set(found["paid"])
 
@@ -208,7 +208,7 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     # Under --json the session prints no progress: its repair of the join is in the run records.
     repairs = [json.loads(path.read_text()) for path in (other / "_ops/runs" / NAME).glob("always-on.repair-*.silver_paid.json")]
     assert repairs and all(record["repair"] and record["status"] == "succeeded" for record in repairs), said[-2000:]
-    assert_tables(spark, other, expected)
+    assert_tables(other, expected)
 
 
 # Orders beyond the allowed lateness: after every run each table equals a twin lake that never
