@@ -102,8 +102,12 @@ def drivers_left(tmp_path: Path, within_s: float) -> list[str]:
         time.sleep(0.5)
 
 
-def kill_tree(process: subprocess.Popen, started: list[psutil.Process]) -> None:
-    """A test's own clean-up when an assertion failed half-way: the launcher and all it started."""
+def kill_tree(process: subprocess.Popen, started: list[psutil.Process], airflow_home: Path) -> None:
+    """A test's own clean-up when an assertion failed half-way: the launcher and all it started,
+    and the shared drivers of its DAG runs (their own process groups, by their address files in
+    ``airflow_home``'s ``drivers/``: else each waits out its idle time)."""
+    from lakehouse_platform import stop_drivers  # include/scripts
+
     if process.poll() is None:
         started = started + descendants(process.pid)
         process.kill()
@@ -111,3 +115,4 @@ def kill_tree(process: subprocess.Popen, started: list[psutil.Process]) -> None:
     for child in started:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
+    stop_drivers(airflow_home / "drivers")

@@ -267,7 +267,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
         assert not (tmp_path / "airflow/platform.json").exists()
     finally:
         held.close()
-        kill_tree(process, started)
+        kill_tree(process, started, tmp_path / "airflow")
 
     _walk_the_cluster(tmp_path)
 
@@ -369,7 +369,7 @@ def _walk_the_cluster(tmp_path) -> None:
         if intruder is not None and intruder.poll() is None:
             os.killpg(intruder.pid, signal.SIGKILL)
             intruder.wait()
-        kill_tree(process, started)
+        kill_tree(process, started, tmp_path / "airflow")
         metadata_db.Postgres(tmp_path / "airflow/postgres").remove()  # as root its data is outside tmp_path
 
 
