@@ -4,6 +4,7 @@ test, and the tables as another reader (delta-rs) sees them."""
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import re
@@ -106,7 +107,7 @@ def gold_counter(spark, home: Path) -> Counter:
     rows = spark.read.format("delta").load(str(home / "tables" / "gold" / "campaign_views_10s")).collect()
     counter: Counter = Counter()
     for row in rows:
-        window_ms = int(row.window_start.replace(tzinfo=__import__("datetime").UTC).timestamp() * 1000)
+        window_ms = utc_ms(row.window_start)
         assert (row.window_end - row.window_start).total_seconds() == 10
         assert (row.campaign_id, window_ms) not in counter, "gold has a duplicate key"
         counter[(row.campaign_id, window_ms)] = row.views
@@ -130,6 +131,12 @@ def table_rows(home: Path, hop: str, strip_home: bool = True) -> list[tuple]:
         index = columns.index("_source_file")
         rows = [row[:index] + (row[index].rsplit("/", 1)[-1],) + row[index + 1:] for row in rows]
     return sorted(rows, key=repr)
+
+
+def utc_ms(moment: datetime.datetime) -> int:
+    """Milliseconds since the epoch of a timestamp as a reader returns it: aware (delta-rs), or
+    naive in UTC (Spark in a UTC process)."""
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)).timestamp() * 1000)
 
 
 def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
@@ -225,7 +232,7 @@ def assert_tables_match_landing(home: Path | str, lines: list[tuple[str, str]] |
     for campaign, start, end, views in delta_rows(home, "tables/gold/campaign_views_10s", "campaign_id", "window_start",
                                                   "window_end", "views"):
         assert (end - start).total_seconds() == 10
-        key = (campaign, int(start.replace(tzinfo=__import__("datetime").UTC).timestamp() * 1000))
+        key = (campaign, utc_ms(start))
         assert key not in gold, f"gold has the key {key} twice"
         gold[key] = views
     assert gold == expected_gold(home, [line for _name, line in lines])

@@ -4,7 +4,6 @@ and the tables as Spark and delta-rs read them, compared whole or in part."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import random
 from collections import Counter
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, listing, write_text
-from testkit.expected import hadoop_lines, source_name, topic_records, valid_event
+from testkit.expected import hadoop_lines, source_name, topic_records, utc_ms, valid_event
 
 T0 = 1_780_000_000_000 - 1_780_000_000_000 % 3_600_000  # an hour boundary in 2026
 SPAN_MS = 40 * 60 * 1000  # every event time lies in [T0, T0 + SPAN_MS), within the allowed lateness
@@ -186,7 +185,7 @@ def _tables(rows) -> dict[str, Counter]:
         "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time", "user_id"))
     gold: Counter = Counter()
     for campaign, start, views in rows("tables/gold/campaign_views_10s", "campaign_id", "window_start", "views"):
-        key = (campaign, int(start.replace(tzinfo=dt.UTC).timestamp() * 1000))
+        key = (campaign, utc_ms(start))
         if key in gold:
             raise ModelMismatch(f"gold has key {key} twice")
         gold[key] = views

@@ -132,7 +132,7 @@ def actual(home: Path) -> dict:
     """Every table's rows as the expected tables give them, read by delta-rs
     (:func:`testkit.expected.delta_rows`: another Delta reader, milliseconds where Spark takes
     about two seconds for the five)."""
-    from testkit.expected import delta_rows
+    from testkit.expected import delta_rows, utc_ms
 
     def rows(name: str, *columns: str) -> list[tuple]:  # none in a table not written yet (an aggregate of no paid order)
         return delta_rows(home, TABLES[name], *columns) if (home / TABLES[name] / "_delta_log").exists() else []
@@ -142,7 +142,7 @@ def actual(home: Path) -> dict:
         "payments": sorted(payment for payment, in rows("payments", "payment_id")),
         "latest": sorted(order for order, in rows("latest", "order_id")),
         "paid": sorted(rows("paid", "order_id", "payment_id")),
-        "revenue": {(merchant, currency, int(start.replace(tzinfo=UTC).timestamp() * 1000)): (orders, revenue)
+        "revenue": {(merchant, currency, utc_ms(start)): (orders, revenue)
                     for merchant, currency, start, orders, revenue in
                     rows("revenue", "merchant_id", "currency", "window_start", "paid_orders", "revenue")},
     }

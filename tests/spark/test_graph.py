@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import UTC
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log
-from testkit.expected import delta_rows, skeleton_events
+from testkit.expected import delta_rows, skeleton_events, utc_ms
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -104,7 +103,7 @@ def _actual(home: Path) -> dict[str, object]:
         ("positive_a", f"tables/silver/{NAME}_positive_a"), ("other_a", f"tables/silver/{NAME}_other_a"),
         ("positive_b", f"tables/silver/{NAME}_positive_b"))}
     for hop in ("gold_a", "gold_b"):
-        found[hop] = {(kind, int(start.replace(tzinfo=UTC).timestamp() * 1000)): (events, amount) for kind, start, events, amount
+        found[hop] = {(kind, utc_ms(start)): (events, amount) for kind, start, events, amount
                       in delta_rows(home, f"tables/gold/{NAME}_{hop[-1]}", "kind", "window_start", "events", "amount")}
     return found
 
