@@ -67,21 +67,25 @@ def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readl
     assert ours and not [command for command in ours if command.startswith("readlink")], ours[:5]
 
 
-def test_a_large_read_is_split_into_several_tasks_per_core(spark, tmp_path):
-    """A read of a few large files splits into ``SPLITS_PER_CORE`` pieces per core, not Spark's
-    one per core (which left bronze's parse of a 2 M-event landing folder 5 tasks on 2 cores,
-    the last alone). The file is 48 MiB: with one piece per core (4 MiB open cost each) it
-    would read in as many tasks as cores."""
-    from spark_jobs.engine.session import SPLITS_PER_CORE
+def test_a_large_read_is_split_evenly_and_small_files_are_not_a_task_each(spark, tmp_path):
+    """A large read is cut into pieces of at most ``MAX_SPLIT_BYTES``, not Spark's one per core
+    (which left bronze's parse of a 2 M-event landing folder 5 tasks on 2 cores, the last alone);
+    a read of a few small files (a Delta log replay, an hourly run's landing files) stays about
+    one task per core, not one per file."""
+    from spark_jobs.engine.session import MAX_SPLIT_BYTES
 
     cores = spark.sparkContext.defaultParallelism
-    line = b"x" * 1023 + b"\n"
-    (tmp_path / "big.txt").write_bytes(line * (48 * 1024))
-    tasks = spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions()
-    assert tasks >= SPLITS_PER_CORE * cores - 1, tasks
-    ours = spark.conf.get("spark.sql.files.minPartitionNum")
-    spark.conf.unset("spark.sql.files.minPartitionNum")
+    with open(tmp_path / "big.txt", "wb") as handle:  # sparse: only its size counts when planning
+        handle.truncate(128 * 1024 * 1024)
+    assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() >= 128 * 1024 * 1024 // MAX_SPLIT_BYTES
+    small = tmp_path / "small"
+    small.mkdir()
+    for number in range(8):
+        (small / f"{number}.txt").write_text("a line\n" * 100)
+    assert spark.read.text(str(small)).rdd.getNumPartitions() <= cores
+    ours = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.unset("spark.sql.files.maxPartitionBytes")
     try:
         assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() <= cores + 1  # Spark's own
     finally:
-        spark.conf.set("spark.sql.files.minPartitionNum", ours)
+        spark.conf.set("spark.sql.files.maxPartitionBytes", ours)
