@@ -88,15 +88,9 @@ def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
     return confs
 
 
-# The largest piece a read is cut into. Spark cuts a read into about one piece per core, each at
-# most spark.sql.files.maxPartitionBytes (128 MB) and never under its 4 MB open cost per file: on
-# 2 cores the 486 MB of a 2 M-event landing folder (20 files) read in 5 tasks, the last alone on
-# one core (bronze's parse 19.3 s; bench/HISTORY.md). With pieces of at most 32 MB each of those
-# files (24 MB) is a task of its own: 20 tasks, 10 a core. Small reads keep Spark's one piece per core: asking for
-# more pieces per core instead (spark.sql.files.minPartitionNum) evened the large read too, but
-# cut every read of a few small files into a task per file (a Delta log replay, an hourly run's
-# landing files): eight small increments of three hops ran 745 tasks that way, 634 this way
-# (the tasks' CPU 17.9 -> 16.3 s; Spark's event log).
+# The largest piece a read is cut into (docs/design-notes.md): a large read splits into even
+# tasks on few cores, while a read of a few small files (a Delta log replay, a run's landing
+# files) keeps Spark's one piece per core instead of a task per file.
 MAX_SPLIT_BYTES = 32 * 1024 * 1024
 _MAX_SPLIT = "spark.sql.files.maxPartitionBytes"
 

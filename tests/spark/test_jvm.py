@@ -74,10 +74,10 @@ def test_a_large_read_is_split_evenly_and_small_files_are_not_a_task_each(spark,
     one task per core, not one per file."""
     from spark_jobs.engine.session import MAX_SPLIT_BYTES
 
-    cores = spark.sparkContext.defaultParallelism
+    cores, size = spark.sparkContext.defaultParallelism, 128 * 1024 * 1024
     with open(tmp_path / "big.txt", "wb") as handle:  # sparse: only its size counts when planning
-        handle.truncate(128 * 1024 * 1024)
-    assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() >= 128 * 1024 * 1024 // MAX_SPLIT_BYTES
+        handle.truncate(size)
+    assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() >= size // MAX_SPLIT_BYTES
     small = tmp_path / "small"
     small.mkdir()
     for number in range(8):
