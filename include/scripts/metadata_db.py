@@ -136,6 +136,16 @@ def free_port() -> int:
     raise MetadataDBError("no free TCP port in 20000-32000 on 127.0.0.1: stop some servers and start again")
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (:func:`free_port` drawn again on a repeat)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def _copy_for_nobody(binaries: Path) -> Path:
     """As root: the binaries, their libraries and share files copied once per version to a
     folder every user can read (the virtualenv's own may sit below a private folder), in the

@@ -37,10 +37,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from metadata_db import free_port, serve, start_server, stop_process_groups, write_private
+from metadata_db import free_ports, serve, start_server, stop_process_groups, write_private
 
 BUCKET = "lakehouse"
 REGION = "us-east-1"
+# What SeaweedFS logs when a port it was given is taken: its own check before it starts, or the bind.
+TAKEN = (b"is not available on", b"address already in use")
 PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
          "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
 
@@ -101,10 +103,26 @@ class S3Server:
                 "AWS_REGION": REGION}
 
     def start(self, timeout_s: float = 60.0, stop_with_parent: bool = True) -> subprocess.Popen:
-        """Start on free ports of 127.0.0.1 in its own process group; wait until S3 answers."""
+        """Start on free ports of 127.0.0.1 in its own process group; wait until S3 answers.
+        Another process can take one of its ten ports between the probe and SeaweedFS's bind
+        (a suite's servers start side by side): then it starts again on other ports, twice at most."""
+        log = self.folder / "weed.log"
+        for _ in range(2):
+            logged = log.stat().st_size if log.exists() else 0
+            try:
+                return self._start(timeout_s, stop_with_parent)
+            except S3ServerError:
+                with open(log, "rb") as text:
+                    text.seek(logged)
+                    said = text.read()
+                if not any(marker in said for marker in TAKEN):
+                    raise
+        return self._start(timeout_s, stop_with_parent)
+
+    def _start(self, timeout_s: float, stop_with_parent: bool) -> subprocess.Popen:
         self.credentials()
         config = self._security()
-        self.ports = {name: free_port() for name in PORTS}
+        self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
         if self.s3_port:
             self.ports["s3.port"] = self.s3_port
         argv = [str(weed_binary()), f"-config_dir={config}", "mini", f"-dir={self.folder / 'data'}",

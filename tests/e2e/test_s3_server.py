@@ -133,3 +133,37 @@ def test_the_compose_files_s3_service_serves_the_credentials_every_service_is_gi
         os.killpg(server.pid, signal.SIGTERM)  # as `docker stop` does: the command stops its server too
         server.wait(timeout=60)
     assert not [process for process in weed if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_port_taken_between_the_probe_and_the_bind_starts_the_server_again_elsewhere(tmp_path, monkeypatch):
+    """A port free when probed can be taken before SeaweedFS binds it (a suite starts servers side
+    by side): the first start's filer port is held open here, and the server starts on others.
+    (The port choice is replaced once, to name the held port; SeaweedFS runs for real.)"""
+    import socket
+
+    import metadata_db
+    import s3_server
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    draws = []
+
+    def ports(count: int) -> list[int]:
+        chosen = metadata_db.free_ports(count)
+        if not draws:  # the first start: the filer's port is the held one
+            chosen[s3_server.PORTS.index("filer.port")] = port
+        draws.append(chosen)
+        return chosen
+
+    monkeypatch.setattr(s3_server, "free_ports", ports)
+    server = S3Server(tmp_path / "s3")
+    try:
+        server.start()
+        assert len(draws) == 2 and server.ports["filer.port"] != port
+        assert f"{port} for Filer" in (tmp_path / "s3" / "weed.log").read_text()
+        assert _status(f"{server.endpoint}/{BUCKET}") == 403
+    finally:
+        server.stop()
+        held.close()
