@@ -81,8 +81,11 @@ class KafkaServer:
         config = json.loads(path.read_text()) if path.exists() else {}
         if not config or self.given or port:
             user, password = self.given or (config.get("username") or "lakehouse", secrets.token_urlsafe(24))
-            config = {"username": user, "password": password, "port": port or config.get("port") or free_port(),
-                      "controller_port": config.get("controller_port") or free_port(),
+            port = port or config.get("port") or free_port()
+            controller = config.get("controller_port")
+            while controller in (None, port):  # the two listeners never on one port
+                controller = free_port()
+            config = {"username": user, "password": password, "port": port, "controller_port": controller,
                       "cluster_id": config.get("cluster_id") or cluster_id()}
             write_private(path, json.dumps(config, indent=2))
         return config

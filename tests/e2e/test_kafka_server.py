@@ -71,3 +71,17 @@ def test_kafka_on_loopback_behind_a_password_stopped_by_pid_and_restartable(tmp_
         assert sum(_end_offsets(again.connection().client_config(), "events", 3)) == 300
     finally:
         again.stop()
+
+
+def test_the_broker_and_its_controller_never_draw_one_port(tmp_path, monkeypatch):
+    """A unit test of the configuration alone (nothing starts): the port probe is replaced by a
+    sequence whose first two draws repeat, as two separate probes may."""
+    import kafka_server
+
+    draws = iter([24001, 24001, 24002, 24002, 24003])
+    monkeypatch.setattr(kafka_server, "free_port", lambda: next(draws))
+    config = KafkaServer(tmp_path / "kafka").config
+    assert (config["port"], config["controller_port"]) == (24001, 24002)
+    # A port asked for that is the kept controller's moves the controller.
+    again = KafkaServer(tmp_path / "kafka", port=24002).config
+    assert (again["port"], again["controller_port"]) == (24002, 24003)
