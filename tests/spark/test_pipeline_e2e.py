@@ -48,6 +48,11 @@ def test_three_increments_then_nothing_new(spark, lake_home, capsys):
     assert bronze.count() + quarantine.count() == len(lines)
     assert sorted(row.raw_line for row in quarantine.collect()) == sorted(
         line for _name, line in lines if not valid_event(line))
+    # Silver has no drop rule here: its quarantine table exists (its first batch made it) and no
+    # later batch committed to it, while silver itself committed once per increment.
+    views = str(lake_home / "tables/quarantine/ad_views")
+    assert delta_log.versions(views) == [0] and len(delta_log.versions(str(lake_home / "tables/silver/ad_views"))) == \
+        len(STARTS)
 
     before = _versions(lake_home)
     assert main(["run", "ad_events", "--json"]) == 0

@@ -19,7 +19,12 @@ class AppendSink:
     def stream_writer(self, frame, query_id: str):
         run, hop, table, quarantine = self.run, self.run.hop, self.table, self.quarantine
 
+        # An empty commit costs a Delta transaction (about as much as the table's own write):
+        # a batch without drops makes one only to create the quarantine table.
+        quarantine_exists = quarantine is not None and table_exists(quarantine)
+
         def write_batch(batch, batch_id: int) -> None:
+            nonlocal quarantine_exists
             with held(batch) if run.drop_rules or hop.unique else nullcontext():  # read twice: computed once
                 kept, dropped = run.drop_failing(self._not_held(batch) if hop.unique else batch, None,
                                                  (hop.time_column,))
@@ -32,9 +37,12 @@ class AppendSink:
                 run.counted(counts)
                 if quarantine is None:
                     return
-                if dropped is None:  # no drop rule: an empty commit keeps one quarantine version per batch
+                if dropped is None:  # no drop rule: nothing to quarantine, and no commit once the table exists
+                    if quarantine_exists:
+                        return
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
                 add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
+                quarantine_exists = True
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
 
