@@ -166,7 +166,7 @@ def run(events: int, repeats: int, files: int = 20, warm_up: bool = True) -> dic
         add_hostile_lines(source, max(events // 1000, len(HOSTILE_LINES)))
         # JVM, code paths, Delta, the heap: warm on the same set before measuring. (After a tenth
         # of it, the first way measured, always (a), took 28.5 s in its first attempt and 26.0 in
-        # its second: bench/HISTORY.md.)
+        # its second.)
         for way in WAYS if warm_up else ():
             _one(way, spark, source, root / f"warm-up-{way}")
             shutil.rmtree(root / f"warm-up-{way}")

@@ -255,7 +255,7 @@ class UpstreamTable:
 
         A new query reads a snapshot of the table, whose files Delta lists, sorts and numbers in
         about ten small Spark jobs (0.6-0.9 s for each of ad_events' silver and gold on a first
-        run; bench/HISTORY.md). A table that was only appended to holds exactly the files its commits
+        run). A table that was only appended to holds exactly the files its commits
         added, so reading those commits reads the same files. When the batch takes them all
         (as many as a batch admits: ``maxFilesPerTrigger``, Delta's default 1,000), its end
         offset is the one a snapshot read ends at (the version after the last, nothing of it

@@ -42,7 +42,7 @@ def has_backfill_writes(table: str) -> bool:
 
 
 # Spark's in-memory cache compresses each column as it fills; on bronze's batch of 2 M parsed
-# lines that took 6-8 s of a 23-s write of its two tables, about a quarter (bench/HISTORY.md).
+# lines that took 6-8 s of a 23-s write of its two tables, about a quarter.
 # Uncompressed, a held batch takes more memory (past the cache's share it goes to
 # local disk, persist()'s MEMORY_AND_DISK) for as long as its writes read it.
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"

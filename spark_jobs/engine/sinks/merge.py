@@ -20,7 +20,7 @@ class MergeSink:
         run, table = self.run, self.table
         # A first batch's append creates the table, as the other sinks' do: created before the
         # query (an empty commit), the append would first read that snapshot in a Spark job (the
-        # two took about 0.5 s of a 2.5-s first run of gold; bench/HISTORY.md).
+        # two took about 0.5 s of a 2.5-s first run of gold).
         exists = table_exists(table)
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)  # a recount's transform reads them too
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
