@@ -72,6 +72,22 @@ def test_three_increments_then_nothing_new(spark, lake_home, capsys):
     assert gold["rows_in"] > 0 and gold["rows_dropped_late"] > 0  # Spark counts the late groups, after the partial count
     assert gold_counter(spark, lake_home) == counted
 
+    # A batch of clean lines commits to bronze and not to its quarantine (the table exists), and
+    # the next batch with an unusable line commits there again.
+    bronze, quarantine = (str(lake_home / "tables" / table / "ad_events") for table in ("bronze", "quarantine"))
+    committed = {table: delta_log.versions(table) for table in (bronze, quarantine)}
+    _generate(4, STARTS[2], events=300, files=1, bad=0.0)
+    assert main(["run", "ad_events", "--hop", "bronze"]) == 0
+    assert delta_log.versions(quarantine) == committed[quarantine]
+    assert len(delta_log.versions(bronze)) == len(committed[bronze]) + 1
+    _generate(5, STARTS[2], events=300, files=1, bad=0.05)
+    assert main(["run", "ad_events", "--hop", "bronze"]) == 0
+    assert len(delta_log.versions(quarantine)) == len(committed[quarantine]) + 1
+    lines = landing_lines(lake_home)
+    assert spark.read.format("delta").load(bronze).count() == sum(1 for _name, line in lines if valid_event(line))
+    assert sorted(row.raw_line for row in spark.read.format("delta").load(quarantine).collect()) == sorted(
+        line for _name, line in lines if not valid_event(line))
+
 
 def _drift(home) -> dict[str, str]:
     """Give every third valid event of one landing file fields the schema does not have; their

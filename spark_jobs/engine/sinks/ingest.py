@@ -19,8 +19,13 @@ class IngestSink:
         run, table, quarantine = self.run, self.table, self.quarantine
         partition_by = list(run.hop.partition_by)
         backfilled = has_backfill_writes(table) or has_backfill_writes(quarantine)
+        # A batch of clean lines makes no quarantine commit once the table exists (the first
+        # batch creates it): a commit is a Delta transaction, about as much as the table's own
+        # write, and asking whether the held batch has an unusable line is a small job.
+        quarantine_exists = table_exists(quarantine)
 
         def write_batch(batch, batch_id: int) -> None:
+            nonlocal quarantine_exists
             from pyspark.sql import functions as F
 
             with held(batch):
@@ -34,8 +39,11 @@ class IngestSink:
                 # mergeSchema: a column the parse gained (``_rescued``) joins a table written before it.
                 add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
                     *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
+                if quarantine_exists and invalid.isEmpty():
+                    return
                 add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
+                quarantine_exists = True
 
         return parsed.writeStream.foreachBatch(run.each_batch(write_batch))
 
