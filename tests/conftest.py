@@ -87,8 +87,8 @@ def spark():
 def quality_suites(request, tmp_path_factory, monkeypatch) -> None:
     """Tests marked ``quality`` check the examples' suites after every hop (each in its pipeline
     folder's ``quality/``); the others run the pipeline without suites (a supported set-up: no
-    suite, no check), which keeps each run about 10 s shorter: ``$LAKEHOUSE_QUALITY`` names an
-    empty folder."""
+    suite, no check), which keeps a warm run of ad_events' three hops about a second shorter
+    (paired in-process runs): ``$LAKEHOUSE_QUALITY`` names an empty folder."""
     if request.node.get_closest_marker("quality") is not None:
         monkeypatch.delenv("LAKEHOUSE_QUALITY", raising=False)
     else:
