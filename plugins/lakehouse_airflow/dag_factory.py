@@ -20,6 +20,7 @@ from lakehouse_airflow.checks import has_new_data, plan_refresh, plan_rollback, 
 from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
+from lakehouse_airflow.versions import check_airflow
 from spark_jobs.model.spec import PipelineSpec, scan_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
@@ -322,7 +323,9 @@ def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:
 
 def build_all() -> dict[str, DAG]:
     """Every DAG of every usable pipeline spec, by DAG id. A spec that cannot be built is left out
-    here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file."""
+    here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file. An
+    unsupported Airflow is the DAG file's import error (:func:`~lakehouse_airflow.versions.check_airflow`)."""
+    check_airflow()
     dags: dict[str, DAG] = {}
     for spec in usable_specs()[0]:
         for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec),

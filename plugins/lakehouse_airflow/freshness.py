@@ -12,6 +12,7 @@ each stale hop.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 import sys
 from pathlib import Path
@@ -39,9 +40,11 @@ def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
     :func:`in_dag_test`)."""
     if spec.freshness_s is None or in_dag_test():
         return None
+    # Airflow 3.3 names an alert (its UI shows the name); 3.2's alerts take no name.
+    named = "name" in inspect.signature(DeadlineAlert.__init__).parameters
     return DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=dt.timedelta(seconds=spec.freshness_s),
                          callback=SyncCallback(freshness_missed, kwargs={"pipeline": spec.name}),
-                         name=f"{spec.name} freshness {spec.freshness}")
+                         **({"name": f"{spec.name} freshness {spec.freshness}"} if named else {}))
 
 
 def _run_id(dag_run) -> str | None:

@@ -11,6 +11,9 @@ from lakehouse_airflow import dag_processor
 from lakehouse_airflow.operators import DataDocsLink
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
 from lakehouse_airflow.ui import URL_PREFIX, LazyApp
+from lakehouse_airflow.versions import check_airflow
+
+check_airflow()  # an unsupported Airflow: the plugin's import error says which lines are
 
 
 class LakehousePlugin(AirflowPlugin):

