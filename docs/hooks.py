@@ -1,12 +1,21 @@
-"""MkDocs hook: the manual's pages that are generated from the code, so they cannot drift.
+"""The manual's pages that are generated from the code, so they cannot drift.
+
+The reference pages are committed, so that they read right where users read them (the
+repository's web view as well as the built manual), and ``make reference`` (``python
+docs/hooks.py``) writes them again; ``tests/unit/test_docs.py`` and the manual's build fail when
+a committed page differs from what the code generates, as Airflow's providers keep theirs:
 
 - ``reference/cli.md``: every ``lakehouse`` command and flag, from the CLI's own parser;
-- the key tables of ``reference/spec.md``: from :mod:`spark_jobs.model.spec_keys`, the defaults
-  from :class:`spark_jobs.model.spec.PipelineSpec`;
+- the key tables of ``reference/spec.md`` (between its ``<!-- ... keys -->`` and ``<!-- end ...
+  keys -->`` lines): from :mod:`spark_jobs.model.spec_keys`, the defaults from
+  :class:`spark_jobs.model.spec.PipelineSpec`;
 - ``reference/settings.md``: every environment variable the package reads, from
-  :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names;
-- the figures of ``benchmarks.md`` (where it says ``<!-- figures -->``): each benchmark's newest
-  recorded run in ``bench/runs/``, rendered by the benchmark's own Markdown.
+  :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names.
+
+As an MkDocs hook it also fills the figures of ``benchmarks.md`` (where it says ``<!-- figures
+-->``) when the manual is built: each benchmark's newest recorded run in ``bench/runs/``,
+rendered by the benchmark's own Markdown (they carry the runs' times, which the repository's
+pages do not).
 """
 
 from __future__ import annotations
@@ -40,7 +49,8 @@ def cli_page() -> str:
     from spark_jobs.cli import build_parser
 
     lines = ["# CLI reference", "",
-             "Generated from the `lakehouse` command's own parser. Every command takes `--json` (one JSON",
+             "Generated from the `lakehouse` command's own parser by `make reference`. Every command takes",
+             "`--json` (one JSON",
              "document on stdout, and no progress lines). Without it, the long commands (run, backfill,",
              "rollback, refresh) print their steps on stderr, each with the seconds since the command",
              "began. Errors you can fix print one `error: ...` line naming the fix and exit 2; a failed",
@@ -79,8 +89,9 @@ def settings_page() -> str:
 
     lines = ["# Settings", "",
              "Every environment variable the platform reads, generated from its one declaration in",
-             "`spark_jobs/model/settings.py` when the manual is built (`tests/unit/test_docs.py` checks that the",
-             "sources name no other `LAKEHOUSE_*` variable). Airflow's own settings (`AIRFLOW__*`) and the",
+             "`spark_jobs/model/settings.py` by `make reference` (`tests/unit/test_docs.py` checks that this",
+             "page is current and that the sources name no other `LAKEHOUSE_*` variable). Airflow's own",
+             "settings (`AIRFLOW__*`) and the",
              "standard `AWS_*` variables of an S3 lake are Airflow's and AWS's.", "",
              "| variable | default | meaning |", "|---|---|---|"]
     for setting in SETTINGS:
@@ -100,7 +111,8 @@ def _default(name: str) -> str:
 
 
 def spec_page(markdown: str) -> str:
-    """``reference/spec.md`` with its key tables from :mod:`spark_jobs.model.spec_keys`."""
+    """``reference/spec.md`` with its key tables from :mod:`spark_jobs.model.spec_keys`, each
+    between its ``<!-- NAME keys -->`` and ``<!-- end NAME keys -->`` lines."""
     from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, RETENTION_KEYS
 
     pipeline = ["| key | default | meaning |", "|---|---|---|"] + [
@@ -110,8 +122,28 @@ def spec_page(markdown: str) -> str:
         f"| `{key.name}` | {key.kinds}{' (required)' if key.required else ''} | {key.meaning} |" for key in HOP_KEYS]
     retention = ["| key | meaning |", "|---|---|"] + [f"| `{key.name}` | {key.meaning} |" for key in RETENTION_KEYS]
     for marker, table in (("pipeline", pipeline), ("retention", retention), ("hop", hop)):
-        markdown = markdown.replace(f"<!-- {marker} keys -->", "\n".join(table))
+        region = re.compile(rf"<!-- {marker} keys -->\n.*?<!-- end {marker} keys -->", re.S)
+        filled = "\n".join([f"<!-- {marker} keys -->", *table, f"<!-- end {marker} keys -->"])
+        markdown, found = region.subn(lambda _match, filled=filled: filled, markdown)
+        if found != 1:
+            raise ValueError(f"reference/spec.md needs one '<!-- {marker} keys -->' ... '<!-- end {marker} keys -->' pair")
     return markdown
+
+
+DOCS = ROOT / "docs"
+
+
+def reference_pages() -> dict[str, str]:
+    """Each committed reference page as the code generates it now, by its path under docs/."""
+    _importable()
+    return {"reference/cli.md": cli_page() + "\n", "reference/settings.md": settings_page(),
+            "reference/spec.md": spec_page((DOCS / "reference" / "spec.md").read_text())}
+
+
+def stale_pages() -> list[str]:
+    """The committed reference pages that differ from what the code generates."""
+    return [path for path, text in reference_pages().items()
+            if not (DOCS / path).is_file() or (DOCS / path).read_text() != text]
 
 
 def figures() -> str:
@@ -136,19 +168,21 @@ def figures() -> str:
     return "\n".join(lines)
 
 
-def on_files(files, config):
-    from mkdocs.structure.files import File  # here: the tests read this file without MkDocs
+def on_pre_build(config):
+    from mkdocs.exceptions import PluginError  # here: the tests read this file without MkDocs
 
-    _importable()
-    for path, content in (("reference/cli.md", cli_page()), ("reference/settings.md", settings_page())):
-        files.append(File.generated(config, path, content=content))
-    return files
+    if stale := stale_pages():
+        raise PluginError(f"generated reference pages are stale ({', '.join(stale)}): run `make reference`")
 
 
 def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri == "benchmarks.md":
         _importable()
         return markdown.replace("<!-- figures -->", figures())
-    if page.file.src_uri == "reference/spec.md":
-        return spec_page(markdown)
     return markdown
+
+
+if __name__ == "__main__":  # `make reference`: write the reference pages again
+    for path, text in reference_pages().items():
+        (DOCS / path).write_text(text)
+        print(f"wrote docs/{path}")
