@@ -155,6 +155,7 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
     from spark_jobs.control.maintenance import check_readable
+    from spark_jobs.control.source_switch import check_sources
     from spark_jobs.engine.code_changes import check_code_changes
     from spark_jobs.engine.continuous import run_continuous
     from spark_jobs.engine.runner import HopRun
@@ -166,7 +167,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
         if first is not None:
             first()
-        check_readable(lake, hops)  # before Spark: what a stream must read next is all there
+        check_sources(lake, hops)  # before Spark: each hop's checkpoint was written by the source it reads
+        check_readable(lake, hops)  # and what a stream must read next is all there
         spark = _session(lake, "run")
         check_code_changes(spark, lake, hops, progress)  # before any query starts
         if continuous:

@@ -13,8 +13,17 @@ log = logging.getLogger(__name__)
 
 
 def has_new_data(pipeline: str) -> bool:
-    """True when some hop of ``pipeline`` has work; the stream DAG skips Spark otherwise."""
-    pending = pending_work(Lake.open(get_spec(pipeline)))
+    """True when some hop of ``pipeline`` has work; the stream DAG skips Spark otherwise. A hop
+    whose source changed since its checkpoint began fails the task (no retry) with the command
+    that starts it over: its run would refuse."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from spark_jobs.model.errors import CodeChanged
+
+    try:
+        pending = pending_work(Lake.open(get_spec(pipeline)))
+    except CodeChanged as error:
+        raise AirflowFailException(str(error)) from None
     for hop, reason in pending.items():
         log.info("%s: %s", hop, reason or "nothing new")
     return any(pending.values())

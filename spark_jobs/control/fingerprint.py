@@ -56,9 +56,20 @@ class Fingerprint:
     query: str
     state: str | None
     stateful: tuple[str, ...] = ()
+    source: str | None = None  # :func:`source_identity` (fingerprints written before it name none)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def source_identity(hop: HopSpec) -> str:
+    """What the hop's source is: its kind and, for one topic, its name (a pattern may widen or
+    narrow: Spark's Kafka source follows that). :mod:`.source_switch` compares it."""
+    if hop.reads_landing:
+        return "landing"
+    if hop.reads_topic:
+        return f"topic {hop.topic}" if hop.topic is not None else "topic pattern"
+    return "tables"
 
 
 def _digest(text: str) -> str:
@@ -135,6 +146,7 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
         query=_digest(params + "\n" + "\n".join(lines)),
         state=_digest(params + "\n" + "\n".join(state)) if names else None,
         stateful=names,
+        source=source_identity(hop),
     )
 
 
@@ -151,7 +163,7 @@ def recorded(lake: Lake, hop: HopSpec) -> Fingerprint | None:
     if not document:
         return None
     return Fingerprint(document["code"], document["query"], document.get("state"),
-                       tuple(document.get("stateful", ())))
+                       tuple(document.get("stateful", ())), document.get("source"))
 
 
 def save(lake: Lake, hop: HopSpec, fingerprint: Fingerprint) -> None:

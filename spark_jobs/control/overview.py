@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from spark_jobs.control import batches, topics
+from spark_jobs.control import batches, source_switch, topics
 from spark_jobs.control.status import (
     hop_status,
     last_maintenance,
@@ -110,6 +110,7 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
             "stale": bool(limit is not None and commit_age is not None and commit_age > limit),
         },
         "backlog": backlog,
+        "source_changed": source_switch.refusal(lake, hop),  # its runs refuse until it starts over
         "state_bytes": _folder_bytes(f"{lake.checkpoint(hop)}/state"),
         "table_versions": status["table_versions"],
         "rollback_horizon": status["rollback_horizon"],

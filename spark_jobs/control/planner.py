@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from spark_jobs.control import batches, replays, topics
+from spark_jobs.control import batches, replays, source_switch, topics
 from spark_jobs.control.repairs import backfilled, widened
 from spark_jobs.control.status import window_line
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
@@ -177,8 +177,10 @@ def plan(lake: Lake, request: Request) -> Plan:
     for name, target in targets.items():
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        problems = (batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
-                    + topics.replay_problems(lake, view.hop, target, request.replan)) if undone else []
+        switch = source_switch.rollback_problems(lake, view.hop, target, request.replan)  # only a start over
+        problems = [] if not undone else switch if switch is not None else (
+            batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
+            + topics.replay_problems(lake, view.hop, target, request.replan))
         if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
             refused.extend([*problems, window_line(lake, view.hop)])
             hops.append(HopStep(name, target, undone, refused=problems))
@@ -379,7 +381,9 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         skip_upstream_restore=bool(restored) and target >= 0,
         restored_upstreams=list(restored) if target >= 0 else [],
         state_version=target + 1 if state_store.state_files(view.checkpoint) else None)
-    if hop.reads_landing:
+    if hop.reads_landing and source_switch.switched(lake, hop):  # its checkpoint logged another source's offsets
+        step.source_log_cut, step.reread_files, step.reread = -1, [], "every landing file (the hop starts over)"
+    elif hop.reads_landing:
         cut = checkpoint_log.file_log_offset(view.checkpoint, target) if target >= 0 else -1
         entries = file_source_log.file_source_entries(view.checkpoint)
         files = sorted({file_source_log.listed_path(entry["path"]) for entry in entries if int(entry["batchId"]) > cut})

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs.control import batches, topics
+from spark_jobs.control import batches, source_switch, topics
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.file_source_log import landing_files
 from spark_jobs.logs.ops import read_maintenance, read_records, read_rollbacks
+from spark_jobs.model.errors import CodeChanged
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
@@ -273,13 +274,19 @@ def pending_work(lake: Lake, strict: bool = True) -> dict[str, str | None]:
     upstream table has commits past the last offset it read that its stream takes rows from
     (:func:`_upstream_news`); any hop with an offset that was never committed has a batch to
     finish. A broker that cannot answer raises :class:`~spark_jobs.control.topics.TopicError`,
-    unless not ``strict`` (the Lakehouse page): then its message is the reason.
+    and a hop whose source changed since its checkpoint began :class:`CodeChanged`
+    (:mod:`spark_jobs.control.source_switch`), unless not ``strict`` (the Lakehouse page): then
+    the message is the reason.
     """
     pending: dict[str, str | None] = {}
     for hop in lake.spec.hops:
         checkpoint = lake.checkpoint(hop)
         planned = checkpoint_log.planned_batch(checkpoint)
-        if planned is not None:
+        if switch := source_switch.refusal(lake, hop):  # the run refuses: the check says why first
+            if strict:
+                raise CodeChanged(switch, hop.name)
+            pending[hop.name] = switch
+        elif planned is not None:
             pending[hop.name] = f"batch {planned} was planned but not committed"
         elif hop.reads_landing:
             new = new_landing_files(lake, hop)

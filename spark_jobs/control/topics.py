@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+from spark_jobs.control import source_switch
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.errors import LakehouseError
@@ -152,6 +153,8 @@ def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dic
     if batch_id is None and not batch_ids:
         return None
     sources = checkpoint_log.read_offsets(checkpoint, batch_ids[-1] if batch_id is None else batch_id).sources
+    if sources and sources[0] is not None and source_switch.kind_of_offsets(sources[0]) != source_switch.TOPIC:
+        return None  # another source's offsets: the hop's source changed (:mod:`.source_switch` says so)
     return _by_partition(sources[0] if sources else {})
 
 
@@ -186,7 +189,8 @@ def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
         return None
     with fs.open(path, "rb") as handle:
         lines = handle.read().lstrip(b"\x00").decode("utf-8").splitlines()
-    return _by_partition(json.loads(lines[-1]))
+    offsets = json.loads(lines[-1]) if lines else None
+    return _by_partition(offsets) if source_switch.kind_of_offsets(offsets) == source_switch.TOPIC else None
 
 
 def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[Partition, tuple[int, int]]:

@@ -347,3 +347,46 @@ def test_the_crm_change_feed_from_a_topic_equals_the_model(spark, kafka, tmp_pat
     service.rollback("crm", "bronze_customers", to_batch=0, progress=lambda line: None)
     service.run("crm", progress=lambda line: None).raise_for_gate()
     assert tables(spark, home) == expected
+
+
+def test_a_hop_switched_between_its_landing_folder_and_a_topic_refuses_until_it_starts_over(spark, kafka, tmp_path,
+                                                                                           monkeypatch):
+    """``make run``, then ``make run SOURCE=kafka`` on the same lake, then back: each switch is a
+    code change that the check, the page and the run name before any query starts; a refresh
+    starts the hop over on its new source and the tables hold what that source holds."""
+    from spark_jobs.model.errors import CodeChanged
+    from testkit.lakes import spec_copy
+
+    folder = _topic_fed(kafka, tmp_path, monkeypatch, topic="ad_events_switch")
+    spec_copy(folder)  # bronze fed by its landing folder first
+    home = tmp_path / "lake"
+    service.generate("ad_events", 240, files=2, seed=1, start_ms=parse_time("2026-04-01T00:01:00", "start"),
+                     bad_fraction=0.05)
+    service.run("ad_events", run_id="landing-1", progress=lambda line: None).raise_for_gate()
+    assert_tables_match_landing(home)
+
+    topic_spec_copy(folder, topic="ad_events_switch")
+    kafka.create_topic("ad_events_switch", 2)
+    _produce(2)  # to the topic: the spec says bronze reads it
+    lake = Lake.open(get_spec("ad_events"))
+    fix = "`lakehouse refresh ad_events --hop bronze`"
+    with pytest.raises(CodeChanged, match="hop bronze now reads topic ad_events_switch but its checkpoint was "
+                                          "written reading landing files"):
+        pending_work(lake)
+    assert fix in _page(lake)
+    log = sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json"))
+    with pytest.raises(CodeChanged, match=re.escape(fix)):
+        service.run("ad_events", progress=lambda line: None)
+    assert sorted(path.name for path in (home / "tables/bronze/ad_events/_delta_log").glob("*.json")) == log
+    _undone, ran = service.refresh("ad_events", "bronze", progress=lambda line: None)
+    ran.raise_for_gate()
+    # The topic's records, nothing of the landing files.
+    assert_tables_match_landing(home, topic_records(kafka.connection().client_config(), "ad_events_switch"))
+    assert pending_work(lake)["bronze"] is None
+
+    spec_copy(folder)  # and back to the landing folder
+    lake = Lake.open(get_spec("ad_events"))
+    assert "now reads landing files but its checkpoint was written reading topic ad_events_switch" in \
+        pending_work(lake, strict=False)["bronze"]
+    service.refresh("ad_events", "bronze", progress=lambda line: None)[1].raise_for_gate()
+    assert_tables_match_landing(home)

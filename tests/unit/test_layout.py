@@ -14,7 +14,8 @@ from testkit.paths import ROOT, VENV_BIN
 pytestmark = pytest.mark.unit
 
 PACKAGE = [ROOT / "spark_jobs", ROOT / "plugins" / "lakehouse_airflow", ROOT / "dags"]
-MAX_FILE_LINES = 400
+# A module this long holds a second concept to find (split by concept, never squeezed to a count).
+MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
 # (where the import is, what it imports): every one must be refused by `ruff check`.
@@ -62,10 +63,10 @@ def _sources():
     return sorted(path for folder in PACKAGE for path in folder.rglob("*.py") if "__pycache__" not in path.parts)
 
 
-def test_no_module_of_the_package_is_over_400_lines():
+def test_no_module_of_the_package_is_over_600_lines():
     long = {str(path.relative_to(ROOT)): lines for path in _sources()
             if (lines := len(path.read_text().splitlines())) > MAX_FILE_LINES}
-    assert long == {}, f"split these modules (at most {MAX_FILE_LINES} lines): {long}"
+    assert long == {}, f"find the second concept in these modules (over {MAX_FILE_LINES} lines): {long}"
 
 
 def test_no_function_of_the_package_is_over_60_lines():
