@@ -56,11 +56,18 @@ def spark_home() -> str:
 
 
 class SparkCluster:
-    """A standalone master and ``workers`` workers whose logs, work folders and secret live in ``folder``."""
+    """A standalone master and ``workers`` workers whose logs, work folders and secret live in ``folder``.
 
-    def __init__(self, folder: Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
+    :param host: the address they listen on (default loopback: this machine only).
+    :param prefix: a command each of their processes runs under (``ip netns exec NAME``: another
+        host's network, as the cross-host tests place them).
+    """
+
+    def __init__(self, folder: Path, workers: int = 2, cores: int = 1, memory: str = "1g", host: str = "127.0.0.1",
+                 prefix: tuple[str, ...] = ()):
         self.folder = Path(folder)
         self.workers, self.cores, self.memory = workers, cores, memory
+        self.host, self.prefix = host, tuple(prefix)
         self.processes: list[subprocess.Popen] = []
         self.port: int | None = None
 
@@ -73,21 +80,22 @@ class SparkCluster:
 
     @property
     def master_url(self) -> str:
-        return f"spark://127.0.0.1:{self.port}"
+        return f"spark://{self.host}:{self.port}"
 
     def env(self) -> dict[str, str]:
         """What the platform's processes and a user's shell need: the properties file (the hook
         gives it to every spark-submit, ``build_session`` to a ``lakehouse`` command's driver), the
         master for ``lakehouse`` commands and the connection ``spark_default`` for Airflow's tasks."""
         return {"LAKEHOUSE_SPARK_PROPERTIES": str(self.properties()), "LAKEHOUSE_SPARK_MASTER": self.master_url,
-                "AIRFLOW_CONN_SPARK_DEFAULT": f'{{"conn_type": "spark", "host": "spark://127.0.0.1", "port": {self.port}}}'}
+                "AIRFLOW_CONN_SPARK_DEFAULT": f'{{"conn_type": "spark", "host": "spark://{self.host}", "port": {self.port}}}'}
 
     def _spawn(self, args: list[str], log: Path, stop_with_parent: bool) -> subprocess.Popen:
-        env = {**os.environ, "SPARK_HOME": spark_home(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1",
+        env = {**os.environ, "SPARK_HOME": spark_home(), "SPARK_LOCAL_IP": self.host, "SPARK_MASTER_HOST": self.host,
                "SPARK_LOG_DIR": str(self.folder)}
         args = [*args, "--properties-file", str(self.properties())]
         with open(log, "ab") as handle:
-            return subprocess.Popen([str(Path(sys.executable).parent / "spark-class"), *args], env=env, stdout=handle,
+            return subprocess.Popen([*self.prefix, str(Path(sys.executable).parent / "spark-class"), *args], env=env,
+                                    stdout=handle,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                     preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None)
 
@@ -98,12 +106,12 @@ class SparkCluster:
         self.port = free_port()
         master_log = self.folder / "master.log"
         master_log.write_bytes(b"")
-        self.processes = [self._spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+        self.processes = [self._spawn(["org.apache.spark.deploy.master.Master", "--host", self.host, "--port",
                                        str(self.port), "--webui-port", str(free_port())], master_log,
                                       stop_with_parent)]
         for number in range(self.workers):
             self.processes.append(self._spawn(
-                ["org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1", "--cores",
+                ["org.apache.spark.deploy.worker.Worker", self.master_url, "--host", self.host, "--cores",
                  str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
                  "--work-dir", str(self.folder / f"work-{number}")],
                 self.folder / f"worker-{number}.log", stop_with_parent))

@@ -60,20 +60,23 @@ class LakehouseSparkHook:
 
         return ",".join(str(jar) for jar in cached_jars())
 
-    def conf(self) -> dict[str, str]:
-        """Spark confs every lakehouse job is submitted with (the driver's JVM maps the
-        class-data sharing archive when ``make setup`` built one)."""
+    def conf(self, master: str = "local[*]", driver_here: bool = True) -> dict[str, str]:
+        """Spark confs every lakehouse job is submitted with to ``master`` (the driver's JVM maps
+        the class-data sharing archive when ``make setup`` built one). A driver that runs here
+        (client mode) gets the address of :func:`~spark_jobs.model.settings.driver_addresses`: a
+        :class:`UsageError` for a cluster elsewhere without one. One the cluster places (its
+        deploy mode ``cluster``, Kubernetes) gets none: the cluster gives it its own."""
         from spark_jobs.engine.jvm import driver_java_options
         from spark_jobs.engine.session import DELTA_CONFS
 
         java_options = driver_java_options()
+        addresses = settings.driver_addresses(master) if driver_here else {}
         return {
             **DELTA_CONFS,
             **({"spark.driver.extraJavaOptions": java_options} if java_options else {}),
             "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
+            **{key: value for key, value in addresses.items() if key.startswith("spark.")},
             "spark.ui.enabled": settings.SPARK_UI.value(),
         }
 
@@ -82,8 +85,9 @@ class LakehouseSparkHook:
         to spark-submit as ``--properties-file`` so the secret is on no command line."""
         return settings.SPARK_PROPERTIES.value() or None
 
-    def env_vars(self) -> dict[str, str]:
-        """Environment the driver needs: where the lake is, and loopback for Spark."""
+    def env_vars(self, master: str = "local[*]", driver_here: bool = True) -> dict[str, str]:
+        """Environment the driver needs: where the lake is, and the address Spark binds to (a
+        driver the cluster places binds where it runs)."""
         from spark_jobs.model.lake import lakehouse_home
         from spark_jobs.model.settings import pipelines_dirs, quality_dir
 
@@ -93,6 +97,6 @@ class LakehouseSparkHook:
             # Absolute: the driver may run in another working directory.
             "LAKEHOUSE_PIPELINES": os.pathsep.join(str(folder) for folder in pipelines_dirs()),
             **({"LAKEHOUSE_QUALITY": str(suites)} if suites else {}),
-            "SPARK_LOCAL_IP": "127.0.0.1",
+            **({"SPARK_LOCAL_IP": settings.driver_addresses(master)["SPARK_LOCAL_IP"]} if driver_here else {}),
             "PYTHONUNBUFFERED": "1",
         }

@@ -26,6 +26,12 @@ def _keep_warm_s() -> int:
     return int(settings.DRIVER_KEEP_WARM.value() or 0)
 
 
+def _driver_here(submit) -> bool:
+    """Whether the driver of a job submitted by ``submit`` (a ``SparkSubmitHook``) runs in the
+    task's process tree (client mode), not where the cluster places it."""
+    return not submit._is_kubernetes and submit._connection.get("deploy_mode") in (None, "", "client")
+
+
 class LakehouseSparkOperator(SparkSubmitOperator):
     """Submit ``lakehouse <command> <pipeline> <arguments>`` through the ``spark_default``
     connection (``local[*]``, ``spark://...``, ``k8s://...``).
@@ -75,21 +81,31 @@ class LakehouseSparkOperator(SparkSubmitOperator):
     def prepare(self) -> None:
         """What spark-submit needs beside the templated arguments: the entry script, the shipped
         package, the jars, the confs, the properties file and the environment."""
+        from spark_jobs.model.errors import LakehouseError
+
         hook = LakehouseSparkHook()
+        submit = self._get_hook()
+        master = submit._connection["master"]
+        here = _driver_here(submit)
+        try:
+            conf, env = hook.conf(master, here), hook.env_vars(master, here)
+        except LakehouseError as error:  # a driver its executors cannot reach: refused before it starts
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(str(error)) from None
         self.application = hook.application
         self.py_files = hook.package_archive()
         self.jars = hook.jars()
-        self.conf = {**hook.conf(), **(self.conf or {})}
+        self.conf = {**conf, **(self.conf or {})}
         self.properties_file = self.properties_file or hook.properties_file()
-        self.env_vars = {**hook.env_vars(), **(self.env_vars or {})}
+        self.env_vars = {**env, **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
 
 
     def _uses_shared_driver(self) -> bool:
         if not self.shares_driver or settings.DRIVER.value() == "task":
             return False
-        hook = self._get_hook()
-        return not hook._is_kubernetes and hook._connection.get("deploy_mode") in (None, "", "client")
+        return _driver_here(self._get_hook())
 
     def driver_command(self, context: Any) -> tuple[Path, list[str], dict[str, str]]:
         """The shared driver of this task's DAG run: its address file, and the spark-submit argv

@@ -37,8 +37,6 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
             "spark.sql.streaming.numRecentProgressUpdates": "1000",
             "spark.ui.enabled": settings.SPARK_UI.value(),
             "spark.ui.showConsoleProgress": "false",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
             "spark.databricks.delta.schema.autoMerge.enabled": "false",
             # New tables record their changes: a quality gate reads exactly the rows a run wrote.
             "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
@@ -115,9 +113,13 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     """
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit set the driver's address already
+    addresses = {} if submitted else settings.driver_addresses(settings.SPARK_MASTER.value())
+    os.environ.setdefault("SPARK_LOCAL_IP", addresses.pop("SPARK_LOCAL_IP", settings.LOOPBACK))
     builder = SparkSession.builder.appName(app_name)
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    for key, value in addresses.items():
+        builder = builder.config(key, value)
+    if not submitted:
         check_java()
         builder = builder.master(settings.SPARK_MASTER.value())
         if settings.SPARK_PROPERTIES.value():

@@ -48,6 +48,15 @@ SPARK_MASTER = Setting("LAKEHOUSE_SPARK_MASTER", "local[2]",
 SPARK_PROPERTIES = Setting(
     "LAKEHOUSE_SPARK_PROPERTIES", "",
     "A Spark properties file applied to every session and spark-submit (a cluster's shared secret).")
+SPARK_DRIVER_HOST = Setting(
+    "LAKEHOUSE_SPARK_DRIVER_HOST", "",
+    "The address executors on other machines reach the Spark driver at (every `lakehouse` command's session, the "
+    "shared driver and every spark-submit of the DAGs). Needed with a cluster master that is not on loopback; "
+    "`127.0.0.1` otherwise.")
+SPARK_DRIVER_BIND = Setting(
+    "LAKEHOUSE_SPARK_DRIVER_BIND", "",
+    "The address the Spark driver listens on (default: `LAKEHOUSE_SPARK_DRIVER_HOST`; `0.0.0.0` for every "
+    "interface, behind a NAT or in a container).")
 DRIVER_MEMORY = Setting("LAKEHOUSE_DRIVER_MEMORY", "2g", "The Spark driver's memory of a `lakehouse` command.")
 SPARK_UI = Setting("LAKEHOUSE_SPARK_UI", "false", "`true` turns on Spark's web UI of each job (on 127.0.0.1).")
 SPARK_LOG_LEVEL = Setting("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR", "Spark's log level in a `lakehouse` command.")
@@ -98,7 +107,8 @@ CLOCK_SHIFT = Setting("LAKEHOUSE_CLOCK_SHIFT", "",
                       "tests and benchmarks that age a lake without waiting. Commit times in the logs stay the real "
                       "ones.")
 
-SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, DRIVER_MEMORY, SPARK_UI,
+SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, SPARK_DRIVER_HOST,
+            SPARK_DRIVER_BIND, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
             DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
             KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
@@ -135,3 +145,31 @@ def jars_dir() -> Path:
 
 def jvm_dir() -> Path:
     return Path(JVM_DIR.value()) if JVM_DIR.value() else cache_dir() / "jvm"
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _on_loopback(master: str) -> bool:
+    """Whether every executor of ``master`` runs on this machine: a local master, or a cluster
+    master listening on loopback (no other machine can join it)."""
+    if master.startswith("local"):
+        return True
+    host = master.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def driver_addresses(master: str) -> dict[str, str]:
+    """Spark's ``spark.driver.host`` and ``spark.driver.bindAddress`` (and the ``SPARK_LOCAL_IP`` of
+    the driver's process) for a driver whose executors come from ``master``: the settings'
+    addresses, loopback by default for executors on this machine. A :class:`UsageError` naming the
+    setting for a cluster master elsewhere without one: executors could never connect back."""
+    host = SPARK_DRIVER_HOST.value()
+    if not host:
+        if not _on_loopback(master):
+            raise UsageError(f"the Spark master {master} has executors on other machines, which cannot reach a "
+                             f"driver on {LOOPBACK}: set {SPARK_DRIVER_HOST.name} to this machine's address they "
+                             "can reach")
+        host = LOOPBACK
+    bind = SPARK_DRIVER_BIND.value() or host
+    return {"spark.driver.host": host, "spark.driver.bindAddress": bind, "SPARK_LOCAL_IP": bind}

@@ -327,3 +327,33 @@ def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(factory, tmp_pa
     with pytest.raises(AirflowFailException, match="failed on the run's repair R.repair-2"):
         quality_gate("shop", "silver_paid", "R", Recorder())
     assert plan_undo("shop", "R") == "silver_paid"  # the first hop, in the spec's order, whose gate failed
+
+
+def test_a_master_on_another_machine_needs_the_address_its_executors_reach_the_driver_at(factory, monkeypatch):
+    """Argument building only (spark-submit replaced): without ``LAKEHOUSE_SPARK_DRIVER_HOST`` the
+    task fails before it submits, naming the setting; with it, the driver binds and is reached
+    there (or binds to ``LAKEHOUSE_SPARK_DRIVER_BIND``). A driver the cluster places gets none."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    dag_factory, spec = factory
+    master = "spark://10.1.2.3:7077"
+    bronze = lambda: dag_factory.build_stream_dag(spec).get_task("bronze")
+    monkeypatch.delenv("LAKEHOUSE_SPARK_DRIVER_HOST", raising=False)
+    with pytest.raises(AirflowFailException, match="LAKEHOUSE_SPARK_DRIVER_HOST"):
+        submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
+    monkeypatch.setenv("LAKEHOUSE_SPARK_DRIVER_HOST", "10.1.2.9")
+    options, _arguments = _split(submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)[0])
+    confs = dict(value.split("=", 1) for value in options["--conf"])
+    assert confs["spark.driver.host"] == confs["spark.driver.bindAddress"] == "10.1.2.9"
+    monkeypatch.setenv("LAKEHOUSE_SPARK_DRIVER_BIND", "0.0.0.0")
+    argv, env = submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
+    confs = dict(value.split("=", 1) for value in _split(argv)[0]["--conf"])
+    assert (confs["spark.driver.host"], confs["spark.driver.bindAddress"], env["SPARK_LOCAL_IP"]) == \
+        ("10.1.2.9", "0.0.0.0", "0.0.0.0")
+    monkeypatch.delenv("LAKEHOUSE_SPARK_DRIVER_HOST")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": master,
+                                                                 "extra": {"deploy-mode": "cluster"}}))
+    task = bronze()
+    task.render_template_fields({"dag": task.dag, "run_id": RUN_ID, "params": {}})
+    task.prepare()  # the cluster places the driver: no address of this machine's
+    assert "spark.driver.host" not in task.conf and "SPARK_LOCAL_IP" not in task.env_vars
