@@ -15,6 +15,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
+from lakehouse_airflow.alerts import notifier_classes, task_failed, undone
 from lakehouse_airflow.assets import reads, writes
 from lakehouse_airflow.checks import has_new_data, plan_refresh, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.freshness import deadline
@@ -32,7 +33,9 @@ BACKFILL_RUN_ID_ARG = "{{ dag.dag_id }}__{{ run_id }}"
 _RUN_ID = r"^[A-Za-z0-9_.:+-]{1,200}$"
 # Writers of a pipeline take its lock; a task waits this long for another writer to finish.
 WAIT_ARGS = ["--wait", "900"]
-DEFAULT_ARGS = {"owner": "lakehouse", "retries": 1, "retry_delay": dt.timedelta(seconds=30)}
+# Every task's failure reaches the pipeline's notifiers (lakehouse_airflow/alerts.py).
+DEFAULT_ARGS = {"owner": "lakehouse", "retries": 1, "retry_delay": dt.timedelta(seconds=30),
+                "on_failure_callback": task_failed}
 
 STREAM_DOC = """\
 ### {name}: run-once streaming
@@ -116,6 +119,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
             shares_driver=True,
             releases_driver=True,
             retries=0,
+            on_success_callback=undone,
             doc_md="Roll back this run's batches of the hop whose gate failed, and of the hops below.",
         )
         list(gates.values()) >> planned >> undo
@@ -294,7 +298,8 @@ def build_maintenance_dag(spec: PipelineSpec) -> DAG:
 
 
 def _check_buildable(spec: PipelineSpec) -> None:
-    """What Airflow would refuse when building the spec's DAGs: its schedule and backfill start."""
+    """What Airflow would refuse when building the spec's DAGs: its schedule, its backfill start
+    and its notifiers' classes."""
     from airflow.timetables.trigger import CronTriggerTimetable
 
     checks = [("backfill_start", spec.backfill_start, lambda: _start_date(spec.backfill_start))]
@@ -305,6 +310,7 @@ def _check_buildable(spec: PipelineSpec) -> None:
             check()
         except Exception as error:  # Airflow's and pendulum's own errors for a bad cron or date
             raise ValueError(f"{key} {value!r} is refused ({type(error).__name__}: {error}): fix it in the spec") from None
+    notifier_classes(spec)  # each notifier imports: its ValueError names the class
 
 
 def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback
 
+from lakehouse_airflow.alerts import run_id_of, send
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.logs.ops import write_alert
 from spark_jobs.model.lake import Lake
@@ -47,25 +48,18 @@ def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
                          **({"name": f"{spec.name} freshness {spec.freshness}"} if named else {}))
 
 
-def _run_id(dag_run) -> str | None:
-    """The run's id from the callback's context (Airflow passes the run as the REST API's JSON:
-    ``dag_run_id``)."""
-    if isinstance(dag_run, dict):
-        return dag_run.get("dag_run_id") or dag_run.get("run_id")
-    return getattr(dag_run, "run_id", None)
-
-
 def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
     """The deadline's callback: record which hops are stale now (``_ops/alerts/``), and log it.
     Returns the log line."""
     lake = Lake.open(get_spec(pipeline))
     view = pipeline_overview(lake)
     ages = {hop["hop"]: hop["freshness"]["last_commit_age_s"] for hop in view["hops"]}
-    alert = {"pipeline": pipeline, "dag_run": _run_id((context or {}).get("dag_run")),
+    alert = {"pipeline": pipeline, "dag_run": run_id_of((context or {}).get("dag_run")) or None,
              "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "freshness": lake.spec.freshness,
              "stale": [hop["hop"] for hop in view["hops"] if hop["freshness"]["stale"]], "commit_age_s": ages}
     write_alert(lake, alert)
     message = (f"{pipeline}: a stream run was not done within {lake.spec.freshness} of being queued "
                f"({alert['dag_run']}); stale hops: {', '.join(alert['stale']) or 'none yet'}")
-    log.warning("%s", message)
+    send(lake.spec, f"lakehouse {pipeline}: freshness deadline missed", message + ": see the stream DAG's last runs "
+         f"and `lakehouse status {pipeline}`", context, ", ".join(alert["stale"]), alert["dag_run"] or "")
     return message

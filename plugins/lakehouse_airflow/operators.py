@@ -65,13 +65,20 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.shares_driver = shares_driver
         self.releases_driver = releases_driver
         self._driver_socket = None
+        self._error_line: str | None = None
 
     def execute(self, context: Any) -> None:
         self.prepare()
-        if self._uses_shared_driver():
-            self._run_on_shared_driver(context)
-        else:
-            super().execute(context)
+        try:
+            if self._uses_shared_driver():
+                self._run_on_shared_driver(context)
+            else:
+                super().execute(context)
+        except AirflowException as failed:
+            if self._error_line is None:
+                raise
+            # The command's own line (which names the fix) as the task's error, and its alert's.
+            raise AirflowException(f"lakehouse {self.command} {self.pipeline}: {self._error_line}") from failed
         if self.announces:
             from lakehouse_airflow.assets import announce
 
@@ -101,6 +108,32 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.env_vars = {**env, **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
 
+
+    def _watch(self, line: str) -> None:
+        """Keep the ``error: ...`` line the command printed last (its CLI's one line of a problem)."""
+        text = line.decode(errors="replace") if isinstance(line, bytes) else str(line)
+        if text.strip().startswith("error: "):
+            self._error_line = text.strip().removeprefix("error: ")
+
+    def _relay(self, line: str) -> None:
+        """A line of the command's output on the shared driver: watched, then into the task's log."""
+        self._watch(line)
+        self.log.info("%s", line)
+
+    def _get_hook(self):
+        """The provider's hook, with each line of spark-submit's output seen by :meth:`_watch` too."""
+        hook = super()._get_hook()
+        process = hook._process_spark_submit_log
+
+        def watched(lines):
+            def each():
+                for line in lines:
+                    self._watch(line)
+                    yield line
+            return process(each())
+
+        hook._process_spark_submit_log = watched
+        return hook
 
     def _uses_shared_driver(self) -> bool:
         if not self.shares_driver or settings.DRIVER.value() == "task":
@@ -161,7 +194,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
                 address = DriverAddress.read(address_file) or self._start_driver(address_file, argv, env)
             self.log.info("lakehouse %s on the shared driver (pid %s)", " ".join(self.application_args), address.pid)
             try:
-                code = send(address, self.application_args, self.releases(), self.log.info, on_connect=keep)
+                code = send(address, self.application_args, self.releases(), self._relay, on_connect=keep)
             except DriverGone as gone:  # it was ending (idle): start another
                 self.log.info("%s", gone)
                 address_file.unlink(missing_ok=True)

@@ -57,6 +57,10 @@ SPARK_DRIVER_BIND = Setting(
     "LAKEHOUSE_SPARK_DRIVER_BIND", "",
     "The address the Spark driver listens on (default: `LAKEHOUSE_SPARK_DRIVER_HOST`; `0.0.0.0` for every "
     "interface, behind a NAT or in a container).")
+NOTIFIERS = Setting(
+    "LAKEHOUSE_NOTIFIERS", "",
+    "The Airflow notifiers every pipeline's alerts go to, as JSON: a list of `{\"class\": \"<import path of a "
+    "BaseNotifier>\", ...its arguments}` (a spec's `notify` replaces it; docs/guides/airflow.md, Alerts).")
 DRIVER_MEMORY = Setting("LAKEHOUSE_DRIVER_MEMORY", "2g", "The Spark driver's memory of a `lakehouse` command.")
 SPARK_UI = Setting("LAKEHOUSE_SPARK_UI", "false", "`true` turns on Spark's web UI of each job (on 127.0.0.1).")
 SPARK_LOG_LEVEL = Setting("LAKEHOUSE_SPARK_LOG_LEVEL", "ERROR", "Spark's log level in a `lakehouse` command.")
@@ -108,7 +112,7 @@ CLOCK_SHIFT = Setting("LAKEHOUSE_CLOCK_SHIFT", "",
                       "ones.")
 
 SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SPARK_PROPERTIES, SPARK_DRIVER_HOST,
-            SPARK_DRIVER_BIND, DRIVER_MEMORY, SPARK_UI,
+            SPARK_DRIVER_BIND, NOTIFIERS, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
             DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
             KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,

@@ -167,6 +167,8 @@ class PipelineSpec:
     freshness: str | None = None
     # What the pipeline keeps (``{"rollback": "7 days"}``): spark_jobs/model/retention.py.
     retention: dict = field(default_factory=dict, compare=False)
+    # The Airflow notifiers of its alerts (``[{"class": ..., ...}]``): lakehouse_airflow/alerts.py.
+    notify: list = field(default_factory=list, compare=False)
     source: Path | None = field(default=None, compare=False)
 
     @property

@@ -66,6 +66,9 @@ PIPELINE_KEYS: tuple[Key, ...] = (
         "`expired_landing` and `records` (below)"),
     Key("freshness", DURATION, "how old a hop's newest commit may get before it is stale (red on the Lakehouse "
         "page; the stream DAG's deadline alert)", example="`15 minutes`"),
+    Key("notify", LIST, "the Airflow notifiers this pipeline's alerts go to, instead of `LAKEHOUSE_NOTIFIERS`'s: "
+        "each a mapping of `class` (a `BaseNotifier`'s import path) and its arguments "
+        "([Alerts](../guides/airflow.md#alerts))", example="`[{class: ..., to: team@example.com}]`"),
 )
 
 # The keys under ``retention:`` (spark_jobs/model/retention.py).

@@ -301,12 +301,15 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     and the orphan views are in silver's quarantine; a run with nothing new starts no Spark
     job. In-process ``dag.test()`` runs (:func:`testkit.airflow.dag_test`)."""
 
+    from unittest import mock
+
     from spark_jobs.control import suites
     from spark_jobs.logs import checkpoint_log
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
     from testkit.airflow import dag_test
     from testkit.expected import table_rows, valid_event
+    from testkit.mail import body, smtp_server
 
     lakehouse_main(["generate", "ad_events", "--events", "600", "--files", "2", "--seed", "31",
                     "--start", "2026-03-05T08:00:00"])
@@ -321,7 +324,14 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
                for n in range(4)]
     (lake_home / "landing/ad_events/orphans.json").write_text("".join(line + "\n" for line in orphans))
 
-    run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06")
+    with smtp_server() as (mail_env, mails), mock.patch.dict(os.environ, mail_env):
+        # The alert reaches the team through the SMTP provider's notifier.
+        run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06")
+    assert [message["Subject"] for message in mails] == ["lakehouse ad_events: gate of silver failed, run undone"]
+    text = body(mails[0])
+    assert mails[0]["To"] == "data-team@example.com" and f"stream run {run_id}" in text, text
+    assert "(expect_column_values_to_not_be_null(campaign_id))" in text and "batches of silver, gold back" in text
+    assert f"`lakehouse quality ad_events --hop silver --run {run_id}`" in text
     assert state == "failed" and tasks == {
         "check_new_data": "success", "bronze": "success", "gate_bronze": "success", "silver": "success",
         "gate_silver": "failed", "gold": "upstream_failed", "gate_gold": "upstream_failed",
