@@ -327,6 +327,10 @@ def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:
     return usable, problems
 
 
+# The DAGs of every pipeline, ``<pipeline>__<kind>`` (the Lakehouse tab of each shows its pipeline).
+DAG_KINDS = ("stream", "backfill", "rollback", "refresh", "maintenance")
+
+
 def build_all() -> dict[str, DAG]:
     """Every DAG of every usable pipeline spec, by DAG id. A spec that cannot be built is left out
     here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file. An

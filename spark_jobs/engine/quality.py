@@ -38,16 +38,18 @@ def split_by_rules(frame, rules: list[dict]):
     return kept, dropped
 
 
-def observe_drops(dropped, rules: list[dict]):
-    """``(dropped, observation)``: the dropped rows counted per rule as they are written to the
-    quarantine (``DataFrame.observe``: no job of its own), by rule name."""
+def observe_drops(quarantine_rows, rules: list[dict]):
+    """``(quarantine_rows, observation)``: the rows each rule dropped counted, by rule name, as the
+    quarantine's rows (:func:`as_quarantine_rows`' shape) are written (``DataFrame.observe``: no
+    job of its own). Observe the frame the write runs and nothing else: an observation keeps the
+    metrics of the first job that ran its frame, and an emptiness check's job reads one row."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     observation = Observation()
-    counts = [F.count_if(F.col("_quality_reason") == F.lit(f"quality: {rule_name(rule)}")).alias(rule_name(rule))
+    counts = [F.count_if(F.col("reason") == F.lit(f"quality: {rule_name(rule)}")).alias(rule_name(rule))
               for rule in rules]
-    return dropped.observe(observation, *counts), observation
+    return quarantine_rows.observe(observation, *counts), observation
 
 
 def as_quarantine_rows(dropped, columns: list[str], keep: tuple[str, ...] = ()):

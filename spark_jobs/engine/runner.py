@@ -261,10 +261,18 @@ class HopRun:
         if not self.drop_rules:
             return kept, quarantined
         kept, dropped = quality.split_by_rules(kept, self.drop_rules)
-        dropped, observation = quality.observe_drops(dropped, self.drop_rules)
-        self._drop_observations.append(observation)
         dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
         return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
+
+    def counting_drops(self, quarantine_rows):
+        """``quarantine_rows`` as the quarantine's write takes them, the drop rules' rows counted
+        as that write runs (:func:`~spark_jobs.engine.quality.observe_drops`; what a run's record
+        says it dropped by rule)."""
+        if not self.drop_rules:
+            return quarantine_rows
+        quarantine_rows, observation = quality.observe_drops(quarantine_rows, self.drop_rules)
+        self._drop_observations.append(observation)
+        return quarantine_rows
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """The source's rows in ``[start_ms, end_ms)`` (batch mode). A backfill counts them as

@@ -63,9 +63,24 @@ def test_every_route_refuses_without_a_login(airflow_app):
         forged = airflow_app.request(method, path, headers={"Authorization": "Bearer not-a-token"},
                                      cookies={"_token": "not-a-token"}, follow_redirects=False)
         assert forged.status_code in (401, 403), (method, path, forged.status_code)
-    # A signed-in user without a role (no permission on any DAG) reads no pipeline.
+        # A browser is sent to Airflow's login page, and back here after it, as Airflow's own pages do.
+        if method == "GET":
+            browser = airflow_app.get(path, headers={"Accept": "text/html"}, follow_redirects=False)
+            assert browser.status_code == 303, (path, browser.status_code)
+            login = urlsplit(browser.headers["location"])
+            assert login.path.startswith("/auth/") and parse_qs(login.query)["next"] == [f"http://127.0.0.1:18080{path}"]
+    # A signed-in user without a role (no permission on any DAG) reads no pipeline; a browser reads why.
     nobody = {"Authorization": f"Bearer {_token('')}"}
     assert airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}", headers=nobody).status_code == 403
+    refused = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}", headers={**nobody, "Accept": "text/html"})
+    assert refused.status_code == 403 and "you may not read the DAGs of pipeline ad_events" in refused.text
+    missing = airflow_app.get("/lakehouse/no/such/page", headers={**_as("VIEWER"), "Accept": "text/html"})
+    assert missing.status_code == 404 and "<h1>Not found</h1>" in missing.text
+    assert airflow_app.get("/lakehouse/no/such/page", headers=_as("VIEWER")).json() == {"detail": "Not Found"}
+    # Every DAG of a pipeline has its Lakehouse tab.
+    for kind in ("stream", "backfill", "rollback", "refresh", "maintenance"):
+        tab = airflow_app.get(f"/lakehouse/dags/{PIPELINE}__{kind}", headers=_as("VIEWER"))
+        assert tab.status_code == 200 and f'id="pipeline-{PIPELINE}"' in tab.text, kind
 
 
 def _commit_ids(checkpoint: Path) -> list[int]:

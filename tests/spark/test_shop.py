@@ -26,11 +26,15 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 
 from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, delta_log, state_store
+from spark_jobs.logs.ops import read_records
+from spark_jobs.model.lake import Lake
+from spark_jobs.model.spec import get_spec
 from testkit.paths import EXAMPLES, VENV_BIN, killed_mid_run
 from testkit.shop_model import HOPS, NAME, TABLES, Landing, actual, assert_tables
 
@@ -98,6 +102,15 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
         ['{"order_id": "o-no-time"}'] * 4
     assert sorted(json.loads(row.raw_line)["order_id"] for row in orders_bad if row.reason.startswith("quality:")) \
         == sorted(order["order_id"] for order in landing.orders if order["amount"] == 0)
+    # Each run's record counts what the rule dropped as the quarantine holds it, batch by batch
+    # (the quarantine's emptiness check once made the count one row's).
+    rule = "expect_column_values_to_be_between(amount)"
+    by_batch = Counter(row._batch_id for row in orders_bad if row.reason == f"quality: {rule}")
+    records = [record for record in read_records(Lake.open(get_spec(NAME)), "bronze_orders")
+               if record["status"] == "succeeded" and record["batch_ids"] and record["mode"] == "run-once"]
+    assert len(records) >= 2 and sum(by_batch.values()) >= 3
+    for record in records:
+        assert record["rows_dropped_by_rule"].get(rule, 0) == sum(by_batch[batch] for batch in record["batch_ids"]), record
 
     # Undo the payments' last batch: the join and the aggregate below follow; the orders keep theirs.
     orders_version = delta_log.table_version(str(home / TABLES["orders"]))
@@ -135,8 +148,6 @@ def test_shop_runs_in_increments_rolls_back_each_source_and_equals_its_backfill(
     paid = json.loads(capsys.readouterr().out)["hops"][0]
     assert paid["kind"] == "join" and paid["feeds"] == ["gold_merchant_revenue"] and paid["pending_batch"] is None
     from spark_jobs.control.status import pending_work
-    from spark_jobs.model.lake import Lake
-    from spark_jobs.model.spec import get_spec
     assert not any(pending_work(Lake.open(get_spec(NAME))).values())
     stores = state_store.state_files(str(home / f"checkpoints/{NAME}/silver_paid"))
     assert {store.rsplit("/", 1)[-1] for store in stores} == {

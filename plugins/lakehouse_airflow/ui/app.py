@@ -21,6 +21,7 @@ from airflow.api_fastapi.core_api.security import get_user
 from airflow.configuration import conf
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakehouse_airflow.ui.charts import bar_chart
 from lakehouse_airflow.ui.render import render
@@ -34,6 +35,25 @@ from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
 FORM_TOKEN_MAX_AGE_S = 3600
 
 app = FastAPI(title="Lakehouse", dependencies=[Depends(get_user)], docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def _for_a_person(request: Request) -> bool:
+    """A browser asking for a page (not ``?format=json``, not a script's ``Accept``)."""
+    return "text/html" in request.headers.get("accept", "") and request.query_params.get("format") != "json"
+
+
+@app.exception_handler(StarletteHTTPException)  # FastAPI's and a route that is not there alike
+def _refused(request: Request, error: StarletteHTTPException) -> Response:
+    """What a browser gets instead of a raw JSON error: no login sends it to Airflow's login page
+    (back here after it, as Airflow's own pages do); a page it may not read, or that is not
+    there, is a page saying so. Scripts get the JSON error as before."""
+    if not _for_a_person(request):
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+    if error.status_code == 401:
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)), status_code=303)
+    titles = {403: "Not allowed", 404: "Not found"}
+    return _page("message.html", request, status_code=error.status_code,
+                 title=titles.get(error.status_code, f"Error {error.status_code}"), message=str(error.detail))
 
 
 # -- access ---------------------------------------------------------------------------------------
@@ -81,9 +101,9 @@ def _same_origin(request: Request) -> None:
 
 # -- pages ----------------------------------------------------------------------------------------
 
-def _page(template: str, request: Request, **values) -> HTMLResponse:
+def _page(template: str, request: Request, status_code: int = 200, **values) -> HTMLResponse:
     root = str(request.scope.get("root_path") or "").rstrip("/")
-    return HTMLResponse(render(template, root, **values))
+    return HTMLResponse(render(template, root, **values), status_code=status_code)
 
 
 def _wants_json(request: Request) -> bool:
@@ -104,8 +124,10 @@ def pipelines(request: Request, user=Depends(get_user)):
 @app.get("/dags/{dag_id}", response_class=HTMLResponse)
 def dag_tab(dag_id: str, request: Request, user=Depends(get_user)):
     """The tab on a DAG's page: its pipeline's figures (a DAG of no pipeline says so)."""
+    from lakehouse_airflow.dag_factory import DAG_KINDS
+
     pipeline, _, kind = dag_id.rpartition("__")
-    if not pipeline or kind not in ("stream", "backfill", "rollback"):
+    if not pipeline or kind not in DAG_KINDS:
         return _page("message.html", request, title=dag_id, message=f"{dag_id} is not a lakehouse pipeline's DAG.")
     spec = _readable_spec(pipeline, user)
     return _page("pipelines.html", request, pipelines=[overview.pipeline_overview(Lake.open(spec))], broken={})

@@ -41,7 +41,8 @@ class AppendSink:
                     if quarantine_exists:
                         return
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
-                add_lineage(dropped, batch_id).write.format("delta").mode("append").options(**idempotent).save(quarantine)
+                add_lineage(run.counting_drops(dropped), batch_id).write.format("delta").mode("append").options(
+                    **idempotent).save(quarantine)
                 quarantine_exists = True
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
@@ -84,5 +85,5 @@ class AppendSink:
         if self.quarantine:
             if dropped is None:
                 dropped = quality.no_quarantine_rows(frame, (hop.time_column,))
-            add_lineage(dropped, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+            add_lineage(run.counting_drops(dropped), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                 "replaceWhere", in_range).save(self.quarantine)

@@ -41,7 +41,7 @@ class IngestSink:
                     *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
                 if quarantine_exists and invalid.isEmpty():
                     return
-                add_lineage(invalid, batch_id, ingest_time).write.format("delta").mode("append").options(
+                add_lineage(run.counting_drops(invalid), batch_id, ingest_time).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
                 quarantine_exists = True
 
@@ -99,5 +99,5 @@ class IngestSink:
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *run.hop.partition_by).option("replaceWhere", in_range).option("mergeSchema", "true").save(self.table)
             if scope:
-                add_lineage(invalid, BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+                add_lineage(run.counting_drops(invalid), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                     "replaceWhere", scope).save(self.quarantine)
