@@ -69,9 +69,12 @@ class KafkaServer:
     """A one-node Kafka whose data, login and log live in ``folder``."""
 
     def __init__(self, folder: Path, bind: str = "127.0.0.1", port: int | None = None,
-                 given: tuple[str, str] | None = None, advertise: str = "127.0.0.1"):
+                 given: tuple[str, str] | None = None, advertise: str = "127.0.0.1", tls: dict[str, Path] | None = None):
+        """:param tls: PEM files for TLS on the client port (SASL_SSL): ``ca``, the broker's ``cert`` and
+            ``key``, and with ``client_cert`` and ``client_key`` mutual TLS (a client without a
+            certificate the CA signed is refused); the clients' properties file names them."""
         self.folder = Path(folder)
-        self.bind, self.given, self.advertise = bind, given, advertise
+        self.bind, self.given, self.advertise, self.tls = bind, given, advertise, tls
         self.process: subprocess.Popen | None = None
         self.config = self._config(port)
 
@@ -94,11 +97,39 @@ class KafkaServer:
     def bootstrap_servers(self) -> str:
         return f"{self.advertise}:{self.config['port']}"
 
+    @property
+    def _protocol(self) -> str:
+        return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+
     def connection(self):
         from spark_jobs.model.kafka import KafkaConnection
 
-        return KafkaConnection(self.bootstrap_servers, "SASL_PLAINTEXT", "PLAIN", self.config["username"],
-                               self.config["password"])
+        return KafkaConnection(self.bootstrap_servers, self._protocol, "PLAIN", self.config["username"],
+                               self.config["password"], str(self._client_properties()) if self.tls else "")
+
+    def _client_properties(self) -> Path:
+        """The clients' ``LAKEHOUSE_KAFKA_PROPERTIES`` file of a TLS broker: the CA, and the client's
+        certificate and key under mutual TLS."""
+        path = self.folder / "client.properties"
+        if not path.exists():
+            lines = {"ssl.ca.location": self.tls["ca"]}
+            if self.tls.get("client_cert"):
+                lines.update({"ssl.certificate.location": self.tls["client_cert"],
+                              "ssl.key.location": self.tls["client_key"]})
+            write_private(path, "".join(f"{key}={value}\n" for key, value in lines.items()))
+        return path
+
+    def _tls_properties(self) -> dict[str, str]:
+        """The broker's side of TLS: its key and certificate as one PEM key store, the CA as its trust store."""
+        if not self.tls:
+            return {}
+        store = self.folder / "broker-keystore.pem"
+        write_private(store, Path(self.tls["key"]).read_text() + "\n" + Path(self.tls["cert"]).read_text())
+        found = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(store),
+                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls["ca"])}
+        if self.tls.get("client_cert"):  # a SASL_SSL listener asks for a client certificate only when told so itself
+            found["listener.name.sasl_ssl.ssl.client.auth"] = "required"
+        return found
 
     def env(self) -> dict[str, str]:
         """The ``LAKEHOUSE_KAFKA_*`` settings that point the platform at this broker."""
@@ -111,14 +142,15 @@ class KafkaServer:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"SASL_PLAINTEXT://{self.bind}:{port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"SASL_PLAINTEXT://{self.bootstrap_servers}",
+            "listeners": f"{self._protocol}://{self.bind}:{port},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"{self._protocol}://{self.bootstrap_servers}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "SASL_PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": self._protocol,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{self._protocol}:{self._protocol}",
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            **self._tls_properties(),
+            f"listener.name.{self._protocol.lower()}.plain.sasl.jaas.config":
                 f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
                 f'password="{password}" user_{user}="{password}";',
             "log.dirs": str(self.folder / "data"),

@@ -1,10 +1,20 @@
 """How the platform reaches Kafka: one connection, from the ``LAKEHOUSE_KAFKA_*`` settings, in the
 two dialects that speak to brokers: Spark's Kafka source (``kafka.``-prefixed Java client
-properties) and the plain client of the checks that start no JVM (librdkafka's properties)."""
+properties) and the plain client of the checks that start no JVM (librdkafka's properties).
+
+A team's brokers may want more than a login: ``LAKEHOUSE_KAFKA_PROPERTIES`` names a properties
+file whose TLS files (PEM: the CA, and for mutual TLS the client's certificate and key) become
+each client's own properties (Java's PEM trust and key stores, librdkafka's locations), and
+whose other keys pass through: plain ones to both clients, ``java.``-prefixed ones to Spark's
+source only (an OAUTHBEARER or IAM login module), ``librdkafka.``-prefixed ones to the other.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from spark_jobs.model import settings
 from spark_jobs.model.errors import UsageError
@@ -15,6 +25,25 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 _PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+# The TLS files, by their librdkafka names (which the properties file uses).
+TLS_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password")
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java-style properties file (``key=value`` or ``key value`` lines, ``#`` comments); a
+    :class:`UsageError` naming the setting when it cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise UsageError(f"{settings.KAFKA_PROPERTIES.name}={path}: cannot read it ({error.strerror}): fix the path") \
+            from None
+    found = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.replace("=", " ", 1).partition(" ")
+            found[key.strip()] = value.strip()
+    return found
 
 
 @dataclass(frozen=True)
@@ -26,6 +55,12 @@ class KafkaConnection:
     sasl_mechanism: str = "PLAIN"
     username: str = ""
     password: str = ""
+    # ``LAKEHOUSE_KAFKA_PROPERTIES``: TLS files and pass-through client properties.
+    properties_file: str = ""
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return read_properties(self.properties_file) if self.properties_file else {}
 
     @classmethod
     def from_env(cls) -> KafkaConnection:
@@ -40,7 +75,38 @@ class KafkaConnection:
             raise UsageError(f"{settings.KAFKA_SECURITY_PROTOCOL.name}={protocol!r}: use one of {', '.join(_PROTOCOLS)}")
         if mechanism not in _LOGIN_MODULES:
             raise UsageError(f"{settings.KAFKA_SASL_MECHANISM.name}={mechanism!r}: use one of {', '.join(_LOGIN_MODULES)}")
-        return cls(servers, protocol, mechanism, username, settings.KAFKA_PASSWORD.value())
+        connection = cls(servers, protocol, mechanism, username, settings.KAFKA_PASSWORD.value(),
+                         settings.KAFKA_PROPERTIES.value())
+        if connection.properties_file:
+            read_properties(connection.properties_file)  # one that cannot be read is refused here, naming the setting
+        return connection
+
+    @staticmethod
+    def _passed(properties: dict[str, str], dialect: str) -> dict[str, str]:
+        """The properties file's keys for one client (``java`` or ``librdkafka``), TLS files aside."""
+        other = "librdkafka." if dialect == "java" else "java."
+        return {key.removeprefix(f"{dialect}."): value for key, value in properties.items()
+                if key not in TLS_KEYS and not key.startswith(other)}
+
+    def _java_tls(self, properties: dict[str, str]) -> dict[str, str]:
+        """The TLS files as Java's PEM trust store and key store (the key store one file holding
+        the key and the certificate, made once in the platform's cache, readable by its owner only)."""
+        found = {}
+        ca, certificate, key = (properties.get(name) for name in TLS_KEYS[:3])
+        if ca:
+            found.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
+        if certificate and key:
+            pem = Path(key).read_bytes() + b"\n" + Path(certificate).read_bytes()
+            store = settings.cache_dir() / "kafka-tls" / f"{hashlib.sha256(pem).hexdigest()[:16]}.pem"
+            if not store.exists():
+                store.parent.mkdir(parents=True, exist_ok=True)
+                descriptor = os.open(store, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(pem)
+            found.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(store)})
+            if properties.get("ssl.key.password"):
+                found["ssl.key.password"] = properties["ssl.key.password"]
+        return found
 
     @property
     def _sasl(self) -> bool:
@@ -52,6 +118,9 @@ class KafkaConnection:
         if self._sasl:
             config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.username,
                            "sasl.password": self.password})
+        properties = self.properties
+        config.update({key: value for key, value in properties.items() if key in TLS_KEYS})
+        config.update(self._passed(properties, "librdkafka"))
         return config
 
     def spark_options(self) -> dict[str, str]:
@@ -64,6 +133,9 @@ class KafkaConnection:
                 "kafka.sasl.jaas.config": (f'{_LOGIN_MODULES[self.sasl_mechanism]} required '
                                            f'username="{quoted[0]}" password="{quoted[1]}";'),
             })
+        properties = self.properties
+        options.update({f"kafka.{key}": value
+                        for key, value in {**self._java_tls(properties), **self._passed(properties, "java")}.items()})
         return options
 
     def env(self) -> dict[str, str]:
@@ -73,6 +145,8 @@ class KafkaConnection:
         if self._sasl:
             values.update({settings.KAFKA_SASL_MECHANISM: self.sasl_mechanism, settings.KAFKA_USERNAME: self.username,
                            settings.KAFKA_PASSWORD: self.password})
+        if self.properties_file:
+            values[settings.KAFKA_PROPERTIES] = self.properties_file
         return {setting.name: value for setting, value in values.items()}
 
 

@@ -93,6 +93,12 @@ KAFKA_SASL_MECHANISM = Setting("LAKEHOUSE_KAFKA_SASL_MECHANISM", "PLAIN",
                                "The SASL mechanism of the Kafka login: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.")
 KAFKA_USERNAME = Setting("LAKEHOUSE_KAFKA_USERNAME", "", "The Kafka login's user name (none: no login).")
 KAFKA_PASSWORD = Setting("LAKEHOUSE_KAFKA_PASSWORD", "", "The Kafka login's password.")
+KAFKA_PROPERTIES = Setting(
+    "LAKEHOUSE_KAFKA_PROPERTIES", "",
+    "A properties file of further Kafka client settings, read by Spark's Kafka source and the checks that start "
+    "no JVM alike: TLS as PEM files (`ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`, "
+    "`ssl.key.password`), and any client property: a plain key goes to both clients, a `java.` one to Spark's "
+    "only, a `librdkafka.` one to the JVM-free client only (docs/guides/kafka.md).")
 # The launcher's own (`make run`, include/scripts/lakehouse_platform.py).
 METADATA_DB = Setting("LAKEHOUSE_METADATA_DB", "postgres",
                       "`make run`'s Airflow metadata DB: the embedded `postgres`, or `sqlite` (no server).")
@@ -115,7 +121,8 @@ SETTINGS = (PIPELINES, QUALITY, HOME, CACHE, JARS_DIR, JVM_DIR, SPARK_MASTER, SP
             SPARK_DRIVER_BIND, NOTIFIERS, DRIVER_MEMORY, SPARK_UI,
             SPARK_LOG_LEVEL, SNAPSHOT_PARTITIONS, JVM_SHARING, JVM_LEAN, LEASE_SECONDS, DRIVER, DRIVER_IDLE,
             DRIVER_KEEP_WARM, DRIVER_DIR, ROLLBACK_CRASH_AFTER, KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL,
-            KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
+            KAFKA_SASL_MECHANISM, KAFKA_USERNAME, KAFKA_PASSWORD, KAFKA_PROPERTIES,
+            METADATA_DB, TRIGGERER, USER_DAGS, AIRFLOW_PORT, LAKE,
             SPARK, SOURCE, CLOCK_SHIFT)
 
 

@@ -390,3 +390,33 @@ def test_a_hop_switched_between_its_landing_folder_and_a_topic_refuses_until_it_
         pending_work(lake, strict=False)["bronze"]
     service.refresh("ad_events", "bronze", progress=lambda line: None)[1].raise_for_gate()
     assert_tables_match_landing(home)
+
+
+def test_a_topic_behind_mutual_tls_is_read_through_the_kafka_properties_file(spark, tmp_path, monkeypatch):
+    """The platform's broker with TLS on its client port (a CA made by the test) and mutual TLS:
+    ``LAKEHOUSE_KAFKA_PROPERTIES`` names the CA, the client's certificate and key, which both the
+    JVM-free check (librdkafka) and Spark's Kafka source (Java's PEM stores) read; a client that
+    has only the CA is refused by the broker."""
+    from confluent_kafka import KafkaException
+    from kafka_server import KafkaServer
+
+    from testkit.tls import make_ca
+
+    server = KafkaServer(tmp_path / "kafka-tls", tls=make_ca(tmp_path / "tls"))
+    server.start()
+    try:
+        _topic_fed(server, tmp_path, monkeypatch, topic="ad_events_tls")
+        assert server.env()["LAKEHOUSE_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+        server.create_topic("ad_events_tls", 2)
+        _produce(1)  # the producer is the JVM-free client, through TLS
+        lake = Lake.open(get_spec("ad_events"))
+        assert pending_work(lake)["bronze"] == "300 new records in topic ad_events_tls (2 of its partitions)"
+        service.run("ad_events", run_id="tls-1", progress=lambda line: None).raise_for_gate()
+        assert_tables_match_landing(tmp_path / "lake",
+                                    topic_records(server.connection().client_config(), "ad_events_tls"))
+        no_certificate = {key: value for key, value in server.connection().client_config().items()
+                          if key not in ("ssl.certificate.location", "ssl.key.location")}
+        with pytest.raises(KafkaException):
+            AdminClient({**no_certificate, "log_level": 0}).list_topics(timeout=5)
+    finally:
+        server.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spark_jobs.model.errors import UsageError
@@ -52,3 +54,42 @@ def test_a_new_cluster_id_never_reads_as_an_option():
     ids = [cluster_id() for _ in range(3000)]  # about 47 of them would start with "-" unfiltered
     assert not [found for found in ids if found.startswith("-")]
     assert all(len(base64.urlsafe_b64decode(found + "==")) == 16 for found in ids) and len(set(ids)) == len(ids)
+
+
+def test_a_properties_file_gives_both_clients_tls_and_its_own_keys(monkeypatch, tmp_path):
+    """Argument building only: TLS files become librdkafka's locations and Java's PEM stores (the
+    key store one owner-only file of the key and the certificate); plain keys go to both,
+    ``java.`` and ``librdkafka.`` ones to their client only."""
+    (tmp_path / "client.key").write_text("-----BEGIN PRIVATE KEY-----\nk\n-----END PRIVATE KEY-----\n")
+    (tmp_path / "client.pem").write_text("-----BEGIN CERTIFICATE-----\nc\n-----END CERTIFICATE-----\n")
+    properties = tmp_path / "kafka.properties"
+    properties.write_text(f"# the team's brokers\nssl.ca.location={tmp_path}/ca.pem\n"
+                          f"ssl.certificate.location = {tmp_path}/client.pem\nssl.key.location {tmp_path}/client.key\n"
+                          "sasl.mechanism=OAUTHBEARER\n"
+                          "java.sasl.login.callback.handler.class=com.example.Login\n"
+                          "librdkafka.sasl.oauthbearer.method=oidc\n")
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "broker:9093")
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_PROPERTIES", str(properties))
+    monkeypatch.setenv("LAKEHOUSE_CACHE", str(tmp_path / "cache"))
+    connection = KafkaConnection.from_env()
+    client = connection.client_config()
+    assert {key: client[key] for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
+                                         "sasl.mechanism", "sasl.oauthbearer.method")} == {
+        "ssl.ca.location": f"{tmp_path}/ca.pem", "ssl.certificate.location": f"{tmp_path}/client.pem",
+        "ssl.key.location": f"{tmp_path}/client.key", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc"}
+    assert not any(key.startswith(("java.", "sasl.login")) for key in client)
+    spark = connection.spark_options()
+    assert spark["kafka.ssl.truststore.type"] == spark["kafka.ssl.keystore.type"] == "PEM"
+    assert spark["kafka.ssl.truststore.location"] == f"{tmp_path}/ca.pem"
+    assert spark["kafka.sasl.login.callback.handler.class"] == "com.example.Login"
+    assert spark["kafka.sasl.mechanism"] == "OAUTHBEARER" and "kafka.sasl.oauthbearer.method" not in spark
+    assert not any("ssl.ca.location" in key or "librdkafka" in key for key in spark)
+    store = Path(spark["kafka.ssl.keystore.location"])
+    assert store.read_text().count("-----BEGIN") == 2 and oct(store.stat().st_mode & 0o777) == "0o600"
+    assert connection.env()["LAKEHOUSE_KAFKA_PROPERTIES"] == str(properties)
+
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_PROPERTIES", str(tmp_path / "missing.properties"))
+    with pytest.raises(UsageError, match="LAKEHOUSE_KAFKA_PROPERTIES=.*missing.properties: cannot read it"):
+        KafkaConnection.from_env()
