@@ -5,10 +5,12 @@ their policies and the results as files are :mod:`spark_jobs.control.suites`.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import json
 import os
+import re
 import time
 
 from spark_jobs.control.maintenance import increment_gone
@@ -244,11 +246,59 @@ def render_data_docs(result_path: str, page_path: str) -> str:
         return page_path
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResultSchema
+    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
     result = ExpectationSuiteValidationResultSchema().load(read_json(result_path))
-    return write_text(page_path, DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result)))
+    # The page's Run Name and Run Time: the lakehouse run it checked and when (GX shows __none__ otherwise).
+    checked = (result.meta.get("batch_markers") or {}).get("ge_load_time")
+    run_time = datetime.datetime.strptime(checked, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=datetime.UTC) if checked else None
+    run_name = result_path.rsplit("/", 1)[-1].removesuffix(".result.json").rsplit(".", 1)[0]
+    result.meta["run_id"] = RunIdentifier(run_name=run_name, run_time=run_time)
+    page = DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result))
+    return write_text(page_path, offline_page(page))
+
+
+_STATUS = {"text-success": ("ok", "\u2714", "passed"), "text-danger": ("bad", "\u2718", "failed"),
+           "text-warning": ("warn", "\u26a0", "warning")}
+# What the page shows instead of Bootstrap's and Font Awesome's (which it loads from CDNs that a
+# page of Airflow's may not reach and an offline machine cannot), beside GX's own styles that the
+# page holds: a few rules of layout.
+_OWN_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 16px; color: #1f2933; }
+table { border-collapse: collapse; margin: 8px 0; } td, th { border: 1px solid #d9e2ec; padding: 4px 8px; vertical-align: top; }
+.ok { color: #1b873f; font-weight: bold; } .bad { color: #c62828; font-weight: bold; } .warn { color: #b26a00; }
+.d-none { display: none; } ul.nav, ol.breadcrumb { list-style: none; padding-left: 0; }
+.ge-breadcrumbs, .ge-breadcrumbs.d-none { display: block; } .sticky { position: static; }
+footer { display: none; } .collapse:not(.show) { display: none; } nav.navbar { height: auto !important; margin-bottom: 12px; }
+"""
+
+
+def offline_page(page: str) -> str:
+    """A GX Data Docs page that needs nothing from elsewhere: no CDN link or script, the logo from
+    GX's package, a few rules of layout beside GX's own styles, each expectation's status icon a
+    mark with its word (``✔ passed``), and its links back to the pipeline's quality results (the
+    page is one of a list there, not of a Data Docs site of its own)."""
+    from importlib.resources import files
+
+    page = re.sub(r"<link[^>]+href=\"https?://[^>]*>\s*", "", page)
+    page = re.sub(r"<script[^>]+src=\"https?://[^\"]*\"[^>]*>\s*</script>\s*", "", page)
+    page = re.sub(r"<link[^>]*rel=\"shortcut icon\"[^>]*>\s*", "", page)
+
+    def mark(match: re.Match) -> str:
+        for css, (kind, symbol, word) in _STATUS.items():
+            if css in match.group(1):
+                return f'<span class="status {kind}" title="{word}">{symbol} {word}</span>'
+        return ""
+
+    page = re.sub(r'<i class="([^"]*\bfa[sr]?\b[^"]*)"[^>]*>\s*</i>', mark, page)
+    page = re.sub(r'href="(?:\.\./)+(?:index\.html|expectations/[^"]*)"', 'href="../quality" target="_top"', page)
+    static = files("great_expectations.render.view") / "static"
+    logo = base64.b64encode((static / "images" / "logo-long-vector.svg").read_bytes()).decode()
+    page = re.sub(r'src="https://great-expectations-web-assets[^"]*logo[^"]*"', f'src="data:image/svg+xml;base64,{logo}"',
+                  page)
+    return page.replace("</head>", f"<style>{_OWN_STYLE}</style>\n</head>", 1)
 
 
 def _counted(record: dict, suite: dict, change: dict) -> dict | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -236,3 +237,9 @@ def _assert_data_docs_render(page: Path, suite_name: str, rule: str) -> None:
     dom = done.stdout
     assert suite_name in dom and "campaign_id" in dom
     assert "Validation Results" in dom or "validation" in dom.lower()
+    # Nothing loads from elsewhere (a CDN is out of reach offline and refused by the page's policy),
+    # each expectation shows its status as a word, the failed rule among them, and the run is named.
+    assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="https?://', dom)
+    statuses = re.findall(r'<span class="status (\w+)" title="(\w+)">', dom)
+    assert ("bad", "failed") in statuses and ("ok", "passed") in statuses, statuses
+    assert "__none__" not in dom and 'href="../quality"' in dom
