@@ -125,6 +125,14 @@ class Browser:
         self.wait_for(f"!!document.querySelector({json.dumps(selector)})", what=selector)
         self.eval(f"document.querySelector({json.dumps(selector)}).click()")
 
+    def set_width(self, width: int, height: int = 900) -> None:
+        """Lay the page out at ``width`` CSS pixels (a narrow window, a phone)."""
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+
+    def overflow_px(self) -> int:
+        """How far the page's content reaches past the window's width (0: no sideways scrolling)."""
+        return int(self.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]

@@ -71,7 +71,8 @@ def _samples(rows: list[dict], reasons: list[dict]) -> dict[str, list[str]]:
     for row in ordered:
         picked = samples.setdefault(row["reason"], [])
         if len(picked) < SAMPLES:
-            picked.append((row["raw_line"] or "")[:LINE_CHARS])
+            line = row["raw_line"] or ""
+            picked.append(line[:LINE_CHARS] + ("\u2026" if len(line) > LINE_CHARS else ""))  # cut: says so
     return samples
 
 

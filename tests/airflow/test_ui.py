@@ -275,3 +275,29 @@ def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spa
         first_undone = min(r2_batches[hop])
         assert checkpoint_log.commit_batch_ids(str(three_increments / "checkpoints" / PIPELINE / hop)) == \
             [batch for batch in commits if batch < first_undone]
+
+
+def test_every_page_fits_its_window_at_1400_px_and_at_a_narrow_width(spark, three_increments, airflow_app, tmp_path):
+    """Each Lakehouse page as the app serves it, laid out by headless Chromium at 1400 px and at
+    480 px: nothing makes the page scroll sideways (a wide table scrolls inside itself), times
+    read as times with their zone, and runs are told apart by time and kind."""
+    from testkit.browser import Browser
+
+    viewer = _as("VIEWER")
+    pages = {"pipelines": "/lakehouse/", "hop": f"/lakehouse/pipelines/{PIPELINE}/hops/gold",
+             "quality": f"/lakehouse/pipelines/{PIPELINE}/quality",
+             "rollback": f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0",
+             "tab": f"/lakehouse/dags/{PIPELINE}__maintenance"}
+    with Browser() as browser:
+        for name, path in pages.items():
+            page = airflow_app.get(path, headers=viewer)
+            assert page.status_code == 200, (name, page.status_code)
+            saved = tmp_path / f"{name}.html"
+            saved.write_text(page.text)
+            for width in (1400, 480):
+                browser.set_width(width)
+                browser.goto(saved.as_uri())
+                assert browser.overflow_px() <= 0, (name, width, browser.overflow_px())
+    hop = airflow_app.get(pages["hop"], headers=viewer).text
+    assert re.search(r"<td>20\d\d-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", hop)  # committed at, with its zone
+    assert "watermark (ms)" not in hop and str(three_increments) not in hop.split("</h1>")[0]

@@ -10,6 +10,7 @@ It reads the lake through the control layer, the same no-JVM code as ``lakehouse
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 import time
 from hashlib import sha256
@@ -146,23 +147,29 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
     held = summary(lake, spec.hop(hop)) if spec.hop(hop).quarantine else None  # delta-rs: no JVM
     if _wants_json(request):
         return JSONResponse({"hop": figures, "series": series, "quarantine": held})
+    from lakehouse_airflow.ui.render import run_label
     from spark_jobs.control.status import hop_status
 
     charts = [
         bar_chart("Rows per second, per batch",
                   [(f"batch {point['batch_id']}", point["rows_per_second"]) for point in series["rows_per_second"]],
-                  chart_id="rows-per-second"),
+                  " rows/s", chart_id="rows-per-second", empty="no batch has run yet"),
         bar_chart("Event-time lag at commit (commit time minus watermark)",
-                  [(f"batch {point['batch_id']}", point["lag_s"]) for point in series["lag"]], " s", chart_id="lag"),
+                  [(f"batch {point['batch_id']}", point["lag_s"]) for point in series["lag"]], " s", chart_id="lag",
+                  empty="no committed batch with a watermark (a hop with no event-time state has none)"),
         bar_chart("Quarantined share of rows read, per run",
-                  [(point["run_id"] or "?", point["quarantined_share"]) for point in series["runs"]],
-                  chart_id="quarantine"),
+                  [(run_label(point["run_id"]), _percent(point["quarantined_share"])) for point in series["runs"]],
+                  "%", chart_id="quarantine", empty="no run has read rows yet"),
         bar_chart("Quality rules passed, per run",
-                  [(point["run_id"] or "?", point["quality_pass_rate"]) for point in series["runs"]],
-                  chart_id="quality"),
+                  [(run_label(point["run_id"]), _percent(point["quality_pass_rate"])) for point in series["runs"]],
+                  "%", chart_id="quality", empty="no run was checked by a suite yet (the hop has none, or gates are off)"),
     ]
-    return _page("hop.html", request, pipeline=spec.name, hop=figures,
+    return _page("hop.html", request, pipeline=spec.name, hop=figures, home=lake.home,
                  batches=hop_status(lake, hop, detail=True)["batch_log"], charts=charts, quarantine=held)
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else round(share * 100, 2)
 
 
 def _quality_files(lake: Lake) -> list[dict]:
@@ -173,8 +180,20 @@ def _quality_files(lake: Lake) -> list[dict]:
         if name.endswith(".json") and not name.endswith(".result.json"):
             summary = read_json(f"{folder}/{name}")  # the folder's spelling: s3fs lists paths without a scheme
             summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
+            summary.setdefault("checked_at", _modified(f"{folder}/{name}"))  # when the gate wrote it
             summaries.append(summary)
-    return sorted(summaries, key=lambda summary: (summary.get("run_id") or "", summary.get("hop") or ""), reverse=True)
+    # Newest first, by when each was checked (run ids of several kinds do not sort by time).
+    return sorted(summaries, key=lambda summary: (summary.get("checked_at") or 0, summary.get("hop") or ""),
+                  reverse=True)
+
+
+def _modified(path: str) -> float | None:
+    """A file's modification time in epoch seconds (a local lake's or an object store's)."""
+    try:
+        modified = filesystem(path).modified(path)
+    except (OSError, NotImplementedError):
+        return None
+    return modified.timestamp() if modified.tzinfo else modified.replace(tzinfo=dt.UTC).timestamp()
 
 
 @app.get("/pipelines/{pipeline}/quality", response_class=HTMLResponse)

@@ -19,9 +19,11 @@ def _tick(value: float) -> str:
     return f"{value:.2f}"
 
 
-def bar_chart(title: str, points: list[tuple[str, float | None]], unit: str = "", chart_id: str = "") -> str:
+def bar_chart(title: str, points: list[tuple[str, float | None]], unit: str = "", chart_id: str = "",
+              empty: str = "nothing yet") -> str:
     """``points``: (label, value) in order; a None value leaves its slot empty. Each bar carries
-    its label and value as a tooltip (``<title>``) and ``data-value`` attributes."""
+    its label and value as a tooltip (``<title>``) and ``data-value`` attributes. ``empty``: what
+    the chart says when it has no bar (why there is none)."""
     values = [value for _label, value in points if value is not None]
     top = max(values, default=0.0) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -34,7 +36,7 @@ def bar_chart(title: str, points: list[tuple[str, float | None]], unit: str = ""
         y = TOP + plot_h * (1 - fraction)
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">'
-                     f'{escape(_tick(top * fraction))}{escape(unit) if fraction else ""}</text>')
+                     f'{escape(_tick(top * fraction))}{escape(unit)}</text>')
     every = max(1, len(points) // 12)
     for index, (label, value) in enumerate(points):
         x = LEFT + index * slot
@@ -45,9 +47,9 @@ def bar_chart(title: str, points: list[tuple[str, float | None]], unit: str = ""
                          f'<title>{escape(label)}: {escape(_tick(value))}{escape(unit)}</title></rect>')
         if index % every == 0:
             parts.append(f'<text x="{x + slot / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-                         f'class="tick">{escape(label[:14])}</text>')
-    if not points:
-        parts.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle" class="tick">'
-                     'nothing yet</text>')
+                         f'class="tick">{escape(label[:18])}</text>')
+    if not values:
+        parts.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle" class="tick empty">'
+                     f'{escape(empty)}</text>')
     parts.append("</svg>")
     return "".join(parts)
