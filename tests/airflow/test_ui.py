@@ -152,6 +152,19 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(spark, three_
 
     plan = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0", headers=viewer)
     assert "undo batches 1..2 (2)" in plan.text and 'id="confirm"' not in plan.text and "no-permission" in plan.text
+    # What it takes away, for people: per hop the batches, each table's rows since the version it
+    # goes back to (counted here by delta-rs at both versions), the runs undone, what is read again.
+    from deltalake import DeltaTable
+
+    away = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0&format=json",
+                           headers=viewer).json()["takes_away"]
+    assert [(hop["hop"], hop["batches"]) for hop in away][0] == ("silver", [1, 2]) and away[0]["reread"]
+    assert [run["run_id"] for run in away[0]["runs"]] == ["r2", "r1"] and "gold" in [hop["hop"] for hop in away]
+    silver = away[0]["tables"][0]
+    table = str(home / "tables" / "silver" / "ad_views")
+    count = lambda version: DeltaTable(table, version=version).to_pyarrow_table().num_rows
+    assert silver["rows"] == count(silver["version_now"]) - count(silver["back_to"]) > 0, silver
+    assert 'class="takes-away"' in plan.text and "(UTC)" in plan.text
     replanned = airflow_app.get(f"/lakehouse/pipelines/{PIPELINE}/rollback?hop=silver&to_batch=0&replan=true",
                                 headers=viewer).text
     assert "replays batches 1..2 as logged" in plan.text and "replays batches 1..2" not in replanned

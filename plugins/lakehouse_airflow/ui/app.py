@@ -251,11 +251,15 @@ def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: s
             error = f"to_batch {to_batch!r} is not a batch id: give a whole number (-1: before the first batch)"
         except LakehouseError as problem:
             error = str(problem)
+    from spark_jobs.control.plan_summary import takes_away
+
+    away = takes_away(Lake.open(spec), plan) if plan and not plan.refused else []
     if _wants_json(request):
-        return JSONResponse({"request": request_values, "plan": plan, "error": error})
+        return JSONResponse({"request": request_values, "plan": plan.to_dict() if plan else None, "takes_away": away,
+                             "error": error})
     may_confirm = _may(user, "POST", f"{spec.name}__rollback", DagAccessEntity.RUN)
     return _page("rollback.html", request, pipeline=spec.name, hops=spec.hop_names, values=request_values, plan=plan,
-                 text=plan.text() if plan else None, error=error, may_confirm=may_confirm,
+                 takes_away=away, text=plan.text() if plan else None, error=error, may_confirm=may_confirm,
                  form_token=_form_token(user, spec.name, int(time.time())))
 
 

@@ -34,7 +34,7 @@ def _moment(value) -> dt.datetime | None:
 
 
 def when(value) -> str:
-    """``2026-12-03 08:38:48 UTC``: the time people read, with its zone ('-' when there is none)."""
+    """``2026-01-31 08:38:48 UTC``: the time people read, with its zone ('-' when there is none)."""
     moment = _moment(value)
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "-"
 
