@@ -116,11 +116,10 @@ def test_rules_beyond_the_one_pass_go_to_great_expectations_in_its_order(spark, 
     from spark_jobs.logs.fs import write_json
 
     page = quality.render_data_docs(write_json(str(tmp_path), "ours.result.json", ours), str(tmp_path / "ours.html"))
-    from great_expectations.render.renderer import ValidationResultsPageRenderer
-    from great_expectations.render.view import DefaultJinjaPageView
-
     # Both as the page is served: offline (no CDN), and with the run named as ours is.
     from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+    from great_expectations.render.view import DefaultJinjaPageView
 
     gx_object.meta["run_id"] = RunIdentifier(run_name="ours", run_time=None)
     theirs = quality.offline_page(DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(gx_object)))
