@@ -1,7 +1,7 @@
 """A shared Spark driver: one Spark application that the Spark tasks of one Airflow DAG run follow.
 
-Each hop task of a DAG run used to be its own ``spark-submit``: a JVM start, the Python imports
-(Great Expectations' among them), a session and cold JIT-compiled code, every hop. With a shared
+A hop task that submits its own ``spark-submit`` pays a JVM start, the Python imports (Great
+Expectations' among them), a session and cold JIT-compiled code, every hop. With a shared
 driver the first task of the run starts a driver that serves ``lakehouse`` commands, and the
 next tasks send theirs to it; each task keeps its own log, state, retries and gate.
 

@@ -8,7 +8,7 @@ verified, to an archive that every later driver maps at start (``-XX:SharedArchi
 The archive is only valid for the JVM and the class path that wrote it, so its name carries a
 key of both (the java binary, its ``release`` file, pyspark's jars with their sizes and
 modification times, Spark's conf folder); a
-driver whose key has no archive starts as before. Only classes of the JVM's own loaders are
+driver whose key has no archive starts without one. Only classes of the JVM's own loaders are
 archived: Spark's, not Delta's, which ``--jars`` loads through Spark's class loader. A warning
 of the JVM goes to stderr (by default it would go to stdout, where ``--json`` output goes).
 

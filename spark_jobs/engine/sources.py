@@ -259,7 +259,7 @@ class UpstreamTable:
         added, so reading those commits reads the same files. When the batch takes them all
         (as many as a batch admits: ``maxFilesPerTrigger``, Delta's default 1,000), its end
         offset is the one a snapshot read ends at (the version after the last, nothing of it
-        read), so a restart from it or a rollback reads it as before.
+        read), so a restart from it or a rollback reads the same rows.
         """
         if checkpoint_log.offset_batch_ids(self.run.checkpoint):
             return False

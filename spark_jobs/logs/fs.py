@@ -40,7 +40,7 @@ def _s3_options() -> dict:
 
 
 def listing(fs: fsspec.AbstractFileSystem, folder: str) -> list[str]:
-    """The paths in ``folder``, sorted; none when it does not exist (or no longer does)."""
+    """The paths in ``folder``, sorted; none when it does not exist."""
     try:
         return sorted(fs.ls(folder, detail=False))
     except FileNotFoundError:
