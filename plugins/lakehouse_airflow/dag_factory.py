@@ -327,8 +327,12 @@ def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:
     return usable, problems
 
 
+
+
 # The DAGs of every pipeline, ``<pipeline>__<kind>`` (the Lakehouse tab of each shows its pipeline).
-DAG_KINDS = ("stream", "backfill", "rollback", "refresh", "maintenance")
+BUILDERS = {"stream": build_stream_dag, "backfill": build_backfill_dag, "rollback": build_rollback_dag,
+            "refresh": build_refresh_dag, "maintenance": build_maintenance_dag}
+DAG_KINDS = tuple(BUILDERS)
 
 
 def build_all() -> dict[str, DAG]:
@@ -338,8 +342,8 @@ def build_all() -> dict[str, DAG]:
     check_airflow()
     dags: dict[str, DAG] = {}
     for spec in usable_specs()[0]:
-        for dag in (build_stream_dag(spec), build_backfill_dag(spec), build_rollback_dag(spec),
-                    build_refresh_dag(spec), build_maintenance_dag(spec)):
+        for build in BUILDERS.values():
+            dag = build(spec)
             dags[dag.dag_id] = dag
     return dags
 
