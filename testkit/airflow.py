@@ -84,8 +84,9 @@ class Api:
                                          method="POST")
         self.token = json.load(urllib.request.urlopen(request, timeout=30))["access_token"]
 
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(f"{self.base}/api/v2{path}", method=method,
+    def call(self, method: str, path: str, body: dict | None = None, api: str = "/api/v2") -> dict:
+        """``api``: the REST API's prefix, or ``/ui`` for the routes Airflow's own pages read."""
+        request = urllib.request.Request(f"{self.base}{api}{path}", method=method,
                                          data=None if body is None else json.dumps(body).encode(),
                                          headers={"Authorization": f"Bearer {self.token}",
                                                   "Content-Type": "application/json"})

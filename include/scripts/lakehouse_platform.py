@@ -226,7 +226,8 @@ def _password(home: Path, user: str) -> str:
 
 
 def start(env: dict[str, str]) -> list[subprocess.Popen]:
-    """Start Airflow's processes on 127.0.0.1, each in its own process group; logs go to
+    """Start Airflow's processes (the API server on ``AIRFLOW__API__HOST``: 127.0.0.1 in
+    :func:`platform_env`), each in its own process group; logs go to
     $AIRFLOW_HOME/logs/<name>.log. The triggerer only with ``LAKEHOUSE_TRIGGERER=1``: the
     platform's DAGs defer nothing (the freshness deadline's callback runs in the executor), and
     an idle triggerer costs about 4 CPU-s every 5 minutes (its loop wakes every second); a team
@@ -234,7 +235,7 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {
-        "api-server": ["api-server", "--host", "127.0.0.1", "--port", env["AIRFLOW__API__PORT"]],
+        "api-server": ["api-server", "--host", env["AIRFLOW__API__HOST"], "--port", env["AIRFLOW__API__PORT"]],
         "scheduler": ["scheduler", "--skip-serve-logs"],
         "dag-processor": ["dag-processor"],
     }

@@ -2,13 +2,15 @@
 
 ``<pipeline>.<hop>`` names the asset of a hop's table (its URI: ``lakehouse://<pipeline>/<the
 table's path under LAKEHOUSE_HOME>``) and ``<pipeline>.landing`` the landing folder. A hop's
-task declares the asset it reads as an inlet, which draws the lineage landing → bronze →
-silver → gold in Airflow's asset graph. A table's events come from the task that makes its
-rows trustworthy: the gate of the hop in the stream DAG (after the rows passed their checks),
-the hop's own task in the backfill DAG (whose quality gate runs in the task). They go through
-an alias (``<pipeline>.<hop>.writes``) so that a run that wrote no row emits no event: a DAG
-scheduled on gold runs after the runs that changed gold, never after one that skipped or found
-nothing. Each event carries the table version, the rows written and the run (:func:`announce`).
+table's producing task is the one that makes its rows trustworthy: the gate of the hop in the
+stream DAG (after the rows passed their checks), the hop's own task in the backfill DAG (whose
+quality gate runs in the task). That task declares the table as its outlet and what the hop
+reads as its inlets, which draws the lineage landing → bronze → silver → gold in Airflow's asset
+graph, and registers every asset, in group ``lakehouse``, when the DAG file is parsed. Airflow
+gives each outlet an event when its task succeeds, so a producing task that finds its run wrote
+no row ends *skipped* (:func:`announce` raises Airflow's skip): a DAG scheduled on gold runs
+after the runs that changed gold, never after one that skipped or found nothing. Each event
+carries the table version, the rows written and the run.
 
 A user's DAG::
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset
 
 from spark_jobs.logs import ops
 from spark_jobs.model.lake import Lake
@@ -53,35 +55,36 @@ def landing_asset(spec: PipelineSpec, hop: HopSpec) -> Asset:
     return Asset(name=name, uri=_uri(spec, folder), group=GROUP)
 
 
-def writes(spec: PipelineSpec, hop: HopSpec) -> AssetAlias:
-    """The alias a hop's producing task emits its table's events through."""
-    return AssetAlias(name=f"{spec.name}.{hop.name}.writes", group=GROUP)
-
-
 def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
     """What the hop reads, as inlets: the landing folder or the tables above."""
     return [landing_asset(spec, hop)] if hop.reads_landing else [table_asset(spec, name) for name in hop.upstreams]
 
 
-def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:
-    """Emit an event on ``hop``'s table asset when the run ``run_id`` wrote rows to it (read from
-    its run record, no JVM); its extra: version, previous version, rows, quarantined, run, mode.
-    Returns the extra, or None when nothing was written (no event)."""
+def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict:
+    """Give the event of ``hop``'s table asset (the producing task's outlet) its extra when the
+    run ``run_id`` wrote rows to it (read from its run record, no JVM): version, previous
+    version, rows, quarantined, run, mode. When it wrote none, end the task skipped (Airflow's
+    skip: no event), or return None outside a task (``outlet_events`` None)."""
     spec = get_spec(pipeline)
     lake = Lake.open(spec)
     hop_spec = spec.hop(hop)
     record = ops.read_record(lake, run_id, hop)
-    if record is None:
-        log.info("run %s has no record of %s: no event", run_id, hop)
-        return None
-    change = record.get("tables", {}).get(lake.table(hop_spec)) or {}
-    if not record.get("rows_out") or change.get("version_after") in (None, change.get("version_before")):
-        log.info("run %s wrote no row to %s: no event", run_id, hop_spec.table)
-        return None
+    change = (record or {}).get("tables", {}).get(lake.table(hop_spec)) or {}
+    if record is None or not record.get("rows_out") or change.get("version_after") in (None, change.get("version_before")):
+        return _no_event(outlet_events, f"run {run_id} wrote no row to {hop_spec.table}: no event")
     extra = {"version": change["version_after"], "previous_version": change.get("version_before"),
              "rows": record["rows_out"], "quarantined": record.get("rows_quarantined", 0),
              "run_id": run_id, "mode": record.get("mode")}
     if outlet_events is not None:  # None: not in a task
-        outlet_events[writes(spec, hop_spec)].add(table_asset(spec, hop), extra=extra)
+        outlet_events[table_asset(spec, hop)].extra = extra
     log.info("%s.%s changed: %s", pipeline, hop, extra)
     return extra
+
+
+def _no_event(outlet_events: Any, why: str) -> None:
+    log.info("%s", why)
+    if outlet_events is None:
+        return None
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    raise AirflowSkipException(why)

@@ -16,7 +16,7 @@ from airflow.providers.standard.operators.python import PythonOperator, ShortCir
 from airflow.sdk import DAG, Param
 
 from lakehouse_airflow.alerts import notifier_classes, task_failed, undone
-from lakehouse_airflow.assets import reads, writes
+from lakehouse_airflow.assets import reads, table_asset
 from lakehouse_airflow.checks import has_new_data, plan_refresh, plan_rollback, plan_undo, verify_rollback
 from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
@@ -96,15 +96,18 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
                 arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
                 shares_driver=True,
                 releases_driver=hop is spec.sink,
-                inlets=reads(spec, hop),
+                # A gate above ends skipped when its run wrote no row (no asset event): the hop runs
+                # all the same, since it may have work of its own (another upstream, a replay).
+                trigger_rule="all_success" if hop.ingests else "none_failed",
                 doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
             )
             gate = QualityGateOperator(
                 task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
-                outlets=[writes(spec, hop)],
+                inlets=reads(spec, hop),
+                outlets=[table_asset(spec, hop.name)],
                 doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
                        f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
-                       "gets an event.",
+                       "gets an event, and when the run wrote none it ends skipped (no event).",
             )
             (check if hop.ingests else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
             gates[hop.name] = gate
@@ -125,7 +128,8 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         list(gates.values()) >> planned >> undo
         # After the gates of the graph's leaves: when a hop or gate failed, a leaf's gate is
         # failed or upstream_failed, so the DAG run ends failed even after `undo` succeeded.
-        [gates[hop.name] for hop in spec.hops if not spec.feeds(hop.name)] >> EmptyOperator(task_id="all_gates_passed")
+        [gates[hop.name] for hop in spec.hops if not spec.feeds(hop.name)] >> EmptyOperator(
+            task_id="all_gates_passed", trigger_rule="none_failed")
     return dag
 
 
@@ -162,10 +166,11 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 shares_driver=True,
                 releases_driver=hop is spec.sink,
                 inlets=reads(spec, hop),
-                outlets=[writes(spec, hop)],
+                outlets=[table_asset(spec, hop.name)],
                 announces=hop.name,
+                trigger_rule="none_failed",  # a hop above that wrote no row in the range ends skipped
                 doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}` (its quality gate "
-                       f"included); an event on `{spec.name}.{hop.name}` when it wrote rows.",
+                       f"included); an event on `{spec.name}.{hop.name}` when it wrote rows, skipped when it wrote none.",
             )
             [tasks[upstream] for upstream in hop.upstreams] >> task
             tasks[hop.name] = task

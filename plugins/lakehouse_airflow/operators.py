@@ -32,6 +32,30 @@ def _driver_here(submit) -> bool:
     return not submit._is_kubernetes and submit._connection.get("deploy_mode") in (None, "", "client")
 
 
+# Executors whose tasks all run on the scheduler's machine, where the task that starts a DAG
+# run's shared driver (listening on loopback) is reachable from the run's other tasks.
+LOCAL_EXECUTORS = ("LocalExecutor", "airflow.executors.local_executor.LocalExecutor",
+                   "lakehouse_airflow.executor.PromptLocalExecutor")
+
+
+def driver_mode() -> str:
+    """``shared`` or ``task``, from ``$LAKEHOUSE_DRIVER``: ``auto`` (the default) is ``shared``
+    when every executor Airflow is configured with (``[core] executor``, a list) is a local one,
+    and ``task`` otherwise: under Celery, Kubernetes or Edge a DAG run's tasks may land on other
+    machines, which could not reach a driver on loopback."""
+    mode = settings.DRIVER.value().strip().lower()
+    if mode not in ("auto", "shared", "task"):
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"LAKEHOUSE_DRIVER={mode!r} is not a driver mode: set auto, shared or task")
+    if mode != "auto":
+        return mode
+    from airflow.configuration import conf
+
+    executors = [name.split(":")[-1].strip() for name in conf.get("core", "executor", fallback="").split(",")]
+    return "shared" if all(name in LOCAL_EXECUTORS for name in executors if name) else "task"
+
+
 class LakehouseSparkOperator(SparkSubmitOperator):
     """Submit ``lakehouse <command> <pipeline> <arguments>`` through the ``spark_default``
     connection (``local[*]``, ``spark://...``, ``k8s://...``).
@@ -136,14 +160,14 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         return hook
 
     def _uses_shared_driver(self) -> bool:
-        if not self.shares_driver or settings.DRIVER.value() == "task":
+        if not self.shares_driver or driver_mode() == "task":
             return False
         return _driver_here(self._get_hook())
 
     def driver_command(self, context: Any) -> tuple[Path, list[str], dict[str, str]]:
         """The shared driver of this task's DAG run: its address file, and the spark-submit argv
         and environment that start it (this task's own, with ``serve`` for the CLI command)."""
-        from spark_jobs.control.driver import code_stamp, driver_dir, driver_key
+        from spark_jobs.control.driver import code_stamp, driver_dir, driver_key, machine
 
         hook = self._get_hook()
         hook._name = f"lakehouse-{self.pipeline}-{context['dag_run'].dag_id}"
@@ -152,8 +176,9 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         warm = _keep_warm_s()
         # A warm driver serves the DAG's next runs too: it must have loaded the same pipeline code.
         run = None if warm else context["dag_run"].run_id
+        # This machine's too: a task elsewhere (whose folder may be this one, shared) starts its own.
         key = driver_key(context["dag_run"].dag_id, run, hook._build_spark_submit_command(self.application), env,
-                         code_stamp())
+                         code_stamp(), machine())
         address = driver_dir() / f"{key}.json"
         idle = str(warm) if warm else settings.DRIVER_IDLE.value()
         hook._application_args = ["serve", "--address", str(address), "--idle", idle,

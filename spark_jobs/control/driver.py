@@ -68,6 +68,16 @@ def driver_key(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def machine() -> str:
+    """Which machine this is, as a driver listening on loopback sees it: the host name and, on
+    Linux, the network namespace (two containers, or a namespace, on one host are two machines)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/net")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()} {namespace}"
+
+
 def code_stamp() -> str:
     """A hash of the pipeline specs and their code (``$LAKEHOUSE_PIPELINES``): a driver imports a
     pipeline's modules once, so a driver that outlives a DAG run is not used after they change."""

@@ -18,6 +18,7 @@ from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir,
 from spark_jobs.engine.expectations import evaluate, in_gx_order, results_of, suite_result, written_counts
 from spark_jobs.engine.rules import is_native, passes
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
+from spark_jobs.model import times
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -237,10 +238,11 @@ def _exception_message(info) -> str | None:
     return next((entry.get("exception_message") for entry in found if entry.get("raised_exception")), None)
 
 
-def render_data_docs(result_path: str, page_path: str) -> str:
+def render_data_docs(result_path: str, page_path: str, time_column: str | None = None) -> str:
     """Write the GX Data Docs page of the result JSON at ``result_path`` to ``page_path`` (once:
     an existing page stays). The gates write only the JSON, so a hop task never imports GX for
-    its page; the page is rendered where it is first read (``lakehouse quality``, the UI)."""
+    its page; the page is rendered where it is first read (``lakehouse quality``, the UI). A
+    bound on ``time_column`` (the hop's, epoch milliseconds) shows as the time it is."""
     fs = filesystem(page_path)
     if fs.exists(page_path):
         return page_path
@@ -257,7 +259,23 @@ def render_data_docs(result_path: str, page_path: str) -> str:
     run_name = result_path.rsplit("/", 1)[-1].removesuffix(".result.json").rsplit(".", 1)[0]
     result.meta["run_id"] = RunIdentifier(run_name=run_name, run_time=run_time)
     page = DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result))
-    return write_text(page_path, offline_page(page))
+    return write_text(page_path, offline_page(_times_shown(page, result.results, time_column)))
+
+
+def _times_shown(page: str, results, time_column: str | None) -> str:
+    """GX shows a bound as the number it is (``946684800000.0``): on the time column, the time
+    (``2000-01-01 00:00:00 UTC``), the number in its title."""
+    bounds = {value for outcome in results
+              if time_column and outcome.expectation_config.kwargs.get("column") == time_column
+              for key in ("min_value", "max_value")
+              if isinstance(value := outcome.expectation_config.kwargs.get(key), int | float)
+              and not isinstance(value, bool)}
+    for bound in bounds:
+        shown = times.iso(int(bound)).replace("T", " ").removesuffix(".000") + " UTC"
+        texts = "|".join(re.escape(text) for text in {str(bound), str(float(bound)), str(int(bound))})
+        page = re.sub(rf'(<span class="badge badge-secondary" )>(?:{texts})</span>',
+                      rf'\1title="{int(bound)} ms since the epoch">{shown}</span>', page)
+    return page
 
 
 _STATUS = {"text-success": ("ok", "\u2714", "passed"), "text-danger": ("bad", "\u2718", "failed"),
@@ -362,7 +380,7 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
         if fs.exists(page):
             fs.rm(page)  # a page of an earlier check of this run: rendered anew from this result
         if data_docs:
-            render_data_docs(summary["result"], page)
+            render_data_docs(summary["result"], page, hop.time_column)
     spent_writing = counted.get("seconds", 0) if found else 0  # a MERGE's count, run in the hop's write
     summary["seconds"] = round(time.time() - began + spent_writing, 3)
     write_json(results_dir(lake), f"{name}.json", summary)

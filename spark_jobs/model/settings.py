@@ -72,9 +72,11 @@ JVM_LEAN = Setting("LAKEHOUSE_JVM_LEAN", "on",
                    "`off`: drivers start with the JVM's default JIT and collector, not the lean options.")
 LEASE_SECONDS = Setting("LAKEHOUSE_LEASE_SECONDS", "60",
                         "On an S3 lake, how long the pipeline's lock lease lasts when its holder stops renewing it.")
-DRIVER = Setting("LAKEHOUSE_DRIVER", "shared",
-                 "`task`: each Spark task of a DAG run is a spark-submit of its own, not a command to the run's "
-                 "shared driver.")
+DRIVER = Setting("LAKEHOUSE_DRIVER", "auto",
+                 "`shared`: the Spark tasks of a DAG run send their commands to one driver the first of them starts "
+                 "(one per machine); `task`: each is a spark-submit of its own; `auto`: `shared` under a local "
+                 "executor (every task of the run on the scheduler's machine), `task` under any other (Celery, "
+                 "Kubernetes, Edge).")
 DRIVER_IDLE = Setting("LAKEHOUSE_DRIVER_IDLE", "60", "Seconds a DAG run's shared driver waits for its next command.")
 DRIVER_KEEP_WARM = Setting("LAKEHOUSE_DRIVER_KEEP_WARM", "0",
                            "Seconds a shared driver stays up after its DAG run, for the next run of the same DAG.")

@@ -118,13 +118,13 @@ def test_dag_shapes(dagbag):
     assert dagbag["meta"]["ad_events__backfill"]["params"] == ["end", "start"]
     assert dagbag["meta"]["ad_events__rollback"]["params"] == ["cascade", "dry_run", "exact", "hop", "replan",
                                                                   "to_batch", "to_run", "to_time"]
-    # Lineage: each hop reads the asset above it; its table's events come from its gate (stream) or itself (backfill).
+    # Lineage: a table's producing task, its gate (stream) or its hop task (backfill), reads the
+    # asset above it and writes the table's own: Airflow's graph is landing -> bronze -> silver -> gold.
     reads = {"bronze": ["ad_events.landing"], "silver": ["ad_events.bronze"], "gold": ["ad_events.silver"]}
     assert dagbag["assets"]["ad_events__stream"] == {
-        **{hop: {"in": reads[hop], "out": []} for hop in reads},
-        **{f"gate_{hop}": {"in": [], "out": [f"ad_events.{hop}.writes"]} for hop in reads}}
+        f"gate_{hop}": {"in": reads[hop], "out": [f"ad_events.{hop}"]} for hop in reads}
     assert dagbag["assets"]["ad_events__backfill"] == {
-        hop: {"in": reads[hop], "out": [f"ad_events.{hop}.writes"]} for hop in reads}
+        hop: {"in": reads[hop], "out": [f"ad_events.{hop}"]} for hop in reads}
     # The spec's `freshness: 45 minutes`, as the stream DAG's deadline alert.
     assert dagbag["deadlines"]["ad_events__stream"] == [
         ["DagRunQueuedAtDeadline", 2700.0, "lakehouse_airflow.freshness.freshness_missed", {"pipeline": "ad_events"}]]
@@ -367,8 +367,10 @@ def test_a_failed_gate_rolls_the_run_back_and_a_drop_policy_lets_it_through(spar
     silver_suite.write_text(json.dumps(suite))
     monkeypatch.setenv("LAKEHOUSE_QUALITY", str(suites_dir))
     run_id, state, tasks = dag_test("ad_events__stream", "2026-03-06T00:05:00")
-    assert state == "success" and tasks["undo"] == "skipped", tasks
-    # Bronze found nothing new (no event); silver and gold wrote the undone batches again.
+    # Bronze found nothing new: its gate ends skipped (no event), and silver and gold run all the
+    # same and write the undone batches again.
+    assert state == "success" and tasks["undo"] == "skipped" and tasks["gate_bronze"] == "skipped", tasks
+    assert tasks["silver"] == tasks["gate_silver"] == tasks["all_gates_passed"] == "success", tasks
     events = _asset_events(run_id)
     assert [(asset, task) for asset, task, _extra in events] == [("ad_events.silver", "gate_silver"),
                                                                  ("ad_events.gold", "gate_gold")], events

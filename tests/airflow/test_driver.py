@@ -40,6 +40,32 @@ def _serving(path: Path, idle_s: float = 30.0) -> tuple[threading.Thread, Driver
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("setting", "executor", "mode"), [
+    ("", "LocalExecutor", "shared"),
+    ("auto", "lakehouse_airflow.executor.PromptLocalExecutor", "shared"),
+    ("", "prompt:lakehouse_airflow.executor.PromptLocalExecutor", "shared"),  # an alias, as Airflow allows
+    ("", "CeleryExecutor", "task"),
+    ("", "LocalExecutor,KubernetesExecutor", "task"),  # a DAG may name the distributed one
+    ("shared", "CeleryExecutor", "shared"),  # the team says its workers share one machine
+    ("task", "LocalExecutor", "task"),
+], ids=["local", "prompt", "alias", "celery", "several", "forced-shared", "forced-task"])
+def test_the_driver_mode_follows_where_the_executor_runs_tasks(airflow_in_process, monkeypatch, setting, executor, mode):
+    from lakehouse_airflow.operators import driver_mode
+
+    monkeypatch.setenv("LAKEHOUSE_DRIVER", setting)
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
+    assert driver_mode() == mode
+
+
+def test_a_driver_mode_that_does_not_exist_is_refused_naming_the_choices(airflow_in_process, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+    from lakehouse_airflow.operators import driver_mode
+
+    monkeypatch.setenv("LAKEHOUSE_DRIVER", "shard")
+    with pytest.raises(AirflowFailException, match="set auto, shared or task"):
+        driver_mode()
+
+
 def test_a_driver_serves_commands_in_turn_until_released(tmp_path):
     path = tmp_path / "driver.json"
     thread, address = _serving(path)

@@ -67,6 +67,43 @@ def _stream_run_in_bronze(api: Api, timeout_s: float = 300) -> str:
     raise AssertionError("no stream run's bronze task ran")
 
 
+def _assets_graph(api: Api) -> int:
+    """Airflow's assets: every hop's table of the pipeline the platform serves (``launch`` serves
+    ad_events alone) is an asset of group ``lakehouse`` with its producing tasks (the stream's
+    gate, the backfill's hop task), and gold's graph (the route Airflow's asset page draws) runs
+    landing -> bronze -> silver -> gold through the gates. Returns gold's asset id."""
+    from spark_jobs.model.spec import get_spec
+
+    assets = {asset["name"]: asset for asset in api.call("GET", "/assets?limit=1000")["assets"]}
+    tables = {f"ad_events.{hop.name}": "ad_events" for hop in get_spec("ad_events").hops}
+    assert set(tables) <= set(assets), sorted(set(tables) - set(assets))
+    for name, pipeline in tables.items():
+        asset = assets[name]
+        producers = sorted((task["dag_id"], task["task_id"]) for task in asset["producing_tasks"])
+        hop = name.split(".", 1)[1]
+        assert asset["group"] == "lakehouse" and producers == [
+            (f"{pipeline}__backfill", hop), (f"{pipeline}__stream", f"gate_{hop}")], asset
+    ours = [asset for asset in assets.values() if asset["uri"].startswith("lakehouse://")]
+    assert {asset["group"] for asset in ours} == {"lakehouse"}, ours
+    gold = assets["ad_events.gold"]["id"]
+    graph = api.call("GET", f"/dependencies?node_id=asset:{gold}", api="/ui")
+    labels = {node["id"]: node["label"] for node in graph["nodes"]}
+    into = {}  # each node's sources
+    for edge in graph["edges"]:
+        into.setdefault(edge["target_id"], set()).add(edge["source_id"])
+    chain, node = [], f"asset:{gold}"
+    while node in into:  # up from gold: asset <- its stream gate <- the asset that gate reads
+        chain.append(labels[node])
+        gate = next(source for source in into[node] if labels[source].startswith("ad_events__stream."))
+        chain.append(labels[gate])
+        node = next(iter(into.get(gate, ())), None)
+    chain.append(labels.get(node, node))
+    assert chain[::-1] == ["ad_events.landing", "ad_events__stream.gate_bronze", "ad_events.bronze",
+                           "ad_events__stream.gate_silver", "ad_events.silver", "ad_events__stream.gate_gold",
+                           "ad_events.gold"], chain
+    return gold
+
+
 def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.ExitStack, spark) -> None:
     """What a person does in the browser (docs/guides/lakehouse-page.md), with screenshots in
     tests/output/screenshots/: log in through Airflow's login page; with a stream DAG run done
@@ -142,6 +179,8 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
     assert api.runs_on_events_of("team__on_gold", ("ad_events__stream", idle)) == []
     assert api.runs_on_events_of("team__on_gold", *gold_writers)  # as the runs that wrote gold did
 
+    gold_asset = _assets_graph(api)
+
     with Browser() as browser:
         browser.goto(f"{base}/")
         browser.wait_for("location.pathname.includes('/auth/login')", what="the login page")
@@ -180,6 +219,13 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
         browser.goto(docs)
         browser.wait_for("document.body.innerText.includes('ad_events.silver')", what="the Data Docs page")
         browser.screenshot(SCREENSHOTS / "05-data-docs.png")
+
+        browser.goto(f"{base}/assets")  # Airflow's assets view: every table from the first parse
+        browser.wait_for("document.body.innerText.includes('ad_events.gold')", what="the assets view")
+        browser.screenshot(SCREENSHOTS / "08-assets.png")
+        browser.goto(f"{base}/assets/{gold_asset}")  # gold's graph, landing -> bronze -> silver -> gold
+        browser.wait_for("document.querySelectorAll('.react-flow__node').length >= 7", what="gold's asset graph")
+        browser.screenshot(SCREENSHOTS / "09-asset-graph.png")
 
         browser.goto(f"{base}/lakehouse/pipelines/ad_events/rollback?hop=bronze&to_run={urllib.parse.quote(stream)}")
         plan = browser.text("#plan-text")

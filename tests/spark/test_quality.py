@@ -243,3 +243,5 @@ def _assert_data_docs_render(page: Path, suite_name: str, rule: str) -> None:
     statuses = re.findall(r'<span class="status (\w+)" title="(\w+)">', dom)
     assert ("bad", "failed") in statuses and ("ok", "passed") in statuses, statuses
     assert "__none__" not in dom and 'href="../quality"' in dom
+    # A bound on the hop's time column (epoch milliseconds in the suite) reads as a time.
+    assert 'title="946684800000 ms since the epoch">2000-01-01 00:00:00 UTC<' in dom and "946684800000.0" not in dom

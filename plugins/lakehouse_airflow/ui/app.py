@@ -223,7 +223,8 @@ def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
         # The gates write only the result JSON; its page is rendered here, on its first view.
         from spark_jobs.engine.quality import render_data_docs
 
-        render_data_docs(result, path)
+        hop = name.removesuffix(".html").rsplit(".", 1)[-1]  # <run id>.<hop>.html
+        render_data_docs(result, path, spec.hop(hop).time_column if hop in spec.hop_names else None)
     if not fs.isfile(path):
         raise HTTPException(404, "no such Data Docs page")
     with fs.open(path, "rb") as handle:
