@@ -8,7 +8,9 @@ points (at random, and at the end) the pipeline is brought up to date the way a 
 (``run``, then the backfills the model says are owed) and every table must equal the landing
 files exactly, read by Spark and by delta-rs. An operation the platform must refuse (a target beyond retention, a backfill
 whose stream lags, ``--no-cascade`` over read data) exits 2 and must change no table and no
-checkpoint.
+checkpoint. Between steps, a ``switch`` (from a generator of its own) changes bronze's source in
+the spec (landing files to a topic, a topic to landing files or to a pattern): every run is then
+refused, changing nothing, naming ``lakehouse refresh``, until the spec is put back.
 
 The model owes a backfill where a stream cannot bring rows by design (docs/concepts/run-and-backfill.md, "backfill and
 stream over the same days"): a range backfilled at a hop is owed by the hops below it; after a
@@ -38,6 +40,7 @@ import io
 import json
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -84,6 +87,10 @@ class Runner:
         # ``maintain`` steps come between the drawn ones, from a generator of their own: a seed's
         # other steps stay the same with them or without.
         self.maintain_rng = random.Random(seed * 7919 + 1) if maintain else None
+        # ``switch`` steps likewise, from a generator of their own (a seed's other steps stay the
+        # same): bronze's source changes in the spec, every run is refused, and it changes back.
+        self.switch_rng = random.Random(seed * 104729 + 2)
+        self.switch_due = False
         self.clock_shift_ms = 0  # ``advance`` steps (with maintain) move the platform's clock on
         self.home = home
         self.fs = filesystem(home)
@@ -324,6 +331,44 @@ class Runner:
         step.outcome = (f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed, "
                         f"{totals['log_files_deleted']} log files deleted, {totals['landing_pruned']} landing files archived")
 
+    def op_switch(self, step: Step) -> None:
+        """Switch bronze's source in the spec (landing files to a topic; with Kafka, the topic to
+        landing files or to a pattern that matches it): a code change, so a run is refused,
+        changing nothing, and names the refresh that starts bronze over; the status still reads.
+        A switch drawn before bronze's first batch waits for it (before, nothing would refuse).
+        Then the spec as it was: the next steps go on as if nothing had happened."""
+        import yaml
+
+        from testkit.model_lake import TOPIC
+
+        spec_file = Path(os.environ["LAKEHOUSE_PIPELINES"]) / "ad_events" / "ad_events.yaml"
+        original = spec_file.read_text()
+        spec = yaml.safe_load(original)
+        bronze = spec["hops"][0]
+        if not self.kafka:
+            bronze["topic"] = TOPIC
+        elif self.switch_rng.random() < 0.5:
+            bronze["topic_pattern"] = re.escape(TOPIC) + "$"
+            del bronze["topic"]
+        else:
+            for key in ("topic", "max_offsets_per_trigger"):
+                bronze.pop(key, None)
+        step.argv = ["bronze reads " + ("a pattern" if "topic_pattern" in bronze else "a topic" if "topic" in bronze
+                                        else "landing files")]
+        spec_file.write_text(yaml.safe_dump(spec))
+        try:
+            argv = ["run", "ad_events"] + (["--hop", "bronze"] if self.switch_rng.random() < 0.5 else [])
+            code, _out = self._refusable(step, argv)
+            if code != 2 or "lakehouse refresh ad_events --hop bronze" not in " ".join(self._last_error):
+                raise ModelMismatch(f"a run after bronze's source switched ({step.argv[0]}) was not refused naming "
+                                    f"the refresh: exit {code}, {self._last_error}")
+            # The status reads on (with a broker to ask: without one, a topic's hop is a usage error).
+            status, _ = self.cli(["status", "ad_events", "--json"]) if self.kafka else (0, "")
+            if status != 0:
+                raise ModelMismatch(f"status failed after bronze's source switched: {self._last_error}")
+        finally:
+            spec_file.write_text(original)
+
     def op_settle(self, step: Step) -> None:
         """Bring every hop up to date as a user would, then every table must equal the files."""
         commands = [["run", "ad_events"]]
@@ -358,8 +403,12 @@ class Runner:
         step.seconds = time.time() - began
         self.sequence.counts[operation] += 1
         self.log(str(step))
-        if operation not in ("maintain", "advance") and self.maintain_rng and self.maintain_rng.random() < 0.3:
+        if operation not in ("maintain", "advance", "switch") and self.maintain_rng and self.maintain_rng.random() < 0.3:
             self.step(number, self.maintain_rng.choice(("maintain", "maintain", "advance")))
+        if operation != "switch" and (self.switch_due or self.switch_rng.random() < 0.08):
+            self.switch_due = not self._batches("bronze")  # a switch waits for bronze's first batch
+            if not self.switch_due:
+                self.step(number, "switch")
 
 
 def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
