@@ -60,9 +60,8 @@ def _rollback_once(home: Path, pristine: Path) -> dict:
     from spark_jobs.engine.session import build_session
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.plans import Request
-    from spark_jobs.model.spec import get_spec
 
-    lake = Lake.open(get_spec("ad_events"))
+    lake = Lake.named("ad_events")
     began = time.perf_counter()
     plan = planner.plan(lake, Request("bronze", to_batch=0))
     planned = time.perf_counter()
@@ -79,9 +78,8 @@ def _replay_once(home: Path, pristine: Path) -> dict:
     from spark_jobs.logs import delta_log
     from spark_jobs.logs.ops import read_records
     from spark_jobs.model.lake import Lake
-    from spark_jobs.model.spec import get_spec
 
-    lake = Lake.open(get_spec("ad_events"))
+    lake = Lake.named("ad_events")
     table = lake.table(lake.spec.hop("silver"))
     plan = service.rollback("ad_events", "silver", to_batch=0, progress=lambda _m: None)
     step = plan.plan.step("silver")

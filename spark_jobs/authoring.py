@@ -24,8 +24,7 @@ from __future__ import annotations
 from spark_jobs.control.generator import SampleFiles
 from spark_jobs.logs.fs import filesystem, listing, write_text
 from spark_jobs.model.errors import UsageError
-
-RESCUED = "_rescued"
+from spark_jobs.model.formats import RESCUED
 
 __all__ = ["RESCUED", "SampleFiles", "UsageError", "debezium_columns", "files_in", "hop_table", "rescued", "write_text"]
 

@@ -36,9 +36,9 @@ class RunResult:
         if self.failed_gate is None:
             return
         from spark_jobs.control.suites import suite_path
-        from spark_jobs.service import open_lake
+        from spark_jobs.model.lake import Lake
 
-        lake = open_lake(self.pipeline)
+        lake = Lake.named(self.pipeline)
         hop = lake.spec.hop(self.failed_gate.hop)
         below = [other.name for other in lake.spec.downstream_of(hop.name)]
         raise QualityGateFailed(

@@ -18,7 +18,7 @@ from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.plans import Request
 from spark_jobs.model.records import RunRecord, new_run_id
-from spark_jobs.model.spec import HopSpec, get_spec
+from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 from spark_jobs.results import GateFailure, MaintainResult, RollbackResult, RunResult, ValidateResult
 
@@ -32,7 +32,7 @@ def stderr(message: str) -> None:
 
 def open_lake(pipeline: str) -> Lake:
     """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
-    return Lake.open(get_spec(pipeline))
+    return Lake.named(pipeline)
 
 
 # -- checks shared by the writers ------------------------------------------------------------------
@@ -122,7 +122,8 @@ def setup() -> dict:
     no-op when done; no archive with ``LAKEHOUSE_JVM_SHARING=off``): what a fresh install needs
     before its first Spark job."""
     from spark_jobs.engine.jars import resolve_jars
-    from spark_jobs.engine.jvm import build_archive, sharing
+    from spark_jobs.engine.jvm import sharing
+    from spark_jobs.engine.jvm_archive import build_archive
     from spark_jobs.model.settings import jars_dir
 
     jars = resolve_jars()
@@ -156,8 +157,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
     from spark_jobs.control.maintenance import check_readable
     from spark_jobs.control.source_switch import check_sources
-    from spark_jobs.engine.code_changes import check_code_changes
     from spark_jobs.engine.continuous import run_continuous
+    from spark_jobs.engine.preflight import check_code_changes
     from spark_jobs.engine.runner import HopRun
 
     run_id = checked_run_id(run_id)
@@ -220,7 +221,7 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
     rebuilt: list[str] = []
     if from_ms is not None:
-        from spark_jobs.engine.code_changes import incompatible_changes
+        from spark_jobs.engine.preflight import incompatible_changes
 
         rebuilt = [error.hop for error in incompatible_changes(_session(lake, "refresh"), lake, hops, progress)]
         for name in rebuilt:

@@ -128,9 +128,8 @@ class RandomSequence:
     def _horizons(self) -> dict[str, int | None]:
         from spark_jobs.control import batches
         from spark_jobs.model.lake import Lake
-        from spark_jobs.model.spec import get_spec
 
-        lake = Lake.open(get_spec(self.name))
+        lake = Lake.named(self.name)
         return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in self.hops}
 
     def maintain(self) -> None:

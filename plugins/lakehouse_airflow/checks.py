@@ -7,7 +7,6 @@ import logging
 from lakehouse_airflow.assets import announce
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import get_spec
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +20,7 @@ def has_new_data(pipeline: str) -> bool:
     from spark_jobs.model.errors import CodeChanged
 
     try:
-        pending = pending_work(Lake.open(get_spec(pipeline)))
+        pending = pending_work(Lake.named(pipeline))
     except CodeChanged as error:
         raise AirflowFailException(str(error)) from None
     for hop, reason in pending.items():
@@ -37,7 +36,7 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     from spark_jobs.control import planner
     from spark_jobs.model.errors import LakehouseError
 
-    lake = Lake.open(get_spec(pipeline))
+    lake = Lake.named(pipeline)
     try:
         plan = planner.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
                                      to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)),
@@ -68,7 +67,7 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
     from spark_jobs.control import rollback
     from spark_jobs.logs.ops import read_rollbacks
 
-    lake = Lake.open(get_spec(pipeline))
+    lake = Lake.named(pipeline)
     started = dag_run.start_date.timestamp() if dag_run.start_date else 0
     journals = [journal for journal in read_rollbacks(lake) if journal.created_at >= started]
     if not journals:
@@ -91,7 +90,7 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
 
     from spark_jobs.control import suites
 
-    lake = Lake.open(get_spec(pipeline))
+    lake = Lake.named(pipeline)
     hop_spec = lake.spec.hop(hop)
     if suites.load_suite(lake.spec, hop_spec) is None:
         log.info("%s has no quality suite (%s): nothing to check", hop, suites.suite_path(lake.spec, hop_spec))
@@ -135,7 +134,7 @@ def plan_undo(pipeline: str, run_id: str) -> str:
 
     from spark_jobs.control import suites
 
-    lake = Lake.open(get_spec(pipeline))
+    lake = Lake.named(pipeline)
     for hop in lake.spec.hops:
         summaries = [suites.read_summary(lake, run_id, hop.name), *suites.read_repair_summaries(lake, run_id, hop.name)]
         for summary in summaries:

@@ -70,6 +70,31 @@ def _start_date(text: str) -> pendulum.DateTime:
     return pendulum.parse(text, tz="UTC")
 
 
+def _hop_and_gate(spec: PipelineSpec, hop) -> tuple:
+    """A hop's run-once task and its gate in the stream DAG (the gate is the table's producer)."""
+    task = LakehouseSparkOperator(
+        task_id=hop.name,
+        command="run",
+        pipeline=spec.name,
+        arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
+        shares_driver=True,
+        releases_driver=hop is spec.sink,
+        # A gate above ends skipped when its run wrote no row (no asset event): the hop runs
+        # all the same, since it may have work of its own (another upstream, a replay).
+        trigger_rule="all_success" if hop.ingests else "none_failed",
+        doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
+    )
+    gate = QualityGateOperator(
+        task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
+        inlets=reads(spec, hop),
+        outlets=[table_asset(spec, hop.name)],
+        doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
+               f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
+               "gets an event, and when the run wrote none it ends skipped (no event).",
+    )
+    return task, gate
+
+
 def build_stream_dag(spec: PipelineSpec) -> DAG:
     with DAG(
         dag_id=f"{spec.name}__stream",
@@ -89,26 +114,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         # Hops as their spec's graph: an ingest hop after the check, any other after its upstreams' gates.
         gates = {}
         for hop in spec.hops:
-            task = LakehouseSparkOperator(
-                task_id=hop.name,
-                command="run",
-                pipeline=spec.name,
-                arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
-                shares_driver=True,
-                releases_driver=hop is spec.sink,
-                # A gate above ends skipped when its run wrote no row (no asset event): the hop runs
-                # all the same, since it may have work of its own (another upstream, a replay).
-                trigger_rule="all_success" if hop.ingests else "none_failed",
-                doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
-            )
-            gate = QualityGateOperator(
-                task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
-                inlets=reads(spec, hop),
-                outlets=[table_asset(spec, hop.name)],
-                doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
-                       f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
-                       "gets an event, and when the run wrote none it ends skipped (no event).",
-            )
+            task, gate = _hop_and_gate(spec, hop)
             (check if hop.ingests else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
             gates[hop.name] = gate
         undo_hop = "ti.xcom_pull(task_ids='plan_undo')"

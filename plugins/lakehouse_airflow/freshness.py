@@ -23,7 +23,7 @@ from lakehouse_airflow.alerts import run_id_of, send
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.logs.ops import write_alert
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import PipelineSpec, get_spec
+from spark_jobs.model.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
 def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
     """The deadline's callback: record which hops are stale now (``_ops/alerts/``), and log it.
     Returns the log line."""
-    lake = Lake.open(get_spec(pipeline))
+    lake = Lake.named(pipeline)
     view = pipeline_overview(lake)
     ages = {hop["hop"]: hop["freshness"]["last_commit_age_s"] for hop in view["hops"]}
     alert = {"pipeline": pipeline, "dag_run": run_id_of((context or {}).get("dag_run")) or None,

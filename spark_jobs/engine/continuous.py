@@ -6,7 +6,8 @@ import signal
 import threading
 from collections.abc import Callable
 
-from spark_jobs.engine.runner import HopRun, Progress, first_line, stderr_progress, unfenced
+from spark_jobs.engine.progress import Progress, first_line, stderr_progress, unfenced
+from spark_jobs.engine.runner import HopRun
 from spark_jobs.model.errors import RunFailed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import RunRecord

@@ -5,13 +5,12 @@ its logged source range and watermark and stops right after it."""
 from __future__ import annotations
 
 from spark_jobs.control import replays
+from spark_jobs.engine.progress import first_line
 from spark_jobs.model.errors import RunFailed
 
 
 def replay_logged(run) -> None:
     """Run again, in order, the hop's kept batches (none: nothing to do); then mark them replayed."""
-    from spark_jobs.engine.runner import first_line
-
     logged = replays.pending(run.lake, run.hop, run.progress)
     upstream_commits: dict = {}
     for batch_id, text in logged:

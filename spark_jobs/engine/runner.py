@@ -10,7 +10,6 @@ over an event-time range.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from spark_jobs.control import fingerprint as fingerprints
 from spark_jobs.control import rebuild, suites
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import source_and_sink
+from spark_jobs.engine.progress import Progress, first_line, stderr_progress, unfenced
 from spark_jobs.engine.replay import replay_logged
 from spark_jobs.engine.sources import LINES_READ
 from spark_jobs.logs import checkpoint_log, delta_log
@@ -30,16 +30,6 @@ from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 from spark_jobs.pipelines import pipeline_code
 from spark_jobs.transforms.lineage import RESCUED
-
-Progress = Callable[[str], None]
-
-
-def stderr_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def unfenced() -> None:
-    """No lock to check (a caller that holds none, as some tests do)."""
 
 
 class HopRun:
@@ -402,7 +392,3 @@ def _observed_total(observations: list, name: str) -> int:
             total += int(observation.get.get(name) or 0)
     return total
 
-
-def first_line(error: BaseException | object) -> str:
-    text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0][:500] if text else type(error).__name__

@@ -20,6 +20,8 @@ from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import HopKind
 
 CSV, JSON = "csv", "json"
+# The column an ingest hop keeps the fields no column names in (JSON text; Auto Loader's rescued data).
+RESCUED = "_rescued"
 FORMATS = (CSV, JSON)
 
 # The Spark SQL types a column may declare: what ``try_cast`` (CSV) or ``try_variant_get``

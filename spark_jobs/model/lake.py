@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_jobs.model import settings
-from spark_jobs.model.spec import HopSpec, PipelineSpec
+from spark_jobs.model.spec import HopSpec, PipelineSpec, get_spec
 
 
 def lakehouse_home(create: bool = True) -> str:
@@ -40,6 +40,11 @@ class Lake:
     @classmethod
     def open(cls, spec: PipelineSpec) -> Lake:
         return cls(lakehouse_home(), spec)
+
+    @classmethod
+    def named(cls, pipeline: str) -> Lake:
+        """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
+        return cls.open(get_spec(pipeline))
 
     def path(self, relative: str) -> str:
         return f"{self.home}/{relative}"

@@ -15,8 +15,7 @@ import re
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.authoring import RESCUED
-from spark_jobs.model.formats import CSV, FormatSpec
+from spark_jobs.model.formats import CSV, RESCUED, FormatSpec
 
 QUARANTINE_COLUMNS = ("raw_line", "reason", "_source_file")
 HEADER = "_header"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.authoring import RESCUED  # noqa: F401  (the engine's name for the column)
+from spark_jobs.model.formats import RESCUED  # noqa: F401  (the engine's name for the column)
 
 BATCH_ID = "_batch_id"
 BACKFILL_BATCH = -1  # the batch id of rows a backfill wrote

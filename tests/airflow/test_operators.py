@@ -255,7 +255,8 @@ def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
         hop: [up] if up else [] for hop, up in above.items()}
     assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
         == {"undo"}
-    assert [asset.name for asset in stream.get_task("bronze_b").inlets] == ["forks.landing:landing/forks_b"]
+    # Inlets on a table's producing task (the stream's gate, the backfill's hop): the graph's lineage.
+    assert [asset.name for asset in stream.get_task("gate_bronze_b").inlets] == ["forks.landing:landing/forks_b"]
     assert [asset.name for asset in backfill.get_task("gold_a").inlets] == ["forks.positive_a"]
 
 
@@ -271,9 +272,9 @@ def test_shops_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_d
     assert sorted(stream.get_task("silver_paid").upstream_task_ids) == ["gate_bronze_payments", "gate_silver_orders"]
     assert sorted(backfill.get_task("silver_paid").upstream_task_ids) == ["bronze_payments", "silver_orders"]
     assert sorted(stream.get_task("all_gates_passed").upstream_task_ids) == ["gate_gold_merchant_revenue"]
-    assert [asset.name for asset in stream.get_task("silver_paid").inlets] == ["shop.silver_orders",
+    assert [asset.name for asset in stream.get_task("gate_silver_paid").inlets] == ["shop.silver_orders",
                                                                                "shop.bronze_payments"]
-    assert [asset.name for asset in stream.get_task("bronze_payments").inlets] == ["shop.landing:landing/shop/payments"]
+    assert [asset.name for asset in stream.get_task("gate_bronze_payments").inlets] == ["shop.landing:landing/shop/payments"]
     # The aggregate below the join is reached from every hop: it ends the DAG run's driver.
     assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
         == {"gold_merchant_revenue", "undo"}

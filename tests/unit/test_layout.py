@@ -76,3 +76,60 @@ def test_no_function_of_the_package_is_over_60_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= MAX_FUNCTION_LINES:
                 long[f"{path.relative_to(ROOT)}:{node.name}"] = node.end_lineno - node.lineno + 1
     assert long == {}, f"split these functions (at most {MAX_FUNCTION_LINES} lines): {long}"
+
+
+def _module_name(path) -> str:
+    relative = path.relative_to(ROOT / "plugins" if "plugins" in path.parts else ROOT).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def _imports_of(path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports, wherever the import stands (a lazy import in a
+    function counts: it ties the two modules all the same)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:  # `from a.b import c`: module a.b.c, else a.b
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def _reach(graph: dict[str, set[str]], node: str) -> set[str]:
+    seen, todo = set(), [node]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that reach each other through their imports, by circle (more than one module each)."""
+    reach = {node: _reach(graph, node) for node in graph}
+    circles = {tuple(sorted({node} | {other for other in reach[node] if node in reach[other]}))
+               for node in graph if node in reach[node]}
+    return sorted(list(circle) for circle in circles if len(circle) > 1)
+
+
+def test_no_two_modules_of_the_package_import_each_other_even_lazily():
+    paths = {_module_name(path): path for path in _sources()}
+    # A package's __init__ stands for the package only where it imports something itself.
+    graph = {name: _imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+    graph = {name: {target for target in targets if target != name.rpartition(".")[0] or graph.get(target)}
+             for name, targets in graph.items()}
+    assert _circles(graph) == [], "import circles: move what both sides need to a module below them"
+
+
+def test_the_circle_finder_finds_a_circle_through_three_modules():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
