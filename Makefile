@@ -73,8 +73,9 @@ lint: $(VENV)/.installed
 	      <(PYTHONHASHSEED=2 $(VENV)/bin/pytest --collect-only -q -p no:cacheprovider | grep ::) \
 	  || { echo "error: test ids differ between hash seeds: give parametrize stable ids"; exit 1; }
 
+# The JVM-free tier, for the edit loop: no SparkSession, no Kafka broker, nothing marked slow.
 test-fast: setup
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not spark and not slow" $(PYTEST_ARGS)
 
 $(VENV)/.docs: docs/requirements.txt $(VENV)/.installed
 	$(VENV)/bin/uv pip install --python $(PY) -q -r docs/requirements.txt

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from kafka_server import KafkaServer  # include/scripts (tests/conftest.py puts it on the path)
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a Kafka broker is a JVM: not in `make test-fast`
 
 QUIET = {"log_level": 0}
 

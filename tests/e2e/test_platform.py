@@ -86,7 +86,8 @@ def _assets_graph(api: Api) -> int:
     ours = [asset for asset in assets.values() if asset["uri"].startswith("lakehouse://")]
     assert {asset["group"] for asset in ours} == {"lakehouse"}, ours
     gold = assets["ad_events.gold"]["id"]
-    graph = api.call("GET", f"/dependencies?node_id=asset:{gold}", api="/ui")
+    # The asset page's "Task Dependencies" view (its other, "Scheduling", is DAG to DAG).
+    graph = api.call("GET", f"/dependencies?node_id=asset:{gold}&dependency_type=data", api="/ui")
     labels = {node["id"]: node["label"] for node in graph["nodes"]}
     into = {}  # each node's sources
     for edge in graph["edges"]:
@@ -94,7 +95,8 @@ def _assets_graph(api: Api) -> int:
     chain, node = [], f"asset:{gold}"
     while node in into:  # up from gold: asset <- its stream gate <- the asset that gate reads
         chain.append(labels[node])
-        gate = next(source for source in into[node] if labels[source].startswith("ad_events__stream."))
+        gate = next((source for source in into[node] if labels[source].startswith("ad_events__stream.")), None)
+        assert gate is not None, (labels[node], graph)
         chain.append(labels[gate])
         node = next(iter(into.get(gate, ())), None)
     chain.append(labels.get(node, node))
@@ -224,7 +226,10 @@ def _walk_the_ui(base: str, user: str, password: str, lake, held: contextlib.Exi
         browser.wait_for("document.body.innerText.includes('ad_events.gold')", what="the assets view")
         browser.screenshot(SCREENSHOTS / "08-assets.png")
         browser.goto(f"{base}/assets/{gold_asset}")  # gold's graph, landing -> bronze -> silver -> gold
-        browser.wait_for("document.querySelectorAll('.react-flow__node').length >= 7", what="gold's asset graph")
+        browser.wait_for("[...document.querySelectorAll('button')].some(b => b.innerText.includes('Task Dependencies'))",
+                         what="gold's asset page")
+        browser.eval("[...document.querySelectorAll('button')].find(b => b.innerText.includes('Task Dependencies')).click()")
+        browser.wait_for("document.querySelectorAll('.react-flow__node').length >= 7", what="gold's task dependencies")
         browser.screenshot(SCREENSHOTS / "09-asset-graph.png")
 
         browser.goto(f"{base}/lakehouse/pipelines/ad_events/rollback?hop=bronze&to_run={urllib.parse.quote(stream)}")
