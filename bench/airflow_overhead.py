@@ -182,8 +182,9 @@ def markdown(result: dict) -> str:
              f"| **ratio** | **{new['ratio_wall']}x** | **{new['ratio_cpu']}x** | |", "",
              f"Inside the task, the check itself (`has_new_data`, plain file reads) takes {new['callable_ms']['median']:.0f} ms; "
              "the rest of the task's time is Airflow's CLI and task start.", "",
-             f"Airflow hop tasks with a spark-submit each (`LAKEHOUSE_DRIVER=task`, before) against one shared driver "
-             f"per DAG run (`shared`, the default), {over['dag_runs']} DAG run(s) of each, alternating, "
+             "Airflow hop tasks with a spark-submit each (`LAKEHOUSE_DRIVER=task`, what `auto` picks under Celery, "
+             "Kubernetes or Edge) against one shared driver per DAG run (`shared`, what `auto` picks under a local "
+             f"executor), {over['dag_runs']} DAG run(s) of each, alternating, "
              f"{over['events_per_run']:,} new events before each (medians, with min-max):", "",
              "| hop task | task s (task) | task s (shared) | Spark job s (task) | Spark job s (shared) "
              "| task minus job s (task) | task minus job s (shared) |", "|---|---:|---:|---:|---:|---:|---:|"]
