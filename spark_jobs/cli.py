@@ -8,6 +8,7 @@ seconds since the command began.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -34,14 +35,12 @@ def _progress(args):
 
 
 def cmd_generate(args) -> int:
-    from spark_jobs.control.generator import as_dict
-
     start = parse_time(args.start, "--start") if args.start else None
     result = service.generate(args.pipeline, args.events, args.files, args.seed, start, args.bad_fraction,
                               args.late_fraction)
     folders = sorted({path.rsplit("/", 1)[0] for path in result.files})
-    _emit(args, as_dict(result), f"wrote {result.events} events ({result.bad_lines} invalid lines, {result.late_events} "
-          f"late) in {len(result.files)} files to {', '.join(folders)}")
+    _emit(args, dataclasses.asdict(result), f"wrote {result.events} events ({result.bad_lines} invalid lines, "
+          f"{result.late_events} late) in {len(result.files)} files to {', '.join(folders)}")
     return 0
 
 
@@ -89,10 +88,8 @@ def cmd_backfill(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from spark_jobs.control.status import format_status
-
     status = service.status(args.pipeline, args.hop)
-    _emit(args, status, format_status(status))
+    _emit(args, status, service.status_text(status))
     return 0
 
 
@@ -135,26 +132,20 @@ def cmd_refresh(args) -> int:
 
 
 def cmd_quality(args) -> int:
-    from spark_jobs.control.suites import format_summary
-
     summary = service.quality(args.pipeline, args.hop, args.run)
-    _emit(args, summary, format_summary(summary))
+    _emit(args, summary, service.quality_text(summary))
     return 1 if summary["gate"] == "failed" else 0
 
 
 def cmd_quarantine(args) -> int:
-    from spark_jobs.control.suites import format_quarantine
-
     document = service.quarantine(args.pipeline, args.hop, args.run)
-    _emit(args, document, format_quarantine(document))
+    _emit(args, document, service.quarantine_text(document))
     return 0
 
 
 def cmd_checkpoint_validate(args) -> int:
-    from spark_jobs.control.validate import format_findings
-
     result = service.validate(args.pipeline, args.hop, args.repair)
-    _emit(args, result.to_dict(), format_findings(result.findings, result.pipeline))
+    _emit(args, result.to_dict(), service.findings_text(result.findings, result.pipeline))
     return 0 if result.consistent else 1
 
 

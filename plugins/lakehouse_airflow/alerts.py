@@ -28,6 +28,7 @@ import json
 import logging
 from typing import Any
 
+from spark_jobs import service
 from spark_jobs.model import settings
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec
@@ -125,13 +126,11 @@ def task_failed(context: dict[str, Any]) -> None:
 def undone(context: dict[str, Any]) -> None:
     """The stream DAG's ``undo`` task's ``on_success_callback``: the gate that failed, its rules,
     and that this run's batches of the hop and those below it were rolled back."""
-    from spark_jobs.control import suites
-
     pipeline = context["ti"].dag_id.rsplit("__", 1)[0]
     spec = get_spec(pipeline)
     run_id = run_id_of(context.get("dag_run"))
     hop = context["ti"].xcom_pull(task_ids="plan_undo") or ""
-    summary = suites.read_summary(Lake.open(spec), run_id, hop) if hop else None
+    summary = service.quality_summaries(Lake.open(spec), run_id, hop)[0] if hop else None
     rules = ", ".join((summary or {}).get("failed") or []) or "see the gate's log"
     below = [each.name for each in spec.downstream_of(hop)] if hop else []
     message = (f"{pipeline}: the quality gate of hop {hop} failed on stream run {run_id} ({rules}); the undo task "

@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from spark_jobs.logs import ops
+from spark_jobs import service
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec, PipelineSpec, get_spec
 
@@ -68,7 +68,7 @@ def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict:
     spec = get_spec(pipeline)
     lake = Lake.open(spec)
     hop_spec = spec.hop(hop)
-    record = ops.read_record(lake, run_id, hop)
+    record = service.run_record(lake, run_id, hop)
     change = (record or {}).get("tables", {}).get(lake.table(hop_spec)) or {}
     if record is None or not record.get("rows_out") or change.get("version_after") in (None, change.get("version_before")):
         return _no_event(outlet_events, f"run {run_id} wrote no row to {hop_spec.table}: no event")

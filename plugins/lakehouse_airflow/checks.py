@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from lakehouse_airflow.assets import announce
-from spark_jobs.control.status import pending_work
+from spark_jobs import service
 from spark_jobs.model.lake import Lake
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ def has_new_data(pipeline: str) -> bool:
     from spark_jobs.model.errors import CodeChanged
 
     try:
-        pending = pending_work(Lake.named(pipeline))
+        pending = service.new_data(Lake.named(pipeline))
     except CodeChanged as error:
         raise AirflowFailException(str(error)) from None
     for hop, reason in pending.items():
@@ -33,12 +33,11 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
     execute only when something is to be undone and ``dry_run`` is off. A refused plan fails."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from spark_jobs.control import planner
     from spark_jobs.model.errors import LakehouseError
 
     lake = Lake.named(pipeline)
     try:
-        plan = planner.plan_request(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
+        plan = service.plan_rollback(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
                                      to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)),
                                      replan=bool(params.get("replan", False)), exact=bool(params.get("exact", False)))
     except LakehouseError as error:
@@ -64,15 +63,12 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
     """The rollback DAG's verify task: the journal this run wrote is complete and on disk."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from spark_jobs.control import rollback
-    from spark_jobs.logs.ops import read_rollbacks
-
     lake = Lake.named(pipeline)
     started = dag_run.start_date.timestamp() if dag_run.start_date else 0
-    journals = [journal for journal in read_rollbacks(lake) if journal.created_at >= started]
+    journals = [journal for journal in service.rollback_journals(lake) if journal.created_at >= started]
     if not journals:
         raise AirflowFailException("no rollback journal was written by this DAG run")
-    problems = rollback.verify(lake, journals[-1])
+    problems = service.rollback_problems(lake, journals[-1])
     if problems:
         raise AirflowFailException("; ".join(problems))
     summary = {"rollback_id": journals[-1].rollback_id, "duration_s": journals[-1].duration_s,
@@ -88,26 +84,24 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
     (:func:`lakehouse_airflow.assets.announce`)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from spark_jobs.control import suites
-
     lake = Lake.named(pipeline)
-    hop_spec = lake.spec.hop(hop)
-    if suites.load_suite(lake.spec, hop_spec) is None:
-        log.info("%s has no quality suite (%s): nothing to check", hop, suites.suite_path(lake.spec, hop_spec))
+    suite, where = service.quality_suite(lake.spec, lake.spec.hop(hop))
+    if suite is None:
+        log.info("%s has no quality suite (%s): nothing to check", hop, where)
         announce(outlet_events, pipeline, hop, run_id)
         return {"hop": hop, "gate": "no suite"}
-    summary = suites.read_summary(lake, run_id, hop)
+    summary, repairs = service.quality_summaries(lake, run_id, hop)
     if summary is None:
         raise AirflowFailException(f"no quality result for run {run_id} of {hop}: the hop's task did not check it "
                                    f"(run `lakehouse quality {pipeline} --hop {hop} --run {run_id}`)")
-    log.info("%s", suites.format_summary(summary))
+    log.info("%s", service.quality_text(summary))
     ti.xcom_push(key="quality", value=summary)
     if summary.get("data_docs"):
         ti.xcom_push(key="data_docs", value=_address(pipeline, summary["data_docs"]))
     if summary["gate"] == "failed":
         raise AirflowFailException(f"quality gate of {hop} failed: {', '.join(summary['failed'])}")
-    for repair in suites.read_repair_summaries(lake, run_id, hop):  # checked in the hop's task after its stream
-        log.info("%s", suites.format_summary(repair))
+    for repair in repairs:  # checked in the hop's task after its stream
+        log.info("%s", service.quality_text(repair))
         if repair["gate"] == "failed":
             raise AirflowFailException(f"quality gate of {hop} failed on the run's repair {repair['run_id']}: "
                                        f"{', '.join(repair['failed'])}")
@@ -132,11 +126,10 @@ def plan_undo(pipeline: str, run_id: str) -> str:
     replays the batch."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from spark_jobs.control import suites
-
     lake = Lake.named(pipeline)
     for hop in lake.spec.hops:
-        summaries = [suites.read_summary(lake, run_id, hop.name), *suites.read_repair_summaries(lake, run_id, hop.name)]
+        summary, repairs = service.quality_summaries(lake, run_id, hop.name)
+        summaries = [summary, *repairs]
         for summary in summaries:
             if summary and summary["gate"] == "failed":
                 log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),

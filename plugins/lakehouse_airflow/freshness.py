@@ -20,8 +20,7 @@ from pathlib import Path
 from airflow.sdk import DeadlineAlert, DeadlineReference, SyncCallback
 
 from lakehouse_airflow.alerts import run_id_of, send
-from spark_jobs.control.overview import pipeline_overview
-from spark_jobs.logs.ops import write_alert
+from spark_jobs import service
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec
 
@@ -52,12 +51,12 @@ def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
     """The deadline's callback: record which hops are stale now (``_ops/alerts/``), and log it.
     Returns the log line."""
     lake = Lake.named(pipeline)
-    view = pipeline_overview(lake)
+    view = service.pipeline_overview(lake)
     ages = {hop["hop"]: hop["freshness"]["last_commit_age_s"] for hop in view["hops"]}
     alert = {"pipeline": pipeline, "dag_run": run_id_of((context or {}).get("dag_run")) or None,
              "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "freshness": lake.spec.freshness,
              "stale": [hop["hop"] for hop in view["hops"] if hop["freshness"]["stale"]], "commit_age_s": ages}
-    write_alert(lake, alert)
+    service.write_alert(lake, alert)
     message = (f"{pipeline}: a stream run was not done within {lake.spec.freshness} of being queued "
                f"({alert['dag_run']}); stale hops: {', '.join(alert['stale']) or 'none yet'}")
     send(lake.spec, f"lakehouse {pipeline}: freshness deadline missed", message + ": see the stream DAG's last runs "

@@ -56,9 +56,9 @@ class LakehouseSparkHook:
 
     def jars(self) -> str:
         """The cached Delta jars as spark-submit's comma-separated ``--jars``."""
-        from spark_jobs.engine.jars import cached_jars
+        from spark_jobs.service import submission
 
-        return ",".join(str(jar) for jar in cached_jars())
+        return ",".join(str(jar) for jar in submission.jars())
 
     def conf(self, master: str = "local[*]", driver_here: bool = True) -> dict[str, str]:
         """Spark confs every lakehouse job is submitted with to ``master`` (the driver's JVM maps
@@ -66,13 +66,12 @@ class LakehouseSparkHook:
         (client mode) gets the address of :func:`~spark_jobs.model.settings.driver_addresses`: a
         :class:`UsageError` for a cluster elsewhere without one. One the cluster places (its
         deploy mode ``cluster``, Kubernetes) gets none: the cluster gives it its own."""
-        from spark_jobs.engine.jvm import driver_java_options
-        from spark_jobs.engine.session import DELTA_CONFS
+        from spark_jobs.service import submission
 
-        java_options = driver_java_options()
+        java_options = submission.driver_java_options()
         addresses = settings.driver_addresses(master) if driver_here else {}
         return {
-            **DELTA_CONFS,
+            **submission.delta_confs(),
             **({"spark.driver.extraJavaOptions": java_options} if java_options else {}),
             "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,

@@ -1,5 +1,5 @@
 """Thin operators: each runs one ``lakehouse`` CLI command as a Spark application, or on the
-shared driver of its DAG run (:mod:`spark_jobs.control.driver`)."""
+shared driver of its DAG run (its client: :mod:`spark_jobs.service.submission`)."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
     def driver_command(self, context: Any) -> tuple[Path, list[str], dict[str, str]]:
         """The shared driver of this task's DAG run: its address file, and the spark-submit argv
         and environment that start it (this task's own, with ``serve`` for the CLI command)."""
-        from spark_jobs.control.driver import code_stamp, driver_dir, driver_key, machine
+        from spark_jobs.service.submission import code_stamp, driver_dir, driver_key, machine
 
         hook = self._get_hook()
         hook._name = f"lakehouse-{self.pipeline}-{context['dag_run'].dag_id}"
@@ -191,7 +191,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         return self.releases_driver and not (_keep_warm_s() and self.command in ("run", "backfill"))
 
     def _start_driver(self, address: Path, argv: list[str], env: dict[str, str]):
-        from spark_jobs.control.driver import wait_for_address
+        from spark_jobs.service.submission import wait_for_address
 
         log = address.with_suffix(".log")
         with open(log, "ab") as output:
@@ -207,7 +207,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         return found
 
     def _run_on_shared_driver(self, context: Any) -> None:
-        from spark_jobs.control.driver import DriverAddress, DriverGone, send, starting
+        from spark_jobs.service.submission import DriverAddress, DriverGone, send, starting
 
         address_file, argv, env = self.driver_command(context)
 

@@ -226,19 +226,15 @@ def test_data_docs_refuse_paths_outside_the_quality_folder(airflow_app, lake_hom
 
 @pytest.mark.parametrize("name", ["../secret.html", "../../_ops/secret.html", "/etc/passwd", "a/../../x.html",
                                   ".hidden.html", "r2.silver.result.json", "..", ""])
-def test_data_docs_names_are_plain_html_files_of_the_quality_folder(airflow_in_process, name):
-    """What the route checks before it opens anything, for names a client sends without resolving dots."""
-    from fastapi import HTTPException
-    from lakehouse_airflow.ui.app import data_docs_file
-
+def test_data_docs_names_are_plain_html_files_of_the_quality_folder(lake_home, name):
+    """What the route checks (through the service) before it opens anything, for names a client
+    sends without resolving dots: no path, so the page is a 404."""
+    from spark_jobs import service
     from spark_jobs.model.lake import Lake
-    from spark_jobs.model.spec import get_spec
 
-    lake = Lake.open(get_spec(PIPELINE))
-    assert data_docs_file(lake, "r2.silver.html").endswith(f"_ops/quality/{PIPELINE}/r2.silver.html")
-    with pytest.raises(HTTPException) as refused:
-        data_docs_file(lake, name)
-    assert refused.value.status_code == 404
+    lake = Lake.named(PIPELINE)
+    assert service.data_docs_path(lake, "r2.silver.html").endswith(f"_ops/quality/{PIPELINE}/r2.silver.html")
+    assert service.data_docs_path(lake, name) is None and service.data_docs_page(lake, name) is None
 
 
 def test_confirming_a_rollback_triggers_the_rollback_dag_which_then_succeeds(spark, three_increments, airflow_app):

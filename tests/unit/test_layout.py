@@ -33,6 +33,10 @@ BANNED = [
     ("spark_jobs/model", "spark_jobs.logs"),
     ("spark_jobs/model", "spark_jobs.pipelines"),
     ("plugins/lakehouse_airflow", "pyspark"),
+    ("plugins/lakehouse_airflow", "spark_jobs.control"),  # the Airflow side's one door is the service
+    ("plugins/lakehouse_airflow", "spark_jobs.engine"),
+    ("plugins/lakehouse_airflow", "spark_jobs.logs"),
+    ("dags", "spark_jobs.control"),
     ("bench", "tests"),
     ("bench", "tests.conftest"),
     ("testkit", "tests"),
@@ -58,6 +62,7 @@ def test_the_probe_passes_where_the_import_is_allowed():
     """The probe itself is clean: an allowed import in the same folder passes lint."""
     assert _ruff("spark_jobs/engine", "import spark_jobs.model.lake\n").returncode == 0
     assert _ruff("bench", "import testkit.paths\n").returncode == 0
+    assert _ruff("plugins/lakehouse_airflow", "import spark_jobs.service\nimport spark_jobs.model.lake\n").returncode == 0
 
 
 def _sources():
@@ -137,3 +142,12 @@ def test_no_two_modules_of_the_package_import_each_other_even_lazily():
 def test_the_circle_finder_finds_a_circle_through_three_modules():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_cli_calls_the_service_and_reads_the_model_only():
+    """The CLI parses argv, calls the service and prints what it returns: nothing below the service."""
+    paths = {_module_name(path): path for path in _sources()}
+    used = _imports_of(ROOT / "spark_jobs" / "cli.py", set(paths))
+    below = sorted(name for name in used - {"spark_jobs"}  # the package itself: `from spark_jobs import service`
+                   if not name.startswith(("spark_jobs.service", "spark_jobs.model", "spark_jobs.results")))
+    assert below == [], f"the CLI reaches below the service: {below}"

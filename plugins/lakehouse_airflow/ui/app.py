@@ -10,7 +10,6 @@ It reads the lake through the control layer, the same no-JVM code as ``lakehouse
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 import time
 from hashlib import sha256
@@ -26,9 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakehouse_airflow.ui.charts import bar_chart
 from lakehouse_airflow.ui.render import render
-from spark_jobs.control import overview, planner
-from spark_jobs.control.suites import results_dir
-from spark_jobs.logs.fs import filesystem, listing, read_json
+from spark_jobs import service
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
@@ -116,7 +113,7 @@ def pipelines(request: Request, user=Depends(get_user)):
     """Every pipeline whose DAGs the user may read, with each hop's figures."""
     specs, broken = scan_specs()
     shown = [spec for spec in specs if _may(user, "GET", f"{spec.name}__stream")]
-    views = [overview.pipeline_overview(Lake.open(spec)) for spec in shown]
+    views = [service.pipeline_overview(Lake.open(spec)) for spec in shown]
     if _wants_json(request):
         return JSONResponse({"pipelines": views, "broken_specs": broken})
     return _page("pipelines.html", request, pipelines=views, broken=broken)
@@ -131,7 +128,7 @@ def dag_tab(dag_id: str, request: Request, user=Depends(get_user)):
     if not pipeline or kind not in DAG_KINDS:
         return _page("message.html", request, title=dag_id, message=f"{dag_id} is not a lakehouse pipeline's DAG.")
     spec = _readable_spec(pipeline, user)
-    return _page("pipelines.html", request, pipelines=[overview.pipeline_overview(Lake.open(spec))], broken={})
+    return _page("pipelines.html", request, pipelines=[service.pipeline_overview(Lake.open(spec))], broken={})
 
 
 @app.get("/pipelines/{pipeline}/hops/{hop}", response_class=HTMLResponse)
@@ -139,16 +136,13 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
     """A hop's batches (what ``lakehouse status --hop`` shows) and its charts."""
     if hop not in spec.hop_names:
         raise HTTPException(404, f"pipeline {spec.name} has no hop {hop!r}: its hops are {', '.join(spec.hop_names)}")
-    from spark_jobs.control.quarantine import summary
-
     lake = Lake.open(spec)
-    figures = overview.hop_overview(lake, hop)
-    series = overview.hop_series(lake, hop)
-    held = summary(lake, spec.hop(hop)) if spec.hop(hop).quarantine else None  # delta-rs: no JVM
+    shown = service.hop_overview(lake, hop)
+    figures, series = shown["figures"], shown["series"]
+    held = service.quarantine_summary(lake, spec.hop(hop))  # delta-rs: no JVM
     if _wants_json(request):
         return JSONResponse({"hop": figures, "series": series, "quarantine": held})
     from lakehouse_airflow.ui.render import run_label
-    from spark_jobs.control.status import hop_status
 
     charts = [
         bar_chart("Rows per second, per batch",
@@ -165,70 +159,29 @@ def hop_page(hop: str, request: Request, spec: PipelineSpec = Depends(readable_p
                   "%", chart_id="quality", empty="no run was checked by a suite yet (the hop has none, or gates are off)"),
     ]
     return _page("hop.html", request, pipeline=spec.name, hop=figures, home=lake.home,
-                 batches=hop_status(lake, hop, detail=True)["batch_log"], charts=charts, quarantine=held)
+                 batches=service.hop_batches(lake, hop), charts=charts, quarantine=held)
 
 
 def _percent(share: float | None) -> float | None:
     return None if share is None else round(share * 100, 2)
 
 
-def _quality_files(lake: Lake) -> list[dict]:
-    folder = results_dir(lake)
-    summaries = []
-    for path in listing(filesystem(folder), folder):
-        name = path.rsplit("/", 1)[-1]
-        if name.endswith(".json") and not name.endswith(".result.json"):
-            summary = read_json(f"{folder}/{name}")  # the folder's spelling: s3fs lists paths without a scheme
-            summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
-            summary.setdefault("checked_at", _modified(f"{folder}/{name}"))  # when the gate wrote it
-            summaries.append(summary)
-    # Newest first, by when each was checked (run ids of several kinds do not sort by time).
-    return sorted(summaries, key=lambda summary: (summary.get("checked_at") or 0, summary.get("hop") or ""),
-                  reverse=True)
-
-
-def _modified(path: str) -> float | None:
-    """A file's modification time in epoch seconds (a local lake's or an object store's)."""
-    try:
-        modified = filesystem(path).modified(path)
-    except (OSError, NotImplementedError):
-        return None
-    return modified.timestamp() if modified.tzinfo else modified.replace(tzinfo=dt.UTC).timestamp()
-
-
 @app.get("/pipelines/{pipeline}/quality", response_class=HTMLResponse)
 def quality(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
     """Each run's quality results, each linking its Great Expectations Data Docs page."""
-    results = _quality_files(Lake.open(spec))
+    results = service.quality_results(Lake.open(spec))
     if _wants_json(request):
         return JSONResponse({"pipeline": spec.name, "results": results})
     return _page("quality.html", request, pipeline=spec.name, results=results)
 
 
-def data_docs_file(lake: Lake, name: str) -> str:
-    """The path of a Data Docs page in the pipeline's quality folder; anything else is refused
-    (a name with a folder part, ``..``, a hidden file or another kind of file)."""
-    if "/" in name or "\\" in name or name.startswith(".") or ".." in name or not name.endswith(".html"):
-        raise HTTPException(404, "no such Data Docs page")
-    return f"{results_dir(lake)}/{name}"
-
-
 @app.get("/pipelines/{pipeline}/quality/{name:path}")
 def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
-    """A gate's Data Docs page, served from ``_ops/quality/<pipeline>/`` (the gate tasks' extra link)."""
-    path = data_docs_file(Lake.open(spec), name)
-    fs = filesystem(path)
-    result = path[: -len(".html")] + ".result.json"
-    if not fs.isfile(path) and fs.isfile(result):
-        # The gates write only the result JSON; its page is rendered here, on its first view.
-        from spark_jobs.engine.quality import render_data_docs
-
-        hop = name.removesuffix(".html").rsplit(".", 1)[-1]  # <run id>.<hop>.html
-        render_data_docs(result, path, spec.hop(hop).time_column if hop in spec.hop_names else None)
-    if not fs.isfile(path):
+    """A gate's Data Docs page, served from ``_ops/quality/<pipeline>/`` (the gate tasks' extra link);
+    a name outside that folder, or of another kind of file, is a 404."""
+    body = service.data_docs_page(Lake.open(spec), name)
+    if body is None:
         raise HTTPException(404, "no such Data Docs page")
-    with fs.open(path, "rb") as handle:
-        body = handle.read()
     # The page is Great Expectations' own; it may not load anything from elsewhere or frame us.
     return Response(body, media_type="text/html", headers={
         "Content-Security-Policy": "default-src 'self' 'unsafe-inline' data:; frame-ancestors 'self'",
@@ -246,15 +199,14 @@ def rollback_plan(request: Request, hop: str = "", to_batch: str = "", to_run: s
     if to_batch or to_run or to_time:
         try:
             batch = int(to_batch) if to_batch else None
-            plan = planner.plan_request(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
+            plan = service.plan_rollback(Lake.open(spec), request_values["hop"], to_batch=batch, to_run=to_run or None,
                                          to_time=to_time or None, cascade=cascade, replan=replan, exact=exact)
         except ValueError:
             error = f"to_batch {to_batch!r} is not a batch id: give a whole number (-1: before the first batch)"
         except LakehouseError as problem:
             error = str(problem)
-    from spark_jobs.control.plan_summary import takes_away
 
-    away = takes_away(Lake.open(spec), plan) if plan and not plan.refused else []
+    away = service.takes_away(Lake.open(spec), plan) if plan and not plan.refused else []
     if _wants_json(request):
         return JSONResponse({"request": request_values, "plan": plan.to_dict() if plan else None, "takes_away": away,
                              "error": error})
@@ -283,7 +235,7 @@ def rollback_confirm(request: Request, hop: str = Form(...), to_batch: str = For
     try:
         if to_batch:
             run_conf["to_batch"] = int(to_batch)
-        planner.plan_request(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
+        service.plan_rollback(Lake.open(spec), hop, to_batch=run_conf.get("to_batch"), to_run=to_run or None,
                               to_time=to_time or None, cascade=run_conf["cascade"], replan=run_conf["replan"],
                               exact=run_conf["exact"])
     except (ValueError, LakehouseError) as problem:
@@ -309,7 +261,7 @@ def rollback_triggered(request: Request, triggered: str = "", spec: PipelineSpec
 
 @app.get("/pipelines/{pipeline}", response_class=HTMLResponse)
 def pipeline_page(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
-    view = overview.pipeline_overview(Lake.open(spec))
+    view = service.pipeline_overview(Lake.open(spec))
     if _wants_json(request):
         return JSONResponse(view)
     return _page("pipelines.html", request, pipelines=[view], broken={})

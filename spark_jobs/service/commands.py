@@ -1,7 +1,8 @@
-"""The service API: what the ``lakehouse`` CLI, Airflow's task callables, the tests and the
-benchmarks call. Each function takes plain values, checks them (a :class:`UsageError` naming the
-fix), holds the pipeline's lock where it writes, and returns a dataclass; nothing here parses argv
-or prints results (progress goes to ``progress``, stderr by default).
+"""The service's commands: what the ``lakehouse`` CLI, Airflow's task callables, the tests and
+the benchmarks call (re-exported by :mod:`spark_jobs.service`). Each function takes plain values,
+checks them (a :class:`UsageError` naming the fix), holds the pipeline's lock where it writes, and
+returns a dataclass; nothing here parses argv or prints results (progress goes to ``progress``,
+stderr by default).
 
 Spark is started only by the functions that need it (``run``, ``backfill``, ``quality``, and
 ``rollback`` when a table must be restored), inside the call.
