@@ -60,14 +60,13 @@ def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
     return [landing_asset(spec, hop)] if hop.reads_landing else [table_asset(spec, name) for name in hop.upstreams]
 
 
-def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict:
+def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:
     """Give the event of ``hop``'s table asset (the producing task's outlet) its extra when the
     run ``run_id`` wrote rows to it (read from its run record, no JVM): version, previous
     version, rows, quarantined, run, mode. When it wrote none, end the task skipped (Airflow's
     skip: no event), or return None outside a task (``outlet_events`` None)."""
-    spec = get_spec(pipeline)
-    lake = Lake.open(spec)
-    hop_spec = spec.hop(hop)
+    lake = Lake.named(pipeline)
+    spec, hop_spec = lake.spec, lake.spec.hop(hop)
     record = service.run_record(lake, run_id, hop)
     change = (record or {}).get("tables", {}).get(lake.table(hop_spec)) or {}
     if record is None or not record.get("rows_out") or change.get("version_after") in (None, change.get("version_before")):

@@ -22,7 +22,7 @@ from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
 from lakehouse_airflow.versions import check_airflow
-from spark_jobs.model.spec import PipelineSpec, scan_specs
+from spark_jobs.model.spec import HopSpec, PipelineSpec, scan_specs
 
 _ISO = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 RUN_ID_ARG = "{{ run_id }}"
@@ -70,7 +70,7 @@ def _start_date(text: str) -> pendulum.DateTime:
     return pendulum.parse(text, tz="UTC")
 
 
-def _hop_and_gate(spec: PipelineSpec, hop) -> tuple:
+def _hop_and_gate(spec: PipelineSpec, hop: HopSpec) -> tuple[LakehouseSparkOperator, QualityGateOperator]:
     """A hop's run-once task and its gate in the stream DAG (the gate is the table's producer)."""
     task = LakehouseSparkOperator(
         task_id=hop.name,

@@ -24,7 +24,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from spark_jobs.control import topics
 from spark_jobs.control.companions import companion_module
@@ -205,7 +205,3 @@ def csv_text(fmt: FormatSpec, entries: list[dict | str]) -> str:
         else:
             buffer.write(entry + "\n")
     return buffer.getvalue()
-
-
-def as_dict(result: GenerateResult) -> dict:
-    return asdict(result)

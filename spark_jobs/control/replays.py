@@ -9,7 +9,7 @@ from that log, not from a listing); the hop's next run puts them back one at a t
 once, and only then reads what is new. Late rows are dropped as the original run dropped them.
 
 Below a hop that replays exactly (a cascade), the upstream's replay writes each undone batch
-again in one commit, as before (each names its stream and batch id, Delta's idempotent-write
+again in one commit, as the original batch did (each names its stream and batch id, Delta's idempotent-write
 transaction), so a kept offset into that table moves onto the replay's commits: up to the replay
 of the last undone batch it read, or, for a batch that ended part-way through a commit
 (``--max-files-per-trigger``), to the same place in the replay's commit once the run has checked

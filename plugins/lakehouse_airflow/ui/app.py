@@ -44,7 +44,7 @@ def _for_a_person(request: Request) -> bool:
 def _refused(request: Request, error: StarletteHTTPException) -> Response:
     """What a browser gets instead of a raw JSON error: no login sends it to Airflow's login page
     (back here after it, as Airflow's own pages do); a page it may not read, or that is not
-    there, is a page saying so. Scripts get the JSON error as before."""
+    there, is a page saying so. Scripts (no ``text/html`` in Accept) get the JSON error."""
     if not _for_a_person(request):
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
     if error.status_code == 401:
