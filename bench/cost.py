@@ -68,7 +68,6 @@ def _write_file(landing_dirs: list[Path], index: int, events: int, now_ms: int, 
                                  "event_time": event_time, "ip_address": "10.0.0.1"}, separators=(",", ":")))
     if topic is not None:
         from spark_jobs.control import topics
-
         topics.produce(topic, lines)
         return
     text = "".join(line + "\n" for line in lines)

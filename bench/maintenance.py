@@ -4,7 +4,7 @@ A table written the way a 30-minute stream DAG writes it (48 appends a day for `
 days, ``--maintenance-rows`` rows each, partitioned by day), read side by side three ways:
 
 - (s) the table as the month of appends left it (one small file per append);
-- (m) a copy of it after maintenance (:func:`spark_jobs.engine.maintain.maintain_tables`: compaction,
+- (m) a copy of it after maintenance (:func:`spark_jobs.engine.maintenance.maintain_tables`: compaction,
   then the files no version from the last one on uses deleted, and the log before its newest
   checkpoint);
 - (f) a freshly compacted copy of the same rows (written once).
@@ -56,8 +56,8 @@ def _reads(spark, table: str) -> tuple[float, float, tuple]:
 
 def _maintain(spark, table: str) -> tuple[float, dict]:
     """One maintenance of a table nothing else reads and no rollback window holds."""
-    from spark_jobs.control.maintenance import TablePlan
-    from spark_jobs.engine.maintain import maintain_tables
+    from spark_jobs.control.maintenance.tables import TablePlan
+    from spark_jobs.engine.maintenance import maintain_tables
     from spark_jobs.logs import delta_log
 
     def plan_now() -> list[TablePlan]:

@@ -55,17 +55,17 @@ def _fresh(home: Path, pristine: Path) -> None:
 
 def _rollback_once(home: Path, pristine: Path) -> dict:
     _fresh(home, pristine)
-    from spark_jobs.control import planner, rollback
-    from spark_jobs.engine.restore import restore_table
+    from spark_jobs.control.rollback import execute, planner
+    from spark_jobs.control.rollback.plans import Request
+    from spark_jobs.control.rollback.restore import restore_table
     from spark_jobs.engine.session import build_session
     from spark_jobs.model.lake import Lake
-    from spark_jobs.model.plans import Request
 
     lake = Lake.named("ad_events")
     began = time.perf_counter()
     plan = planner.plan(lake, Request("bronze", to_batch=0))
     planned = time.perf_counter()
-    rollback.execute(lambda step: restore_table(build_session("lakehouse-bench"), step), lake, plan, progress=lambda _m: None)
+    execute.execute(lambda step: restore_table(build_session("lakehouse-bench"), step), lake, plan, progress=lambda _m: None)
     done = time.perf_counter()
     undone = {step.hop: len(step.undone) for step in plan.hops}
     return {"plan_s": planned - began, "execute_s": done - planned, "total_s": done - began, "undone": undone}

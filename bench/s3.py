@@ -74,7 +74,7 @@ class _Requests:
 
 def _readers(home: str) -> dict:
     from spark_jobs import service
-    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.coordination.lock import pipeline_lock
     from spark_jobs.control.status import pending_work
 
     os.environ["LAKEHOUSE_HOME"] = home

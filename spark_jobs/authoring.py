@@ -21,7 +21,7 @@ Importing this module imports no ``pyspark`` (a sample module runs without Spark
 
 from __future__ import annotations
 
-from spark_jobs.control.generator import SampleFiles
+from spark_jobs.control.writers.samples import SampleFiles
 from spark_jobs.logs.fs import filesystem, listing, write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.formats import RESCUED

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spark_jobs.control.rollback.plans import Journal, Plan
 from spark_jobs.model.errors import QualityGateFailed
-from spark_jobs.model.plans import Journal, Plan
 from spark_jobs.model.records import MaintenanceRecord, RunRecord
 
 
@@ -90,7 +90,7 @@ class MaintainResult:
         return self.record.to_dict()
 
     def text(self) -> str:
-        from spark_jobs.control.maintenance import table_line
+        from spark_jobs.control.maintenance.tables import table_line
 
         record = self.record
         totals = record.totals()

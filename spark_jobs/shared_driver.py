@@ -1,4 +1,4 @@
-"""The shared driver's Spark side (:mod:`spark_jobs.control.driver` has the wire and the loop),
+"""The shared driver's Spark side (:mod:`spark_jobs.control.coordination.driver` has the wire and the loop),
 above the engine beside the CLI it serves.
 
 ``spark-submit .../submit.py serve --address PATH --idle S`` builds the session once, then
@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from spark_jobs.control.driver import serve
+from spark_jobs.control.coordination.driver import serve
 from spark_jobs.engine.session import build_session
 
 

@@ -220,9 +220,9 @@ class Runner:
         """What the plan of a ``--to-batch`` rollback refuses inside the window (maintain runs only)."""
         if not self.maintain_rng or target[0] != "--to-batch":
             return []
-        from spark_jobs.control import planner
+        from spark_jobs.control.rollback import planner
+        from spark_jobs.control.rollback.plans import Request
         from spark_jobs.model.lake import Lake as LakePaths
-        from spark_jobs.model.plans import Request
         from spark_jobs.model.spec import get_spec
 
         plan = planner.plan(LakePaths.open(get_spec("ad_events")), Request(hop, to_batch=int(target[1]), cascade=cascade))
@@ -299,12 +299,12 @@ class Runner:
         step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
 
     def _horizons(self) -> dict[str, int | None]:
-        from spark_jobs.control import batches
+        from spark_jobs.control.rollback import lineage
         from spark_jobs.model.lake import Lake as LakePaths
         from spark_jobs.model.spec import get_spec
 
         lake = LakePaths.open(get_spec("ad_events"))
-        return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+        return {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
 
     def _now_ms(self) -> int:
         return int(time.time() * 1000) + self.clock_shift_ms

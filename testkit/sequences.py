@@ -126,11 +126,11 @@ class RandomSequence:
             self.note_plan(out)
 
     def _horizons(self) -> dict[str, int | None]:
-        from spark_jobs.control import batches
+        from spark_jobs.control.rollback import lineage
         from spark_jobs.model.lake import Lake
 
         lake = Lake.named(self.name)
-        return {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in self.hops}
+        return {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in self.hops}
 
     def maintain(self) -> None:
         """``lakehouse maintain``: compaction and vacuum change no row (the next run's check) and

@@ -60,7 +60,6 @@ def spark():
     from spark_jobs.engine.jvm import driver_java_options
     from spark_jobs.engine.session import build_session
     from spark_jobs.model import settings
-
     ours = os.environ.get("JDK_JAVA_OPTIONS") == C1_ONLY
     if ours:
         # This JVM lives the whole session: C2 pays back here. The serial collector: on the tests'

@@ -293,7 +293,7 @@ def stop(processes: list[subprocess.Popen]) -> None:
 
 def drivers_dir(env: dict[str, str]) -> Path:
     """Where the shared Spark drivers of the platform's DAG runs write their address files
-    (``spark_jobs.control.driver.driver_dir``: ``drivers`` in ``$AIRFLOW_HOME``)."""
+    (``spark_jobs.control.coordination.driver.driver_dir``: ``drivers`` in ``$AIRFLOW_HOME``)."""
     return Path(env.get("LAKEHOUSE_DRIVER_DIR") or Path(env["AIRFLOW_HOME"]) / "drivers")
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from spark_jobs.control import batches, source_switch, topics
+from spark_jobs.control import source_switch, topics
+from spark_jobs.control.rollback import lineage
 from spark_jobs.control.status import (
     hop_status,
     last_maintenance,
@@ -146,7 +147,7 @@ def hop_series(lake: Lake, hop_name: str) -> dict:
     rates = [{"batch_id": entry["batch_id"], "rows": entry.get("rows"), "rows_per_second": entry.get("rows_per_second")}
              for record in records for entry in record.get("progress") or []]
     lag = []
-    for info in batches.hop_batches(lake, hop):
+    for info in lineage.hop_batches(lake, hop):
         committed_at = _epoch(info.committed_at)
         if info.committed and committed_at and info.watermark_ms:
             lag.append({"batch_id": info.batch_id, "committed_at": info.committed_at,

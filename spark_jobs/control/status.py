@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs.control import batches, source_switch, topics
+from spark_jobs.control import source_switch, topics
+from spark_jobs.control.rollback import lineage
+from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.control.suites import page_rendered
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.file_source_log import landing_files
-from spark_jobs.logs.ops import read_maintenance, read_records, read_rollbacks
+from spark_jobs.logs.ops import read_maintenance, read_records
 from spark_jobs.model.errors import CodeChanged
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -64,9 +66,9 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
     tables = {table: delta_log.table_version(table) for table in lake.tables_of(hop)}
     extra = {}
     if detail:
-        infos = batches.hop_batches(lake, hop)
-        batches.link_downstream(lake, hop, infos)
-        horizon = batches.horizon(lake, hop, infos)
+        infos = lineage.hop_batches(lake, hop)
+        lineage.link_downstream(lake, hop, infos)
+        horizon = lineage.horizon(lake, hop, infos)
         extra = {
             "batch_log": [info.to_dict() for info in infos],
             "rollback_horizon": horizon,
@@ -213,8 +215,8 @@ def _window(infos: list, horizon: int | None, declared: str | None) -> dict:
 
 def window_line(lake: Lake, hop: HopSpec) -> str:
     """How far back a rollback of ``hop`` reaches now, as a refusal names it."""
-    infos = batches.hop_batches(lake, hop)
-    window = _window(infos, batches.horizon(lake, hop, infos), lake.spec.retention.get("rollback"))
+    infos = lineage.hop_batches(lake, hop)
+    window = _window(infos, lineage.horizon(lake, hop, infos), lake.spec.retention.get("rollback"))
     return f"{hop.name}'s {_window_text({'rollback_window': window})} (`lakehouse status {lake.spec.name} --hop {hop.name}`)"
 
 
@@ -339,11 +341,11 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
     if not offsets:
         return list(range(version + 1))
-    source = batches.upstream_offset(lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources)
+    source = lineage.upstream_offset(lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources)
     read_to, complete = checkpoint_log.delta_position(source)
     backfills_bring_none = lake.spec.hop(name).ingests
     return ([] if complete else [read_to]) + [
-        commit.version for commit in batches.commits(table, after=read_to) if commit.appends_only
+        commit.version for commit in lineage.commits(table, after=read_to) if commit.appends_only
         and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]
 
 
@@ -366,9 +368,9 @@ def stream_lag(lake: Lake, hop) -> str | None:
     sources = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources if offsets else []
     lags = []
     for name in hop.upstreams:
-        version, complete = checkpoint_log.delta_position(batches.upstream_offset(lake, hop, name, sources))
+        version, complete = checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, name, sources))
         first_unread = version + 1 if complete else version
-        unread = [commit.version for commit in batches.effective_commits(lake.table(lake.spec.hop(name)))
+        unread = [commit.version for commit in lineage.effective_commits(lake.table(lake.spec.hop(name)))
                   if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
         if unread:
             lags.append(f"{name} version{'s' if len(unread) > 1 else ''} {_ranges(unread)}")

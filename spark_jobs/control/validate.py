@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from spark_jobs.control import batches
+from spark_jobs.control.rollback import lineage
+from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.logs import checkpoint_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
-from spark_jobs.logs.ops import read_records, read_rollbacks
+from spark_jobs.logs.ops import read_records
 from spark_jobs.model.errors import DamagedLog
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
@@ -134,8 +135,8 @@ def _orphan_checksums(fs, hop: HopSpec, checkpoint: str) -> list[Finding]:
 
 
 def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
-    ids = batches.query_ids(lake, hop)
-    return any(batch_id in batches.batch_versions(table, ids) for table in lake.tables_of(hop))
+    ids = lineage.query_ids(lake, hop)
+    return any(batch_id in lineage.batch_versions(table, ids) for table in lake.tables_of(hop))
 
 
 def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: int) -> list[Finding]:
@@ -240,7 +241,7 @@ def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
               if journal.status == "succeeded" for step in journal.plan.hops if step.hop == hop.name]
     if known:
         return max(known, key=lambda pair: pair[0])[1]
-    streamed = [commit for commit in batches.commits(lake.table(hop)) if commit.app_id is not None]
+    streamed = [commit for commit in lineage.commits(lake.table(hop)) if commit.app_id is not None]
     return streamed[-1].app_id if streamed else None
 
 

@@ -11,7 +11,7 @@ streaming batch write (idempotent per batch id), and ``backfill()``, the overwri
 Both are made with the :class:`HopContext` they serve (``run``, the
 :class:`~spark_jobs.engine.runner.HopRun`): what they may use of it is what the Protocol lists.
 Every sink calls ``run.fence()`` before its first Delta commit of a batch or a backfill: on an S3
-lake a job whose lease expired or was taken over stops there (:mod:`spark_jobs.control.lock`).
+lake a job whose lease expired or was taken over stops there (:mod:`spark_jobs.control.coordination.lock`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Before any query of a run starts: does each hop's new query still fit the state its
-checkpoint kept (:func:`~spark_jobs.engine.code_changes.code_change`), for every hop of the run."""
+checkpoint kept (:func:`~spark_jobs.engine.code_updates.code_update`), for every hop of the run."""
 
 from __future__ import annotations
 
 from spark_jobs.control import fingerprint as fingerprints
-from spark_jobs.engine.code_changes import code_change
+from spark_jobs.engine.code_updates import code_update
 from spark_jobs.engine.progress import Progress, stderr_progress
 from spark_jobs.engine.runner import HopRun
 from spark_jobs.model.errors import CodeChanged
@@ -17,7 +17,7 @@ def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
                          progress: Progress = stderr_progress) -> list[CodeChanged]:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
     recorded code hash differs) has its new query compared with the recorded one
-    (:func:`code_change`); the refusals of the hops whose state cannot follow. Hops with the same
+    (:func:`code_update`); the refusals of the hops whose state cannot follow. Hops with the same
     code hash, or no committed batch, cost nothing here."""
     current = pipeline_code(lake.spec).code_hash(lake.spec)
     refused = []
@@ -28,7 +28,7 @@ def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
         run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
         if not run.upstream_missing():
             try:
-                code_change(lake, hop, run.streaming_frame(), current)
+                code_update(lake, hop, run.streaming_frame(), current)
             except CodeChanged as error:
                 refused.append(error)
     return refused

@@ -1,10 +1,10 @@
-"""A hop run's exact replay: the batches a rollback undid and kept (:mod:`spark_jobs.control.replays`),
+"""A hop run's exact replay: the batches a rollback undid and kept (:mod:`spark_jobs.control.rollback.replays`),
 put back one at a time and run with ``Trigger.Once``, which runs a logged, uncommitted batch with
 its logged source range and watermark and stops right after it."""
 
 from __future__ import annotations
 
-from spark_jobs.control import replays
+from spark_jobs.control.rollback import replays
 from spark_jobs.engine.progress import first_line
 from spark_jobs.model.errors import RunFailed
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from spark_jobs.control import fingerprint as fingerprints
-from spark_jobs.control import rebuild, suites
+from spark_jobs.control import suites
+from spark_jobs.control.rollback import rebuild
 from spark_jobs.engine import quality
 from spark_jobs.engine.hops import source_and_sink
 from spark_jobs.engine.progress import Progress, first_line, stderr_progress, unfenced
@@ -154,7 +155,7 @@ class HopRun:
 
     def each_batch(self, write: Callable) -> Callable:
         """The sink's ``write(batch, batch_id)`` for ``foreachBatch``; for the batch a state
-        rebuild planned (:mod:`spark_jobs.control.rebuild`), the query runs to fill its state
+        rebuild planned (:mod:`spark_jobs.control.rollback.rebuild`), the query runs to fill its state
         stores and the sink writes an empty batch (its commits keep the batch's transaction)."""
         def write_batch(batch, batch_id: int) -> None:
             if batch_id != self.state_only_batch:
@@ -173,9 +174,9 @@ class HopRun:
     def check_code(self, frame) -> None:
         """Refuse a query its checkpoint's state cannot follow; say so when the query changed
         compatibly; the fingerprint goes into the run record."""
-        from spark_jobs.engine.code_changes import code_change
+        from spark_jobs.engine.code_updates import code_update
 
-        change, new = code_change(self.lake, self.hop, frame, self.code.code_hash(self.spec))
+        change, new = code_update(self.lake, self.hop, frame, self.code.code_hash(self.spec))
         if change == "compatible":
             self.progress(fingerprints.note(self.hop))
         self.record.fingerprint = new.to_dict()

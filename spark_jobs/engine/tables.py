@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from spark_jobs.control.maintenance import backfill_writes
+from spark_jobs.control.maintenance.tables import backfill_writes
 from spark_jobs.logs import delta_log
 from spark_jobs.model.times import iso
 
@@ -37,7 +37,7 @@ def has_files(spark, table: str) -> bool:
 
 
 def has_backfill_writes(table: str) -> bool:
-    """Whether a backfill ever added rows to ``table`` (:func:`spark_jobs.control.maintenance.backfill_writes`)."""
+    """Whether a backfill ever added rows to ``table`` (:func:`spark_jobs.control.maintenance.tables.backfill_writes`)."""
     return backfill_writes(table)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from spark_jobs.logs.fs import read_json, read_json_folder, write_json
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Journal
 from spark_jobs.model.records import MaintenanceRecord, RunRecord
 
 
@@ -25,17 +24,6 @@ def read_records(lake: Lake, hop: str | None = None) -> list[dict]:
     """Every run record of the pipeline (optionally one hop), oldest first."""
     records = [record for record in read_json_folder(lake.runs) if hop is None or record.get("hop") == hop]
     return sorted(records, key=lambda record: record.get("started_at") or 0)
-
-
-def write_journal(lake: Lake, journal: Journal) -> str:
-    """Write (or overwrite) a rollback journal, the audit record of one rollback."""
-    return write_json(lake.rollbacks, f"{journal.rollback_id}.json", journal.to_dict())
-
-
-def read_rollbacks(lake: Lake) -> list[Journal]:
-    """Every rollback journal of the pipeline (audit records), oldest first."""
-    journals = [Journal.from_dict(document) for document in read_json_folder(lake.rollbacks)]
-    return sorted(journals, key=lambda journal: journal.created_at or 0)
 
 
 def write_alert(lake: Lake, alert: dict) -> str:

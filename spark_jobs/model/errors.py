@@ -28,7 +28,7 @@ class PipelineBusy(LakehouseError):
 class RollbackRefused(LakehouseError):
     """The rollback cannot be done safely (retention, an unfinished rollback); nothing changed.
 
-    :param plan: the refused :class:`~spark_jobs.model.plans.Plan`, when there is one (its ``refused`` says why).
+    :param plan: the refused :class:`~spark_jobs.control.rollback.plans.Plan`, when there is one (its ``refused`` says why).
     """
 
     def __init__(self, message: str, plan=None):

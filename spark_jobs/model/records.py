@@ -56,7 +56,7 @@ class RunRecord:
     quality: dict | None = None  # the gate's summary (spark_jobs.engine.quality), once checked
     # The streaming query's fingerprint (spark_jobs.control.fingerprint): code, query, state.
     fingerprint: dict | None = None
-    # A backfill a run made after its stream (spark_jobs.control.repairs), not one a user asked for.
+    # A backfill a run made after its stream (spark_jobs.control.join_repairs), not one a user asked for.
     repair: bool = False
     # The gate's counts, taken as the run's batches wrote their rows (spark_jobs.engine.quality.
     # counted_rules): the suite's digest, "batches", "rows" and each rule's "u<i>"/"c<i>".
@@ -82,7 +82,7 @@ def new_maintenance_id() -> str:
 @dataclass
 class MaintenanceRecord:
     """What one ``lakehouse maintain`` did (or with ``dry_run``, would do): one entry per table
-    (:func:`spark_jobs.engine.maintain.maintain_table`), kept in ``_ops/maintenance/<pipeline>/``."""
+    (:func:`spark_jobs.engine.maintenance.maintain_table`), kept in ``_ops/maintenance/<pipeline>/``."""
 
     pipeline: str
     maintenance_id: str = field(default_factory=new_maintenance_id)
@@ -92,7 +92,7 @@ class MaintenanceRecord:
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
     state: list[dict] = field(default_factory=list)  # per hop whose old state files went (control.maintenance)
-    landing: list[dict] = field(default_factory=list)  # per landing folder (spark_jobs.control.pruning)
+    landing: list[dict] = field(default_factory=list)  # per landing folder (spark_jobs.control.maintenance.pruning)
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 
     def finish(self) -> None:

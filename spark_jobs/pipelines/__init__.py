@@ -16,7 +16,7 @@ siblings relatively (``from . import demo_transforms``); from the platform it im
   its transform parses (a hop with a ``format`` is split by the platform).
 
 Sample data for ``lakehouse generate`` comes from ``<name>_sample.py`` beside the spec (plain
-Python, no Spark: see :mod:`spark_jobs.control.generator`).
+Python, no Spark: see :mod:`spark_jobs.control.writers.samples`).
 
 The engine is generic by hop kind (:mod:`spark_jobs.engine.hops`); nothing there changes for a
 new pipeline.

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from spark_jobs.control.rollback.plans import Request
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Request
 from spark_jobs.model.records import RunRecord, new_run_id
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
@@ -55,8 +55,8 @@ def _check_quality_mode(mode: str) -> None:
 @contextmanager
 def _writer(lake: Lake, action: str, run_id: str, wait_s: float, progress: Progress, ready=None):
     """Hold the pipeline's lock, refusing while a rollback is unfinished; gives the lock's fence."""
-    from spark_jobs.control.lock import pipeline_lock
-    from spark_jobs.control.rollback import refuse_if_pending
+    from spark_jobs.control.coordination.lock import pipeline_lock
+    from spark_jobs.control.rollback.execute import refuse_if_pending
 
     with pipeline_lock(lake, action, run_id, wait_s, ready, progress) as fence:
         refuse_if_pending(lake)
@@ -107,8 +107,8 @@ def _hops_gated(spark, lake: Lake, hops, mode: str, progress: Progress, run_hop,
 
 def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None, start_ms: int | None = None,
              bad_fraction: float = 0.0, late_fraction: float = 0.0):
-    """Write sample events to the pipeline's landing folder (:class:`~spark_jobs.control.generator.GenerateResult`)."""
-    from spark_jobs.control.generator import generate as write_events
+    """Write sample events to the pipeline's landing folder (:class:`~spark_jobs.control.writers.samples.GenerateResult`)."""
+    from spark_jobs.control.writers.samples import generate as write_events
 
     if events < 0 or files < 1:
         raise UsageError("--events must be >= 0 and --files >= 1")
@@ -133,10 +133,10 @@ def setup() -> dict:
 
 
 def new(name: str, fmt: str = "json"):
-    """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.skeleton.NewPipeline`):
+    """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.writers.skeleton.NewPipeline`):
     a pipeline folder of its own (spec, code, sample data, suites, a test) in the pipelines folder,
     its sample landing as ``fmt`` (``json`` or ``csv``)."""
-    from spark_jobs.control.skeleton import new_pipeline
+    from spark_jobs.control.writers.skeleton import new_pipeline
 
     return new_pipeline(name, fmt)
 
@@ -156,7 +156,7 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
     """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
-    from spark_jobs.control.maintenance import check_readable
+    from spark_jobs.control.maintenance.tables import check_readable
     from spark_jobs.control.source_switch import check_sources
     from spark_jobs.engine.continuous import run_continuous
     from spark_jobs.engine.preflight import check_code_changes
@@ -191,9 +191,9 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
 
 
 def _repair(spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress, fence) -> dict | None:
-    """After the hop's stream, the backfills it owes (:mod:`spark_jobs.control.repairs`), each
+    """After the hop's stream, the backfills it owes (:mod:`spark_jobs.control.join_repairs`), each
     gated like a backfill; the summary of a gate that failed, if one did."""
-    from spark_jobs.control.repairs import owed
+    from spark_jobs.control.join_repairs import owed
     from spark_jobs.engine.runner import HopRun
 
     for number, (start_ms, end_ms) in enumerate(owed(lake, hop), 1):
@@ -213,8 +213,8 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     """Recompute ``hop`` and every hop below it with the code as it is now: a rollback of them to
     the start (or to the batches committed by ``from_ms``), then a run of those hops. From a
     point, a hop whose new code changed what its state was built by has its state rebuilt there
-    with the new code first (:mod:`spark_jobs.control.rebuild`). ``dry_run``: the plan only."""
-    from spark_jobs.control import batches, rebuild
+    with the new code first (:mod:`spark_jobs.control.rollback.rebuild`). ``dry_run``: the plan only."""
+    from spark_jobs.control.rollback import lineage, rebuild
     from spark_jobs.logs import checkpoint_log
 
     lake = open_lake(pipeline)
@@ -246,7 +246,7 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
             each = lake.spec.hop(name)
             committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
             if committed:
-                rebuild.restart_at(lake, each, committed[-1], set(batches.query_ids(lake, each)))
+                rebuild.restart_at(lake, each, committed[-1], set(lineage.query_ids(lake, each)))
 
     return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress,
                         first=rebuild_states)
@@ -256,7 +256,7 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
              quality: str = "gate", wait_s: float = 0.0, progress: Progress = stderr) -> RunResult:
     """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms; waits (up to
     ``wait_s``) while a hop's stream has not read what is upstream of it."""
-    from spark_jobs.control.pruning import backfill_refusal
+    from spark_jobs.control.maintenance.pruning import backfill_refusal
     from spark_jobs.control.status import stream_lag
     from spark_jobs.engine.runner import HopRun
 
@@ -301,10 +301,10 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
     the next run replays from the batch after each target. An unfinished rollback of the same
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
-    from spark_jobs.control import planner
-    from spark_jobs.control import rollback as rollbacks
-    from spark_jobs.control.lock import pipeline_lock
-    from spark_jobs.engine.restore import restore_table
+    from spark_jobs.control.coordination.lock import pipeline_lock
+    from spark_jobs.control.rollback import execute as rollbacks
+    from spark_jobs.control.rollback import planner
+    from spark_jobs.control.rollback.restore import restore_table
 
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
@@ -344,9 +344,9 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
 def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: float = 0.0,
              progress: Progress = stderr) -> MaintainResult:
     """Compact each table's small files and VACUUM what no rollback in the window and no stream
-    reading the table still needs (:mod:`spark_jobs.control.maintenance`), then prune expired
-    landing files and records (:mod:`spark_jobs.control.pruning`), under the pipeline's lock."""
-    from spark_jobs.engine.maintain import maintain_lake
+    reading the table still needs (:mod:`spark_jobs.control.maintenance.tables`), then prune expired
+    landing files and records (:mod:`spark_jobs.control.maintenance.pruning`), under the pipeline's lock."""
+    from spark_jobs.engine.maintenance import maintain_lake
     from spark_jobs.model.records import MaintenanceRecord
 
     lake = open_lake(pipeline)
@@ -395,7 +395,7 @@ def validate(pipeline: str, hop: str | None = None, repair: bool = False) -> Val
         lake.spec.hop(hop)
     if not repair:
         return ValidateResult(lake.spec.name, find(lake, hop))
-    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.coordination.lock import pipeline_lock
 
     with pipeline_lock(lake, "checkpoint repair"):
         return ValidateResult(lake.spec.name, find(lake, hop, do_repair=True))

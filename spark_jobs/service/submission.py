@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_jobs.control.driver import (  # the shared driver's wire: plain sockets and files
+from spark_jobs.control.coordination.driver import (  # the shared driver's wire: plain sockets and files
     DriverAddress,
     DriverGone,
     code_stamp,

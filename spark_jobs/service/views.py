@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from spark_jobs.control.rollback.plans import Journal, Plan
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Journal, Plan
 from spark_jobs.model.spec import HopSpec, PipelineSpec
 
 # -- the stream DAG's light tasks -----------------------------------------------------------------
@@ -24,27 +24,25 @@ def new_data(lake: Lake) -> dict[str, str | None]:
 
 def plan_rollback(lake: Lake, hop: str, **target) -> Plan:
     """A rollback's plan (nothing changes): ``to_batch``, ``to_run`` or ``to_time``, and the options."""
-    from spark_jobs.control import planner
-
+    from spark_jobs.control.rollback import planner
     return planner.plan_request(lake, hop, **target)
 
 
 def rollback_journals(lake: Lake) -> list[Journal]:
-    from spark_jobs.logs.ops import read_rollbacks
+    from spark_jobs.control.rollback.journals import read_rollbacks
 
     return read_rollbacks(lake)
 
 
 def rollback_problems(lake: Lake, journal: Journal) -> list[str]:
     """What is not as the journal says it left it (empty: the rollback is complete and on disk)."""
-    from spark_jobs.control import rollback
-
-    return rollback.verify(lake, journal)
+    from spark_jobs.control.rollback import execute
+    return execute.verify(lake, journal)
 
 
 def takes_away(lake: Lake, plan: Plan) -> list[dict]:
     """What a plan takes away, per table, for people (rows, files, runs, hops below, re-reads)."""
-    from spark_jobs.control.plan_summary import takes_away as summary
+    from spark_jobs.control.rollback.summary import takes_away as summary
 
     return summary(lake, plan)
 
@@ -55,14 +53,12 @@ def takes_away(lake: Lake, plan: Plan) -> list[dict]:
 def quality_suite(spec: PipelineSpec, hop: HopSpec) -> tuple[dict | None, str]:
     """The hop's suite (None: it has none) and where it is looked for."""
     from spark_jobs.control import suites
-
     return suites.load_suite(spec, hop), suites.suite_path(spec, hop)
 
 
 def quality_summaries(lake: Lake, run_id: str, hop: str) -> tuple[dict | None, list[dict]]:
     """The gate's summary of the rows a run wrote (None: not checked), and its repairs' summaries."""
     from spark_jobs.control import suites
-
     return suites.read_summary(lake, run_id, hop), suites.read_repair_summaries(lake, run_id, hop)
 
 
@@ -167,7 +163,6 @@ def pipeline_overview(lake: Lake) -> dict:
 def hop_overview(lake: Lake, hop: str) -> dict:
     """A hop's figures and its series for the charts."""
     from spark_jobs.control import overview
-
     return {"figures": overview.hop_overview(lake, hop), "series": overview.hop_series(lake, hop)}
 
 

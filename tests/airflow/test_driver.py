@@ -1,4 +1,4 @@
-"""The shared driver (:mod:`spark_jobs.control.driver`, :mod:`spark_jobs.shared_driver`).
+"""The shared driver (:mod:`spark_jobs.control.coordination.driver`, :mod:`spark_jobs.shared_driver`).
 
 The wire and the serving loop are tested with real sockets and a plain-Python handler in place
 of the CLI (no Spark there to replace: the loop runs whatever handler it is given); the Spark
@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.control.driver import CLIENT_LEFT_EXIT, DriverAddress, DriverGone, send, serve, wait_for_address
+from spark_jobs.control.coordination.driver import CLIENT_LEFT_EXIT, DriverAddress, DriverGone, send, serve, wait_for_address
 
 
 def _echo(argv: list[str]) -> int:
@@ -97,7 +97,7 @@ def test_a_request_without_the_token_gets_nothing_and_an_idle_driver_ends(tmp_pa
 SLOW_DRIVER = """
 import sys, time
 from pathlib import Path
-from spark_jobs.control.driver import serve
+from spark_jobs.control.coordination.driver import serve
 serve(Path(sys.argv[1]), lambda argv: time.sleep(60) or 0, 60, "log")
 """
 

@@ -42,7 +42,7 @@ def _run(api: Api, dag_id: str, conf: dict | None = None) -> str:
 
 
 def _machine(prefix: tuple[str, ...] = ()) -> str:
-    done = subprocess.run([*prefix, sys.executable, "-c", "from spark_jobs.control.driver import machine; print(machine())"],
+    done = subprocess.run([*prefix, sys.executable, "-c", "from spark_jobs.control.coordination.driver import machine; print(machine())"],
                           capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.strip()
 

@@ -42,7 +42,7 @@ def _open_lake():
 
 CONTENDER = """
 import sys, time
-from spark_jobs.control.lock import pipeline_lock
+from spark_jobs.control.coordination.lock import pipeline_lock
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 lake = Lake.open(get_spec("ad_events"))
@@ -70,7 +70,7 @@ def test_two_processes_contending_never_hold_the_lease_at_once(s3_lake, tmp_path
 
 HOLDER = """
 import sys, time
-from spark_jobs.control.lease import Lease, LeaseLost
+from spark_jobs.control.coordination.lease import Lease, LeaseLost
 lease = Lease(sys.argv[1])
 assert lease.try_take({"action": "holder", "run_id": "h"}) is None
 print("held", flush=True)
@@ -95,7 +95,7 @@ def _start_holder(env, path: str, log) -> subprocess.Popen:
 
 
 def test_a_killed_holders_lease_expires_and_the_next_job_proceeds(s3_lake, tmp_path):
-    from spark_jobs.control.lock import holder, lease_path, pipeline_lock
+    from spark_jobs.control.coordination.lock import holder, lease_path, pipeline_lock
 
     lake = _open_lake()
     job = _start_holder(s3_lake, lease_path(lake), tmp_path / "commits.log")
@@ -120,8 +120,8 @@ def test_a_killed_holders_lease_expires_and_the_next_job_proceeds(s3_lake, tmp_p
 
 
 def test_a_paused_holder_past_its_expiry_does_not_commit_after_a_takeover(s3_lake, tmp_path):
-    from spark_jobs.control.lease import Lease
-    from spark_jobs.control.lock import lease_path
+    from spark_jobs.control.coordination.lease import Lease
+    from spark_jobs.control.coordination.lock import lease_path
 
     lake = _open_lake()
     log = tmp_path / "commits.log"

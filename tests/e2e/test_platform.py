@@ -253,7 +253,7 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
     unpaused, and a person can work from it (:func:`_walk_the_ui`); a second launcher refuses while it runs;
     SIGHUP (a closed terminal) stops every process it started. Then a second platform is killed
     with SIGKILL: its watchdog stops what it started."""
-    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.coordination.lock import pipeline_lock
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
 

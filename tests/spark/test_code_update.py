@@ -151,8 +151,8 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
     assert "its stateful operators changed (none -> Deduplicate)" in capsys.readouterr().err
     # The state's checkpoint is swapped while the refresh holds the pipeline's lock (a run between
     # the rollback and the swap would read the old checkpoint or have it replaced under it).
-    from spark_jobs.control import rebuild
-    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.coordination.lock import pipeline_lock
+    from spark_jobs.control.rollback import rebuild
     from spark_jobs.model.errors import PipelineBusy
     from spark_jobs.service import open_lake
 

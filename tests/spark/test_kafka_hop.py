@@ -20,8 +20,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_jobs import service
-from spark_jobs.control import planner, quarantine, topics
+from spark_jobs.control import quarantine, topics
 from spark_jobs.control.overview import pipeline_overview
+from spark_jobs.control.rollback import planner
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.errors import LakehouseError, RollbackRefused
 from spark_jobs.model.lake import Lake

@@ -22,7 +22,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 def test_the_engine_pairs_exactly_the_declared_kinds():
     from spark_jobs.engine import hops
-
     assert set(hops.SINKS) == set(kinds.KINDS)
     assert {kind.reads for kind in kinds.KINDS.values()} <= set(hops.SOURCES)
 
@@ -86,7 +85,6 @@ def _positive_ids(landing) -> list[str]:
 def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_path, monkeypatch):
     from spark_jobs import service
     from spark_jobs.engine import hops
-
     monkeypatch.setitem(kinds.KINDS, "copy", kinds.HopKind("copy", kinds.TABLE))
     monkeypatch.setitem(hops.SINKS, "copy", CopySink)
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))

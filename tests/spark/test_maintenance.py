@@ -14,8 +14,8 @@ import pytest
 
 from spark_jobs import service
 from spark_jobs.cli import main
-from spark_jobs.control import batches
 from spark_jobs.control.overview import pipeline_overview
+from spark_jobs.control.rollback import lineage
 from spark_jobs.control.status import unread_upstream_versions
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.model.lake import Lake
@@ -65,7 +65,7 @@ def _data_files(table: str) -> int:
 
 
 def _by_table(document: dict) -> dict[str, dict]:
-    return {batches.table_label(entry["table"]): entry for entry in document["tables"]}
+    return {lineage.table_label(entry["table"]): entry for entry in document["tables"]}
 
 
 def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_increments, tmp_path, monkeypatch,
@@ -79,7 +79,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     increment(3, hop="bronze")
     service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()  # gold lags behind silver
     lake = Lake.open(get_spec("ad_events"))
-    horizons = {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+    horizons = {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
     rows = _rows(spark, three_increments)
 
     # Inside the window (every batch is younger than a day): compaction only; nothing a version
@@ -93,7 +93,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
         assert entry["files_vacuumed"] == entry["files_named_by_none"], entry
         assert (entry["files_after"] < entry["files_before"]) == (entry in compacted), entry
     assert _rows(spark, three_increments) == rows
-    assert {hop: batches.horizon(lake, lake.spec.hop(hop)) for hop in HOPS} == horizons
+    assert {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS} == horizons
     # Silver declares zorder_by: its compaction Z-ordered the partitions with many files.
     silver_table = lake.table(lake.spec.hop("silver"))
     assert "Z-ordered by ad_id" in _by_table(document)["silver/ad_views"]["compacted"]
@@ -114,7 +114,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     assert _data_files(silver["table"]) > silver["files_after"]  # the compacted files gold may still read
     # Gold's window shrank to its last batches: a rollback inside it plans, one outside is refused
     # (naming the vacuumed file) and changes nothing.
-    reach = batches.horizon(lake, lake.spec.hop("gold"))
+    reach = lineage.horizon(lake, lake.spec.hop("gold"))
     assert reach > horizons["gold"]
     tree = file_tree(three_increments)
     assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach), "--dry-run"]) == 0
@@ -136,7 +136,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
                  "--end", "2026-04-02T00:00:00"]) == 0
     assert _ingested(spark, lake) == ingested and "/landing/ad_events/" in repr(ingested)
     bronze = lake.spec.hop("bronze")
-    assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", str(batches.horizon(lake, bronze) - 1),
+    assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", str(lineage.horizon(lake, bronze) - 1),
                  "--dry-run"]) == 2
     refused = capsys.readouterr().out
     assert "read landing file" in refused and "_archive/" in refused, refused
@@ -173,7 +173,7 @@ def test_an_append_of_no_rows_leaves_a_data_file_no_commit_names(spark, tmp_path
     are older than the kept version's commit."""
     import os
 
-    from spark_jobs.control.maintenance import TablePlan, vacuum
+    from spark_jobs.control.maintenance.tables import TablePlan, vacuum
 
     table = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(table)

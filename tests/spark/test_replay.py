@@ -1,5 +1,5 @@
 """A rollback's replay reproduces the original run: the undone batches run again as their offsets
-logged them (spark_jobs/control/replays.py), late drops included, and only then what is new.
+logged them (spark_jobs/control/rollback/replays.py), late drops included, and only then what is new.
 
 ad_events' gold drops a view later than the watermark the batch before it left. Three landings:
 A at 00:00, B at 00:10 (each run through every hop: gold's batch of rows, then a no-data batch
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.cli import main
-from spark_jobs.control import replays
+from spark_jobs.control.rollback import replays
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec

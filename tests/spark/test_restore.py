@@ -1,14 +1,14 @@
-"""A rollback's table step (:func:`spark_jobs.engine.restore.restore_table`): RESTORE in a session
+"""A rollback's table step (:func:`spark_jobs.control.rollback.restore.restore_table`): RESTORE in a session
 of its own, after checking from the log that every file the version needs is still there."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_jobs.engine.restore import restore_table
+from spark_jobs.control.rollback.plans import TableStep
+from spark_jobs.control.rollback.restore import restore_table
 from spark_jobs.logs import delta_log
 from spark_jobs.model.errors import DataGone
-from spark_jobs.model.plans import TableStep
 from testkit.expected import delta_rows
 
 pytestmark = [pytest.mark.spark]

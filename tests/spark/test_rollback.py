@@ -141,8 +141,7 @@ def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark,
     moment; running the same command again finishes it. The crashes are in-process (an exception
     no handler catches, raised at the same point as the environment's exit); one of them, in the
     middle, is a real process exit (``LAKEHOUSE_ROLLBACK_CRASH_AFTER``, ``os._exit``)."""
-    from spark_jobs.control import rollback as rollbacks
-
+    from spark_jobs.control.rollback import execute as rollbacks
     lake_home = three_increments
     argv = ["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]
     plan = _rollback(capsys, "--hop", "bronze", "--to-batch", "0", "--dry-run")["plan"]
@@ -174,7 +173,7 @@ def test_a_crash_after_each_step_is_finished_by_running_the_command_again(spark,
 
 
 def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
-    from spark_jobs.control.lock import pipeline_lock
+    from spark_jobs.control.coordination.lock import pipeline_lock
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
 

@@ -123,7 +123,6 @@ def test_other_change_rules_are_an_incompatible_code_change_and_another_filter_i
     from types import SimpleNamespace
 
     from spark_jobs.control import fingerprint
-
     hop = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
                          "sequence_by: lsn, operation: op}\n").hop("c")
     plan = "Project [id#1, lsn#2]\n+- StreamingRelation delta, [id#1, lsn#2]"

@@ -147,7 +147,7 @@ def test_offset_log_v2_lines_parse(tmp_path):
 
 
 def test_a_restart_keeps_one_batchs_offsets_as_batch_0_and_a_crash_in_the_swap_is_finished(tmp_path):
-    """``restart_at`` (a state rebuild, :mod:`spark_jobs.control.rebuild`): the new checkpoint
+    """``restart_at`` (a state rebuild, :mod:`spark_jobs.control.rollback.rebuild`): the new checkpoint
     holds the new id and, as ``offsets/0``, the chosen batch's file line for line; a staged
     restart that was whole when the process stopped is swapped in by the next start, a partial
     one is dropped and the checkpoint kept."""

@@ -97,7 +97,7 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
 
 
 def test_importing_the_package_starts_no_jvm():
-    code = "import spark_jobs.cli, spark_jobs.control.status, spark_jobs.control.generator, sys; print('pyspark' in sys.modules)"
+    code = "import spark_jobs.cli, spark_jobs.control.status, spark_jobs.control.writers.samples, sys; print('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 

@@ -21,7 +21,7 @@ def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
     import signal
     import time
 
-    from spark_jobs.control.lock import holder, pipeline_lock
+    from spark_jobs.control.coordination.lock import holder, pipeline_lock
     from spark_jobs.model.errors import PipelineBusy
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
@@ -29,7 +29,7 @@ def test_a_killed_holder_does_not_keep_the_pipeline_lock(tmp_path, monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
     lake = Lake.open(get_spec("ad_events"))
     script = ("from spark_jobs.model.lake import Lake; from spark_jobs.model.spec import get_spec; "
-              "from spark_jobs.control.lock import pipeline_lock; import time\n"
+              "from spark_jobs.control.coordination.lock import pipeline_lock; import time\n"
               "with pipeline_lock(Lake.open(get_spec('ad_events')), 'run', 'r-held'):\n"
               "    print('held', flush=True); time.sleep(600)")
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
@@ -144,7 +144,7 @@ def test_a_query_fingerprint_tells_changes_its_state_can_follow(edit, kind):
 
 
 def test_a_state_rebuild_is_refused_for_a_hop_that_reads_landing_files(tmp_path):
-    from spark_jobs.control import rebuild
+    from spark_jobs.control.rollback import rebuild
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.spec import get_spec
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from spark_jobs.control.generator import csv_text
+from spark_jobs.control.writers.samples import csv_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.formats import FormatSpec
 from spark_jobs.model.spec import load_spec

@@ -116,8 +116,7 @@ def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_
     flagged; a range whose appends every later version holds, never."""
     import random
 
-    from spark_jobs.control import batches
-
+    from spark_jobs.control.rollback import lineage
     rng = random.Random(seed)
     log = tmp_path / "t/_delta_log"
     held: list[frozenset[int]] = []  # the appends each version holds
@@ -139,12 +138,12 @@ def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_
         held.append(state)
         _write_log(log / f"{version:020d}.json", [json.dumps({"commitInfo": info}), *map(json.dumps, actions)])
     table = str(tmp_path / "t")
-    appends = [version for version, commit in enumerate(batches.commits(table)) if commit.appends_only]
+    appends = [version for version, commit in enumerate(lineage.commits(table)) if commit.appends_only]
     for start in range(-1, len(held)):
         for end in range(start + 1, len(held)):
             in_range = [c for c in appends if start < c <= end]
             dropped = any(c in held[v - 1] and c not in held[v] for c in in_range for v in range(end + 1, len(held)))
             kept = all(c in held[v] for c in in_range for v in range(end, len(held)))
-            flagged = batches.undone_after(table, start, end)
+            flagged = lineage.undone_after(table, start, end)
             assert flagged or not dropped, (start, end, held)
             assert not flagged or not kept, (start, end, held)

@@ -11,7 +11,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from spark_jobs.control.maintenance import TablePlan, vacuum
+from spark_jobs.control.maintenance.tables import TablePlan, vacuum
 from spark_jobs.logs import delta_log
 
 pytestmark = pytest.mark.unit
@@ -122,7 +122,7 @@ def test_vacuum_deletes_exactly_what_no_version_from_keep_from_on_uses(tmp_path,
 
 def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
     """The gap check on a lake real runs wrote: gold made to lag (its last batches' logs removed)."""
-    from spark_jobs.control.maintenance import check_readable, stream_gap
+    from spark_jobs.control.maintenance.tables import check_readable, stream_gap
     from spark_jobs.control.status import unread_upstream_versions
     from spark_jobs.logs import checkpoint_log
     from spark_jobs.model.errors import DataGone
@@ -156,7 +156,7 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
 def test_an_old_runs_increment_names_what_is_gone(tmp_path):
     """A quality check of an old run reads its versions' change feed: what it needs that is gone
     is named before Spark reads (``lakehouse quality --run``)."""
-    from spark_jobs.control.maintenance import increment_gone
+    from spark_jobs.control.maintenance.tables import increment_gone
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("history", tmp_path)
@@ -181,7 +181,7 @@ def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(t
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.control.maintenance.tables import clean_log
 
     table = str(tmp_path / "table")
     for version in range(15):
@@ -253,7 +253,7 @@ def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.control.maintenance.tables import clean_log
 
     table = str(tmp_path / "table")
     for version in range(12):
@@ -279,7 +279,7 @@ def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
 def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
     """After the log's early commits go, a table no backfill wrote still reads as such (a bronze
     stream then skips comparing its rows with a backfill's), one a backfill wrote too."""
-    from spark_jobs.control.maintenance import backfill_writes, clean_log
+    from spark_jobs.control.maintenance.tables import backfill_writes, clean_log
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("replayed", tmp_path)
@@ -300,10 +300,10 @@ def test_a_hop_whose_log_was_cleaned_starts_over_and_its_backfills_are_listed_ag
     still holds the rows of gold's batches from before that rollback; it empties the table (gold
     starts over from silver's table) and lists every backfill of gold whose commit went with the
     log to be run again. Back to batch 0, which needs a version gone, is refused."""
-    from spark_jobs.control import planner
-    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.rollback import planner
+    from spark_jobs.control.rollback.plans import Request
     from spark_jobs.logs.ops import read_records
-    from spark_jobs.model.plans import Request
     from spark_jobs.model.times import iso, parse_time
     from testkit.lakes import fixture_lake
 

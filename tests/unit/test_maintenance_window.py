@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control.maintenance import TablePlan
+from spark_jobs.control.maintenance.tables import TablePlan
 from spark_jobs.logs import delta_log
 
 pytestmark = pytest.mark.unit
@@ -32,8 +32,8 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
     keep what a rollback to 0 needs, for bronze and for silver."""
     import dataclasses
 
-    from spark_jobs.control import batches
-    from spark_jobs.control.maintenance import plan, window_targets
+    from spark_jobs.control.maintenance.tables import plan, window_targets
+    from spark_jobs.control.rollback import lineage
     from spark_jobs.model.lake import Lake
     from testkit.lakes import fixture_lake
 
@@ -44,7 +44,7 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
     now_ms = int((start + 3.5 * 3600) * 1000)  # the window begins at hour 2.5
 
     def infos_of(hop):
-        return batches.hop_batches(lake, hop)
+        return lineage.hop_batches(lake, hop)
 
     targets = window_targets(lake, now_ms, infos_of)
     assert targets["bronze"] == 0 and targets["silver"] == 0 and targets["gold"] == 0
@@ -58,7 +58,7 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
 def test_a_window_that_reaches_before_the_first_batch_keeps_the_first_batchs_version(tmp_path):
     """A rollback to before the first batch empties the table and needs no version; the oldest
     one inside the window that restores is to batch 0: its version is what stays."""
-    from spark_jobs.control.maintenance import plan
+    from spark_jobs.control.maintenance.tables import plan
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("straddle", tmp_path)
@@ -147,8 +147,8 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    from spark_jobs.control import batches
-    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.rollback import lineage
 
     table = str(tmp_path / "table")
 
@@ -163,11 +163,11 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     write(2, 2)
     clean_log(TablePlan("t", table, 3, 2, "test", None), dry_run=False)
     assert delta_log.versions(table) == [2, 3]
-    ids = batches.Lineage(frozenset({"q"}))
-    assert batches.cut_version(table, ids, 1) == 2  # the backfill's version: batches 0 and 1 in it
-    assert batches.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
-    assert batches.restore_problem(table, 1) is not None
-    assert batches.cut_version(table, ids, -1) == -1  # undoing every batch empties it (a start over)
+    ids = lineage.Lineage(frozenset({"q"}))
+    assert lineage.cut_version(table, ids, 1) == 2  # the backfill's version: batches 0 and 1 in it
+    assert lineage.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
+    assert lineage.restore_problem(table, 1) is not None
+    assert lineage.cut_version(table, ids, -1) == -1  # undoing every batch empties it (a start over)
 
 
 def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_cleaned(tmp_path):
@@ -179,8 +179,8 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    from spark_jobs.control import batches
-    from spark_jobs.control.maintenance import clean_log
+    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.rollback import lineage
 
     table = str(tmp_path / "table")
 
@@ -200,10 +200,10 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
     clean_log(TablePlan("t", table, keep + 2, keep, "test", None), dry_run=False)
     assert delta_log.versions(table)[0] == keep
     assert delta_log.hidden_transactions(table) == {"q2": 0}  # batch 1's commit is the checkpoint's own: kept
-    ids = batches.Lineage(frozenset({"q1", "q2"}))
-    assert batches.cut_version(table, ids, 3) is None  # nothing after batch 3
-    assert batches.cut_version(table, ids, 2) == keep + 1 and batches.restore_problem(table, keep + 1) is None
-    assert batches.cut_version(table, ids, 0) == keep - 1 and batches.restore_problem(table, keep - 1) is not None
+    ids = lineage.Lineage(frozenset({"q1", "q2"}))
+    assert lineage.cut_version(table, ids, 3) is None  # nothing after batch 3
+    assert lineage.cut_version(table, ids, 2) == keep + 1 and lineage.restore_problem(table, keep + 1) is None
+    assert lineage.cut_version(table, ids, 0) == keep - 1 and lineage.restore_problem(table, keep - 1) is not None
 
 
 def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
@@ -211,7 +211,7 @@ def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
     of the batch before it: ``maintain`` keeps the upstream's log from that batch's version, not
     only from the last batch's (Spark failed gold's next run with "transaction log starts at" the
     version after). Offsets read here as text, not through the checkpoint reader."""
-    from spark_jobs.control.maintenance import plan
+    from spark_jobs.control.maintenance.tables import plan
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("history", tmp_path)
@@ -235,9 +235,9 @@ def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
 def test_a_window_that_restores_to_a_restore_keeps_the_version_that_restore_named(tmp_path):
     """A rollback inside the window that takes a table back to an earlier rollback's RESTORE
     reads, once the log before that RESTORE is cleaned up, the version the RESTORE named
-    (``batches.cut_version``): that version stays, through a chain of RESTOREs (shop's model with
+    (``lineage.cut_version``): that version stays, through a chain of RESTOREs (shop's model with
     late events, seed 4: the log cleaned up to a RESTORE to version 0 cut gold's window)."""
-    from spark_jobs.control.maintenance import _restored_from
+    from spark_jobs.control.maintenance.tables import _restored_from
 
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)

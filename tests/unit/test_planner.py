@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import planner, replays, rollback
+from spark_jobs.control.rollback import execute, planner, replays
+from spark_jobs.control.rollback.journals import read_rollbacks
+from spark_jobs.control.rollback.plans import Backfill, HopStep, Journal, Plan, Request, TableStep
 from spark_jobs.logs import checkpoint_log
-from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Backfill, HopStep, Journal, Plan, Request, TableStep
 from spark_jobs.model.spec import get_spec
 from testkit.lakes import fixture_lake
 
@@ -145,7 +145,7 @@ def test_what_lies_beyond_retention_is_refused_with_its_reason(tmp_path):
 
 
 def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_path):
-    from spark_jobs.control import batches
+    from spark_jobs.control.rollback import lineage
     from spark_jobs.logs import file_source_log
 
     lake = fixture_lake("history", tmp_path)
@@ -162,7 +162,7 @@ def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_p
     assert plan.refused[:-1] == [f"bronze batch {last} read landing file {read_by_last[0]}, which is gone: a replay "
                             "would not find it; put it back in the landing folder (retention.landing moves expired "
                             "files to the lake's _archive/)"]
-    assert batches.horizon(lake, bronze) == last  # what status shows as the rollback window
+    assert lineage.horizon(lake, bronze) == last  # what status shows as the rollback window
     assert not planner.plan(lake, Request("bronze", to_batch=last)).refused
 
 
@@ -328,7 +328,7 @@ def test_a_kept_replay_below_still_follows_an_upstream_whose_kept_batches_a_late
     for request in (Request("gold", to_batch=r1[-1]), Request("silver", to_batch=0), Request("bronze", to_batch=0)):
         plans.append(plan := planner.plan(lake, request))
         for step in plan.hops:
-            rollback._rewind_checkpoint(lake, Journal(plan), step.hop)
+            execute._rewind_checkpoint(lake, Journal(plan), step.hop)
     assert (plans[1].step("gold").carried_replay, plans[1].step("gold").restored_upstreams) == (r2, ["silver"])
     silver = plans[2].step("silver")
     assert (silver.undone, silver.replay, silver.new_query_id) == ([], "exact", silver.old_query_id)

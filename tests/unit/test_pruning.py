@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import pruning
-from spark_jobs.control.batches import hop_batches
+from spark_jobs.control.maintenance import pruning
+from spark_jobs.control.rollback.lineage import hop_batches
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import write_json
 from spark_jobs.model.errors import UsageError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import batches
+from spark_jobs.control.rollback import lineage
 from spark_jobs.control.status import pipeline_status
 from spark_jobs.control.validate import validate
 from testkit.lakes import fixture_lake
@@ -52,7 +52,7 @@ def test_each_batch_maps_to_the_table_version_it_wrote(tmp_path):
     lake = fixture_lake("history", tmp_path)
     for hop in lake.spec.hops:
         table = lake.table(hop)
-        written = batches.batch_versions(table, batches.query_ids(lake, hop))
+        written = lineage.batch_versions(table, lineage.query_ids(lake, hop))
         for path in Path(lake.runs).glob(f"r*.{hop.name}.json"):
             record = json.loads(path.read_text())
             wrote = [written[batch] for batch in record["batch_ids"] if batch in written]
@@ -60,14 +60,14 @@ def test_each_batch_maps_to_the_table_version_it_wrote(tmp_path):
     # the backfill wrote gold without a stream's txn: no batch claims the version it made
     gold = lake.spec.hop("gold")
     backfilled = json.loads(Path(lake.runs, "b1.gold.json").read_text())["tables"][lake.table(gold)]["version_after"]
-    assert backfilled not in batches.batch_versions(lake.table(gold), batches.query_ids(lake, gold)).values()
+    assert backfilled not in lineage.batch_versions(lake.table(gold), lineage.query_ids(lake, gold)).values()
 
 
 def test_an_earlier_rollback_keeps_its_old_query_id_in_the_lineage(tmp_path):
     lake = fixture_lake("replayed", tmp_path)
     journal = json.loads(next(Path(lake.rollbacks).glob("*.json")).read_text())
     for step in journal["plan"]["hops"]:
-        ids = batches.query_ids(lake, lake.spec.hop(step["hop"]))
+        ids = lineage.query_ids(lake, lake.spec.hop(step["hop"]))
         assert step["old_query_id"] in ids and step["new_query_id"] in ids
 
 
@@ -76,7 +76,7 @@ def test_a_lake_runs_wrote_validates_clean_and_is_rolled_back_as_far_as_its_logs
     lake = fixture_lake(name, tmp_path)
     assert validate(lake) == []
     for hop in lake.spec.hops:
-        assert batches.horizon(lake, hop) == -1  # every log kept: back to before the first batch
+        assert lineage.horizon(lake, hop) == -1  # every log kept: back to before the first batch
 
 
 @pytest.mark.parametrize("damage, kind", [

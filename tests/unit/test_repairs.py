@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control.repairs import owed
+from spark_jobs.control.join_repairs import owed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from spark_jobs.model.times import iso, parse_time

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.control import fingerprint, planner, source_switch, topics
+from spark_jobs.control import fingerprint, source_switch, topics
+from spark_jobs.control.rollback import planner
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.errors import CodeChanged
 from spark_jobs.model.lake import Lake

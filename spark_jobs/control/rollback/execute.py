@@ -1,4 +1,4 @@
-"""Carry out a rollback plan (:mod:`spark_jobs.control.planner`) and check it (docs/concepts/rollback.md).
+"""Carry out a rollback plan (:mod:`spark_jobs.control.rollback.planner`) and check it (docs/concepts/rollback.md).
 
 :func:`execute` works under the pipeline's lock, as a journal of steps in
 ``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated, so
@@ -13,13 +13,14 @@ import os
 import time
 from collections.abc import Callable
 
-from spark_jobs.control import batches, replays
+from spark_jobs.control.rollback import lineage, replays
+from spark_jobs.control.rollback.journals import read_rollbacks, write_journal
+from spark_jobs.control.rollback.plans import HopStep, Journal, Plan, TableStep
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
-from spark_jobs.logs.ops import read_records, read_rollbacks, write_journal
+from spark_jobs.logs.ops import read_records
 from spark_jobs.model import settings
 from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import HopStep, Journal, Plan, TableStep
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import now_s
 
@@ -118,7 +119,7 @@ def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpe
         offsets = checkpoint_log.read_offsets(checkpoint, target)
         moved = list(offsets.sources)
         for upstream, version in skips.items():
-            index = batches.upstream_index(lake, hop, upstream, offsets.sources)
+            index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
             if index is not None:
                 moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
         checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(

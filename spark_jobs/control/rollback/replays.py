@@ -22,13 +22,13 @@ otherwise the file goes and the run plans afresh, as a rollback with ``--replan`
 
 from __future__ import annotations
 
-from spark_jobs.control import batches
+from spark_jobs.control.rollback import lineage
+from spark_jobs.control.rollback.journals import read_rollbacks
+from spark_jobs.control.rollback.plans import HopStep, Request
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
-from spark_jobs.logs.ops import read_rollbacks
 from spark_jobs.model.errors import RunFailed, UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import HopStep, Request
 from spark_jobs.model.spec import HopSpec
 
 
@@ -71,14 +71,14 @@ def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep)
         return f"{upstream.hop}'s table is not restored"
     read = -1
     for sources in logged:
-        source = batches.upstream_offset(lake, hop, upstream.hop, sources)
+        source = lineage.upstream_offset(lake, hop, upstream.hop, sources)
         version, whole = checkpoint_log.delta_position(source)
         if (source or {}).get("isStartingVersion"):
             return f"they read {upstream.hop}'s table as a snapshot"
         if not whole and version <= cut:
             return f"they read part of version {version} of {upstream.hop}'s table, which the rollback keeps"
         read = max(read, version)
-    if any(commit.app_id != writer(upstream) for commit in batches.commits(table, cut)
+    if any(commit.app_id != writer(upstream) for commit in lineage.commits(table, cut)
            if commit.version <= read and commit.changes_data):
         return f"they read commits of {upstream.hop}'s table that its replay does not write again (a backfill's)"
     return None
@@ -192,9 +192,9 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
 
 def _still_there(lake: Lake, hop: HopSpec, upstream: str, logged: list[list]) -> bool:
     """Whether no RESTORE or emptying of ``upstream``'s table has undone what the batches read."""
-    read = max(checkpoint_log.delta_position(batches.upstream_offset(lake, hop, upstream, sources))[0]
+    read = max(checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, sources))[0]
                for sources in logged)
-    return not batches.undone_after(lake.table(lake.spec.hop(upstream)), -1, read)
+    return not lineage.undone_after(lake.table(lake.spec.hop(upstream)), -1, read)
 
 
 def _replaced_by(lake: Lake, rollback_id: str, hop_name: str) -> str | None:
@@ -211,13 +211,13 @@ def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict 
     read past it, by a RESTORE the batch's range spans, is read as the original run read it.)"""
     sources = checkpoint_log.text_sources(text)
     for upstream in [name for name in hop.upstreams if name not in followed]:
-        offset = batches.upstream_offset(lake, hop, upstream, sources)
+        offset = lineage.upstream_offset(lake, hop, upstream, sources)
         if offset is None:
             return False
         end = checkpoint_log.delta_position(offset)[0]
-        start, whole = checkpoint_log.delta_position(batches.upstream_offset(lake, hop, upstream, before))
+        start, whole = checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, before))
         table = lake.table(lake.spec.hop(upstream))
-        if batches.undone_after(table, start if whole else start - 1, end):
+        if lineage.undone_after(table, start if whole else start - 1, end):
             return False
     return True
 
@@ -293,7 +293,7 @@ def _same_files(lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list
     table, old, new = _replay_commits(lake, upstream, ids, {})
     batch_at = {version: batch_id for batch_id, version in old.items()}
     for _batch_id, text in logged:
-        source = batches.upstream_offset(lake, hop, upstream, checkpoint_log.text_sources(text))
+        source = lineage.upstream_offset(lake, hop, upstream, checkpoint_log.text_sources(text))
         version, whole = checkpoint_log.delta_position(source)
         if whole or version not in batch_at:
             continue
@@ -336,7 +336,7 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | N
     previous = checkpoint_log.read_offsets(checkpoint, batch_id - 1).sources
     moved = list(offsets.sources)
     for upstream, ids in follows.items():
-        index = batches.upstream_index(lake, hop, upstream, offsets.sources)
+        index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
         moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index], {} if cache is None else cache)
     checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
         batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved))
@@ -378,7 +378,7 @@ def _replay_commits(lake: Lake, upstream: str, ids: dict, cache: dict) -> tuple[
     original query's (``ids["old"]``) and its replay's (``ids["new"]``). ``cache``: commits read."""
     table = lake.table(lake.spec.hop(upstream))
     if table not in cache:
-        cache[table] = batches.commits(table)
+        cache[table] = lineage.commits(table)
     written = cache[table]
     old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
     new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}

@@ -4,10 +4,10 @@ and what the replay reads again. Read from the Delta logs and the run records: n
 
 from __future__ import annotations
 
+from spark_jobs.control.rollback.plans import Plan
 from spark_jobs.logs import delta_log
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Plan
 
 
 def _files_added(table: str, after: int, upto: int | None) -> int:

@@ -2,7 +2,7 @@
 
 :func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes nothing: which batches
 each hop undoes, the version each table returns to, what will be read again, and what lies beyond retention, as a
-:class:`~spark_jobs.model.plans.Plan`; :mod:`spark_jobs.control.rollback` carries a plan out.
+:class:`~spark_jobs.control.rollback.plans.Plan`; :mod:`spark_jobs.control.rollback.execute` carries a plan out.
 Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed batches
 would be skipped under the old query id: each rolled-back checkpoint gets a new one. RESTORE also leaves the undone
 commits in the log and adds a commit of its own, so a hop reading that table moves its source offset past the restore.
@@ -16,14 +16,15 @@ from __future__ import annotations
 import time
 import uuid
 
-from spark_jobs.control import batches, replays, source_switch, topics
-from spark_jobs.control.repairs import backfilled, widened
+from spark_jobs.control import source_switch, topics
+from spark_jobs.control.join_repairs import backfilled, widened
+from spark_jobs.control.rollback import lineage, replays
+from spark_jobs.control.rollback.plans import Backfill, HopStep, Plan, Request, TableStep
 from spark_jobs.control.status import window_line
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.plans import Backfill, HopStep, Plan, Request, TableStep
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso, merged_spans, parse_time
 
@@ -72,7 +73,7 @@ class _HopView:
         self.checkpoint = lake.checkpoint(hop)
         self.offsets = checkpoint_log.offset_batch_ids(self.checkpoint)
         self.committed = checkpoint_log.commit_batch_ids(self.checkpoint)
-        self.ids = batches.query_ids(lake, hop)
+        self.ids = lineage.query_ids(lake, hop)
         self.table = lake.table(hop)
         self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
         self._same: dict[int, tuple[int, int]] = {}
@@ -86,7 +87,7 @@ class _HopView:
         if (batch_id, name) not in self._positions:
             sources = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources
             self._positions[(batch_id, name)] = checkpoint_log.delta_position(
-                batches.upstream_offset(self.lake, self.hop, name, sources))
+                lineage.upstream_offset(self.lake, self.hop, name, sources))
         return self._positions[(batch_id, name)]
 
     def last_clean_batch(self, cut: int, upstream: str | None = None) -> int:
@@ -99,12 +100,12 @@ class _HopView:
         return kept
 
     def cut(self, batch_id: int) -> int | None:
-        return batches.cut_version(self.table, self.ids, batch_id)
+        return lineage.cut_version(self.table, self.ids, batch_id)
 
     def same_rows(self, cut: int) -> tuple[int, int]:
-        """The versions of this hop's table that hold the rows of ``cut`` (:func:`batches.same_rows`)."""
+        """The versions of this hop's table that hold the rows of ``cut`` (:func:`lineage.same_rows`)."""
         if cut not in self._same:
-            self._same[cut] = batches.same_rows(self.table, cut)
+            self._same[cut] = lineage.same_rows(self.table, cut)
         return self._same[cut]
 
     def read_up_to(self, batch_id: int, upstream: "_HopView", cut: int) -> bool:
@@ -179,7 +180,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
         switch = source_switch.rollback_problems(lake, view.hop, target, request.replan)  # only a start over
         problems = [] if not undone else switch if switch is not None else (
-            batches.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
+            lineage.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
             + topics.replay_problems(lake, view.hop, target, request.replan))
         if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
             refused.extend([*problems, window_line(lake, view.hop)])
@@ -259,14 +260,14 @@ def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]
     """A Delta-fed hop rolled back to a batch that read an upstream table up to version p must
     not re-read upstream appends that an earlier RESTORE undid after p, nor skip rows the table
     still holds: jump past that RESTORE only when the batch read all of p and no kept append
-    lies in between, else start over (:func:`batches.replay_from`). Returns the version to jump
+    lies in between, else start over (:func:`lineage.replay_from`). Returns the version to jump
     past per upstream (of ``upstreams``), or None when the hop must start over; and the notes."""
     if target not in view.offsets:
         return {}, []  # (a target whose offsets are gone is beyond retention: the plan refuses it)
     jumps, notes = {}, []
     for upstream in upstreams:
         version, complete = view.position(target, upstream)
-        verdict, restore = batches.replay_from(lake.table(lake.spec.hop(upstream)), version, complete)
+        verdict, restore = lineage.replay_from(lake.table(lake.spec.hop(upstream)), version, complete)
         if verdict == "reset":
             why = ("batch {0} read only part of version {1}" if not complete else
                    "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
@@ -311,7 +312,7 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
 
 
 def _repairs_kept(lake: Lake, hops: list[HopSpec], run_id: str, steps: list[HopStep]) -> list[str]:
-    """Notes on the repairs run ``run_id`` made (:mod:`spark_jobs.control.repairs`) at ``hops``
+    """Notes on the repairs run ``run_id`` made (:mod:`spark_jobs.control.join_repairs`) at ``hops``
     that the plan's ``steps`` leave in place: a rollback undoes stream batches, and a restore
     past a repair would backfill it again from the same upstream rows (:func:`_rebackfill`), so
     only fixing those rows (or the code) and backfilling changes what it wrote."""
@@ -364,12 +365,12 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
     undone = [batch_id for batch_id in view.offsets if batch_id > target]
     tables = []
     for table in lake.tables_of(hop):
-        cut = batches.cut_version(table, view.ids, target)
+        cut = lineage.cut_version(table, view.ids, target)
         if cut is None:
             continue
-        others = [c for c in batches.effective_commits(table)
+        others = [c for c in lineage.effective_commits(table)
                   if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"]
-        tables.append(TableStep(table, batches.table_label(table), delta_log.table_version(table), cut,
+        tables.append(TableStep(table, lineage.table_label(table), delta_log.table_version(table), cut,
                                 "restore" if cut >= 0 else "empty", [f"{c.version} {c.operation}" for c in others]))
     query_id = checkpoint_log.query_id(view.checkpoint)
     step = HopStep(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass
 
-from spark_jobs.control import batches
+from spark_jobs.control.rollback import lineage
 from spark_jobs.logs import checkpoint_log, delta_log, state_store
 from spark_jobs.logs.fs import filesystem, write_json
 from spark_jobs.model.errors import DataGone
@@ -51,11 +51,11 @@ def _committed_ms(text: str | None) -> int | None:
     return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-def target_batch(lake: Lake, hop: HopSpec, infos: list[batches.BatchInfo], now_ms: int) -> int | None:
+def target_batch(lake: Lake, hop: HopSpec, infos: list[lineage.BatchInfo], now_ms: int) -> int | None:
     """The oldest batch a rollback of ``hop`` must still reach (-1: before its first; None:
     none, the hop has no batch a rollback can reach): its horizon now, or with a declared
     ``retention.rollback``, the last batch committed before the window began, if that is later."""
-    horizon = batches.horizon(lake, hop, infos)
+    horizon = lineage.horizon(lake, hop, infos)
     declared = lake.spec.retention.get("rollback")
     if horizon is None or declared is None:
         return horizon
@@ -71,9 +71,9 @@ def window_targets(lake: Lake, now_ms: int, infos_of) -> dict[str, int | None]:
     :func:`target_batch`, or further back where the rollback of another hop to that hop's own
     target takes it (a hop below that read in one batch what the hop above wrote over days goes
     back to before that batch; a hop above goes back to a boundary it shares with the one below)."""
-    from spark_jobs.control import planner
+    from spark_jobs.control.rollback import planner
+    from spark_jobs.control.rollback.plans import Request
     from spark_jobs.model.errors import UsageError
-    from spark_jobs.model.plans import Request
 
     own = {hop.name: target_batch(lake, hop, infos_of(hop), now_ms) for hop in lake.spec.hops}
     targets = dict(own)
@@ -94,11 +94,11 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
     """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
     if target is None:
         return latest, "nothing (no batch a rollback can reach)"
-    ids = batches.query_ids(lake, hop)
+    ids = lineage.query_ids(lake, hop)
     # A rollback that undoes every commit of the hop empties the table (no old version read): the
     # oldest version needed is the one the first rollback inside the window that restores reads.
     for batch in [target, *(b for b in checkpoint_log.commit_batch_ids(lake.checkpoint(hop)) if b > target)]:
-        cut = batches.cut_version(table, ids, batch)
+        cut = lineage.cut_version(table, ids, batch)
         if cut is None:
             break
         if cut >= 0:
@@ -109,11 +109,11 @@ def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: 
 def _restored_from(table: str, version: int) -> int:
     """``version``, or when its commit is a RESTORE, the version it restored to (and so on): with
     the log cleaned up to a RESTORE, a rollback reads the version that RESTORE names
-    (:func:`batches.cut_version`), so that version's log and files must stay (shop's model with
+    (:func:`lineage.cut_version`), so that version's log and files must stay (shop's model with
     late events, seed 4: a log that began at a RESTORE to a version gone cut a hop's window)."""
     present = set(delta_log.versions(table))
     while version in present and delta_log.commit_info(table, version).get("operation") == "RESTORE":
-        version = batches.restore_target(table, version)
+        version = lineage.restore_target(table, version)
     return version
 
 
@@ -137,7 +137,7 @@ def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> l
                 sources = checkpoint_log.read_offsets(checkpoint, batch_id).sources
             except (ValueError, IndexError):
                 continue
-            source = batches.upstream_offset(lake, reader, hop.name, sources)
+            source = lineage.upstream_offset(lake, reader, hop.name, sources)
             if source and "reservoirVersion" in source:
                 needs.append((int(source["reservoirVersion"]), f"{reader.name}'s stream (offsets of batch {batch_id})"))
     return needs
@@ -146,11 +146,11 @@ def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> l
 def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, targets=None) -> list[TablePlan]:
     """Per table of ``hops`` that exists: the oldest version whose files stay, and who holds it
     (``targets``: :func:`window_targets`, if known already)."""
-    cache: dict[str, list[batches.BatchInfo]] = {}
+    cache: dict[str, list[lineage.BatchInfo]] = {}
 
-    def infos_of(hop: HopSpec) -> list[batches.BatchInfo]:
+    def infos_of(hop: HopSpec) -> list[lineage.BatchInfo]:
         if hop.name not in cache:
-            cache[hop.name] = batches.hop_batches(lake, hop)
+            cache[hop.name] = lineage.hop_batches(lake, hop)
         return cache[hop.name]
 
     plans = []
@@ -174,7 +174,7 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, targets=None) -> li
 
 def table_line(done: dict) -> str:
     """One table of a maintenance record, as ``maintain`` and ``status`` print it."""
-    return (f"{done['hop']} {batches.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
+    return (f"{done['hop']} {lineage.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
             f"compaction: {done.get('compacted')}; vacuum: {done.get('vacuumed')}; log: {done.get('log', '-')}; "
             f"{describe_keep(done)}")
 
@@ -214,7 +214,7 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
             "files_named_by_none": 0 if dry_run else len(unnamed)}
 
 
-def _backfill_write(commit: batches.TableCommit) -> bool:
+def _backfill_write(commit: lineage.TableCommit) -> bool:
     """A commit that added rows without a stream's ``txn``: a backfill's."""
     return commit.app_id is None and commit.operation == "WRITE"
 
@@ -222,7 +222,7 @@ def _backfill_write(commit: batches.TableCommit) -> bool:
 def backfill_writes(table: str) -> bool:
     """Whether a backfill (a commit without a stream's ``txn``) ever added rows to ``table``. When
     the log's early commits are gone: what :func:`clean_log` recorded of them, else assume so."""
-    found = batches.commits(table)
+    found = lineage.commits(table)
     recent = any(map(_backfill_write, found))
     if not found or found[0].version == 0:
         return recent
@@ -239,10 +239,10 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
     if not dry_run and old:
         # First what the commits about to go said of backfills (a bronze stream compares its rows
         # with a backfill's only when one ever wrote), then the files.
-        earlier = any(_backfill_write(commit) for commit in batches.commits(step.table) if commit.version < base)
+        earlier = any(_backfill_write(commit) for commit in lineage.commits(step.table) if commit.version < base)
         # And the last batch of each stream whose commit, still in effect, goes: a rollback to
         # before it must restore a version that goes too (refused), not the first one left.
-        chain = batches.effective_commits(step.table)
+        chain = lineage.effective_commits(step.table)
         before = delta_log.cleaned_record(step.table) or {}
         # An earlier clean-up's batches count while the history still reaches back to them.
         reaches = bool(chain) and chain[0].version == before.get("first_kept")
@@ -268,7 +268,7 @@ def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
         return None  # a first batch reads the upstream's snapshot as it is
     sources = checkpoint_log.read_offsets(checkpoint, logged[-1]).sources
     for name in hop.upstreams:
-        source = batches.upstream_offset(lake, hop, name, sources)
+        source = lineage.upstream_offset(lake, hop, name, sources)
         if not source or source.get("isStartingVersion"):
             continue
         table = lake.table(lake.spec.hop(name))
@@ -278,7 +278,7 @@ def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
         if present and first < present[0]:
             return f"{name}'s versions {first}..{present[0] - 1} (its log starts at version {present[0]})"
         fs = filesystem(table)
-        for commit in batches.commits(table, after=first - 1):
+        for commit in lineage.commits(table, after=first - 1):
             if not commit.appends_only:
                 continue  # the stream skips commits that remove files
             for action in delta_log.read_commit(table, commit.version):
@@ -299,14 +299,14 @@ def increment_gone(table: str, before: int | None, after: int | None) -> str | N
     fs = filesystem(table)
     for version in range((before if before is not None else -1) + 1, after + 1):
         if version not in present:
-            return f"version {version} of {batches.table_label(table)} (no longer in its log)"
+            return f"version {version} of {lineage.table_label(table)} (no longer in its log)"
         actions = delta_log.read_commit(table, version)
         kind = "cdc" if any("cdc" in action for action in actions) else "add"
         for action in actions:
             path = action.get(kind, {}).get("path")
             full = delta_log.file_path(table, path) if path else None
             if full and not fs.exists(full):
-                return f"data file {path} of {batches.table_label(table)}'s version {version}"
+                return f"data file {path} of {lineage.table_label(table)}'s version {version}"
     return None
 
 

@@ -12,7 +12,7 @@ the new code. Hops that read landing files have no table snapshot to read from: 
 The record of which batch fills state only is ``_ops/rebuilds/<pipeline>/<hop>.json``, tied to
 the new query's id (a later rollback gives the hop another id, which ends it). It also names the
 query ids the checkpoint had before: their batches come before the new batch 0, which stands for
-them when a rollback plans (:class:`spark_jobs.control.batches.Lineage`): a rollback to batch 0 or
+them when a rollback plans (:class:`spark_jobs.control.rollback.lineage.Lineage`): a rollback to batch 0 or
 later keeps them, one to the start undoes them too.
 Plain Python: no JVM here.
 """

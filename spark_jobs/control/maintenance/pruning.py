@@ -3,7 +3,7 @@
 ``retention.records``.
 
 A landing file goes when every hop reading its folder has committed it in a batch no rollback
-inside the window replays (at or before the hop's :func:`~spark_jobs.control.maintenance.window_targets`),
+inside the window replays (at or before the hop's :func:`~spark_jobs.control.maintenance.tables.window_targets`),
 and its modification time is older than ``retention.landing``. The file source's log keeps its
 entry, so a restart neither reads it again nor misses it. A backfill of the ingest hop reads
 every landing file: over event times the pruned files held, it would replace their rows with
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_jobs.control.maintenance import window_targets
+from spark_jobs.control.maintenance.tables import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
 from spark_jobs.logs.ops import read_records

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from spark_jobs.control.batches import restore_problem
+from spark_jobs.control.rollback.lineage import restore_problem
+from spark_jobs.control.rollback.plans import TableStep
 from spark_jobs.logs import delta_log
 from spark_jobs.model.errors import DataGone, UsageError
-from spark_jobs.model.plans import TableStep
 
 # RESTORE finds the files to add and to remove with two anti-joins of the table's file lists, then
 # reads each result back partition by partition: one partition makes that one job each, not one

@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 
-from spark_jobs.control.rebuild import folded_ids
+from spark_jobs.control.rollback.journals import read_rollbacks
+from spark_jobs.control.rollback.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
-from spark_jobs.logs.ops import read_records, read_rollbacks
+from spark_jobs.logs.ops import read_records
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
@@ -147,7 +148,7 @@ def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, i
 @dataclass(frozen=True)
 class Lineage:
     """The query ids a hop's checkpoint has had: the current one and those rollbacks replaced
-    (``ids``), and those a state rebuild replaced (``folded``, :mod:`spark_jobs.control.rebuild`):
+    (``ids``), and those a state rebuild replaced (``folded``, :mod:`spark_jobs.control.rollback.rebuild`):
     the rebuilt query's batch 0 stands for all of their batches, so theirs count as batch 0."""
 
     ids: frozenset[str]

@@ -4,12 +4,12 @@ On a local lake, an OS file lock (``flock``) on ``_ops/locks/<pipeline>.lock``: 
 it when the holding process dies, so a crashed run never holds it forever. The file also says who
 holds it, for the error message. On an object-store lake (``s3://``), where no machine sees
 another's ``flock``, a lease object ``_ops/locks/<pipeline>.lease`` written with conditional
-writes (:mod:`spark_jobs.control.lease`): it expires when its holder stops renewing it.
+writes (:mod:`spark_jobs.control.coordination.lease`): it expires when its holder stops renewing it.
 Both refuse, wait and name the holder the same way.
 
 The block holding the lock gets a **fence**: a callable the writers call before each commit (a
 Delta write, a rollback step). It never refuses for ``flock``, which a live process cannot lose;
-for a lease it raises :class:`~spark_jobs.control.lease.LeaseLost` once the lease expired or was
+for a lease it raises :class:`~spark_jobs.control.coordination.lease.LeaseLost` once the lease expired or was
 taken over, so a job that was paused or cut off from the store writes nothing more.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from spark_jobs.control.lease import Lease
+from spark_jobs.control.coordination.lease import Lease
 from spark_jobs.model.errors import PipelineBusy
 from spark_jobs.model.lake import Lake
 

@@ -1,6 +1,6 @@
 """A pipeline lock that works across machines: a lease object on the object store.
 
-The local lock (:mod:`spark_jobs.control.lock`) is an ``flock``, which only one machine sees. On
+The local lock (:mod:`spark_jobs.control.coordination.lock`) is an ``flock``, which only one machine sees. On
 an object-store lake the lock is an object, ``_ops/locks/<pipeline>.lease``, written with S3
 conditional writes, so that of two writers exactly one wins:
 

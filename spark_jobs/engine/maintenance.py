@@ -1,7 +1,7 @@
 """``lakehouse maintain`` on Spark: compact each table's small files (Delta OPTIMIZE), then delete
-the files no version from its :class:`~spark_jobs.control.maintenance.TablePlan`'s ``keep_from`` on
-uses (:func:`spark_jobs.control.maintenance.vacuum`, from the log); then archive or delete the
-landing files retention lets go (:mod:`spark_jobs.control.pruning`), having recorded the event
+the files no version from its :class:`~spark_jobs.control.maintenance.tables.TablePlan`'s ``keep_from`` on
+uses (:func:`spark_jobs.control.maintenance.tables.vacuum`, from the log); then archive or delete the
+landing files retention lets go (:mod:`spark_jobs.control.maintenance.pruning`), having recorded the event
 times their rows span in the ingest hop's table.
 
 OPTIMIZE's commit rewrites files without changing data (``dataChange`` false): the streams that
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from spark_jobs.control.maintenance import clean_log, stored_bytes, vacuum
+from spark_jobs.control.maintenance.tables import clean_log, stored_bytes, vacuum
 
 
 def _detail(spark, table: str) -> tuple[int, int]:
@@ -126,9 +126,9 @@ def landing_span(spark, table: str, time_column: str, files, through_batch: int)
 
 
 def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None) -> list[dict]:
-    """Each :class:`~spark_jobs.control.pruning.LandingPlan`: the span its files' rows hold in
+    """Each :class:`~spark_jobs.control.maintenance.pruning.LandingPlan`: the span its files' rows hold in
     the reading hops' tables, then the files archived or deleted; one entry each."""
-    from spark_jobs.control import pruning
+    from spark_jobs.control.maintenance import pruning
     from spark_jobs.engine.tables import table_exists
 
     entries = []
@@ -147,8 +147,9 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     compacted and vacuumed, old state store files deleted, expired landing files pruned, old
     records deleted. A dry run reads
     the logs only (``spark`` None: no JVM)."""
-    from spark_jobs.control import batches, pruning
-    from spark_jobs.control.maintenance import plan, prune_state, table_line, window_targets
+    from spark_jobs.control.maintenance import pruning
+    from spark_jobs.control.maintenance.tables import plan, prune_state, table_line, window_targets
+    from spark_jobs.control.rollback import lineage
     from spark_jobs.logs.ops import write_maintenance
     from spark_jobs.model.times import now_ms
 
@@ -157,7 +158,7 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
 
     def infos_of(hop):
         if hop.name not in infos:
-            infos[hop.name] = batches.hop_batches(lake, hop)
+            infos[hop.name] = lineage.hop_batches(lake, hop)
         return infos[hop.name]
 
     # Which batch a rollback inside the window may take each hop to: a compaction moves none of them.
