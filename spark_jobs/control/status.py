@@ -35,7 +35,7 @@ def late_rows(lake: Lake, hop: HopSpec, records: list[dict]) -> int:
     """Rows the hop's batches dropped as later than the allowed lateness, in the batches its
     history still holds (:func:`held_late_rows` of its records and rollbacks)."""
     cuts = [(journal.created_at or 0, step.target_batch) for journal in read_rollbacks(lake)
-            if journal.status == "succeeded" for step in journal.plan.hops if step.hop == hop.name]
+            if journal.finished for step in journal.plan.hops if step.hop == hop.name]
     return held_late_rows(records, cuts)
 
 

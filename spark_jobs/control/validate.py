@@ -238,7 +238,7 @@ def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
     known = [(record.get("started_at") or 0, record["query_id"]) for record in read_records(lake, hop.name)
              if record.get("query_id")]
     known += [(journal.finished_at or 0, step.new_query_id) for journal in read_rollbacks(lake)
-              if journal.status == "succeeded" for step in journal.plan.hops if step.hop == hop.name]
+              if journal.finished for step in journal.plan.hops if step.hop == hop.name]
     if known:
         return max(known, key=lambda pair: pair[0])[1]
     streamed = [commit for commit in lineage.commits(lake.table(hop)) if commit.app_id is not None]

@@ -308,8 +308,6 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
 
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
-    if sum(target is not None for target in (to_batch, to_run, to_time_ms)) != 1:
-        raise UsageError("give exactly one of --to-batch, --to-run, --to-time")
     request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan, exact)
     journal = rollbacks.pending(lake)
     if journal and not journal.plan.request.same_target(request):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from spark_jobs.control.rollback import lineage, replays
 from spark_jobs.control.rollback.journals import read_rollbacks, write_journal
-from spark_jobs.control.rollback.plans import HopStep, Journal, Plan, TableStep
+from spark_jobs.control.rollback.plans import HopStep, Journal, JournalStatus, Plan, Replay, TableStep
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model import settings
@@ -31,7 +31,7 @@ Restore = Callable[[TableStep], int]
 
 def pending(lake: Lake) -> Journal | None:
     """An unfinished rollback journal of the pipeline, if any."""
-    unfinished = [journal for journal in read_rollbacks(lake) if journal.status != "succeeded"]
+    unfinished = [journal for journal in read_rollbacks(lake) if not journal.finished]
     return unfinished[-1] if unfinished else None
 
 
@@ -63,16 +63,15 @@ def execute(restore: Restore, lake: Lake, plan: Plan, journal: Journal | None = 
             continue
         began = time.time()
         fence()
-        if step.startswith("restore "):
-            _, hop, table = step.split(" ", 2)
-            journal.restored[table] = restore(journal.plan.table_step(hop, table))
+        if step.action == "restore":
+            journal.restored[step.table] = restore(journal.plan.table_step(step.hop, step.table))
         else:
-            _rewind_checkpoint(lake, journal, step.split(" ", 1)[1])
+            _rewind_checkpoint(lake, journal, step.hop)
         _crash_point(number)
         journal.done.append(step)
         write_journal(lake, journal)
         progress(f"[rollback] {step}: done in {time.time() - began:.1f} s")
-    journal.status = "succeeded"
+    journal.status = JournalStatus.SUCCEEDED
     journal.finished_at = now_s()
     journal.duration_s = round(journal.finished_at - journal.created_at, 3)
     write_journal(lake, journal)
@@ -83,7 +82,7 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     step = journal.plan.step(hop_name)
     hop = lake.spec.hop(hop_name)
     checkpoint, target = step.checkpoint, step.target_batch
-    if step.replay == "exact":  # the undone batches' offsets, for the next run to replay as logged
+    if step.replay == Replay.EXACT:  # the undone batches' offsets, for the next run to replay as logged
         follows = {up: {"old": replays.writer(above), "new": above.new_query_id, "target": above.target_batch}
                    for up in step.restored_upstreams for above in [journal.plan.step(up)]}
         replays.keep(lake, hop, step, journal.rollback_id, follows)
@@ -129,7 +128,7 @@ def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpe
 def verify(lake: Lake, journal: Journal) -> list[str]:
     """What does not match a finished rollback (empty: all in place); no JVM."""
     problems = []
-    if journal.status != "succeeded":
+    if not journal.finished:
         problems.append(f"rollback {journal.rollback_id} is {journal.status}")
     for step in journal.plan.hops:
         offsets = checkpoint_log.offset_batch_ids(step.checkpoint)

@@ -19,7 +19,7 @@ import uuid
 from spark_jobs.control import source_switch, topics
 from spark_jobs.control.join_repairs import backfilled, widened
 from spark_jobs.control.rollback import lineage, replays
-from spark_jobs.control.rollback.plans import Backfill, HopStep, Plan, Request, TableStep
+from spark_jobs.control.rollback.plans import Backfill, HopStep, Plan, Replay, Request, TableAction, TableStep
 from spark_jobs.control.status import window_line
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
@@ -190,7 +190,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         step.skip_versions = skips.get(name, {})
         step.rebackfill = _rebackfill(lake, view.hop, step)
         step.afresh_because = replays.why_afresh(lake, view.hop, step, request, hops) or ""
-        step.replay = "afresh" if step.afresh_because or not step.undone else "exact"
+        step.replay = Replay.AFRESH if step.afresh_because or not step.undone else Replay.EXACT
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
             hops.append(replays.carry_or_drop(lake, view.hop, step, hops, request.replan))
     backfills = _backfills(lake, hops)
@@ -211,8 +211,6 @@ def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_r
     rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
     given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
              if value not in (None, "")}
-    if len(given) != 1:
-        raise UsageError(f"give exactly one of to_batch, to_run, to_time (got {', '.join(sorted(given)) or 'none'})")
     ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
     return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), ms, given.get("to_time"), cascade,
                               replan, exact))
@@ -371,7 +369,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         others = [c for c in lineage.effective_commits(table)
                   if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"]
         tables.append(TableStep(table, lineage.table_label(table), delta_log.table_version(table), cut,
-                                "restore" if cut >= 0 else "empty", [f"{c.version} {c.operation}" for c in others]))
+                                TableAction.RESTORE if cut >= 0 else TableAction.EMPTY, [f"{c.version} {c.operation}" for c in others]))
     query_id = checkpoint_log.query_id(view.checkpoint)
     step = HopStep(
         hop.name, target, undone, tables, kind=hop.kind, checkpoint=view.checkpoint,

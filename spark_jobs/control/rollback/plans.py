@@ -11,11 +11,53 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from enum import StrEnum
+from typing import Any, Literal, TypeVar
 
 from spark_jobs.model.errors import UsageError
 
 T = TypeVar("T")
+
+
+class TableAction(StrEnum):
+    """What a table step does: RESTORE to a version, or empty the table (its first batch undone)."""
+
+    RESTORE = "restore"
+    EMPTY = "empty"
+
+
+class Replay(StrEnum):
+    """How a hop's next run runs its undone batches: ``exact`` as their offsets logged them (the
+    same source range, watermark and timestamp) before new data; ``afresh`` planned again."""
+
+    EXACT = "exact"
+    AFRESH = "afresh"
+
+
+class JournalStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+
+
+@dataclass(frozen=True)
+class JournalStep:
+    """One step of a rollback journal: a table's restore, or a hop's checkpoint rewind. Written
+    in the journal as its text (``restore <hop> <table>``, ``checkpoint <hop>``)."""
+
+    action: Literal["restore", "checkpoint"]
+    hop: str
+    table: str | None = None
+
+    def __str__(self) -> str:
+        return f"restore {self.hop} {self.table}" if self.action == "restore" else f"checkpoint {self.hop}"
+
+    @classmethod
+    def parse(cls, text: str) -> JournalStep:
+        action, _, rest = text.partition(" ")
+        if action == "restore":
+            hop, _, table = rest.partition(" ")
+            return cls("restore", hop, table)
+        return cls("checkpoint", rest)
 
 
 def _known(cls: type[T], document: dict, **nested: Any) -> T:
@@ -26,15 +68,18 @@ def _known(cls: type[T], document: dict, **nested: Any) -> T:
 
 @dataclass
 class TableStep:
-    """One table a hop's rollback restores (``action`` "restore") or empties (a first batch undone)."""
+    """One table a hop's rollback restores or empties (a first batch undone)."""
 
     table: str
     label: str
     version_now: int
     restore_to: int
-    action: str
+    action: TableAction
     # Commits after ``restore_to`` by other writers (a backfill) that the restore undoes too, as "<version> <operation>".
     other_writers_undone: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.action = TableAction(self.action)
 
     @classmethod
     def from_dict(cls, document: dict) -> TableStep:
@@ -71,7 +116,7 @@ class HopStep:
     skip_to_version: int | None = None  # journals written before joins: the only upstream's skip
     # ``exact``: the next run re-runs each undone batch as its offsets logged it (the same source
     # range, watermark and timestamp) before new data; ``afresh``: it plans them again with new data.
-    replay: str = "afresh"
+    replay: Replay = Replay.AFRESH
     afresh_because: str = ""  # why the undone batches cannot run as logged (``--replan``: asked to)
     # Batches an earlier rollback kept for the hop's next run to replay, which this one drops (that
     # run plans them afresh): this rollback rewinds the hop or restores what they read.
@@ -83,12 +128,15 @@ class HopStep:
     # rollback replaced); otherwise ``old_query_id``.
     writer_query_id: str | None = None
 
+    def __post_init__(self):
+        self.replay = Replay(self.replay)
+
     def not_as_logged(self) -> str | None:
         """Why the next run will not replay the hop's undone (or kept) batches as logged, or None."""
         if self.dropped_replay:
             return (f"{self.hop}: drops the replay of batches {self.dropped_replay[0]}..{self.dropped_replay[-1]} an earlier "
                     "rollback kept: run the pipeline first, or roll back with --replan")
-        if self.undone and self.replay != "exact":
+        if self.undone and self.replay != Replay.EXACT:
             return (f"{self.hop}: cannot replay batches {self.undone[0]}..{self.undone[-1]} as logged "
                     f"({self.afresh_because}): roll back with --replan to plan them afresh, or to another point")
         return None
@@ -98,8 +146,11 @@ class HopStep:
         return _known(cls, document, tables=[TableStep.from_dict(each) for each in document.get("tables", [])])
 
     def to_dict(self) -> dict:
-        document = dataclasses.asdict(self)
-        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", "afresh"),
+        document = dataclasses.asdict(self)  # the enums as their plain text, for JSON and XCom
+        document["replay"] = str(self.replay)
+        for table in document["tables"]:
+            table["action"] = str(table["action"])
+        for key, empty in (("refused", []), ("reread_files", None), ("skip_to_version", None), ("replay", Replay.AFRESH),
                            ("dropped_replay", []), ("carried_replay", []),
                            ("writer_query_id", None), ("afresh_because", "")):
             if document[key] == empty:
@@ -121,6 +172,10 @@ class Request:
     exact: bool = False  # refuse unless every hop replays its undone batches as logged
 
     def __post_init__(self):
+        given = [name for name, value in (("to_batch", self.to_batch), ("to_run", self.to_run),
+                                          ("to_time", self.to_time)) if value is not None]
+        if len(given) != 1:
+            raise UsageError(f"give exactly one of --to-batch, --to-run, --to-time (got {', '.join(given) or 'none'})")
         if self.replan and self.exact:
             raise UsageError("--replan and --exact contradict each other: give one of them")
 
@@ -186,10 +241,10 @@ class Plan:
     def table_step(self, hop: str, table: str) -> TableStep:
         return next(each for each in self.step(hop).tables if each.table == table)
 
-    def steps(self) -> list[str]:
+    def steps(self) -> list[JournalStep]:
         """The journal's steps, in order: every table's restore, then every checkpoint's rewind."""
-        restores = [f"restore {step.hop} {table.table}" for step in self.hops for table in step.tables]
-        return restores + [f"checkpoint {step.hop}" for step in self.hops]
+        restores = [JournalStep("restore", step.hop, table.table) for step in self.hops for table in step.tables]
+        return restores + [JournalStep("checkpoint", step.hop) for step in self.hops]
 
     @classmethod
     def from_dict(cls, document: dict) -> Plan:
@@ -224,7 +279,7 @@ def _step_lines(step: HopStep) -> list[str]:
     span = f"undo batches {undone[0]}..{undone[-1]} ({len(undone)})" if undone else "no batch undone"
     lines = [f"  {step.hop}: {span}, keep up to batch {step.target_batch}"]
     for table in step.tables:
-        to = "emptied" if table.action == "empty" else f"RESTORE to version {table.restore_to}"
+        to = "emptied" if table.action == TableAction.EMPTY else f"RESTORE to version {table.restore_to}"
         lines.append(f"    table {table.label}: version {table.version_now} -> {to}")
         if table.other_writers_undone:
             lines.append(f"      also undoes commits by other writers: {', '.join(table.other_writers_undone)}")
@@ -236,7 +291,7 @@ def _step_lines(step: HopStep) -> list[str]:
     replayed = [*undone, *step.carried_replay]
     carried = (f" ({step.carried_replay[0]}..{step.carried_replay[-1]} kept by an earlier rollback)"
                if step.carried_replay else "")
-    if step.replay == "exact" and replayed:
+    if step.replay == Replay.EXACT and replayed:
         lines.append(f"    next run replays batches {replayed[0]}..{replayed[-1]}{carried} as logged (the same source ranges "
                      "and watermarks), then reads what is new")
     elif undone:
@@ -257,24 +312,32 @@ class Journal:
     its restore (the commit a hop reading that table skips). Written after every step."""
 
     plan: Plan
-    status: str = "running"
+    status: JournalStatus = JournalStatus.RUNNING
     created_at: float = 0.0
-    done: list[str] = field(default_factory=list)
+    done: list[JournalStep] = field(default_factory=list)
     restored: dict[str, int] = field(default_factory=dict)
     finished_at: float | None = None
     duration_s: float | None = None
 
+    def __post_init__(self):
+        self.status = JournalStatus(self.status)
+        self.done = [each if isinstance(each, JournalStep) else JournalStep.parse(each) for each in self.done]
+
     @property
     def rollback_id(self) -> str:
         return self.plan.rollback_id
+
+    @property
+    def finished(self) -> bool:
+        return self.status == JournalStatus.SUCCEEDED
 
     @classmethod
     def from_dict(cls, document: dict) -> Journal:
         return _known(cls, document, plan=Plan.from_dict(document["plan"]))
 
     def to_dict(self) -> dict:
-        document = {"plan": self.plan.to_dict(), "status": self.status, "created_at": self.created_at,
-                    "done": list(self.done), "restored": dict(self.restored)}
+        document = {"plan": self.plan.to_dict(), "status": str(self.status), "created_at": self.created_at,
+                    "done": [str(each) for each in self.done], "restored": dict(self.restored)}
         if self.finished_at is not None:
             document.update(finished_at=self.finished_at, duration_s=self.duration_s)
         return document

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.rollback.journals import read_rollbacks
-from spark_jobs.control.rollback.plans import HopStep, Request
+from spark_jobs.control.rollback.plans import HopStep, Replay, Request
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.errors import RunFailed, UsageError
@@ -52,7 +52,7 @@ def why_afresh(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planne
 def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]) -> str | None:
     above = {each.hop: each for each in planned}
     for upstream in step.restored_upstreams:
-        if above.get(upstream) is None or above[upstream].replay != "exact":
+        if above.get(upstream) is None or above[upstream].replay != Replay.EXACT:
             return f"{upstream} above runs its undone batches afresh"
         why = _followable(lake, hop, logged, above[upstream])
         if why:
@@ -154,10 +154,10 @@ def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep
     if (not (replan or step.skip_versions or step.target_batch < 0) and earlier[0] == last + 1
             and kept.get("query_id") == step.old_query_id
             and _carried_follows(lake, hop, step, planned, kept)):
-        step.carried_replay, step.replay, step.afresh_because = earlier, "exact", ""
+        step.carried_replay, step.replay, step.afresh_because = earlier, Replay.EXACT, ""
         step.writer_query_id = kept.get("writer") or _replaced_by(lake, kept["rollback_id"], hop.name)
     else:
-        step.dropped_replay, step.replay = earlier, "afresh"
+        step.dropped_replay, step.replay = earlier, Replay.AFRESH
     return step
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spark_jobs.control.rollback.lineage import restore_problem
-from spark_jobs.control.rollback.plans import TableStep
+from spark_jobs.control.rollback.plans import TableAction, TableStep
 from spark_jobs.logs import delta_log
 from spark_jobs.model.errors import DataGone, UsageError
 
@@ -20,7 +20,7 @@ def restore_table(spark, step: TableStep) -> int:
     """RESTORE (or empty) the table; return its version after, whose commit readers must skip."""
     if "`" in step.table:
         raise UsageError(f"table path {step.table} has a backtick; move LAKEHOUSE_HOME to a plain path")
-    if step.action == "restore":
+    if step.action == TableAction.RESTORE:
         problem = restore_problem(step.table, int(step.restore_to))
         if problem:  # deleted since the plan was made (by hand: maintenance waits for the rollback)
             raise DataGone(f"cannot restore {step.table}: {problem}; put the file back, or roll back to a later target")
