@@ -17,7 +17,7 @@ from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.logs import checkpoint_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records
-from spark_jobs.model.errors import DamagedLog
+from spark_jobs.model.errors import CheckpointDamaged, DamagedLog
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
@@ -267,3 +267,22 @@ def format_findings(findings: list[Finding], pipeline: str) -> str:
         lines.append(f"  {finding.hop}: {finding.kind}{state}: {finding.path}: {finding.problem}")
         lines.append(f"      fix: {finding.repair if finding.repaired else finding.fix}")
     return "\n".join(lines)
+
+
+def refuse_damaged(lake: Lake, hop: HopSpec, progress) -> None:
+    """Before a run starts its query: Spark would fail, skip or redo data on a damaged checkpoint,
+    so stop with the diagnosis (:class:`CheckpointDamaged`). First what a stopped run left is
+    mended: a checkpoint a state rebuild was swapping in is swapped in, the files of a log write
+    killed half-way are removed."""
+    checkpoint = lake.checkpoint(hop)
+    checkpoint_log.finish_restart(checkpoint)
+    for leftover in checkpoint_log.drop_leftovers(checkpoint):
+        progress(f"[{hop.name}] removed {leftover}: an interrupted write's")
+    findings = validate_hop(lake, hop)
+    if findings:
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise CheckpointDamaged(
+            f"checkpoint of {hop.name} is damaged: {first.path}: {first.problem}{more}; fix: {first.fix}; "
+            f"see `lakehouse checkpoint validate {lake.spec.name}`"
+        )

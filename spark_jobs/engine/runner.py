@@ -1,36 +1,38 @@
-"""Run a pipeline's hops: run-once streams (``availableNow``) and backfills (always-on streams:
-:mod:`spark_jobs.engine.continuous`).
+"""Run a pipeline's hops: run-once streams (``availableNow``), exact replays of the batches a
+rollback kept, and backfills (always-on streams: :mod:`spark_jobs.engine.continuous`).
 
-A hop run is its source, the pipeline's transform and its sink (:mod:`spark_jobs.engine.hops`, chosen by the
-hop's kind), plus the run record. All three modes call the same transforms (:mod:`spark_jobs.pipelines`); only
-the ends differ: ``Source.stream``/``Sink.stream_writer`` with a checkpoint, or ``Source.read``/``Sink.backfill``
-over an event-time range.
+A hop run is its source, the pipeline's transform and its sink (:mod:`spark_jobs.engine.hops`,
+chosen by the hop's kind, through the contracts of :mod:`spark_jobs.engine.contracts`), plus the
+run record. All modes call the same transforms (:mod:`spark_jobs.pipelines`); only the ends
+differ: ``Source.stream``/``Sink.stream_writer`` with a checkpoint, or
+``Source.read``/``Sink.backfill`` over an event-time range. :class:`HopRun` keeps the order of a
+run; the counting (:mod:`spark_jobs.engine.run_counts`), the progress
+(:mod:`spark_jobs.engine.stream_progress`), the checkpoint checks
+(:func:`spark_jobs.control.validate.refuse_damaged`) and everything kind-specific (the Sink)
+live elsewhere.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
 from spark_jobs.control import fingerprint as fingerprints
-from spark_jobs.control import suites
-from spark_jobs.control.rollback import rebuild
-from spark_jobs.engine import quality
+from spark_jobs.control.hop_state import HopState
+from spark_jobs.control.rollback import rebuild, replays
 from spark_jobs.engine.hops import source_and_sink
 from spark_jobs.engine.progress import Progress, first_line, stderr_progress, unfenced
-from spark_jobs.engine.replay import replay_logged
-from spark_jobs.engine.sources import LINES_READ
+from spark_jobs.engine.run_counts import DropRules, GateCounts, observed_total
+from spark_jobs.engine.stream_progress import StreamProgress
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.ops import write_record
-from spark_jobs.model.errors import CheckpointDamaged, LakehouseError, RunFailed
+from spark_jobs.model.errors import LakehouseError, RunFailed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import RunRecord, TableChange
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 from spark_jobs.pipelines import pipeline_code
-from spark_jobs.transforms.lineage import RESCUED
 
 
 class HopRun:
@@ -41,29 +43,21 @@ class HopRun:
         self.spark = spark
         self._fence = fence
         self.fenced: LakehouseError | None = None
-        self.lake = lake
-        self.hop = hop
-        self.spec = lake.spec.for_hop(hop.name)  # the hop's own event time where it sets one
+        self.state = state = HopState(lake, hop)
+        self.lake, self.hop, self.spec, self.checkpoint = lake, hop, state.spec, state.checkpoint
         self.code = pipeline_code(lake.spec)
         self.code.check(lake.spec)
         self.progress = progress
-        self.checkpoint = lake.checkpoint(hop)
         self.record = RunRecord(pipeline=lake.spec.name, hop=hop.name, run_id=run_id, mode=mode)
-        self.record.tables = {
-            table: TableChange(delta_log.table_version(table), None) for table in lake.tables_of(hop)
-        }
-        self._seen_batches: set[int] = set()
-        self._drop_observations: list = []  # the drop rules' counts of each write (quality.observe_drops)
+        self.record.tables = {table: TableChange(delta_log.table_version(table), None) for table in state.tables}
+        self.stream_progress = StreamProgress(self.record, hop.name, progress)
         self._read_observations: list = []  # a backfill's rows read from its source (:meth:`read`)
         self._fingerprint: fingerprints.Fingerprint | None = None
         self.state_only_batch: int | None = None
         source, sink = source_and_sink(hop)
         self.source, self.sink = source(self), sink(self)
-        self.drop_rules = suites.hop_drop_rules(lake.spec, hop, getattr(self.sink, "quarantine", None))
-        self._counts: dict | None = None  # the gate's counts of the rows written so far (counting)
-        # Their columns, once the first batch's frame said if it can; none for a run without a
-        # gate (``--quality=off``; a later ``lakehouse quality`` reads the rows back).
-        self._counting: list | None = None if gated else []
+        self.gate = GateCounts(self.spec, hop, self.code, gated)
+        self.drops = DropRules(lake.spec, hop, self.sink.quarantine)
 
     def fence(self) -> None:
         """The pipeline lock's check, which the sinks call before each commit; a refusal is kept,
@@ -80,21 +74,17 @@ class HopRun:
         record = self.record
         for table, change in record.tables.items():
             change.version_after = delta_log.table_version(table)
-        main_table = self.lake.table(self.hop)
-        main = record.tables[main_table]
-        record.rows_out = delta_log.rows_written(main_table, main.version_before, main.version_after)
-        quarantine = self.lake.quarantine(self.hop)
-        if quarantine:
-            change = record.tables[quarantine]
-            record.rows_quarantined = delta_log.rows_written(quarantine, change.version_before, change.version_after)
-        if self.hop.ingests:
-            record.rows_rescued = delta_log.rows_with_value(main_table, RESCUED, main.version_before, main.version_after)
-        if self.hop.changes is not None:
-            self.sink.count(record, main, status == "succeeded")
+        main = record.tables[self.state.table]
+        record.rows_out = delta_log.rows_written(self.state.table, main.version_before, main.version_after)
+        if self.state.quarantine:
+            change = record.tables[self.state.quarantine]
+            record.rows_quarantined = delta_log.rows_written(self.state.quarantine, change.version_before,
+                                                             change.version_after)
+        self.sink.finish_record(record, main, status == "succeeded")
         if record.mode == "backfill":  # a batch read has no streaming progress: its reads were observed
-            record.rows_in = _observed_total(self._read_observations, "rows")
-        record.counted = self._counts if self._counts and self._counts["batches"] else None
-        record.rows_dropped_by_rule = self._dropped_by_rule()
+            record.rows_in = observed_total(self._read_observations, "rows")
+        record.counted = self.gate.totals
+        record.rows_dropped_by_rule = self.drops.by_rule()
         record.finish(status, error)
         write_record(self.lake, record)
         if status == "succeeded" and self._fingerprint is not None:
@@ -102,38 +92,8 @@ class HopRun:
         return record
 
     def note_progress(self, query) -> None:
-        for progress in query.recentProgress:
-            entry = json.loads(progress.json)
-            batch_id = entry["batchId"]
-            # An idle progress (no batch ran: nothing new) names the next batch id but has no addBatch.
-            if batch_id in self._seen_batches or "addBatch" not in entry.get("durationMs", {}):
-                continue
-            self._seen_batches.add(batch_id)
-            # A source that reads whole files counts its rows itself (numInputRows would be files).
-            lines = entry.get("observedMetrics", {}).get(LINES_READ)
-            rows = int(lines["rows"] if lines else entry.get("numInputRows") or 0)
-            rate = float(entry.get("processedRowsPerSecond") or 0.0)
-            dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in entry.get("stateOperators", []))
-            self.record.batch_ids.append(batch_id)
-            self.record.rows_in += rows
-            self.record.rows_dropped_late += dropped
-            self.record.progress.append(
-                {
-                    "batch_id": batch_id,
-                    "timestamp": entry.get("timestamp"),
-                    "rows": rows,
-                    "rows_per_second": round(rate, 1),
-                    "duration_ms": entry.get("durationMs", {}),
-                    "watermark": entry.get("eventTime", {}).get("watermark"),
-                    "rows_dropped_late": dropped,
-                    "sources": [
-                        {"start": source.get("startOffset"), "end": source.get("endOffset")}
-                        for source in entry.get("sources", [])
-                    ],
-                }
-            )
-            late = f", {dropped} late rows dropped" if dropped else ""
-            self.progress(f"[{self.hop.name}] batch {batch_id}: {rows:,} rows ({rate:,.0f} rows/s){late}")
+        """What the query's batches did since the last call, into the record."""
+        self.stream_progress.note(query)
 
     # -- streams ----------------------------------------------------------------------------
 
@@ -181,89 +141,6 @@ class HopRun:
             self.progress(fingerprints.note(self.hop))
         self.record.fingerprint = new.to_dict()
         self._fingerprint = new
-
-    def _count_columns(self, frame, keys: tuple[str, ...]) -> list:
-        """The gate's counts as aggregate columns (:func:`quality.counted_rules`), decided on the
-        first batch's frame; empty when a rule cannot be counted as rows are written."""
-        if self._counting is None:
-            suite = suites.load_suite(self.spec, self.hop)
-            columns = quality.counted_rules(suite, self.code.quality_frame(self.hop, frame), keys)
-            self._counting = [] if columns is None else columns
-            self._counts = None if columns is None else {"suite": quality.suite_digest(suite), "batches": 0}
-        return self._counting if self._counts is not None else []
-
-    def counting(self, frame):
-        """``(frame, observation)``: the rows a batch writes, counted by the hop's suite as they are
-        written (``DataFrame.observe``: no job of its own, and the gate then reads nothing back)
-        when every rule can be counted so; else ``(frame, None)``. After the write,
-        :meth:`counted` takes the counts."""
-        columns = self._count_columns(frame, ())
-        if not columns:
-            return frame, None
-        from pyspark.sql import Observation
-
-        observation = Observation()
-        checked = self.code.quality_frame(self.hop, frame).observe(observation, *columns)
-        return checked.select(*frame.columns), observation
-
-    def _dropped_by_rule(self) -> dict[str, int]:
-        """What the ``drop`` rules took out, by rule, summed over the writes that happened (a
-        write Delta skipped, a batch committed before, counted nothing)."""
-        totals = {suites.rule_name(rule): 0 for rule in self.drop_rules}
-        for observation in _completed(self._drop_observations):
-            for name, count in observation.get.items():
-                totals[name] = totals.get(name, 0) + int(count or 0)
-        return totals
-
-    def counted(self, observation) -> None:
-        """Add what ``observation`` counted as its batch was written. None came when Delta skipped
-        the write (a batch committed before): the run's counts are dropped, and the gate reads the
-        rows back."""
-        if observation is None or self._counts is None:
-            return
-        if not observation._jo.future().isCompleted():
-            self._counts = None
-            return
-        self._add_counts(observation.get)
-
-    def count_now(self, frame, keys: tuple[str, ...]) -> None:
-        """Count the rows a MERGE just wrote (``frame``, its source, cached: one small job over
-        the cache; Spark does not observe a MERGE's source). Its table holds each of ``keys``
-        once, but a key two batches change would be counted twice: counts hold for a run of one
-        batch only. A MERGE that Delta skipped leaves the counts apart from the table's, so the
-        gate reads the rows back."""
-        columns = self._count_columns(frame, keys)
-        if not columns:
-            return
-        if self._counts["batches"]:
-            self._counts = None
-            return
-        began = time.time()
-        totals = self.code.quality_frame(self.hop, frame).agg(*columns).first().asDict()
-        self._add_counts(dict(totals, seconds=round(time.time() - began, 3)))  # the gate's time, spent here
-
-    def _add_counts(self, totals: dict) -> None:
-        for name, value in totals.items():
-            self._counts[name] = value if self._counts.get(name) is None else self._counts[name] + (value or 0)
-        self._counts["batches"] += 1
-
-    def drop_failing(self, kept, quarantined, keep: tuple[str, ...]):
-        """Apply the suite's ``drop`` rules: failing rows join the quarantine rows, with the rule."""
-        if not self.drop_rules:
-            return kept, quarantined
-        kept, dropped = quality.split_by_rules(kept, self.drop_rules)
-        dropped = quality.as_quarantine_rows(dropped, kept.columns, keep)
-        return kept, dropped if quarantined is None else quarantined.unionByName(dropped)
-
-    def counting_drops(self, quarantine_rows):
-        """``quarantine_rows`` as the quarantine's write takes them, the drop rules' rows counted
-        as that write runs (:func:`~spark_jobs.engine.quality.observe_drops`; what a run's record
-        says it dropped by rule)."""
-        if not self.drop_rules:
-            return quarantine_rows
-        quarantine_rows, observation = quality.observe_drops(quarantine_rows, self.drop_rules)
-        self._drop_observations.append(observation)
-        return quarantine_rows
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):
         """The source's rows in ``[start_ms, end_ms)`` (batch mode). A backfill counts them as
@@ -313,26 +190,34 @@ class HopRun:
         return self.close("skipped")
 
     def refuse_damaged_checkpoint(self) -> None:
-        """Spark would fail, skip or redo data on a damaged checkpoint: stop with the diagnosis.
-        First what a stopped run left is mended: a checkpoint a state rebuild was swapping in is
-        swapped in, the files of a log write killed half-way are removed."""
-        from spark_jobs.control.validate import validate_hop
+        """Stop with the diagnosis on a checkpoint Spark would fail, skip or redo data on
+        (:func:`spark_jobs.control.validate.refuse_damaged`)."""
+        from spark_jobs.control.validate import refuse_damaged
 
-        checkpoint_log.finish_restart(self.checkpoint)
-        for leftover in checkpoint_log.drop_leftovers(self.checkpoint):
-            self.progress(f"[{self.hop.name}] removed {leftover}: an interrupted write's")
-        findings = validate_hop(self.lake, self.hop)
-        if findings:
-            first = findings[0]
-            more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-            raise CheckpointDamaged(
-                f"checkpoint of {self.hop.name} is damaged: {first.path}: {first.problem}{more}; fix: {first.fix}; "
-                f"see `lakehouse checkpoint validate {self.spec.name}`"
-            )
+        refuse_damaged(self.lake, self.hop, self.progress)
 
     def replay_logged(self) -> None:
-        """The batches a rollback kept, run again as logged (:func:`spark_jobs.engine.replay.replay_logged`)."""
-        replay_logged(self)
+        """Run again, in order, the batches a rollback undid and kept (:mod:`spark_jobs.control.rollback.replays`),
+        put back one at a time and run with ``Trigger.Once``, which runs a logged, uncommitted
+        batch with its logged source range and watermark and stops right after it; then mark
+        them replayed. None kept: nothing to do."""
+        logged = replays.pending(self.lake, self.hop, self.progress)
+        upstream_commits: dict = {}
+        for batch_id, text in logged:
+            replays.put_back(self.lake, self.hop, batch_id, text, upstream_commits)
+            self.progress(f"[{self.hop.name}] batch {batch_id} again, as it was logged")
+            query = self.start_stream({"once": True})
+            self._await(query, f"{self.hop.name} failed replaying batch {batch_id}")
+        if logged:
+            replays.done(self.lake, self.hop)
+
+    def _await(self, query, failed: str) -> None:
+        """Wait for ``query`` to stop, noting its progress; :class:`RunFailed` if it failed."""
+        while not query.awaitTermination(1):
+            self.note_progress(query)
+        self.note_progress(query)
+        if query.exception() is not None:
+            raise RunFailed(f"{failed}: {first_line(query.exception())}")
 
     def run_once(self, max_files_per_trigger: int | None = None) -> RunRecord:
         """Process everything new since the last run (``availableNow``), then stop."""
@@ -343,11 +228,7 @@ class HopRun:
             self.refuse_damaged_checkpoint()
             self.replay_logged()
             query = self.start_stream({"availableNow": True}, max_files_per_trigger)
-            while not query.awaitTermination(1):
-                self.note_progress(query)
-            self.note_progress(query)
-            if query.exception() is not None:
-                raise RunFailed(f"{self.hop.name} failed: {first_line(query.exception())}")
+            self._await(query, f"{self.hop.name} failed")
         if not self.record.batch_ids:
             self.progress(f"[{self.hop.name}] no new data")
         return self.close("succeeded")
@@ -374,22 +255,7 @@ class HopRun:
         self.progress(
             f"[{self.hop.name}] backfill {record.range_start} .. {record.range_end}: "
             f"{record.rows_out:,} rows written ({record.rows_out / elapsed:,.0f} rows/s)"
-            + (f", {record.rows_quarantined:,} quarantined" if self.lake.quarantine(self.hop) else "")
+            + (f", {record.rows_quarantined:,} quarantined" if self.state.quarantine else "")
         )
         return record
-
-
-def _completed(observations: list) -> list:
-    """The observations whose frame ran (asking one that never ran for its metrics would wait forever)."""
-    return [observation for observation in observations if observation._jo.future().isCompleted()]
-
-
-def _observed_total(observations: list, name: str) -> int:
-    """The sum of metric ``name`` over the observations whose frame ran. A metrics row without a
-    schema is a frame Spark found empty before running it (its plan pruned to no relation)."""
-    total = 0
-    for observation in _completed(observations):
-        if observation._jo.getRow().schema() is not None:
-            total += int(observation.get.get(name) or 0)
-    return total
 

@@ -2,7 +2,7 @@
 (:data:`spark_jobs.engine.hops.SOURCES`): the landing folder, a Kafka topic, one upstream table,
 several.
 Each gives ``stream()`` for the run-once and always-on query, ``read(start_ms, end_ms)`` for a
-backfill and ``missing()``, what is not there yet to read (:class:`spark_jobs.engine.hops.Source`)."""
+backfill and ``missing()``, what is not there yet to read (:class:`spark_jobs.engine.contracts.Source`)."""
 
 from __future__ import annotations
 

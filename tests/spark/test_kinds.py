@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.engine.contracts import Sink
 from spark_jobs.model import kinds
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -37,13 +38,10 @@ def test_a_spec_names_only_declared_kinds(tmp_path):
         load_spec(spec)
 
 
-class CopySink:
+class CopySink(Sink):
     """The toy kind's Sink: each batch's transformed rows appended once (Delta's transaction per
-    batch id), a backfill's range overwritten."""
-
-    def __init__(self, run):
-        self.run = run
-        self.table = run.lake.table(run.hop)
+    batch id), a backfill's range overwritten. The base class gives ``run``, ``table``, the range
+    a backfill writes (the one asked for) and a record with nothing of its own."""
 
     def stream_writer(self, frame, query_id: str):
         run, table = self.run, self.table
@@ -53,9 +51,6 @@ class CopySink:
             batch.write.format("delta").mode("append").options(txnAppId=query_id, txnVersion=str(batch_id)).save(table)
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
-
-    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
-        return start_ms, end_ms
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         from spark_jobs.engine.tables import range_predicate
@@ -116,3 +111,16 @@ def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_
     (fresh / "landing" / "toy").symlink_to(landing)
     service.backfill("toy", 1_772_323_200_000, 1_772_323_200_000 + 3_600_000, progress=lambda line: None)
     assert silver(fresh) == _positive_ids(landing)
+
+
+def test_a_sink_that_does_not_subclass_the_contract_is_refused_by_name():
+    from spark_jobs.engine import hops
+
+    class Loose:
+        def __init__(self, run):
+            self.run = run
+
+    before = dict(hops.SINKS)
+    with pytest.raises(TypeError, match="the sink of hop kind 'append' must subclass spark_jobs.engine.contracts.Sink"):
+        hops.register_sink("append", Loose)
+    assert hops.SINKS == before

@@ -17,6 +17,7 @@ import time
 import uuid
 
 from spark_jobs.control import source_switch, topics
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.join_repairs import backfilled, widened
 from spark_jobs.control.rollback import lineage, replays
 from spark_jobs.control.rollback.plans import Backfill, HopStep, Plan, Replay, Request, TableAction, TableStep
@@ -64,17 +65,12 @@ def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str |
 
 # -- planning -----------------------------------------------------------------------------------
 
-class _HopView:
-    """What planning needs of one hop, read once."""
+class _HopView(HopState):
+    """What planning needs of one hop, read once: its state, query ids and read positions."""
 
     def __init__(self, lake: Lake, hop: HopSpec):
-        self.lake = lake
-        self.hop = hop
-        self.checkpoint = lake.checkpoint(hop)
-        self.offsets = checkpoint_log.offset_batch_ids(self.checkpoint)
-        self.committed = checkpoint_log.commit_batch_ids(self.checkpoint)
+        super().__init__(lake, hop)
         self.ids = lineage.query_ids(lake, hop)
-        self.table = lake.table(hop)
         self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
         self._same: dict[int, tuple[int, int]] = {}
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from spark_jobs.engine import quality
+from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import held, range_predicate, table_exists
 from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
 
 
-class AppendSink:
+class AppendSink(Sink):
     """Appends the transformed rows; rows a ``drop`` rule fails go to the hop's quarantine, if it has one."""
 
     def __init__(self, run):
-        self.run = run
-        self.table, self.quarantine = run.lake.table(run.hop), run.lake.quarantine(run.hop)
+        super().__init__(run)
+        self.quarantine = run.lake.quarantine(run.hop)
 
     def stream_writer(self, frame, query_id: str):
         run, hop, table, quarantine = self.run, self.run.hop, self.table, self.quarantine
@@ -25,23 +26,23 @@ class AppendSink:
 
         def write_batch(batch, batch_id: int) -> None:
             nonlocal quarantine_exists
-            with held(batch) if run.drop_rules or hop.unique else nullcontext():  # read twice: computed once
-                kept, dropped = run.drop_failing(self._not_held(batch) if hop.unique else batch, None,
+            with held(batch) if run.drops.rules or hop.unique else nullcontext():  # read twice: computed once
+                kept, dropped = run.drops.drop_failing(self._not_held(batch) if hop.unique else batch, None,
                                                  (hop.time_column,))
-                kept, counts = run.counting(kept)
+                kept, counts = run.gate.counting(kept)
                 # The transaction a Delta sink would write: a replayed batch id is skipped.
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
                 kept.write.format("delta").mode("append").partitionBy(*hop.partition_by).options(
                     **idempotent).save(table)
-                run.counted(counts)
+                run.gate.counted(counts)
                 if quarantine is None:
                     return
                 if dropped is None:  # no drop rule: nothing to quarantine, and no commit once the table exists
                     if quarantine_exists:
                         return
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
-                add_lineage(run.counting_drops(dropped), batch_id).write.format("delta").mode("append").options(
+                add_lineage(run.drops.counting(dropped), batch_id).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
                 quarantine_exists = True
 
@@ -67,16 +68,13 @@ class AppendSink:
         held = held.where(F.col(hop.time_column).between(low, high)).select(*hop.unique).distinct()
         return batch.join(held, on=list(hop.unique), how="left_anti")
 
-    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
-        return start_ms, end_ms
-
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Overwrite exactly the range (``replaceWhere``), in the table and in the quarantine."""
         run, hop = self.run, self.run.hop
         frame = run.transformed_range(start_ms, end_ms, inputs)
         in_range = range_predicate(frame, hop.time_column, start_ms, end_ms)
         # A join read its upstreams around the range (UpstreamTables.read): keep the range's rows.
-        frame, dropped = run.drop_failing(frame.where(in_range), None, (hop.time_column,))
+        frame, dropped = run.drops.drop_failing(frame.where(in_range), None, (hop.time_column,))
         writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", in_range)
         if hop.partition_by:
             writer = writer.partitionBy(*hop.partition_by)
@@ -85,5 +83,5 @@ class AppendSink:
         if self.quarantine:
             if dropped is None:
                 dropped = quality.no_quarantine_rows(frame, (hop.time_column,))
-            add_lineage(run.counting_drops(dropped), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+            add_lineage(run.drops.counting(dropped), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                 "replaceWhere", in_range).save(self.quarantine)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_files, held, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 
@@ -107,12 +108,11 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
     return versions.select(*kept)
 
 
-class ChangesSink:
+class ChangesSink(Sink):
     """A change feed applied by MERGE, each touched key recomputed from its changes."""
 
     def __init__(self, run):
-        self.run = run
-        self.table = run.lake.table(run.hop)
+        super().__init__(run)
         self.rules = run.hop.changes
         self.keys = tuple(run.hop.keys)
 
@@ -197,7 +197,7 @@ class ChangesSink:
                  .whenMatchedDelete(f"s.{LIVE} IS NULL").whenMatchedUpdate(set=columns)
                  .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns).execute())
 
-    def count(self, record, change, succeeded: bool) -> None:
+    def finish_record(self, record, change, succeeded: bool) -> None:
         """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
         when it succeeded, the live keys it left."""
         record.rows_deleted = delta_log.rows_deleted(self.table, change.version_before, change.version_after)
@@ -213,9 +213,6 @@ class ChangesSink:
             return rows
         table = self.run.spark.read.format("delta").load(self.table)
         return (table if self.rules.scd == 1 else table.where(f"`{self.rules.validity[1]}` IS NULL")).count()
-
-    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
-        return start_ms, end_ms
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Recompute every key a change of ``[start, end)`` touches, from all its changes."""

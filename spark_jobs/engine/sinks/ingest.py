@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 
+from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_backfill_writes, held, range_predicate, table_exists
-from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, add_lineage, not_yet_written
+from spark_jobs.logs import delta_log
+from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, RESCUED, add_lineage, not_yet_written
 
 
-class IngestSink:
+class IngestSink(Sink):
     """Valid rows to the hop's table (with lineage), every other line to its quarantine."""
 
     def __init__(self, run):
-        self.run = run
-        self.table, self.quarantine = run.lake.table(run.hop), run.lake.quarantine(run.hop)
+        super().__init__(run)
+        self.quarantine = run.lake.quarantine(run.hop)
 
     def stream_writer(self, parsed, query_id: str):
         run, table, quarantine = self.run, self.table, self.quarantine
@@ -33,7 +35,7 @@ class IngestSink:
                 valid, invalid = run.code.split_ingested(run.hop, batch)
                 if backfilled:
                     valid, invalid = self._not_backfilled(batch, valid, invalid)
-                valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
+                valid, invalid = run.drops.drop_failing(valid, invalid, ("_source_file",))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
                 # mergeSchema: a column the parse gained (``_rescued``) joins a table written before it.
@@ -41,7 +43,7 @@ class IngestSink:
                     *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
                 if quarantine_exists and invalid.isEmpty():
                     return
-                add_lineage(run.counting_drops(invalid), batch_id, ingest_time).write.format("delta").mode("append").options(
+                add_lineage(run.drops.counting(invalid), batch_id, ingest_time).write.format("delta").mode("append").options(
                     **idempotent).save(quarantine)
                 quarantine_exists = True
 
@@ -77,8 +79,9 @@ class IngestSink:
             invalid = not_yet_written(invalid, quarantined)
         return valid, invalid
 
-    def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:
-        return start_ms, end_ms
+    def finish_record(self, record, main, succeeded: bool) -> None:
+        """The rows whose unparsed fields went to the rescued column, from the table's log."""
+        record.rows_rescued = delta_log.rows_with_value(self.table, RESCUED, main.version_before, main.version_after)
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Bronze over the range; the quarantine of everything read (every landing file, every
@@ -93,11 +96,11 @@ class IngestSink:
         with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
             valid, invalid = run.code.split_ingested(run.hop, parsed)
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
-            valid, invalid = run.drop_failing(valid, invalid, ("_source_file",))
+            valid, invalid = run.drops.drop_failing(valid, invalid, ("_source_file",))
             in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)
             run.fence()
             add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
                 *run.hop.partition_by).option("replaceWhere", in_range).option("mergeSchema", "true").save(self.table)
             if scope:
-                add_lineage(run.counting_drops(invalid), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
+                add_lineage(run.drops.counting(invalid), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
                     "replaceWhere", scope).save(self.quarantine)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
+from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_files, range_predicate, table_exists
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.model.times import duration_ms
 
 
-class MergeSink:
+class MergeSink(Sink):
     """An aggregate kept current by MERGE on the hop's keys, each changed key recounted from upstream."""
-
-    def __init__(self, run):
-        self.run = run
-        self.table = run.lake.table(run.hop)
 
     def stream_writer(self, frame, query_id: str):
         from delta.tables import DeltaTable
@@ -52,7 +49,7 @@ class MergeSink:
                 else:
                     target = DeltaTable.forPath(session, table).alias("t")
                     target.merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
-                run.count_now(changed, tuple(run.hop.keys))  # from the cache the write filled
+                run.gate.count_now(changed, tuple(run.hop.keys))  # from the cache the write filled
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
                 session.conf.unset("spark.databricks.delta.write.txnVersion")
