@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from spark_jobs.control.rollback.plans import Request
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.records import RunRecord, new_run_id
-from spark_jobs.model.spec import HopSpec
+from spark_jobs.model.records import new_run_id
 from spark_jobs.model.times import iso
-from spark_jobs.results import GateFailure, MaintainResult, RollbackResult, RunResult, ValidateResult
+from spark_jobs.results import MaintainResult, RollbackResult, RunResult, ValidateResult
 
 Progress = Callable[[str], None]
 QUALITY_MODES = ("gate", "report", "off")
@@ -64,43 +63,9 @@ def _writer(lake: Lake, action: str, run_id: str, wait_s: float, progress: Progr
 
 
 def _session(lake: Lake, action: str):
-    from spark_jobs.engine.session import build_session
+    from spark_jobs.engine.pipeline_run import session
 
-    return build_session(f"lakehouse-{lake.spec.name}-{action}", lake.spec.shuffle_partitions)
-
-
-def _gate(spark, lake: Lake, hop: HopSpec, record: RunRecord, mode: str, progress: Progress) -> dict | None:
-    """Check the hop's suite on what the run wrote (unless mode ``off``) and keep it in the record."""
-    if mode == "off" or record.status not in ("succeeded", "skipped"):
-        return None
-    from spark_jobs.control.suites import format_summary
-    from spark_jobs.engine import quality
-    from spark_jobs.logs.ops import write_record
-
-    summary = quality.check(spark, lake, hop, record.to_dict())
-    if summary is None:
-        return None
-    record.quality = {key: summary.get(key) for key in ("gate", "failed", "warned", "rows", "seconds", "data_docs")}
-    write_record(lake, record)
-    progress(format_summary(summary))
-    return summary
-
-
-def _hops_gated(spark, lake: Lake, hops, mode: str, progress: Progress, run_hop,
-                after=None) -> tuple[list, GateFailure | None]:
-    """Run each hop (``run_hop(hop)`` gives its record) then its gate, then ``after(hop)`` (which
-    gives the summary of a gate of its own that failed, if any); stop below a failed gate in
-    ``gate`` mode."""
-    records = []
-    for hop in hops:
-        records.append(run_hop(hop))
-        summary = _gate(spark, lake, hop, records[-1], mode, progress)
-        stopped = summary and summary["gate"] == "failed" and mode == "gate"
-        if not stopped and after is not None and records[-1].status == "succeeded":
-            summary = after(hop) or summary
-        if summary and summary["gate"] == "failed" and mode == "gate":
-            return records, GateFailure(hop.name, summary)
-    return records, None
+    return session(lake, action)
 
 
 # -- the operations --------------------------------------------------------------------------------
@@ -155,12 +120,9 @@ def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files
 def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: int | None = None,
          quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
          progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
-    """The hops run under the pipeline's lock; ``first`` is called once it is held, before anything else."""
-    from spark_jobs.control.maintenance.tables import check_readable
-    from spark_jobs.control.source_switch import check_sources
-    from spark_jobs.engine.continuous import run_continuous
-    from spark_jobs.engine.preflight import check_code_changes
-    from spark_jobs.engine.runner import HopRun
+    """The hops run under the pipeline's lock (:func:`spark_jobs.engine.pipeline_run.run_hops`);
+    ``first`` is called once it is held, before anything else."""
+    from spark_jobs.engine.pipeline_run import run_hops
 
     run_id = checked_run_id(run_id)
     _check_quality_mode(quality)
@@ -169,42 +131,8 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
         if first is not None:
             first()
-        check_sources(lake, hops)  # before Spark: each hop's checkpoint was written by the source it reads
-        check_readable(lake, hops)  # and what a stream must read next is all there
-        spark = _session(lake, "run")
-        check_code_changes(spark, lake, hops, progress)  # before any query starts
-        if continuous:
-            records = run_continuous(spark, lake, hops, run_id, trigger_interval, progress=progress, fence=fence)
-            # Once the streams stopped: the pairs a backfill before the session owes with the
-            # rows the session streamed (a run-once run repairs after each hop's stream).
-            for each in hops:
-                summary = _repair(spark, lake, each, run_id, quality, progress, fence)
-                if summary and summary["gate"] == "failed" and quality == "gate":
-                    return RunResult(run_id, "run", records, GateFailure(each.name, summary), lake.spec.name)
-            return RunResult(run_id, "run", records, pipeline=lake.spec.name)
-        records, failed = _hops_gated(
-            spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "run-once", progress, fence,
-                                gated=quality != "off").run_once(max_files_per_trigger),
-            lambda each: _repair(spark, lake, each, run_id, quality, progress, fence))
-    return RunResult(run_id, "run", records, failed, lake.spec.name)
-
-
-def _repair(spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress, fence) -> dict | None:
-    """After the hop's stream, the backfills it owes (:mod:`spark_jobs.control.join_repairs`), each
-    gated like a backfill; the summary of a gate that failed, if one did."""
-    from spark_jobs.control.join_repairs import owed
-    from spark_jobs.engine.runner import HopRun
-
-    for number, (start_ms, end_ms) in enumerate(owed(lake, hop), 1):
-        progress(f"[{hop.name}] repair: recomputing {iso(start_ms)} .. {iso(end_ms)}, where a backfill above "
-                 "wrote rows this hop's stream does not read")
-        repair = HopRun(spark, lake, hop, f"{run_id}.repair-{number}", "backfill", progress, fence)
-        repair.record.repair = True
-        summary = _gate(spark, lake, hop, repair.backfill(start_ms, end_ms), mode, progress)
-        if summary and summary["gate"] == "failed":
-            return summary
-    return None
+        return run_hops(lake, hops, run_id, quality, progress, fence, max_files_per_trigger=max_files_per_trigger,
+                        continuous=continuous, trigger_interval=trigger_interval)
 
 
 def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: str | None = None,
@@ -222,9 +150,9 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
     hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
     rebuilt: list[str] = []
     if from_ms is not None:
-        from spark_jobs.engine.preflight import incompatible_changes
+        from spark_jobs.engine.pipeline_run import refresh_rebuilds
 
-        rebuilt = [error.hop for error in incompatible_changes(_session(lake, "refresh"), lake, hops, progress)]
+        rebuilt = refresh_rebuilds(lake, hops, progress)
         for name in rebuilt:
             reason = rebuild.refusal(lake, lake.spec.hop(name), from_text or iso(from_ms))
             if reason:
@@ -258,7 +186,7 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
     ``wait_s``) while a hop's stream has not read what is upstream of it."""
     from spark_jobs.control.maintenance.pruning import backfill_refusal
     from spark_jobs.control.status import stream_lag
-    from spark_jobs.engine.runner import HopRun
+    from spark_jobs.engine.pipeline_run import backfill_hops
 
     lake = open_lake(pipeline)
     hops = lake.spec.select_hops(hop)
@@ -277,11 +205,7 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
         return "; ".join(lagging.values()) + f" (the stream's next run reads them: {runs})"
 
     with _writer(lake, "backfill", run_id, wait_s, progress, streams_caught_up) as fence:
-        spark = _session(lake, "backfill")
-        records, failed = _hops_gated(
-            spark, lake, hops, quality, progress,
-            lambda each: HopRun(spark, lake, each, run_id, "backfill", progress, fence).backfill(start_ms, end_ms))
-    return RunResult(run_id, "backfill", records, failed, pipeline)
+        return backfill_hops(lake, hops, start_ms, end_ms, run_id, quality, progress, fence)
 
 
 def status(pipeline: str, hop: str | None = None) -> dict:
@@ -304,7 +228,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     from spark_jobs.control.coordination.lock import pipeline_lock
     from spark_jobs.control.rollback import execute as rollbacks
     from spark_jobs.control.rollback import planner
-    from spark_jobs.control.rollback.restore import restore_table
+    from spark_jobs.engine.pipeline_run import Restorer
 
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
@@ -327,14 +251,7 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
         if plan.nothing_to_do:
             return RollbackResult(plan, executed=False)
         progress(plan.text())
-        sessions: list = []
-
-        def restore(step):
-            if not sessions:  # the first RESTORE starts the JVM: say so, it takes a while on a cold machine
-                progress(f"[rollback] starting Spark for {sum(len(each.tables) for each in plan.hops)} table restores")
-                sessions.append(_session(lake, "rollback"))
-            return restore_table(sessions[0], step)
-
+        restore = Restorer(lake, sum(len(each.tables) for each in plan.hops), progress)
         done = rollbacks.execute(restore, lake, plan, journal, progress, fence)
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 

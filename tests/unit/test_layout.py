@@ -151,3 +151,45 @@ def test_the_cli_calls_the_service_and_reads_the_model_only():
     below = sorted(name for name in used - {"spark_jobs"}  # the package itself: `from spark_jobs import service`
                    if not name.startswith(("spark_jobs.service", "spark_jobs.model", "spark_jobs.results")))
     assert below == [], f"the CLI reaches below the service: {below}"
+
+
+# The layers, lowest first (docs/architecture.md): a module may import its own layer and the
+# layers below it, never one above, lazily or not. ``results`` is the service's return types.
+LAYERS = [
+    ("spark_jobs.model",),
+    ("spark_jobs.logs",),
+    ("spark_jobs.control", "spark_jobs.results"),
+    ("spark_jobs.transforms", "spark_jobs.authoring", "spark_jobs.pipelines"),
+    ("spark_jobs.engine",),
+    ("spark_jobs.service",),
+    ("spark_jobs.cli", "spark_jobs.shared_driver", "spark_jobs.submit", "lakehouse_airflow", "dags"),
+]
+# A team's pipeline code, copied by ``lakehouse new``: it uses the authoring API like any team's.
+OUTSIDE = ("spark_jobs.resources",)
+
+
+def _layer(module: str) -> int | None:
+    for rank, prefixes in enumerate(LAYERS):
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return rank
+    return None
+
+
+def _arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{source} -> {target}" for source, targets in graph.items() for target in targets
+                  if _layer(source) is not None and _layer(target) is not None and _layer(target) > _layer(source))
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    paths = {_module_name(path): path for path in _sources()}
+    graph = {name: _imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+    unplaced = sorted(name for name in graph
+                      if _layer(name) is None and name != "spark_jobs" and not name.startswith(OUTSIDE))
+    assert unplaced == [], f"modules in no layer of LAYERS: {unplaced}"
+    assert _arrows_up(graph) == [], "imports from a lower layer to a higher one"
+
+
+def test_the_arrow_finder_finds_an_import_up():
+    assert _arrows_up({"spark_jobs.logs.fs": {"spark_jobs.control.status"}}) == [
+        "spark_jobs.logs.fs -> spark_jobs.control.status"]
+    assert _arrows_up({"spark_jobs.control.status": {"spark_jobs.logs.fs"}}) == []
