@@ -82,7 +82,7 @@ def test_the_committed_reference_pages_are_what_the_code_generates(tmp_path, mon
 
 def test_every_field_of_a_spec_is_a_declared_key():
     """What a spec can set is declared in spark_jobs/model/spec_keys.py, from which the spec
-    reference's tables are generated (tests/unit/test_spec.py)."""
+    reference's tables are generated (tests/unit/spark_jobs/model/test_spec_keys.py)."""
     from spark_jobs.model import spec
     from spark_jobs.model.changes import ChangesSpec
     from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS

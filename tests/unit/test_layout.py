@@ -1,12 +1,13 @@
 """The code's shape: the layers' import bans hold (each one tried with ruff on a probe import, as
 CI's lint would see it in that folder), and no module or function of the package grows past
-what a reader holds in mind (docs/architecture.md)."""
+what a reader holds in mind (docs/architecture.md); the unit tests are laid out like the package."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +194,42 @@ def test_the_arrow_finder_finds_an_import_up():
     assert _arrows_up({"spark_jobs.logs.fs": {"spark_jobs.control.status"}}) == [
         "spark_jobs.logs.fs -> spark_jobs.control.status"]
     assert _arrows_up({"spark_jobs.control.status": {"spark_jobs.logs.fs"}}) == []
+
+
+# The unit tests are laid out like the package: tests/unit/spark_jobs/<package path>/test_<module>.py
+# holds the tests of the module they call. At the top of tests/unit only the checks of the project
+# as a whole, and of what is not in the package:
+PROJECT_TESTS = {
+    "test_layout.py",    # the code's shape (this file)
+    "test_docs.py",      # the manual and the README
+    "test_compose.py",   # docker-compose.yaml
+    "test_bench.py",     # bench/, the benchmark suite's instruments
+    "test_versions.py",  # the Airflow lines pyproject.toml admits
+    "test_scripts.py",   # include/scripts/
+    "test_testkit.py",   # testkit/'s own models
+}
+
+
+def _misplaced_unit_tests(unit: Path, package: Path) -> list[str]:
+    """The test files of ``unit`` out of the package's layout: one under ``unit/<package>/`` whose
+    ``test_<name>.py`` names no module ``<name>.py`` and no package ``<name>/`` at the same path in
+    ``package``, a folder there without ``__init__.py`` (two test files of one name need packages),
+    one at the top of ``unit`` that is not in PROJECT_TESTS, one in any other folder of ``unit``."""
+    mirror = unit / package.name
+    found = []
+    for path in sorted(mirror.rglob("test_*.py")):
+        module = package / path.parent.relative_to(mirror) / path.stem.removeprefix("test_")
+        if not module.with_suffix(".py").is_file() and not (module / "__init__.py").is_file():
+            found.append(f"{path.relative_to(unit)}: no module {module.relative_to(package.parent)}.py, nor a package")
+    for folder in sorted({mirror, *(path for path in mirror.rglob("*") if path.is_dir() and path.name != "__pycache__")}):
+        if not (folder / "__init__.py").is_file():
+            found.append(f"{folder.relative_to(unit)}/: no __init__.py")
+    found += [f"{path.name}: a module's tests at the top: move them to {package.name}/<its path>/test_<module>.py"
+              for path in sorted(unit.glob("test_*.py")) if path.name not in PROJECT_TESTS]
+    found += [f"{path.relative_to(unit)}: outside {package.name}/" for path in sorted(unit.glob("*/**/test_*.py"))
+              if mirror not in path.parents]
+    return found
+
+
+def test_the_unit_tests_are_laid_out_like_the_package():
+    assert _misplaced_unit_tests(ROOT / "tests" / "unit", ROOT / "spark_jobs") == []
