@@ -63,12 +63,14 @@ stop:
 test: setup
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
+# `ruff format` lays the code out (100 columns: pyproject.toml); lint fails on a file it would change.
 # The layers' import bans (TID251/TID253) and the complexity limit (C901) in pyproject.toml and
 # spark_jobs/{model,logs,control}/ruff.toml.
 # Then the test ids must not depend on hash order: pytest-xdist refuses to run when its workers
 # collect different ids (a set in a parametrize id once failed CI that way).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	@diff <(PYTHONHASHSEED=1 $(VENV)/bin/pytest --collect-only -q -p no:cacheprovider | grep ::) \
 	      <(PYTHONHASHSEED=2 $(VENV)/bin/pytest --collect-only -q -p no:cacheprovider | grep ::) \
 	  || { echo "error: test ids differ between hash seeds: give parametrize stable ids"; exit 1; }

@@ -22,26 +22,35 @@ def run(lines: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-big-"))
     landing = work / "landing" / "ad_events"
     landing.mkdir(parents=True)
-    text = [f'{{"ad_id":"ad-{n % 97}","event_type":"view","event_time":{T0 + n}}}' for n in range(lines)]
+    text = [
+        f'{{"ad_id":"ad-{n % 97}","event_type":"view","event_time":{T0 + n}}}' for n in range(lines)
+    ]
     text[lines // 4] = '{"ad_id":"ad-1","event_type":"view","event_time":'  # one truncated line
     (landing / "big.json").write_text("\n".join(text) + "\n")
     saved = os.environ.get("LAKEHOUSE_HOME")
     os.environ["LAKEHOUSE_HOME"] = str(work)
     try:
         began = time.perf_counter()
-        record = service.run("ad_events", "bronze", quality="off", progress=lambda line: None).records[0]
+        record = service.run(
+            "ad_events", "bronze", quality="off", progress=lambda line: None
+        ).records[0]
         seconds = time.perf_counter() - began
     finally:
         if saved is None:
             os.environ.pop("LAKEHOUSE_HOME", None)
         else:
             os.environ["LAKEHOUSE_HOME"] = saved
-    assert (record.rows_in, record.rows_out, record.rows_quarantined) == (lines, lines - 1, 1), record
+    assert (record.rows_in, record.rows_out, record.rows_quarantined) == (lines, lines - 1, 1), (
+        record
+    )
     bronze = spark.read.format("delta").load(str(work / "tables/bronze/ad_events"))
     assert bronze.agg(F.countDistinct("event_time")).first()[0] == lines - 1
     return {"lines": lines, "seconds": round(seconds, 2), "rows_per_second": round(lines / seconds)}
 
 
 def markdown(result: dict) -> str:
-    return (f"One file of {result['lines']:,} lines (one truncated): bronze kept {result['lines'] - 1:,} rows and "
-            f"quarantined 1 in {result['seconds']} s ({result['rows_per_second']:,} lines/s, run-once with its start).")
+    return (
+        f"One file of {result['lines']:,} lines (one truncated): bronze kept "
+        f"{result['lines'] - 1:,} rows and quarantined 1 in {result['seconds']} s "
+        f"({result['rows_per_second']:,} lines/s, run-once with its start)."
+    )

@@ -34,11 +34,14 @@ def _lakehouse(*args: str) -> list[str]:
 
 
 def always_on(seconds: float, trickle_every: float, trickle_events: int) -> int:
-    """``--continuous`` with the launcher's trickle (a sample file now, then one every ``trickle_every``), for ``seconds``."""
+    """``--continuous`` with the launcher's trickle (a sample file now, then one every
+    ``trickle_every``), for ``seconds``.
+    """
     generate = _lakehouse("generate", "ad_events", "--events", str(trickle_events))
     subprocess.run(generate, check=True, stdout=subprocess.DEVNULL)
-    stream = subprocess.Popen(_lakehouse("run", "ad_events", "--continuous"),
-                              stdout=subprocess.DEVNULL)
+    stream = subprocess.Popen(
+        _lakehouse("run", "ad_events", "--continuous"), stdout=subprocess.DEVNULL
+    )
     began = time.time()
     next_file = began + trickle_every
     while time.time() - began < seconds:
@@ -54,43 +57,83 @@ def always_on(seconds: float, trickle_every: float, trickle_events: int) -> int:
 
 
 def _stream_runs(lake: Path) -> int:
-    """Stream DAG runs that ran bronze (its run records), and runs that found nothing new are not there."""
+    """Stream DAG runs that ran bronze (its run records), and runs that found nothing
+    new are not there.
+    """
     return len(list((lake / "_ops" / "runs" / "ad_events").glob("*__*.bronze.json")))
 
 
 def run(minutes: float, log_dir: Path) -> dict:
     seconds = minutes * 60
     work = Path(tempfile.mkdtemp(prefix="lakehouse-busy-"))
-    base = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))}
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))
+    }
     try:
         # The example pipeline alone on both sides (always-on streams ad_events only).
         shutil.copytree(ROOT / "examples" / "ad_events", work / "pipelines" / "ad_events")
-        platform_env = {**base, "AIRFLOW_HOME": str(work / "airflow"), "LAKEHOUSE_HOME": str(work / "platform-lake"),
-                        "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
+        platform_env = {
+            **base,
+            "AIRFLOW_HOME": str(work / "airflow"),
+            "LAKEHOUSE_HOME": str(work / "platform-lake"),
+            "LAKEHOUSE_PIPELINES": str(work / "pipelines"),
+        }
         from testkit.paths import free_port
 
         platform_env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
-        platform = metered([sys.executable, str(LAUNCHER), "run", "--port", str(free_port()), "--duration", str(seconds),
-                            "--trickle-every", str(TRICKLE_EVERY_S), "--trickle-events", str(TRICKLE_EVENTS)],
-                           platform_env, log=log_dir / "busy-platform.log")
+        platform = metered(
+            [
+                sys.executable,
+                str(LAUNCHER),
+                "run",
+                "--port",
+                str(free_port()),
+                "--duration",
+                str(seconds),
+                "--trickle-every",
+                str(TRICKLE_EVERY_S),
+                "--trickle-events",
+                str(TRICKLE_EVENTS),
+            ],
+            platform_env,
+            log=log_dir / "busy-platform.log",
+        )
         runs = _stream_runs(work / "platform-lake")
-        stream_env = {**base, "LAKEHOUSE_HOME": str(work / "always-on-lake"), "LAKEHOUSE_PIPELINES": str(work / "pipelines")}
-        always = metered([sys.executable, "-m", "bench.busy", "--always-on", str(seconds)], stream_env,
-                         log=log_dir / "busy-always-on.log")
+        stream_env = {
+            **base,
+            "LAKEHOUSE_HOME": str(work / "always-on-lake"),
+            "LAKEHOUSE_PIPELINES": str(work / "pipelines"),
+        }
+        always = metered(
+            [sys.executable, "-m", "bench.busy", "--always-on", str(seconds)],
+            stream_env,
+            log=log_dir / "busy-always-on.log",
+        )
     finally:
         sys.path.insert(0, str(ROOT / "include" / "scripts"))
         import metadata_db
 
         if (work / "airflow" / "postgres").exists():
-            metadata_db.Postgres(work / "airflow" / "postgres").remove()  # as root its data is outside work
+            # as root its data is outside work
+            metadata_db.Postgres(work / "airflow" / "postgres").remove()
         shutil.rmtree(work, ignore_errors=True)
-    busy = {"platform": platform["cpu_s"] / platform["wall_s"], "always_on": always["cpu_s"] / always["wall_s"]}
+    busy = {
+        "platform": platform["cpu_s"] / platform["wall_s"],
+        "always_on": always["cpu_s"] / always["wall_s"],
+    }
     from spark_jobs.model.spec import load_spec
 
     return {
-        "minutes": minutes, "trickle": f"{TRICKLE_EVENTS} events every {TRICKLE_EVERY_S:g} s",
+        "minutes": minutes,
+        "trickle": f"{TRICKLE_EVENTS} events every {TRICKLE_EVERY_S:g} s",
         "schedule": load_spec(ROOT / "examples" / "ad_events" / "ad_events.yaml").schedule,
-        "platform": {**platform, "busy": round(busy["platform"], 3), "stream_runs_with_new_data": runs},
+        "platform": {
+            **platform,
+            "busy": round(busy["platform"], 3),
+            "stream_runs_with_new_data": runs,
+        },
         "always_on": {**always, "busy": round(busy["always_on"], 3)},
         "ratio": round(busy["platform"] / busy["always_on"], 3),
         "target": "platform busy <= 1/3 of always-on's",
@@ -100,18 +143,33 @@ def run(minutes: float, log_dir: Path) -> dict:
 
 def markdown(result: dict) -> str:
     platform, always = result["platform"], result["always_on"]
-    return "\n".join([
-        f"{result['minutes']:g} minutes each, alone, trickle {result['trickle']}:", "",
-        "| | wall s | CPU s | busy (cores) |", "|---|---:|---:|---:|",
-        f"| `make run`'s platform (stream DAG on `{result.get('schedule')}`; "
-        f"{platform['stream_runs_with_new_data']} runs with new data)"
-        f" | {platform['wall_s']:.0f} | {platform['cpu_s']:.0f} | {platform['busy']:.3f} |",
-        f"| always-on `--continuous` | {always['wall_s']:.0f} | {always['cpu_s']:.0f} | {always['busy']:.3f} |", "",
-        f"Platform / always-on: **{result['ratio']:.2f}** (target at most 0.33: {'met' if result['met'] else 'not met'}).", "",
-        *[f"{label} CPU s by process (as last sampled): " + ", ".join(
-            f"{name} {seconds:g}" for name, seconds in side.get("cpu_s_by_process", {}).items()) + "\n"
-          for label, side in (("Platform's", platform), ("Always-on's", always)) if side.get("cpu_s_by_process")],
-    ])
+    return "\n".join(
+        [
+            f"{result['minutes']:g} minutes each, alone, trickle {result['trickle']}:",
+            "",
+            "| | wall s | CPU s | busy (cores) |",
+            "|---|---:|---:|---:|",
+            f"| `make run`'s platform (stream DAG on `{result.get('schedule')}`; "
+            f"{platform['stream_runs_with_new_data']} runs with new data)"
+            f" | {platform['wall_s']:.0f} | {platform['cpu_s']:.0f} | {platform['busy']:.3f} |",
+            f"| always-on `--continuous` | {always['wall_s']:.0f} | {always['cpu_s']:.0f} | "
+            f"{always['busy']:.3f} |",
+            "",
+            f"Platform / always-on: **{result['ratio']:.2f}** (target at most 0.33: "
+            f"{'met' if result['met'] else 'not met'}).",
+            "",
+            *[
+                f"{label} CPU s by process (as last sampled): "
+                + ", ".join(
+                    f"{name} {seconds:g}"
+                    for name, seconds in side.get("cpu_s_by_process", {}).items()
+                )
+                + "\n"
+                for label, side in (("Platform's", platform), ("Always-on's", always))
+                if side.get("cpu_s_by_process")
+            ],
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,22 @@ COLUMNS = ("customer_id", "name", "email", "tier", "lsn")
 
 def _event(key: str, lsn: int, op: str, rng: random.Random) -> str:
     name = rng.choice(("Ada", "Bo", "Cy", "Di", "Ed"))
-    row = {"customer_id": key, "name": name, "email": f"{name.lower()}.{key}@example.com", "tier": rng.choice(TIERS)}
-    return json.dumps({"before": row if op == "d" else None, "after": None if op == "d" else row, "op": op,
-                       "ts_ms": T0_MS + lsn, "source": {"lsn": lsn}}, separators=(",", ":"))
+    row = {
+        "customer_id": key,
+        "name": name,
+        "email": f"{name.lower()}.{key}@example.com",
+        "tier": rng.choice(TIERS),
+    }
+    return json.dumps(
+        {
+            "before": row if op == "d" else None,
+            "after": None if op == "d" else row,
+            "op": op,
+            "ts_ms": T0_MS + lsn,
+            "source": {"lsn": lsn},
+        },
+        separators=(",", ":"),
+    )
 
 
 def feed(changes: int, keys: int, seed: int = 7) -> list[str]:
@@ -67,7 +80,9 @@ def _write(landing: Path, name: str, lines: list[str]) -> None:
 
 
 def _lakehouse(home: Path, hop: str) -> float:
-    return lakehouse_seconds(home, ["run", "crm", "--hop", hop, "--quality=off", "--run-id", f"bench-{hop}"])
+    return lakehouse_seconds(
+        home, ["run", "crm", "--hop", hop, "--quality=off", "--run-id", f"bench-{hop}"]
+    )
 
 
 def _plain(spark, home: Path) -> float:
@@ -81,24 +96,38 @@ def _plain(spark, home: Path) -> float:
 
     def merge(batch, batch_id: int) -> None:
         last = Window.partitionBy("customer_id").orderBy(F.col("lsn").desc())
-        latest = batch.withColumn("_n", F.row_number().over(last)).where("_n = 1").select(*COLUMNS, "op")
+        latest = (
+            batch.withColumn("_n", F.row_number().over(last)).where("_n = 1").select(*COLUMNS, "op")
+        )
         if not DeltaTable.isDeltaTable(spark, target):
             latest.where("op != 'd'").drop("op").write.format("delta").save(target)
             return
-        (DeltaTable.forPath(spark, target).alias("t").merge(latest.alias("s"), "t.customer_id = s.customer_id")
-         .whenMatchedDelete("s.lsn > t.lsn AND s.op = 'd'")
-         .whenMatchedUpdate("s.lsn > t.lsn", set={name: f"s.{name}" for name in COLUMNS})
-         .whenNotMatchedInsert("s.op != 'd'", values={name: f"s.{name}" for name in COLUMNS}).execute())
+        (
+            DeltaTable.forPath(spark, target)
+            .alias("t")
+            .merge(latest.alias("s"), "t.customer_id = s.customer_id")
+            .whenMatchedDelete("s.lsn > t.lsn AND s.op = 'd'")
+            .whenMatchedUpdate("s.lsn > t.lsn", set={name: f"s.{name}" for name in COLUMNS})
+            .whenNotMatchedInsert("s.op != 'd'", values={name: f"s.{name}" for name in COLUMNS})
+            .execute()
+        )
 
-    query = (spark.readStream.format("delta").load(str(home / "tables/bronze/crm_customers")).writeStream
-             .foreachBatch(merge).option("checkpointLocation", str(home / "plain-checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("delta")
+        .load(str(home / "tables/bronze/crm_customers"))
+        .writeStream.foreachBatch(merge)
+        .option("checkpointLocation", str(home / "plain-checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return time.perf_counter() - began
 
 
 def _rows(spark, table: Path) -> set[tuple]:
-    return {tuple(row) for row in spark.read.format("delta").load(str(table)).select(*COLUMNS).collect()}
+    return {
+        tuple(row) for row in spark.read.format("delta").load(str(table)).select(*COLUMNS).collect()
+    }
 
 
 def _one(way: str, spark, source: Path, home: Path) -> tuple[float, set[tuple]]:
@@ -114,29 +143,41 @@ def _rewritten(spark, table: Path) -> dict:
 
     history = DeltaTable.forPath(spark, str(table)).history(2).collect()
     metrics = history[0]["operationMetrics"]
-    before = spark.read.format("delta").option("versionAsOf", history[1]["version"]).load(str(table))
+    before = (
+        spark.read.format("delta").option("versionAsOf", history[1]["version"]).load(str(table))
+    )
     files = len(before.inputFiles())
     removed = int(metrics.get("numTargetFilesRemoved", 0))
-    return {"operation": history[0]["operation"], "files_before": files, "files_removed": removed,
-            "files_added": int(metrics.get("numTargetFilesAdded", 0)),
-            "deletion_vectors_added": int(metrics.get("numTargetDeletionVectorsAdded", 0)),
-            "rewritten_share": round(removed / files, 4) if files else 0.0}
+    return {
+        "operation": history[0]["operation"],
+        "files_before": files,
+        "files_removed": removed,
+        "files_added": int(metrics.get("numTargetFilesAdded", 0)),
+        "deletion_vectors_added": int(metrics.get("numTargetDeletionVectorsAdded", 0)),
+        "rewritten_share": round(removed / files, 4) if files else 0.0,
+    }
 
 
 def _incremental(spark, home: Path, changes: int, keys: int) -> dict:
     """1% of the keys changed once more (newer sequences), ingested, then applied by the hop."""
     rng = random.Random(11)
     touched = rng.sample(range(keys), max(keys // 100, 1))
-    lines = [_event(f"c-{key:07d}", changes + 1 + index, "u", rng) for index, key in enumerate(touched)]
+    lines = [
+        _event(f"c-{key:07d}", changes + 1 + index, "u", rng) for index, key in enumerate(touched)
+    ]
     _write(home / "landing/crm/customers", "changes-incremental.json", lines)
     _lakehouse(home, "bronze_customers")
     seconds = _lakehouse(home, "customers")
     plain_s = _plain(spark, home)
     if _rows(spark, home / "tables/silver/crm_customers") != _rows(spark, home / "plain"):
         raise RuntimeError("the hop and the plain script disagree after the incremental run")
-    return {"changed_keys": len(touched), "seconds": round(seconds, 3), "plain_seconds": round(plain_s, 3),
-            **_rewritten(spark, home / "tables/silver/crm_customers"),
-            "plain": _rewritten(spark, home / "plain")}
+    return {
+        "changed_keys": len(touched),
+        "seconds": round(seconds, 3),
+        "plain_seconds": round(plain_s, 3),
+        **_rewritten(spark, home / "tables/silver/crm_customers"),
+        "plain": _rewritten(spark, home / "plain"),
+    }
 
 
 def run(changes: int, keys: int, repeats: int, warm_up: bool = True) -> dict:
@@ -165,42 +206,68 @@ def run(changes: int, keys: int, repeats: int, warm_up: bool = True) -> dict:
                     shutil.rmtree(home)
                     print(f"  changes {attempt + 1}/{repeats} {way}: {elapsed:.1f} s", flush=True)
                 if rows["hop"] != rows["plain"] or not rows["hop"]:
-                    raise RuntimeError(f"the hop and the plain script wrote different tables ({len(rows['hop'])} "
-                                       f"and {len(rows['plain'])} rows), so they did not do the same work")
-            _lakehouse(source, "customers")  # the source lake's own (its bronze checkpoint names its files)
+                    raise RuntimeError(
+                        f"the hop and the plain script wrote different tables ({len(rows['hop'])} "
+                        f"and {len(rows['plain'])} rows), so they did not do the same work"
+                    )
+            # the source lake's own (its bronze checkpoint names its files)
+            _lakehouse(source, "customers")
             _plain(spark, source)
             incremental = _incremental(spark, source, changes, keys)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    result = {"changes": changes, "keys": keys, "rows": len(rows["hop"]), "ingest_s": round(ingest_s, 3), "ways": {},
-              "incremental": incremental}
+    result = {
+        "changes": changes,
+        "keys": keys,
+        "rows": len(rows["hop"]),
+        "ingest_s": round(ingest_s, 3),
+        "ways": {},
+        "incremental": incremental,
+    }
     for way in WAYS:
-        result["ways"][way] = {"seconds": stats(seconds[way]),
-                               "changes_per_s": stats([changes / value for value in seconds[way]], 0)}
+        result["ways"][way] = {
+            "seconds": stats(seconds[way]),
+            "changes_per_s": stats([changes / value for value in seconds[way]], 0),
+        }
     median = {way: result["ways"][way]["seconds"]["median"] for way in WAYS}
     result["ratio_hop_over_plain"] = round(median["plain"] / median["hop"], 2)
     return result
 
 
 def markdown(result: dict) -> str:
-    labels = {"hop": "(c) lakehouse run, the changes hop (SCD 1)", "plain": "(p) plain foreachBatch MERGE script"}
-    lines = [f"{result['changes']:,} changes over {result['keys']:,} keys ({result['rows']:,} live rows), applied "
-             f"from bronze; median of {result['ways']['hop']['seconds']['n']} (min-max)", "",
-             "| way | seconds | changes/s |", "|---|---:|---:|"]
+    labels = {
+        "hop": "(c) lakehouse run, the changes hop (SCD 1)",
+        "plain": "(p) plain foreachBatch MERGE script",
+    }
+    lines = [
+        f"{result['changes']:,} changes over {result['keys']:,} keys ({result['rows']:,} live "
+        f"rows), applied from bronze; median of {result['ways']['hop']['seconds']['n']} (min-max)",
+        "",
+        "| way | seconds | changes/s |",
+        "|---|---:|---:|",
+    ]
     for way, row in result["ways"].items():
-        lines.append(f"| {labels[way]} | {spread(row['seconds'])} | {spread(row['changes_per_s'], '{:,.0f}')} |")
+        lines.append(
+            f"| {labels[way]} | {spread(row['seconds'])} | "
+            f"{spread(row['changes_per_s'], '{:,.0f}')} |"
+        )
     inc = result["incremental"]
-    lines.append(f"\nc/p = {result['ratio_hop_over_plain']} (changes/s of the hop over the plain script's; target "
-                 f">= 1.0). An incremental run changing {inc['changed_keys']:,} keys (1%) took {inc['seconds']} s "
-                 f"(the plain script's {inc['plain_seconds']} s); its {inc['operation']} rewrote "
-                 f"{inc['files_removed']} of the table's {inc['files_before']} files ({inc['rewritten_share']:.1%}; "
-                 f"target <= 2%; the plain script's {inc['plain']['rewritten_share']:.1%}), added "
-                 f"{inc['files_added']} and {inc['deletion_vectors_added']} deletion vectors.")
+    lines.append(
+        f"\nc/p = {result['ratio_hop_over_plain']} (changes/s of the hop over the plain script's; "
+        f"target >= 1.0). An incremental run changing {inc['changed_keys']:,} keys (1%) took "
+        f"{inc['seconds']} s (the plain script's {inc['plain_seconds']} s); its {inc['operation']} "
+        f"rewrote {inc['files_removed']} of the table's {inc['files_before']} files "
+        f"({inc['rewritten_share']:.1%}; target <= 2%; the plain script's "
+        f"{inc['plain']['rewritten_share']:.1%}), added {inc['files_added']} and "
+        f"{inc['deletion_vectors_added']} deletion vectors."
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.changes", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.changes", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)

@@ -18,26 +18,41 @@ CORES = 2  # local[2], the default master: a job holds two cores while it runs
 
 def stats(values: list[float], digits: int = 3) -> dict:
     """Median, min and max of repeated measurements."""
-    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
-            "max": round(max(values), digits), "n": len(values)}
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "n": len(values),
+    }
 
 
 def spread(summary: dict, fmt: str = "{:.1f}") -> str:
     """``median (min-max)`` of a :func:`stats` summary, for tables."""
     if summary["n"] == 1:
         return fmt.format(summary["median"])
-    return f"{fmt.format(summary['median'])} ({fmt.format(summary['min'])}-{fmt.format(summary['max'])})"
+    return (
+        f"{fmt.format(summary['median'])} "
+        f"({fmt.format(summary['min'])}-{fmt.format(summary['max'])})"
+    )
 
 
 def machine() -> dict:
     cpu = ""
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
-    return {"cpus": os.cpu_count(), "cpu": cpu or platform.processor(), "python": platform.python_version(),
-            "system": platform.platform(), "spark_master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]")}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu or platform.processor(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "spark_master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[2]"),
+    }
 
 
 def link_landing(source_home: Path, home: Path) -> None:
@@ -76,8 +91,13 @@ def lakehouse_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "spark_jobs.cli", *args]
 
 
-def metered(command: list[str], env: dict[str, str], *, stop_after: float | None = None,
-            log: Path | None = None) -> dict:
+def metered(
+    command: list[str],
+    env: dict[str, str],
+    *,
+    stop_after: float | None = None,
+    log: Path | None = None,
+) -> dict:
     """Run ``command`` under :mod:`bench.meter`: wall seconds, CPU seconds of it and every
     process it started (the JVM included), and the names of those processes."""
     meter = [sys.executable, "-m", "bench.meter"]
@@ -85,11 +105,19 @@ def metered(command: list[str], env: dict[str, str], *, stop_after: float | None
         meter += ["--stop-after", str(stop_after)]
     began = time.time()
     with open(log or os.devnull, "ab") as sink:
-        done = subprocess.run([*meter, "--", *command], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=sink,
-                              check=False)
+        done = subprocess.run(
+            [*meter, "--", *command],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            check=False,
+        )
     lines = done.stdout.decode().strip().splitlines()
     if not lines:
-        raise RuntimeError(f"the meter printed nothing for {command} (exit {done.returncode}; log: {log})")
+        raise RuntimeError(
+            f"the meter printed nothing for {command} (exit {done.returncode}; log: {log})"
+        )
     result = json.loads(lines[-1])
     result["started"] = began
     if result["exit_code"] != 0:

@@ -43,14 +43,17 @@ def landing_files(folder: Path, rows: int) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     good = 0
     for index in range(FILES):
-        extra = index % 10 == 9  # a file that gained a column, at the end (the plain reader's schema ignores it)
+        # a file that gained a column, at the end (the plain reader's schema ignores it)
+        extra = index % 10 == 9
         lines = ["sensor_id,reading_time,temperature_c,note" + (",battery" if extra else "")]
         for n in range(index, rows, FILES):
             bad = n % 1000 == 999
             good += not bad
             note = "ok" if n % 3 else QUOTED_NOTE
-            lines.append(f"s{n % 500},2026-03-01T{n % 24:02d}:{n % 60:02d}:00,{'warm' if bad else round(n % 400 / 10, 1)},"
-                         f"{note}" + (f",{n % 100}" if extra else ""))
+            lines.append(
+                f"s{n % 500},2026-03-01T{n % 24:02d}:{n % 60:02d}:00,{'warm' if bad else round(n % 400 / 10, 1)},"  # noqa: E501
+                f"{note}" + (f",{n % 100}" if extra else "")
+            )
         (folder / f"readings-{index:02d}.csv").write_text("\n".join(lines) + "\n")
     return good
 
@@ -65,11 +68,20 @@ def _plain(spark, home: Path) -> float:
 
     def append(batch, batch_id: int) -> None:
         batch.where("temperature_c IS NOT NULL").write.format("delta").mode("append").option(
-            "txnAppId", "plain").option("txnVersion", batch_id).save(target)
+            "txnAppId", "plain"
+        ).option("txnVersion", batch_id).save(target)
 
-    query = (spark.readStream.schema(SCHEMA).option("header", True).option("escape", '"').option("mode", "PERMISSIVE")
-             .csv(str(home / "landing/sensors")).writeStream.foreachBatch(append)
-             .option("checkpointLocation", str(home / "plain-checkpoint")).trigger(availableNow=True).start())
+    query = (
+        spark.readStream.schema(SCHEMA)
+        .option("header", True)
+        .option("escape", '"')
+        .option("mode", "PERMISSIVE")
+        .csv(str(home / "landing/sensors"))
+        .writeStream.foreachBatch(append)
+        .option("checkpointLocation", str(home / "plain-checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return time.perf_counter() - began
 
@@ -103,31 +115,50 @@ def run(rows: int, repeats: int, warm_up: bool = True) -> dict:
                     seconds[way].append(elapsed)
                     print(f"  csv {attempt + 1}/{repeats} {way}: {elapsed:.1f} s", flush=True)
                     if kept != good:
-                        raise RuntimeError(f"{way} kept {kept:,} rows, not the {good:,} good ones: not the same work")
+                        raise RuntimeError(
+                            f"{way} kept {kept:,} rows, not the {good:,} good "
+                            "ones: not the same work"
+                        )
         finally:
             shutil.rmtree(root, ignore_errors=True)
     result = {"rows": rows, "files": FILES, "good_rows": good, "ways": {}}
     for way in WAYS:
-        result["ways"][way] = {"seconds": stats(seconds[way]), "rows_per_s": stats([rows / s for s in seconds[way]], 0)}
+        result["ways"][way] = {
+            "seconds": stats(seconds[way]),
+            "rows_per_s": stats([rows / s for s in seconds[way]], 0),
+        }
     median = {way: result["ways"][way]["seconds"]["median"] for way in WAYS}
     result["ratio_hop_over_plain"] = round(median["plain"] / median["hop"], 2)
     return result
 
 
 def markdown(result: dict) -> str:
-    labels = {"hop": "(c) lakehouse run, `format: csv` (by header names, rescue, quarantine)",
-              "plain": "(p) plain script, Spark's csv source with a schema"}
-    lines = [f"{result['rows']:,} CSV rows in {result['files']} files with a header ({result['good_rows']:,} good), "
-             f"read once; median of {result['ways']['hop']['seconds']['n']} (min-max)", "",
-             "| way | seconds | rows/s |", "|---|---:|---:|"]
+    labels = {
+        "hop": "(c) lakehouse run, `format: csv` (by header names, rescue, quarantine)",
+        "plain": "(p) plain script, Spark's csv source with a schema",
+    }
+    lines = [
+        f"{result['rows']:,} CSV rows in {result['files']} files with a header "
+        f"({result['good_rows']:,} good), read once; median of "
+        f"{result['ways']['hop']['seconds']['n']} (min-max)",
+        "",
+        "| way | seconds | rows/s |",
+        "|---|---:|---:|",
+    ]
     for way, row in result["ways"].items():
-        lines.append(f"| {labels[way]} | {spread(row['seconds'])} | {spread(row['rows_per_s'], '{:,.0f}')} |")
-    lines.append(f"\nc/p = {result['ratio_hop_over_plain']} (rows/s of the hop over the plain script's).")
+        lines.append(
+            f"| {labels[way]} | {spread(row['seconds'])} | {spread(row['rows_per_s'], '{:,.0f}')} |"
+        )
+    lines.append(
+        f"\nc/p = {result['ratio_hop_over_plain']} (rows/s of the hop over the plain script's)."
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.csv_files", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.csv_files", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)

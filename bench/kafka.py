@@ -51,10 +51,27 @@ def _lines(root: Path, events: int) -> list[bytes]:
     source = root / "source"
     os.environ["LAKEHOUSE_HOME"] = str(source)
     os.environ["LAKEHOUSE_PIPELINES"] = str(ROOT / "examples")
-    main(["generate", "ad_events", "--events", str(events), "--files", "4", "--seed", "5", "--start", RANGE[0],
-          "--bad-fraction", "0.01"])
-    lines = [line for path in sorted((source / "landing/ad_events").glob("*.json"))
-             for line in path.read_bytes().splitlines()]
+    main(
+        [
+            "generate",
+            "ad_events",
+            "--events",
+            str(events),
+            "--files",
+            "4",
+            "--seed",
+            "5",
+            "--start",
+            RANGE[0],
+            "--bad-fraction",
+            "0.01",
+        ]
+    )
+    lines = [
+        line
+        for path in sorted((source / "landing/ad_events").glob("*.json"))
+        for line in path.read_bytes().splitlines()
+    ]
     hostile = max(events // 1000, len(HOSTILE_LINES))
     return lines + [HOSTILE_LINES[index % len(HOSTILE_LINES)] for index in range(hostile)]
 
@@ -78,34 +95,51 @@ def _plain(spark, home: Path) -> float:
     from spark_jobs.model.kafka import KafkaConnection
 
     began = time.perf_counter()
-    records = (spark.readStream.format("kafka").options(**KafkaConnection.from_env().spark_options())
-               .option("subscribe", TOPIC).option("startingOffsets", "earliest").load())
-    lines = records.select(F.col("value").cast("string").alias("value"),
-                           F.concat_ws("/", F.lit("kafka:/"), "topic", "partition", "offset").alias("_source_file"))
+    records = (
+        spark.readStream.format("kafka")
+        .options(**KafkaConnection.from_env().spark_options())
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    lines = records.select(
+        F.col("value").cast("string").alias("value"),
+        F.concat_ws("/", F.lit("kafka:/"), "topic", "partition", "offset").alias("_source_file"),
+    )
 
     def write(batch, batch_id: int) -> None:
         parsed = plain_parse(batch).persist()
         plain_events(parsed).write.format("delta").mode("append").partitionBy("event_date").option(
-            "txnAppId", "plain").option("txnVersion", batch_id).save(str(home / "bronze"))
-        plain_invalid(parsed).write.format("delta").mode("append").option("txnAppId", "plain").option(
-            "txnVersion", batch_id).save(str(home / "quarantine"))
+            "txnAppId", "plain"
+        ).option("txnVersion", batch_id).save(str(home / "bronze"))
+        plain_invalid(parsed).write.format("delta").mode("append").option(
+            "txnAppId", "plain"
+        ).option("txnVersion", batch_id).save(str(home / "quarantine"))
         parsed.unpersist()
 
-    query = (lines.writeStream.foreachBatch(write).option("checkpointLocation", str(home / "checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        lines.writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(home / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return time.perf_counter() - began
 
 
 def _counts(spark, bronze: Path, quarantine: Path) -> dict[str, int]:
-    return {name: spark.read.format("delta").load(str(path)).count()
-            for name, path in (("bronze", bronze), ("quarantine", quarantine))}
+    return {
+        name: spark.read.format("delta").load(str(path)).count()
+        for name, path in (("bronze", bronze), ("quarantine", quarantine))
+    }
 
 
 def _one(way: str, spark, home: Path) -> tuple[float, dict[str, int]]:
     if way == "plain":
         return _plain(spark, home), _counts(spark, home / "bronze", home / "quarantine")
-    return _run(home), _counts(spark, home / "tables/bronze/ad_events", home / "tables/quarantine/ad_events")
+    return _run(home), _counts(
+        spark, home / "tables/bronze/ad_events", home / "tables/quarantine/ad_events"
+    )
 
 
 def run(events: int, repeats: int, warm_up: bool = True) -> dict:
@@ -125,7 +159,9 @@ def run(events: int, repeats: int, warm_up: bool = True) -> dict:
             began = time.perf_counter()
             topics.produce(TOPIC, lines)
             produce_s = time.perf_counter() - began
-            os.environ["LAKEHOUSE_PIPELINES"] = str(topic_spec_copy(root / "pipelines", topic=TOPIC))
+            os.environ["LAKEHOUSE_PIPELINES"] = str(
+                topic_spec_copy(root / "pipelines", topic=TOPIC)
+            )
             spark = build_session("lakehouse-bench")
             for way in WAYS if warm_up else ():
                 _one(way, spark, root / f"warm-up-{way}")
@@ -140,41 +176,71 @@ def run(events: int, repeats: int, warm_up: bool = True) -> dict:
                     shutil.rmtree(home)
                     print(f"  kafka {attempt + 1}/{repeats} {way}: {elapsed:.1f} s", flush=True)
                 if counts["run"] != counts["plain"] or sum(counts["run"].values()) != len(lines):
-                    raise RuntimeError(f"the hop and the plain script wrote different rows ({counts}) of {len(lines)} "
-                                       "records, so they did not do the same work")
+                    raise RuntimeError(
+                        f"the hop and the plain script wrote different rows ({counts}) of "
+                        f"{len(lines)} records, so they did not do the same work"
+                    )
         finally:
             server.stop()
             shutil.rmtree(root, ignore_errors=True)
-    result = {"records": len(lines), "partitions": CORES, "cores": CORES, "rows": counts["run"],
-              "produce_records_per_s": round(len(lines) / produce_s), "ways": {},
-              "paper_records_per_s_per_core": PAPER["records_per_s"] // PAPER["cores"]}
+    result = {
+        "records": len(lines),
+        "partitions": CORES,
+        "cores": CORES,
+        "rows": counts["run"],
+        "produce_records_per_s": round(len(lines) / produce_s),
+        "ways": {},
+        "paper_records_per_s_per_core": PAPER["records_per_s"] // PAPER["cores"],
+    }
     for way in WAYS:
         rates = [len(lines) / value for value in seconds[way]]
-        result["ways"][way] = {"seconds": stats(seconds[way]), "records_per_s": stats(rates, 0),
-                               "records_per_s_per_core": stats([rate / CORES for rate in rates], 0)}
+        result["ways"][way] = {
+            "seconds": stats(seconds[way]),
+            "records_per_s": stats(rates, 0),
+            "records_per_s_per_core": stats([rate / CORES for rate in rates], 0),
+        }
     median = {way: result["ways"][way]["seconds"]["median"] for way in WAYS}
     result["ratio_run_over_plain"] = round(median["plain"] / median["run"], 2)
     return result
 
 
 def markdown(result: dict) -> str:
-    labels = {"run": "(k) lakehouse run, bronze from the topic", "plain": "(p) plain Structured Streaming script"}
-    lines = [f"Ingest of {result['records']:,} YSB records from a Kafka topic of {result['partitions']} partitions, "
-             f"{result['cores']} cores, median of {result['ways']['run']['seconds']['n']} (min-max)", "",
-             "| way | seconds | records/s | records/s per core |", "|---|---:|---:|---:|"]
+    labels = {
+        "run": "(k) lakehouse run, bronze from the topic",
+        "plain": "(p) plain Structured Streaming script",
+    }
+    lines = [
+        f"Ingest of {result['records']:,} YSB records from a Kafka topic of {result['partitions']} "
+        f"partitions, {result['cores']} cores, median of "
+        f"{result['ways']['run']['seconds']['n']} (min-max)",
+        "",
+        "| way | seconds | records/s | records/s per core |",
+        "|---|---:|---:|---:|",
+    ]
     for way, row in result["ways"].items():
-        lines.append(f"| {labels[way]} | {spread(row['seconds'])} | {spread(row['records_per_s'], '{:,.0f}')} "
-                     f"| {row['records_per_s_per_core']['median']:,.0f} |")
-    lines.append(f"| the Structured Streaming paper's YSB figure | | | {result['paper_records_per_s_per_core']:,} |")
-    lines.append(f"\nk/p = {result['ratio_run_over_plain']} (records/s of the run-once hop over the plain script's on the "
-                 "same topic; target >= 0.9). Both parse with the same rules and write bronze and quarantine; the "
-                 "paper's job parses, filters, joins and counts, from Kafka to Kafka, on 40 cores. Produced at "
-                 f"{result['produce_records_per_s']:,} records/s by the plain client.")
+        lines.append(
+            f"| {labels[way]} | {spread(row['seconds'])} | "
+            f"{spread(row['records_per_s'], '{:,.0f}')} | "
+            f"{row['records_per_s_per_core']['median']:,.0f} |"
+        )
+    lines.append(
+        "| the Structured Streaming paper's YSB figure | | | "
+        f"{result['paper_records_per_s_per_core']:,} |"
+    )
+    lines.append(
+        f"\nk/p = {result['ratio_run_over_plain']} (records/s of the run-once hop over the plain "
+        "script's on the same topic; target >= 0.9). Both parse with the same rules and write "
+        "bronze and quarantine; the paper's job parses, filters, joins and counts, from Kafka to "
+        f"Kafka, on 40 cores. Produced at {result['produce_records_per_s']:,} "
+        "records/s by the plain client."
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.kafka", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.kafka", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)

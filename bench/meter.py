@@ -36,9 +36,11 @@ def _group(name: str) -> str:
     return name.split(" -- ")[0][:15].strip()
 
 
-def _sample_descendants(pid: int, seen: set[str], cpu: dict[tuple, tuple[str, float]], stop: threading.Event) -> None:
-    """Every ``SAMPLE_EVERY_S``: the name of each descendant, and the CPU seconds it has used so far (keyed by
-    pid and start time: a pid used again is another process)."""
+def _sample_descendants(
+    pid: int, seen: set[str], cpu: dict[tuple, tuple[str, float]], stop: threading.Event
+) -> None:
+    """Every ``SAMPLE_EVERY_S``: the name of each descendant, and the CPU seconds it has used so far
+    (keyed by pid and start time: a pid used again is another process)."""
     import psutil
 
     me = psutil.Process(pid)
@@ -59,12 +61,15 @@ def _sample_descendants(pid: int, seen: set[str], cpu: dict[tuple, tuple[str, fl
 
 def by_process(cpu: dict[tuple, tuple[str, float]], total: float) -> dict[str, float]:
     """CPU seconds per process group, largest first, as last sampled; ``(not sampled)`` is the
-    rest of ``total``: what processes used after their last sample (``SAMPLE_EVERY_S`` of wall at most each),
-    or in their whole life when it was shorter than a sample."""
+    rest of ``total``: what processes used after their last sample (``SAMPLE_EVERY_S`` of wall at
+    most each), or in their whole life when it was shorter than a sample."""
     groups: dict[str, float] = {}
     for name, seconds in cpu.values():
         groups[name] = groups.get(name, 0.0) + seconds
-    found = {name: round(seconds, 1) for name, seconds in sorted(groups.items(), key=lambda item: -item[1])}
+    found = {
+        name: round(seconds, 1)
+        for name, seconds in sorted(groups.items(), key=lambda item: -item[1])
+    }
     found["(not sampled)"] = round(max(total - sum(groups.values()), 0.0), 1)
     return found
 
@@ -97,7 +102,9 @@ def main() -> int:
     seen: set[str] = set()
     cpu: dict[tuple, tuple[str, float]] = {}
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample_descendants, args=(os.getpid(), seen, cpu, stop), daemon=True)
+    sampler = threading.Thread(
+        target=_sample_descendants, args=(os.getpid(), seen, cpu, stop), daemon=True
+    )
     sampler.start()
     began = time.perf_counter()
     child = subprocess.Popen(command)
@@ -112,8 +119,18 @@ def main() -> int:
     sampler.join()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = usage.ru_utime + usage.ru_stime
-    print(json.dumps({"exit_code": code, "wall_s": round(wall, 3), "cpu_s": round(total, 3),
-                      "processes": sorted(seen), "cpu_s_by_process": by_process(cpu, total)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "exit_code": code,
+                "wall_s": round(wall, 3),
+                "cpu_s": round(total, 3),
+                "processes": sorted(seen),
+                "cpu_s_by_process": by_process(cpu, total),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

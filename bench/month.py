@@ -35,7 +35,9 @@ from pathlib import Path
 
 DAY_S = 86_400
 RETENTION = {"rollback": "2 days", "landing": "4 days", "records": "4 days"}
-RETAINED = 16  # checkpoint batches: what the 2-day window needs (8 runs of up to 2 batches; Spark purges past them)
+# checkpoint batches: what the 2-day window needs (8 runs of up to 2 batches; Spark
+# purges past them)
+RETAINED = 16
 
 
 def _count(folder: Path, pattern: str = "*") -> int:
@@ -43,7 +45,9 @@ def _count(folder: Path, pattern: str = "*") -> int:
 
 
 def _most_per_partition(table: Path) -> int:
-    """The most data files in one partition folder of ``table`` (the table's folder if unpartitioned)."""
+    """The most data files in one partition folder of ``table`` (the table's folder
+    if unpartitioned).
+    """
     counts: dict[Path, int] = {}
     for path in table.rglob("*.parquet"):
         if "_delta_log" not in path.parts:
@@ -53,13 +57,19 @@ def _most_per_partition(table: Path) -> int:
 
 def _figures(home: Path) -> dict:
     tables = sorted(path.parent for path in home.glob("tables/*/*/_delta_log"))
-    return {"data_files": {f"{t.parent.name}/{t.name}": _count(t, "*.parquet") - _count(t / "_delta_log", "*.parquet")
-                           for t in tables},
-            "most_per_partition": {f"{t.parent.name}/{t.name}": _most_per_partition(t) for t in tables},
-            "log_files": {f"{t.parent.name}/{t.name}": _count(t / "_delta_log") for t in tables},
-            "checkpoint_files": _count(home / "checkpoints"), "ops_files": _count(home / "_ops"),
-            "landing_files": _count(home / "landing" / "ad_events"),
-            "archived_files": _count(home / "_archive" / "landing" / "ad_events")}
+    return {
+        "data_files": {
+            f"{t.parent.name}/{t.name}": _count(t, "*.parquet")
+            - _count(t / "_delta_log", "*.parquet")
+            for t in tables
+        },
+        "most_per_partition": {f"{t.parent.name}/{t.name}": _most_per_partition(t) for t in tables},
+        "log_files": {f"{t.parent.name}/{t.name}": _count(t / "_delta_log") for t in tables},
+        "checkpoint_files": _count(home / "checkpoints"),
+        "ops_files": _count(home / "_ops"),
+        "landing_files": _count(home / "landing" / "ad_events"),
+        "archived_files": _count(home / "_archive" / "landing" / "ad_events"),
+    }
 
 
 class Month:
@@ -72,12 +82,20 @@ class Month:
         # Spark deletes a file source log's compacted-away files once they are 10 minutes old by
         # the real clock (for readers still listing them); a month simulated in minutes never gets
         # there, so here they go at once.
-        build_session("lakehouse-bench").conf.set("spark.sql.streaming.fileSource.log.cleanupDelay", "0")
+        build_session("lakehouse-bench").conf.set(
+            "spark.sql.streaming.fileSource.log.cleanupDelay", "0"
+        )
         self.home, self.runs_per_day, self.events = work / "lake", runs_per_day, events
         schedule = f"0 */{24 // runs_per_day} * * *"
         os.environ["LAKEHOUSE_HOME"] = str(self.home)
-        os.environ["LAKEHOUSE_PIPELINES"] = str(spec_copy(work / "pipelines", schedule=schedule, retention=RETENTION,
-                                                                  min_batches_to_retain=RETAINED))
+        os.environ["LAKEHOUSE_PIPELINES"] = str(
+            spec_copy(
+                work / "pipelines",
+                schedule=schedule,
+                retention=RETENTION,
+                min_batches_to_retain=RETAINED,
+            )
+        )
         os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
         self.start = time.time() + 3600  # the simulated clock is always ahead of the real one
         self.now = self.start
@@ -93,8 +111,14 @@ class Month:
         from spark_jobs import service
 
         before = set(self.landing.iterdir()) if self.landing.exists() else set()
-        service.generate("ad_events", self.events, files=2, seed=seed, start_ms=int(self.now * 1000) - 300_000,
-                         bad_fraction=0.03)
+        service.generate(
+            "ad_events",
+            self.events,
+            files=2,
+            seed=seed,
+            start_ms=int(self.now * 1000) - 300_000,
+            bad_fraction=0.03,
+        )
         for path in set(self.landing.iterdir()) - before:
             os.utime(path, (self.now, self.now))
 
@@ -112,19 +136,26 @@ def _check_bounded(days: list[dict]) -> list[str]:
     """Each figure flat once retention holds: its most over the month's last third at most 5% (and
     2) above its most over the middle third. A figure that grows by a file a day fails it."""
     third = max(len(days) // 3, 1)
-    middle, last = days[-2 * third:-third] or days[:1], days[-third:]
+    middle, last = days[-2 * third : -third] or days[:1], days[-third:]
 
     def most(span: list[dict], key: str, table: str | None = None) -> int:
-        return max(day["figures"][key] if table is None else day["figures"][key].get(table, 0) for day in span)
+        return max(
+            day["figures"][key] if table is None else day["figures"][key].get(table, 0)
+            for day in span
+        )
 
     grown = []
-    for key in ("ops_files", "landing_files"):  # checkpoints: against their settings (_check_checkpoints)
+    # checkpoints: against their settings (_check_checkpoints)
+    for key in ("ops_files", "landing_files"):
         if most(last, key) > 1.05 * most(middle, key) + 2:
             grown.append(f"{key}: {most(middle, key)} -> {most(last, key)}")
-    for key in ("most_per_partition", "log_files"):  # a table's files grow with its partitions, one a day
+    # a table's files grow with its partitions, one a day
+    for key in ("most_per_partition", "log_files"):
         for table in last[-1]["figures"][key]:
             if most(last, key, table) > 1.05 * most(middle, key, table) + 2:
-                grown.append(f"{key} of {table}: {most(middle, key, table)} -> {most(last, key, table)}")
+                grown.append(
+                    f"{key} of {table}: {most(middle, key, table)} -> {most(last, key, table)}"
+                )
     return grown
 
 
@@ -135,7 +166,11 @@ def _check_checkpoints(home: Path, retained: int, compact_interval: int) -> list
     (Spark snapshots every 10 deltas) and a few snapshots."""
     over = []
     for checkpoint in sorted(home.glob("checkpoints/ad_events/*")):
-        bounds = {"offsets": retained + 2, "commits": retained + 2, "sources/0": retained + compact_interval + 2}
+        bounds = {
+            "offsets": retained + 2,
+            "commits": retained + 2,
+            "sources/0": retained + compact_interval + 2,
+        }
         for folder, bound in bounds.items():
             kept = sum(1 for path in (checkpoint / folder).glob("*") if path.name[:1].isdigit())
             if kept > bound:
@@ -143,8 +178,10 @@ def _check_checkpoints(home: Path, retained: int, compact_interval: int) -> list
         for store in sorted({path.parent for path in checkpoint.glob("state/*/*/*.delta")}):
             kept = sum(1 for path in store.iterdir() if path.suffix in (".delta", ".snapshot"))
             if kept > retained + 10 + 5:
-                over.append(f"{checkpoint.name}'s state store {store.parent.name}/{store.name} keeps {kept} files, "
-                            f"more than {retained + 10 + 5}")
+                over.append(
+                    f"{checkpoint.name}'s state store {store.parent.name}/{store.name} keeps "
+                    f"{kept} files, more than {retained + 10 + 5}"
+                )
     return over
 
 
@@ -169,14 +206,24 @@ def _end_checks(month: Month) -> dict:
     checks["paused_gold_read_on"] = True
     tree = file_tree(month.home)
     try:
-        service.rollback("ad_events", "silver", to_time_ms=int((month.now - 4 * DAY_S) * 1000), progress=lambda line: None)
+        service.rollback(
+            "ad_events",
+            "silver",
+            to_time_ms=int((month.now - 4 * DAY_S) * 1000),
+            progress=lambda line: None,
+        )
         raise RuntimeError("a rollback four days back, outside the 2-day window, was not refused")
     except RollbackRefused as refused:
         checks["outside_refused"] = str(refused)[:300]
     if file_tree(month.home) != tree:
         raise RuntimeError("a refused rollback changed files")
     began = time.perf_counter()
-    service.rollback("ad_events", "silver", to_time_ms=int((month.now - DAY_S) * 1000), progress=lambda line: None)
+    service.rollback(
+        "ad_events",
+        "silver",
+        to_time_ms=int((month.now - DAY_S) * 1000),
+        progress=lambda line: None,
+    )
     month.run()
     checks["inside_rollback_and_replay_s"] = round(time.perf_counter() - began, 1)
     assert_tables_match_landing(month.home)
@@ -188,8 +235,15 @@ def run(days: int, runs_per_day: int, events: int) -> dict:
     from testkit.expected import assert_tables_match_landing
 
     work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-month-"))
-    kept = {name: os.environ.get(name) for name in ("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY",
-                                                    "LAKEHOUSE_CLOCK_SHIFT")}
+    kept = {
+        name: os.environ.get(name)
+        for name in (
+            "LAKEHOUSE_HOME",
+            "LAKEHOUSE_PIPELINES",
+            "LAKEHOUSE_QUALITY",
+            "LAKEHOUSE_CLOCK_SHIFT",
+        )
+    }
     try:
         month = Month(work, runs_per_day, events)
         series = []
@@ -204,49 +258,85 @@ def run(days: int, runs_per_day: int, events: int) -> dict:
             service.maintain("ad_events", progress=lambda line: None)
             maintain_s = time.perf_counter() - began
             assert_tables_match_landing(month.home)
-            oldest = min((path.stat().st_mtime for path in month.landing.iterdir()), default=month.now)
-            series.append({"day": day + 1, "runs_s": round(runs_s, 1), "maintain_s": round(maintain_s, 1),
-                           "oldest_landing_days": round((month.now - oldest) / DAY_S, 2), "figures": _figures(month.home)})
-            print(json.dumps({key: value for key, value in series[-1].items() if key != "figures"}), flush=True)
+            oldest = min(
+                (path.stat().st_mtime for path in month.landing.iterdir()), default=month.now
+            )
+            series.append(
+                {
+                    "day": day + 1,
+                    "runs_s": round(runs_s, 1),
+                    "maintain_s": round(maintain_s, 1),
+                    "oldest_landing_days": round((month.now - oldest) / DAY_S, 2),
+                    "figures": _figures(month.home),
+                }
+            )
+            print(
+                json.dumps({key: value for key, value in series[-1].items() if key != "figures"}),
+                flush=True,
+            )
         from spark_jobs.model.spec import get_spec
 
         spec = get_spec("ad_events")
-        grown = _check_bounded(series) + _check_checkpoints(month.home, spec.min_batches_to_retain,
-                                                            spec.source_log_compact_interval)
+        grown = _check_bounded(series) + _check_checkpoints(
+            month.home, spec.min_batches_to_retain, spec.source_log_compact_interval
+        )
         if grown:
             raise RuntimeError(f"grew without bound over the month: {'; '.join(grown)}")
-        # Landing 4 days, rollback window 2 days, maintenance daily: no file older than 5 days stays.
+        # Landing 4 days, rollback window 2 days, maintenance daily: no file older
+        # than 5 days stays.
         if max(day["oldest_landing_days"] for day in series) > 5:
-            raise RuntimeError(f"landing files older than the retention stayed: {[d['oldest_landing_days'] for d in series]}")
+            raise RuntimeError(
+                "landing files older than the retention stayed: "
+                f"{[d['oldest_landing_days'] for d in series]}"
+            )
         checks = _end_checks(month)
     finally:
         for name, value in kept.items():
             os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
         shutil.rmtree(work, ignore_errors=True)
-    return {"days": days, "runs_per_day": runs_per_day, "events_per_run": events, "retention": RETENTION,
-            "series": series, "checks": checks}
+    return {
+        "days": days,
+        "runs_per_day": runs_per_day,
+        "events_per_run": events,
+        "retention": RETENTION,
+        "series": series,
+        "checks": checks,
+    }
 
 
 def markdown(result: dict) -> str:
-    lines = [f"{result['days']} simulated days, {result['runs_per_day']} runs a day of {result['events_per_run']} events, "
-             f"retention {result['retention']}; maintenance after each day's last run", "",
-             "| day | runs s | maintain s | data files (all tables) | most in a partition | log files (all tables) | "
-             "checkpoint files | _ops files | landing files | archived |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{result['days']} simulated days, {result['runs_per_day']} runs a day of "
+        f"{result['events_per_run']} events, retention {result['retention']}; maintenance "
+        "after each day's last run",
+        "",
+        "| day | runs s | maintain s | data files (all tables) | most in a partition | log files "
+        "(all tables) | checkpoint files | _ops files | landing files | archived |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for day in result["series"]:
         figures = day["figures"]
-        lines.append(f"| {day['day']} | {day['runs_s']} | {day['maintain_s']} | {sum(figures['data_files'].values())} | "
-                     f"{max(figures.get('most_per_partition', {}).values(), default='-')} | "
-                     f"{sum(figures['log_files'].values())} | {figures['checkpoint_files']} | {figures['ops_files']} | "
-                     f"{figures['landing_files']} | {figures['archived_files']} |")
+        lines.append(
+            f"| {day['day']} | {day['runs_s']} | {day['maintain_s']} | "
+            f"{sum(figures['data_files'].values())} | "
+            f"{max(figures.get('most_per_partition', {}).values(), default='-')} | "
+            f"{sum(figures['log_files'].values())} | {figures['checkpoint_files']} | "
+            f"{figures['ops_files']} | {figures['landing_files']} | {figures['archived_files']} |"
+        )
     checks = result["checks"]
-    lines.append(f"\nEvery day every table equalled the landing files. Then gold, paused two days, read on; a "
-                 f"rollback of silver one day back and its replay took {checks['inside_rollback_and_replay_s']} s and "
-                 "left equal tables; one four days back was refused with no file changed.")
+    lines.append(
+        "\nEvery day every table equalled the landing files. Then gold, paused two days, read on; "
+        "a rollback of silver one day back and its replay took "
+        f"{checks['inside_rollback_and_replay_s']} s and left equal tables; one four days back was "
+        "refused with no file changed."
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.month", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.month", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--days", type=int, default=12)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--events", type=int, default=200)

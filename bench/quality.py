@@ -30,16 +30,39 @@ from spark_jobs.cli import main
 HOPS = ("bronze", "silver", "gold")
 
 
-def _increment(home: Path, index: int, events: int, before: bool = True) -> dict[str, tuple[float, float, int, float]]:
+def _increment(
+    home: Path, index: int, events: int, before: bool = True
+) -> dict[str, tuple[float, float, int, float]]:
     run_id = f"bench-{index}"
-    assert main(["generate", "ad_events", "--events", str(events), "--files", "4", "--seed", str(index),
-                 "--start", f"2026-06-01T{index:02d}:00:00", "--bad-fraction", "0.01"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "ad_events",
+                "--events",
+                str(events),
+                "--files",
+                "4",
+                "--seed",
+                str(index),
+                "--start",
+                f"2026-06-01T{index:02d}:00:00",
+                "--bad-fraction",
+                "0.01",
+            ]
+        )
+        == 0
+    )
     assert main(["run", "ad_events", "--run-id", run_id, "--quality=report"]) == 0
     found = {}
     for hop in HOPS:
         record = json.loads((home / "_ops/runs/ad_events" / f"{run_id}.{hop}.json").read_text())
-        found[hop] = (record["duration_s"], record["quality"]["seconds"], record["quality"]["rows"],
-                      _gate_before(home, record) if before else 0.0)
+        found[hop] = (
+            record["duration_s"],
+            record["quality"]["seconds"],
+            record["quality"]["rows"],
+            _gate_before(home, record) if before else 0.0,
+        )
     return found
 
 
@@ -62,23 +85,36 @@ def _gate_before(home: Path, record: dict) -> float:
     change = record["tables"][lake.table(hop)]
     spark = build_session("lakehouse-ad_events-run", lake.spec.shuffle_partitions)
     began = time.time()
-    frame = quality.increment(spark, lake.table(hop), change["version_before"], change["version_after"], tuple(hop.keys))
+    frame = quality.increment(
+        spark, lake.table(hop), change["version_before"], change["version_after"], tuple(hop.keys)
+    )
     frame = pipeline_code(lake.spec).quality_frame(hop, frame).persist()
     frame.count()
     result = quality.gx_validation(frame, load_suite(lake.spec, hop))
     DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result))
     frame.unpersist()
     seconds = time.time() - began
-    ours = json.loads((home / "_ops/quality/ad_events" / f"{record['run_id']}.{hop.name}.result.json").read_text())
-    assert without_run_identity(result.to_json_dict()) == without_run_identity(ours), f"{hop.name}: results differ"
+    ours = json.loads(
+        (home / "_ops/quality/ad_events" / f"{record['run_id']}.{hop.name}.result.json").read_text()
+    )
+    assert without_run_identity(result.to_json_dict()) == without_run_identity(ours), (
+        f"{hop.name}: results differ"
+    )
     return seconds
 
 
 def _gx_import_seconds() -> float:
-    """Seconds to import Great Expectations in a fresh interpreter (each hop task paid it before)."""
+    """Seconds to import Great Expectations in a fresh interpreter (each hop task
+    paid it before).
+    """
     code = "import time; t = time.time(); import great_expectations; print(time.time() - t)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env=dict(os.environ, GX_ANALYTICS_ENABLED="false"))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, GX_ANALYTICS_ENABLED="false"),
+    )
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -90,7 +126,8 @@ def run(events: int, repeats: int) -> dict:
     try:
         warm_up = max(events // 20, 1000)
         _increment(home, 0, warm_up, before=False)  # warm-up: JVM start, table creation
-        gx_in_gates = "great_expectations" in sys.modules  # did a gate (or anything before) import GX?
+        # did a gate (or anything before) import GX?
+        gx_in_gates = "great_expectations" in sys.modules
         _increment(home, 1, warm_up)  # warm-up of the gate before: GX's import and first validation
         samples = [_increment(home, index, events) for index in range(2, repeats + 2)]
     finally:
@@ -104,29 +141,47 @@ def run(events: int, repeats: int) -> dict:
             "rows_checked_median": statistics.median(row[2] for row in rows),
             "run_s_median": statistics.median(row[0] for row in rows),
             "check_s_median": statistics.median(row[1] for row in rows),
-            "share_median": statistics.median(shares), "share_min": min(shares), "share_max": max(shares),
+            "share_median": statistics.median(shares),
+            "share_min": min(shares),
+            "share_max": max(shares),
             "before_s_median": statistics.median(row[3] for row in rows),
-            "before_share_median": statistics.median(before), "before_share_min": min(before),
+            "before_share_median": statistics.median(before),
+            "before_share_min": min(before),
             "before_share_max": max(before),
         }
-    return {"events_per_increment": events, "repeats": repeats, "machine": f"{os.cpu_count()} cores, {platform.machine()}",
-            "hops": table, "gx_import_s": round(_gx_import_seconds(), 2), "gx_imported_by_gates": gx_in_gates}
+    return {
+        "events_per_increment": events,
+        "repeats": repeats,
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}",
+        "hops": table,
+        "gx_import_s": round(_gx_import_seconds(), 2),
+        "gx_imported_by_gates": gx_in_gates,
+    }
 
 
 def markdown(result: dict) -> str:
-    lines = [f"Quality gate share of hop time, {result['events_per_increment']:,} events per increment, "
-             f"median of {result['repeats']} (min-max), {result['machine']}; the gate in one pass beside "
-             f"the gate before it (every rule through GX, then its Data Docs page), on the same increments",
-             "", "| hop | rows checked | hop run s | gate s | gate share | before: gate s | before: share |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Quality gate share of hop time, {result['events_per_increment']:,} events per increment, "
+        f"median of {result['repeats']} (min-max), {result['machine']}; the gate in one pass "
+        "beside the gate before it (every rule through GX, then its Data Docs page), "
+        "on the same increments",
+        "",
+        "| hop | rows checked | hop run s | gate s | gate share | before: gate s | before: share |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for hop, row in result["hops"].items():
-        lines.append(f"| {hop} | {row['rows_checked_median']:,.0f} | {row['run_s_median']:.1f} | {row['check_s_median']:.2f} "
-                     f"| {row['share_median']:.0%} ({row['share_min']:.0%}-{row['share_max']:.0%}) "
-                     f"| {row['before_s_median']:.2f} | {row['before_share_median']:.0%} "
-                     f"({row['before_share_min']:.0%}-{row['before_share_max']:.0%}) |")
-    lines.append(f"\nImporting Great Expectations: {result['gx_import_s']} s in a fresh interpreter, paid by every hop task "
-                 f"before; now only by a suite with a rule the one pass does not evaluate, and by the first view of a "
-                 f"Data Docs page.")
+        lines.append(
+            f"| {hop} | {row['rows_checked_median']:,.0f} | {row['run_s_median']:.1f} | "
+            f"{row['check_s_median']:.2f} | {row['share_median']:.0%} "
+            f"({row['share_min']:.0%}-{row['share_max']:.0%}) | {row['before_s_median']:.2f} | "
+            f"{row['before_share_median']:.0%} "
+            f"({row['before_share_min']:.0%}-{row['before_share_max']:.0%}) |"
+        )
+    lines.append(
+        f"\nImporting Great Expectations: {result['gx_import_s']} s in a fresh interpreter, paid "
+        "by every hop task before; now only by a suite with a rule the one pass does not evaluate, "
+        "and by the first view of a Data Docs page."
+    )
     return "\n".join(lines)
 
 

@@ -3,9 +3,9 @@
 The S3 lake is on the embedded S3 server (SeaweedFS on loopback, ``include/scripts/s3_server.py``),
 so the figures are an S3 protocol's overhead on this machine, not a network's. Both lakes get the
 same landing files (one seed); after a warm-up run, each repeat runs all three hops once into an
-empty lake (tables, checkpoints and records removed, landing kept), local then S3. Then what the plain-file readers
-and the lock cost on S3, in requests (counted at s3fs's client) and seconds: one ``status``, one
-new-data check (the stream DAG's first task), and the lease taken and let go.
+empty lake (tables, checkpoints and records removed, landing kept), local then S3. Then what the
+plain-file readers and the lock cost on S3, in requests (counted at s3fs's client) and seconds: one
+``status``, one new-data check (the stream DAG's first task), and the lease taken and let go.
 
     python -m bench.s3 [--events 200000] [--repeats 3]
 """
@@ -49,7 +49,9 @@ def _run_all(home: str) -> tuple[float, int]:
 
 
 class _Requests:
-    """Counts the S3 requests s3fs's client sends (botocore's ``before-send`` event), by operation."""
+    """Counts the S3 requests s3fs's client sends (botocore's ``before-send``
+    event), by operation.
+    """
 
     def __init__(self, home: str):
         from fsspec.asyn import sync
@@ -69,7 +71,11 @@ class _Requests:
         began = time.perf_counter()
         action()
         seconds = time.perf_counter() - began
-        return {"requests": sum(self.counts.values()), "by_operation": dict(self.counts), "seconds": round(seconds, 3)}
+        return {
+            "requests": sum(self.counts.values()),
+            "by_operation": dict(self.counts),
+            "seconds": round(seconds, 3),
+        }
 
 
 def _readers(home: str) -> dict:
@@ -85,9 +91,11 @@ def _readers(home: str) -> dict:
         with pipeline_lock(lake, "bench"):
             pass
 
-    return {"status": requests.measure(lambda: service.status("ad_events")),
-            "new_data_check": requests.measure(lambda: pending_work(lake)),
-            "lock": requests.measure(lock)}
+    return {
+        "status": requests.measure(lambda: service.status("ad_events")),
+        "new_data_check": requests.measure(lambda: pending_work(lake)),
+        "lock": requests.measure(lock),
+    }
 
 
 def run(events: int, repeats: int) -> dict:
@@ -105,10 +113,26 @@ def run(events: int, repeats: int) -> dict:
             lakes = {"local": str(work / "lake"), "s3": f"s3a://{BUCKET}/bench"}
             for home in lakes.values():
                 os.environ["LAKEHOUSE_HOME"] = home
-                assert main(["generate", "ad_events", "--events", str(events), "--files", "8", "--seed", "5",
-                             "--start", "2026-05-01T00:00:00"]) == 0
+                assert (
+                    main(
+                        [
+                            "generate",
+                            "ad_events",
+                            "--events",
+                            str(events),
+                            "--files",
+                            "8",
+                            "--seed",
+                            "5",
+                            "--start",
+                            "2026-05-01T00:00:00",
+                        ]
+                    )
+                    == 0
+                )
             build_session("lakehouse-bench")
-            _run_all(lakes["local"])  # warm-up, not counted: the JVM's first run loads and compiles most of its classes
+            # warm-up, not counted: the JVM's first run loads and compiles most of its classes
+            _run_all(lakes["local"])
             seconds: dict[str, list[float]] = {way: [] for way in lakes}
             rows: dict[str, int] = {}
             for _ in range(repeats):
@@ -122,24 +146,48 @@ def run(events: int, repeats: int) -> dict:
             server.stop()
             shutil.rmtree(work, ignore_errors=True)
     summary = {way: stats(values) for way, values in seconds.items()}
-    return {"events": events, "bronze_rows": rows["local"], "seconds": summary,
-            "records_per_s": {way: round(events / summary[way]["median"]) for way in summary},
-            "s3_over_local": round(summary["local"]["median"] / summary["s3"]["median"], 2),
-            "readers": readers}
+    return {
+        "events": events,
+        "bronze_rows": rows["local"],
+        "seconds": summary,
+        "records_per_s": {way: round(events / summary[way]["median"]) for way in summary},
+        "s3_over_local": round(summary["local"]["median"] / summary["s3"]["median"], 2),
+        "readers": readers,
+    }
 
 
 def markdown(result: dict) -> str:
-    lines = [f"All three hops run once over {result['events']:,} events into an empty lake, the local lake and "
-             f"the embedded S3 server's, interleaved, median of {result['seconds']['local']['n']} (min-max)", "",
-             "| lake | seconds | records/s |", "|---|---:|---:|"]
+    lines = [
+        f"All three hops run once over {result['events']:,} events into an empty lake, the local "
+        "lake and the embedded S3 server's, interleaved, median of "
+        f"{result['seconds']['local']['n']} (min-max)",
+        "",
+        "| lake | seconds | records/s |",
+        "|---|---:|---:|",
+    ]
     for way in ("local", "s3"):
-        lines.append(f"| {way} | {spread(result['seconds'][way])} | {result['records_per_s'][way]:,} |")
-    lines.append(f"\nS3/local throughput = {result['s3_over_local']} (the S3 server runs on the same 2 cores)")
-    lines += ["", "What the plain-file readers and the lock cost on the S3 lake (after those runs):", "",
-              "| action | S3 requests | seconds | requests by operation |", "|---|---:|---:|---|"]
+        lines.append(
+            f"| {way} | {spread(result['seconds'][way])} | {result['records_per_s'][way]:,} |"
+        )
+    lines.append(
+        f"\nS3/local throughput = {result['s3_over_local']} (the S3 server "
+        "runs on the same 2 cores)"
+    )
+    lines += [
+        "",
+        "What the plain-file readers and the lock cost on the S3 lake (after those runs):",
+        "",
+        "| action | S3 requests | seconds | requests by operation |",
+        "|---|---:|---:|---|",
+    ]
     for action, figures in result["readers"].items():
-        ops = ", ".join(f"{name} {count}" for name, count in sorted(figures["by_operation"].items()))
-        lines.append(f"| {action.replace('_', ' ')} | {figures['requests']} | {figures['seconds']:.2f} | {ops} |")
+        ops = ", ".join(
+            f"{name} {count}" for name, count in sorted(figures["by_operation"].items())
+        )
+        lines.append(
+            f"| {action.replace('_', ' ')} | {figures['requests']} | "
+            f"{figures['seconds']:.2f} | {ops} |"
+        )
     return "\n".join(lines)
 
 

@@ -33,8 +33,16 @@ def _lake_environment():
     return environment_kept("LAKEHOUSE_HOME", "LAKEHOUSE_PIPELINES", "LAKEHOUSE_QUALITY")
 
 
-def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, kafka_steps: int = 0,
-        changes_steps: int = 0, late_steps: int = 0, shop_late_steps: int = 0) -> dict:
+def run(
+    steps: int,
+    sequence_steps: int,
+    first_seed: int,
+    shop_steps: int = 0,
+    kafka_steps: int = 0,
+    changes_steps: int = 0,
+    late_steps: int = 0,
+    shop_late_steps: int = 0,
+) -> dict:
     from spark_jobs.engine.session import build_session
     from testkit.model import SOAK_REGRESSIONS, run_sequence
     from testkit.model_lake import ModelMismatch, write_spec
@@ -55,24 +63,42 @@ def run(steps: int, sequence_steps: int, first_seed: int, shop_steps: int = 0, k
                 seed, length, next_seed = next_seed, sequence_steps, next_seed + 1
             length = min(length, steps - done)
             work = Path(tempfile.mkdtemp(prefix=f"soak-{seed}-"))
-            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
-                              LAKEHOUSE_QUALITY=str(work / "no-suites"))
+            os.environ.update(
+                LAKEHOUSE_HOME=str(work / "lake"),
+                LAKEHOUSE_PIPELINES=str(write_spec(work / "pipelines")),
+                LAKEHOUSE_QUALITY=str(work / "no-suites"),
+            )
             try:
-                sequence = run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, maintain=True)
+                sequence = run_sequence(
+                    spark, str(work / "lake"), seed, length, log=lambda line: None, maintain=True
+                )
                 operations.update(sequence.counts)
                 refusals.update(sequence.refusals)
                 settles += sequence.settles
             except ModelMismatch as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] seed {seed}: {length} steps, {len(failures)} failures so far, "
-                  f"{time.time() - began:.0f} s", flush=True)
+            print(
+                f"[soak] seed {seed}: {length} steps, {len(failures)} failures so far, "
+                f"{time.time() - began:.0f} s",
+                flush=True,
+            )
             seeds.append(seed)
             done += length
-    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "refusals": dict(refusals), "settles": settles, "failures": failures,
-            "seconds": round(time.time() - began, 1), "shop": run_shop(spark, shop_steps, first_seed),
-            "kafka": run_kafka(spark, kafka_steps, first_seed), "changes": run_changes(spark, changes_steps, first_seed),
-            "late": run_late(spark, late_steps, first_seed), "shop_late": run_shop_late(spark, shop_late_steps, first_seed)}
+    return {
+        "steps": done,
+        "sequences": len(seeds),
+        "seeds": seeds,
+        "operations": dict(operations),
+        "refusals": dict(refusals),
+        "settles": settles,
+        "failures": failures,
+        "seconds": round(time.time() - began, 1),
+        "shop": run_shop(spark, shop_steps, first_seed),
+        "kafka": run_kafka(spark, kafka_steps, first_seed),
+        "changes": run_changes(spark, changes_steps, first_seed),
+        "late": run_late(spark, late_steps, first_seed),
+        "shop_late": run_shop_late(spark, shop_late_steps, first_seed),
+    }
 
 
 # The late-events sequences that failed, run first (25 steps each): seed 3 found a second rollback
@@ -89,8 +115,9 @@ def run_late(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> di
 
     def play(work: Path, seed: int, length: int):
         os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
-        sequence, dropped = run_sequence(spark, str(work / "lake"), str(work / "twin"), seed, length,
-                                         log=lambda line: None)
+        sequence, dropped = run_sequence(
+            spark, str(work / "lake"), str(work / "twin"), seed, length, log=lambda line: None
+        )
         return sequence, {"dropped_late": dropped}
 
     return _fresh_lakes("late", steps, sequence_steps, _seeds(LATE_REGRESSIONS, first_seed), play)
@@ -107,29 +134,51 @@ def run_changes(spark, steps: int, first_seed: int, sequence_steps: int = 20) ->
     suites): the :data:`CHANGES_REGRESSIONS` first, then seeds from ``first_seed`` on."""
     from testkit.changes_run import run_sequence
 
-    return _example_sequences(spark, "changes", run_sequence, steps, _seeds(CHANGES_REGRESSIONS, first_seed),
-                              sequence_steps)
+    return _example_sequences(
+        spark,
+        "changes",
+        run_sequence,
+        steps,
+        _seeds(CHANGES_REGRESSIONS, first_seed),
+        sequence_steps,
+    )
 
 
 def _seeds(regressions: tuple[int, ...], first_seed: int):
-    """The seed of the n-th sequence: the ``regressions`` first, then fresh ones from ``first_seed`` on."""
+    """The seed of the n-th sequence: the ``regressions`` first, then fresh ones from
+    ``first_seed`` on.
+    """
+
     def seed_at(count: int) -> int:
-        fresh = [seed for seed in range(first_seed, first_seed + count + len(regressions) + 1) if seed not in regressions]
+        fresh = [
+            seed
+            for seed in range(first_seed, first_seed + count + len(regressions) + 1)
+            if seed not in regressions
+        ]
         return [*regressions, *fresh][count]
 
     return seed_at
 
 
 def run_kafka(spark, steps: int, first_seed: int, sequence_steps: int = 25) -> dict:
-    """The model's Kafka variant: sequences of ``sequence_steps``, each on a fresh lake and broker."""
+    """The model's Kafka variant: sequences of ``sequence_steps``, each on a fresh
+    lake and broker.
+    """
     from testkit.model import run_sequence, started_broker
     from testkit.model_lake import write_spec
 
     def play(work: Path, seed: int, length: int):
         os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines", kafka=True))
         with started_broker(work / "kafka") as broker:
-            return run_sequence(spark, str(work / "lake"), seed, length, log=lambda line: None, kafka=broker,
-                                maintain=True), {}
+            return run_sequence(
+                spark,
+                str(work / "lake"),
+                seed,
+                length,
+                log=lambda line: None,
+                kafka=broker,
+                maintain=True,
+            ), {}
 
     return _fresh_lakes("kafka", steps, sequence_steps, lambda count: first_seed + count, play)
 
@@ -142,12 +191,22 @@ def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> 
     from testkit.model_lake import ModelMismatch
 
     began = time.time()
-    done, seeds, failures, operations, refusals, settles, figures = 0, [], [], Counter(), Counter(), 0, Counter()
+    done, seeds, failures, operations, refusals, settles, figures = (
+        0,
+        [],
+        [],
+        Counter(),
+        Counter(),
+        0,
+        Counter(),
+    )
     with _lake_environment():
         while done < steps:
             seed, length = seed_at(len(seeds)), min(sequence_steps, steps - done)
             work = Path(tempfile.mkdtemp(prefix=f"soak-{label}-{seed}-"))
-            os.environ.update(LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_QUALITY=str(work / "no-suites"))
+            os.environ.update(
+                LAKEHOUSE_HOME=str(work / "lake"), LAKEHOUSE_QUALITY=str(work / "no-suites")
+            )
             try:
                 sequence, more = play(work, seed, length)
                 operations.update(sequence.counts)
@@ -156,13 +215,24 @@ def _fresh_lakes(label: str, steps: int, sequence_steps: int, seed_at, play) -> 
                 figures.update(more)
             except ModelMismatch as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
-                  f"{time.time() - began:.0f} s", flush=True)
+            print(
+                f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
+                f"{time.time() - began:.0f} s",
+                flush=True,
+            )
             seeds.append(seed)
             done += length
-    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "refusals": dict(refusals), "settles": settles, "failures": failures, "seconds": round(time.time() - began, 1),
-            **figures}
+    return {
+        "steps": done,
+        "sequences": len(seeds),
+        "seeds": seeds,
+        "operations": dict(operations),
+        "refusals": dict(refusals),
+        "settles": settles,
+        "failures": failures,
+        "seconds": round(time.time() - began, 1),
+        **figures,
+    }
 
 
 # Shop's sequences that ever failed, run first: seed 41 (20 steps) found silver_orders writing
@@ -177,14 +247,17 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
     :data:`SHOP_REGRESSIONS` first, then seeds from ``first_seed`` on."""
     from testkit.shop_model import run_sequence
 
-    return _example_sequences(spark, "shop", run_sequence, steps, _seeds(SHOP_REGRESSIONS, first_seed), sequence_steps)
+    return _example_sequences(
+        spark, "shop", run_sequence, steps, _seeds(SHOP_REGRESSIONS, first_seed), sequence_steps
+    )
 
 
 # Shop's late-events sequences that failed, run first: seed 4 found `maintain` cleaning a table's
 # log up to a rollback's RESTORE, whose target a rollback inside the window then needed (14 steps,
-# with 15% of orders 30 minutes late; now tests/unit/spark_jobs/control/maintenance/test_tables.py covers it); seed 1001
-# (20 steps) a run killed while it replayed a rollback's batches: the next run planned the rest
-# afresh, so the join kept pairs the original run dropped (tests/spark/test_replay.py covers it).
+# with 15% of orders 30 minutes late; now tests/unit/spark_jobs/control/maintenance/test_tables.py
+# covers it); seed 1001 (20 steps) a run killed while it replayed a rollback's batches:
+# the next run planned the rest afresh, so the join kept pairs the original run dropped
+# (tests/spark/test_replay.py covers it).
 SHOP_LATE_REGRESSIONS = (4, 1001)
 
 
@@ -196,10 +269,14 @@ def run_shop_late(spark, steps: int, first_seed: int, sequence_steps: int = 20) 
     def play(spark, home: Path, seed: int, steps: int, log):
         return run_sequence(spark, home, home.parent / "twin", seed, steps, log)
 
-    return _example_sequences(spark, "shop_late", play, steps, _seeds(SHOP_LATE_REGRESSIONS, first_seed), sequence_steps)
+    return _example_sequences(
+        spark, "shop_late", play, steps, _seeds(SHOP_LATE_REGRESSIONS, first_seed), sequence_steps
+    )
 
 
-def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, sequence_steps: int) -> dict:
+def _example_sequences(
+    spark, label: str, run_sequence, steps: int, seed_at, sequence_steps: int
+) -> dict:
     """``steps`` random steps of an example's model (``run_sequence(spark, home, seed, steps)``) in
     sequences of ``sequence_steps``, each on a fresh lake with the example's spec, code and suites;
     the ``count``-th sequence's seed is ``seed_at(count)``. ``run_sequence`` returns the transcript,
@@ -217,38 +294,62 @@ def _example_sequences(spark, label: str, run_sequence, steps: int, seed_at, seq
                 played = run_sequence(spark, home, seed, length, log=lambda line: None)
                 transcript = getattr(played, "transcript", played)
                 figures.update(getattr(played, "figures", {}))
-                operations.update(line.split(" ")[0].rstrip(":") for line in transcript)  # "maintain: files ..."
+                # "maintain: files ..."
+                operations.update(line.split(" ")[0].rstrip(":") for line in transcript)
             except AssertionError as error:
                 failures.append({"seed": seed, "steps": length, "error": str(error)[:20000]})
-            print(f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
-                  f"{time.time() - began:.0f} s", flush=True)
+            print(
+                f"[soak] {label} seed {seed}: {length} steps, {len(failures)} failures so far, "
+                f"{time.time() - began:.0f} s",
+                flush=True,
+            )
             seeds.append(seed)
             done += length
-    return {"steps": done, "sequences": len(seeds), "seeds": seeds, "operations": dict(operations),
-            "failures": failures, "seconds": round(time.time() - began, 1), **figures}
+    return {
+        "steps": done,
+        "sequences": len(seeds),
+        "seeds": seeds,
+        "operations": dict(operations),
+        "failures": failures,
+        "seconds": round(time.time() - began, 1),
+        **figures,
+    }
 
 
 def markdown(result: dict) -> str:
     lines = _parts_markdown(result)
     recorded = result.get("recorded") or {}
     if recorded:
-        lines += ["", "Parts from earlier recorded runs: " + ", ".join(f"{part} ({started})" for part, started in
-                                                                   sorted(recorded.items())) + "."]
+        lines += [
+            "",
+            "Parts from earlier recorded runs: "
+            + ", ".join(f"{part} ({started})" for part, started in sorted(recorded.items()))
+            + ".",
+        ]
     return "\n".join(lines)
 
 
 def _parts_markdown(result: dict) -> list[str]:
-    operations = ", ".join(f"{name} {count}" for name, count in sorted(result["operations"].items()))
-    refusals = ", ".join(f"{name} {count}" for name, count in sorted(result["refusals"].items())) or "none"
+    operations = ", ".join(
+        f"{name} {count}" for name, count in sorted(result["operations"].items())
+    )
+    refusals = (
+        ", ".join(f"{name} {count}" for name, count in sorted(result["refusals"].items())) or "none"
+    )
     lines = []
     if result["steps"]:  # a run of some parts only (``--soak-steps 0``) shows those
-        lines = [f"{result['steps']} random steps in {result['sequences']} sequences (seeds "
-                 f"{', '.join(map(str, result['seeds']))}), {result['seconds'] / 60:.1f} min: {operations}.",
-                 f"Refused as expected (tables and checkpoints unchanged): {refusals}. "
-                 f"Settle points where every table equalled the landing files: {result['settles']}.",
-                 f"**Failures: {len(result['failures'])}**"]
-        lines += [f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                  for f in result["failures"]]
+        lines = [
+            f"{result['steps']} random steps in {result['sequences']} sequences (seeds "
+            f"{', '.join(map(str, result['seeds']))}), {result['seconds'] / 60:.1f} "
+            f"min: {operations}.",
+            f"Refused as expected (tables and checkpoints unchanged): {refusals}. "
+            f"Settle points where every table equalled the landing files: {result['settles']}.",
+            f"**Failures: {len(result['failures'])}**",
+        ]
+        lines += [
+            f"- seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+            for f in result["failures"]
+        ]
     for key, title, after in _PARTS:
         part = result.get(key)
         if part and part["steps"]:
@@ -260,34 +361,70 @@ def _part_lines(key: str, part: dict, title: str, after: str) -> list[str]:
     """A soak part's paragraph: its steps, sequences, seeds, minutes and operations, ``after``,
     its failures."""
     operations = ", ".join(f"{name} {count}" for name, count in sorted(part["operations"].items()))
-    lines = ["", f"{title}: {part['steps']} random steps in {part['sequences']} sequences (seeds "
-                 f"{', '.join(map(str, part['seeds']))}), {part['seconds'] / 60:.1f} min: {operations}; {after}. "
-                 f"**Failures: {len(part['failures'])}**"]
-    return lines + [f"- {key} seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
-                    for f in part["failures"]]
+    lines = [
+        "",
+        f"{title}: {part['steps']} random steps in {part['sequences']} sequences (seeds "
+        f"{', '.join(map(str, part['seeds']))}), {part['seconds'] / 60:.1f} min: {operations}; "
+        f"{after}. **Failures: {len(part['failures'])}**",
+    ]
+    return lines + [
+        f"- {key} seed {f['seed']} ({f['steps']} steps): {f['error'].splitlines()[0][:300]}"
+        for f in part["failures"]
+    ]
 
 
 # Each part after the model's: its key, title, and what its sequences checked (from its figures).
 _PARTS = (
-    ("shop", "shop (a join and two sources, `testkit/shop_model.py`)",
-     lambda part: "every table equal to the landing files after every run"),
-    ("kafka", "Kafka (bronze fed by a topic, broker restarts among the steps)",
-     lambda part: f"settle points where every table equalled the topic's records: {part['settles']}"),
-    ("changes", "crm (a change feed as SCD 1 and SCD 2 tables, `testkit/changes_run.py`)",
-     lambda part: "both tables equal to the model after every run"),
-    ("late", "Late events (beyond the allowed lateness, `testkit/model_late.py`)",
-     lambda part: f"settle points where every table equalled a twin lake that never rolled back: {part['settles']} "
-                  f"(the twins' gold dropped {part.get('dropped_late', 0)} views as late at their last settles; "
-                  "rollbacks not taken because their dry run planned afresh: "
-                  f"{(part.get('refusals') or {}).get('afresh', 'not counted')})"),
-    ("shop_late", "shop with late events (`testkit/shop_model_late.py`)",
-     lambda part: f"runs after which every table equalled a twin lake that never rolled back: {part.get('compared', 0)} "
-                  f"(the twins' silver dropped {part.get('dropped_late', 0)} rows as late at their last runs; rollbacks "
-                  f"not taken because their dry run planned afresh: {part.get('afresh', 0)})"),
+    (
+        "shop",
+        "shop (a join and two sources, `testkit/shop_model.py`)",
+        lambda part: "every table equal to the landing files after every run",
+    ),
+    (
+        "kafka",
+        "Kafka (bronze fed by a topic, broker restarts among the steps)",
+        lambda part: (
+            f"settle points where every table equalled the topic's records: {part['settles']}"
+        ),
+    ),
+    (
+        "changes",
+        "crm (a change feed as SCD 1 and SCD 2 tables, `testkit/changes_run.py`)",
+        lambda part: "both tables equal to the model after every run",
+    ),
+    (
+        "late",
+        "Late events (beyond the allowed lateness, `testkit/model_late.py`)",
+        lambda part: (
+            "settle points where every table equalled a twin lake that never rolled back: "
+            f"{part['settles']} (the twins' gold dropped {part.get('dropped_late', 0)} views as "
+            "late at their last settles; rollbacks not taken because their dry run planned afresh: "
+            f"{(part.get('refusals') or {}).get('afresh', 'not counted')})"
+        ),
+    ),
+    (
+        "shop_late",
+        "shop with late events (`testkit/shop_model_late.py`)",
+        lambda part: (
+            "runs after which every table equalled a twin lake that never rolled back: "
+            f"{part.get('compared', 0)} (the twins' silver dropped {part.get('dropped_late', 0)} "
+            "rows as late at their last runs; rollbacks not taken because their dry run planned "
+            f"afresh: {part.get('afresh', 0)})"
+        ),
+    ),
 )
 
 
-_MODEL_KEYS = ("steps", "sequences", "seeds", "operations", "refusals", "settles", "failures", "seconds")
+_MODEL_KEYS = (
+    "steps",
+    "sequences",
+    "seeds",
+    "operations",
+    "refusals",
+    "settles",
+    "failures",
+    "seconds",
+)
 
 
 def newest_parts(documents: list[dict]) -> dict:
@@ -296,7 +433,11 @@ def newest_parts(documents: list[dict]) -> dict:
     runs = [document for document in documents if "soak" in document]
     shown = dict(runs[-1]["soak"])
     for part in (None, "shop", "kafka", "changes", "late", "shop_late"):
-        ran = [run for run in runs if ((run["soak"].get(part) or {}) if part else run["soak"]).get("steps")]
+        ran = [
+            run
+            for run in runs
+            if ((run["soak"].get(part) or {}) if part else run["soak"]).get("steps")
+        ]
         if not ran:
             continue
         source = ran[-1]["soak"]
@@ -307,4 +448,3 @@ def newest_parts(documents: list[dict]) -> dict:
         if ran[-1] is not runs[-1]:
             shown.setdefault("recorded", {})[part or "model"] = ran[-1]["started"]
     return shown
-

@@ -30,12 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _importable() -> None:
-    """The checkout's packages (``bench``) importable: MkDocs restores ``sys.path`` after loading a hook."""
+    """The checkout's packages (``bench``) importable: MkDocs restores ``sys.path`` after
+    loading a hook.
+    """
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
 
 
-def _commands(parser: argparse.ArgumentParser, prefix: str = "lakehouse") -> list[tuple[str, argparse.ArgumentParser]]:
+def _commands(
+    parser: argparse.ArgumentParser, prefix: str = "lakehouse"
+) -> list[tuple[str, argparse.ArgumentParser]]:
     found = []
     for action in parser._actions:  # argparse keeps its subcommands only here
         if isinstance(action, argparse._SubParsersAction):
@@ -48,16 +52,32 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "lakehouse") -> lis
 def cli_page() -> str:
     from spark_jobs.cli import build_parser
 
-    lines = ["# CLI reference", "",
-             "Generated from the `lakehouse` command's own parser by `make reference`. Every command takes",
-             "`--json` (one JSON",
-             "document on stdout, and no progress lines). Without it, the long commands (run, backfill,",
-             "rollback, refresh) print their steps on stderr, each with the seconds since the command",
-             "began. Errors you can fix print one `error: ...` line naming the fix and exit 2; a failed",
-             "run or gate exits 1; a reader that closes the pipe (`| head`) ends the command quietly (141).", ""]
+    lines = [
+        "# CLI reference",
+        "",
+        "Generated from the `lakehouse` command's own parser by `make "
+        "reference`. Every command takes",
+        "`--json` (one JSON",
+        "document on stdout, and no progress lines). Without it, the long commands (run, backfill,",
+        "rollback, refresh) print their steps on stderr, each with the seconds since the command",
+        "began. Errors you can fix print one `error: ...` line naming the fix and exit 2; a failed",
+        "run or gate exits 1; a reader that closes the pipe (`| head`) ends the "
+        "command quietly (141).",
+        "",
+    ]
     for name, sub in _commands(build_parser()):
-        lines += [f"## `{name}`", "", (sub.description or "").strip(), "", "```", sub.format_usage().strip(), "```", "",
-                  "| argument | meaning |", "|---|---|"]
+        lines += [
+            f"## `{name}`",
+            "",
+            (sub.description or "").strip(),
+            "",
+            "```",
+            sub.format_usage().strip(),
+            "```",
+            "",
+            "| argument | meaning |",
+            "|---|---|",
+        ]
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
@@ -73,7 +93,9 @@ def cli_page() -> str:
 
 
 def names_in_sources() -> dict[str, list[str]]:
-    """Every ``LAKEHOUSE_*`` name the package, its Airflow plugin and the launcher name, with the files."""
+    """Every ``LAKEHOUSE_*`` name the package, its Airflow plugin and the launcher name,
+    with the files.
+    """
     found: dict[str, set[str]] = {}
     for folder in ("spark_jobs", "plugins/lakehouse_airflow", "include/scripts"):
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -87,15 +109,24 @@ def names_in_sources() -> dict[str, list[str]]:
 def settings_page() -> str:
     from spark_jobs.model.settings import SETTINGS
 
-    lines = ["# Settings", "",
-             "Every environment variable the platform reads, generated from its one declaration in",
-             "`spark_jobs/model/settings.py` by `make reference` (`tests/unit/test_docs.py` checks that this",
-             "page is current and that the sources name no other `LAKEHOUSE_*` variable). Airflow's own",
-             "settings (`AIRFLOW__*`) and the",
-             "standard `AWS_*` variables of an S3 lake are Airflow's and AWS's.", "",
-             "| variable | default | meaning |", "|---|---|---|"]
+    lines = [
+        "# Settings",
+        "",
+        "Every environment variable the platform reads, generated from its one declaration in",
+        "`spark_jobs/model/settings.py` by `make reference` "
+        "(`tests/unit/test_docs.py` checks that this",
+        "page is current and that the sources name no other `LAKEHOUSE_*` variable). Airflow's own",
+        "settings (`AIRFLOW__*`) and the",
+        "standard `AWS_*` variables of an S3 lake are Airflow's and AWS's.",
+        "",
+        "| variable | default | meaning |",
+        "|---|---|---|",
+    ]
     for setting in SETTINGS:
-        lines.append(f"| `{setting.name}` | {f'`{setting.default}`' if setting.default else '-'} | {setting.meaning} |")
+        lines.append(
+            f"| `{setting.name}` | {f'`{setting.default}`' if setting.default else '-'} "
+            f"| {setting.meaning} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -117,16 +148,24 @@ def spec_page(markdown: str) -> str:
 
     pipeline = ["| key | default | meaning |", "|---|---|---|"] + [
         f"| `{key.name}` | {'required' if key.required else _default(key.name)} | {key.meaning} |"
-        for key in PIPELINE_KEYS]
+        for key in PIPELINE_KEYS
+    ]
     hop = ["| key | kinds | meaning |", "|---|---|---|"] + [
-        f"| `{key.name}` | {key.kinds}{' (required)' if key.required else ''} | {key.meaning} |" for key in HOP_KEYS]
-    retention = ["| key | meaning |", "|---|---|"] + [f"| `{key.name}` | {key.meaning} |" for key in RETENTION_KEYS]
+        f"| `{key.name}` | {key.kinds}{' (required)' if key.required else ''} | {key.meaning} |"
+        for key in HOP_KEYS
+    ]
+    retention = ["| key | meaning |", "|---|---|"] + [
+        f"| `{key.name}` | {key.meaning} |" for key in RETENTION_KEYS
+    ]
     for marker, table in (("pipeline", pipeline), ("retention", retention), ("hop", hop)):
         region = re.compile(rf"<!-- {marker} keys -->\n.*?<!-- end {marker} keys -->", re.S)
         filled = "\n".join([f"<!-- {marker} keys -->", *table, f"<!-- end {marker} keys -->"])
         markdown, found = region.subn(lambda _match, filled=filled: filled, markdown)
         if found != 1:
-            raise ValueError(f"reference/spec.md needs one '<!-- {marker} keys -->' ... '<!-- end {marker} keys -->' pair")
+            raise ValueError(
+                f"reference/spec.md needs one '<!-- {marker} keys -->' ... '<!-- end "
+                f"{marker} keys -->' pair"
+            )
     return markdown
 
 
@@ -136,14 +175,20 @@ DOCS = ROOT / "docs"
 def reference_pages() -> dict[str, str]:
     """Each committed reference page as the code generates it now, by its path under docs/."""
     _importable()
-    return {"reference/cli.md": cli_page() + "\n", "reference/settings.md": settings_page(),
-            "reference/spec.md": spec_page((DOCS / "reference" / "spec.md").read_text())}
+    return {
+        "reference/cli.md": cli_page() + "\n",
+        "reference/settings.md": settings_page(),
+        "reference/spec.md": spec_page((DOCS / "reference" / "spec.md").read_text()),
+    }
 
 
 def stale_pages() -> list[str]:
     """The committed reference pages that differ from what the code generates."""
-    return [path for path, text in reference_pages().items()
-            if not (DOCS / path).is_file() or (DOCS / path).read_text() != text]
+    return [
+        path
+        for path, text in reference_pages().items()
+        if not (DOCS / path).is_file() or (DOCS / path).read_text() != text
+    ]
 
 
 def figures() -> str:
@@ -158,13 +203,22 @@ def figures() -> str:
         newest = next((document for document in reversed(documents) if key in document), None)
         lines += [f"## {title}", ""]
         if newest is None:
-            lines += ["No recorded run holds this benchmark yet: `make bench BENCH_ARGS=\"--only "
-                      f"{key}\"` measures it.", ""]
+            lines += [
+                'No recorded run holds this benchmark yet: `make bench BENCH_ARGS="--only '
+                f'{key}"` measures it.',
+                "",
+            ]
             continue
         machine = newest["machine"]
-        shown = newest_parts(documents) if key == "soak" else newest[key]  # each soak part from its newest run
-        lines += [f"Recorded run of {newest['started']} on {machine['cpus']} cores ({machine['cpu']}), "
-                  f"Spark master {machine['spark_master']}.", "", render(shown), ""]
+        # each soak part from its newest run
+        shown = newest_parts(documents) if key == "soak" else newest[key]
+        lines += [
+            f"Recorded run of {newest['started']} on {machine['cpus']} cores ({machine['cpu']}), "
+            f"Spark master {machine['spark_master']}.",
+            "",
+            render(shown),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -172,7 +226,9 @@ def on_pre_build(config):
     from mkdocs.exceptions import PluginError  # here: the tests read this file without MkDocs
 
     if stale := stale_pages():
-        raise PluginError(f"generated reference pages are stale ({', '.join(stale)}): run `make reference`")
+        raise PluginError(
+            f"generated reference pages are stale ({', '.join(stale)}): run `make reference`"
+        )
 
 
 def on_page_markdown(markdown, page, config, files):

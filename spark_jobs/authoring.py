@@ -26,7 +26,16 @@ from spark_jobs.logs.fs import filesystem, listing, write_text
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.formats import RESCUED
 
-__all__ = ["RESCUED", "SampleFiles", "UsageError", "debezium_columns", "files_in", "hop_table", "rescued", "write_text"]
+__all__ = [
+    "RESCUED",
+    "SampleFiles",
+    "UsageError",
+    "debezium_columns",
+    "files_in",
+    "hop_table",
+    "rescued",
+    "write_text",
+]
 
 
 def files_in(folder: str) -> list[str]:

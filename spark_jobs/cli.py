@@ -1,4 +1,5 @@
-"""The ``lakehouse`` command (docs/concepts/run-and-backfill.md): argv -> :mod:`spark_jobs.service` -> print.
+"""The ``lakehouse`` command (docs/concepts/run-and-backfill.md): argv ->
+:mod:`spark_jobs.service` -> print.
 
 Errors a user can fix print one line and exit 2 (1 for a failed run); ``--json`` prints one
 JSON document on stdout and no progress; without it, progress lines go to stderr, each with the
@@ -31,60 +32,114 @@ def _progress(args):
     if args.json:
         return lambda _message: None
     began = time.monotonic()
-    return lambda message: print(f"{time.monotonic() - began:7.1f}s {message}", file=sys.stderr, flush=True)
+    return lambda message: print(
+        f"{time.monotonic() - began:7.1f}s {message}", file=sys.stderr, flush=True
+    )
 
 
 def cmd_generate(args) -> int:
     start = parse_time(args.start, "--start") if args.start else None
-    result = service.generate(args.pipeline, args.events, args.files, args.seed, start, args.bad_fraction,
-                              args.late_fraction)
+    result = service.generate(
+        args.pipeline,
+        args.events,
+        args.files,
+        args.seed,
+        start,
+        args.bad_fraction,
+        args.late_fraction,
+    )
     folders = sorted({path.rsplit("/", 1)[0] for path in result.files})
-    _emit(args, dataclasses.asdict(result), f"wrote {result.events} events ({result.bad_lines} invalid lines, "
-          f"{result.late_events} late) in {len(result.files)} files to {', '.join(folders)}")
+    _emit(
+        args,
+        dataclasses.asdict(result),
+        f"wrote {result.events} events ({result.bad_lines} invalid lines, "
+        f"{result.late_events} late) in {len(result.files)} files to {', '.join(folders)}",
+    )
     return 0
 
 
 def cmd_setup(args) -> int:
     result = service.setup()
     archive = result["jvm_archive"] or "none (drivers start without one)"
-    _emit(args, result, f"{len(result['jars'])} jars in {result['jars_dir']}\nclass-data sharing archive: {archive}")
+    _emit(
+        args,
+        result,
+        f"{len(result['jars'])} jars in {result['jars_dir']}\nclass-data "
+        f"sharing archive: {archive}",
+    )
     return 0
 
 
 def cmd_new(args) -> int:
     result = service.new(args.pipeline, args.format)
     name = result.name
-    _emit(args, {"pipeline": name, "files": result.files},
-          f"wrote pipeline {name}:\n" + "".join(f"  {path}\n" for path in result.files)
-          + f"try: lakehouse generate {name} --events 1000 --bad-fraction 0.02 && lakehouse run {name}")
+    _emit(
+        args,
+        {"pipeline": name, "files": result.files},
+        f"wrote pipeline {name}:\n"
+        + "".join(f"  {path}\n" for path in result.files)
+        + (
+            f"try: lakehouse generate {name} --events 1000 --bad-fraction 0.02 && "
+            f"lakehouse run {name}"
+        ),
+    )
     return 0
 
 
 def _summary_line(record) -> str:
-    return (f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in {record.rows_in:,}  "
-            f"out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  late dropped {record.rows_dropped_late:,}  "
-            + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "")
-            + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "")
-            + (f"live keys {record.live_keys:,}  " if record.live_keys is not None else "") + f"{record.duration_s} s")
+    return (
+        f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in "
+        f"{record.rows_in:,}  out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  "
+        f"late dropped {record.rows_dropped_late:,}  "
+        + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "")
+        + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "")
+        + (f"live keys {record.live_keys:,}  " if record.live_keys is not None else "")
+        + f"{record.duration_s} s"
+    )
 
 
 def _emit_run(args, result: RunResult) -> int:
-    _emit(args, result.to_dict(), f"{result.action} {result.run_id}\n" + "\n".join(map(_summary_line, result.records)))
+    _emit(
+        args,
+        result.to_dict(),
+        f"{result.action} {result.run_id}\n" + "\n".join(map(_summary_line, result.records)),
+    )
     result.raise_for_gate()
     return 0
 
 
 def cmd_run(args) -> int:
-    return _emit_run(args, service.run(
-        args.pipeline, args.hop, run_id=args.run_id, max_files_per_trigger=args.max_files_per_trigger,
-        quality=args.quality, wait_s=args.wait, continuous=args.continuous, trigger_interval=args.trigger_interval,
-        progress=_progress(args)))
+    return _emit_run(
+        args,
+        service.run(
+            args.pipeline,
+            args.hop,
+            run_id=args.run_id,
+            max_files_per_trigger=args.max_files_per_trigger,
+            quality=args.quality,
+            wait_s=args.wait,
+            continuous=args.continuous,
+            trigger_interval=args.trigger_interval,
+            progress=_progress(args),
+        ),
+    )
 
 
 def cmd_backfill(args) -> int:
     start, end = parse_time(args.start, "--start"), parse_time(args.end, "--end")
-    return _emit_run(args, service.backfill(args.pipeline, start, end, args.hop, run_id=args.run_id,
-                                            quality=args.quality, wait_s=args.wait, progress=_progress(args)))
+    return _emit_run(
+        args,
+        service.backfill(
+            args.pipeline,
+            start,
+            end,
+            args.hop,
+            run_id=args.run_id,
+            quality=args.quality,
+            wait_s=args.wait,
+            progress=_progress(args),
+        ),
+    )
 
 
 def cmd_status(args) -> int:
@@ -94,12 +149,24 @@ def cmd_status(args) -> int:
 
 
 def cmd_rollback(args) -> int:
-    target = {"to_batch": args.to_batch, "to_run": args.to_run, "cascade": args.cascade, "replan": args.replan,
-              "exact": args.exact, "to_time_text": args.to_time,
-              "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None}
+    target = {
+        "to_batch": args.to_batch,
+        "to_run": args.to_run,
+        "cascade": args.cascade,
+        "replan": args.replan,
+        "exact": args.exact,
+        "to_time_text": args.to_time,
+        "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None,
+    }
     try:
-        result = service.rollback(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait,
-                                  progress=_progress(args), **target)
+        result = service.rollback(
+            args.pipeline,
+            args.hop,
+            dry_run=args.dry_run,
+            wait_s=args.wait,
+            progress=_progress(args),
+            **target,
+        )
     except RollbackRefused as refused:
         if refused.plan is not None:
             _emit(args, {"plan": refused.plan.to_dict(), "executed": False}, refused.plan.text())
@@ -109,24 +176,41 @@ def cmd_rollback(args) -> int:
         _emit(args, result.to_dict(), text + "\ndry run: nothing changed")
         return 2 if result.plan.refused else 0
     if result.executed:
-        text += (f"\nrolled back in {result.journal.duration_s} s; audit record in "
-                 f"{service.open_lake(args.pipeline).rollbacks}; the next run replays from the batch after each target")
+        text += (
+            f"\nrolled back in {result.journal.duration_s} s; audit record in "
+            f"{service.open_lake(args.pipeline).rollbacks}; the next run replays from the "
+            "batch after each target"
+        )
     _emit(args, result.to_dict(), text)
     return 0
 
 
 def cmd_refresh(args) -> int:
-    from_text = args.from_time or None  # the refresh DAG passes an empty --from for "from the start"
+    # the refresh DAG passes an empty --from for "from the start"
+    from_text = args.from_time or None
     from_ms = parse_time(from_text, "--from") if from_text else None
-    undone, ran = service.refresh(args.pipeline, args.hop, from_ms=from_ms, from_text=from_text,
-                                  dry_run=args.dry_run, quality=args.quality, wait_s=args.wait, progress=_progress(args))
+    undone, ran = service.refresh(
+        args.pipeline,
+        args.hop,
+        from_ms=from_ms,
+        from_text=from_text,
+        dry_run=args.dry_run,
+        quality=args.quality,
+        wait_s=args.wait,
+        progress=_progress(args),
+    )
     text = undone.plan.text()
     if ran is None:
         _emit(args, undone.to_dict(), text + "\ndry run: nothing changed")
         return 2 if undone.plan.refused else 0
     document = {**undone.to_dict(), "run": ran.to_dict()}
-    _emit(args, document, text + f"\nrecomputed with the code as it is now: {ran.action} {ran.run_id}\n"
-          + "\n".join(map(_summary_line, ran.records)))
+    _emit(
+        args,
+        document,
+        text
+        + f"\nrecomputed with the code as it is now: {ran.action} {ran.run_id}\n"
+        + "\n".join(map(_summary_line, ran.records)),
+    )
     ran.raise_for_gate()
     return 0
 
@@ -150,13 +234,17 @@ def cmd_checkpoint_validate(args) -> int:
 
 
 def cmd_maintain(args) -> int:
-    result = service.maintain(args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, progress=_progress(args))
+    result = service.maintain(
+        args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, progress=_progress(args)
+    )
     _emit(args, result.to_dict(), result.text())
     return 0
 
 
-QUALITY_HELP = ("after each hop, check its quality suite on the rows the run wrote: gate (default) stops at a "
-                "failed gate and exits 1; report records the result and goes on; off skips the check")
+QUALITY_HELP = (
+    "after each hop, check its quality suite on the rows the run wrote: gate (default) stops at a "
+    "failed gate and exits 1; report records the result and goes on; off skips the check"
+)
 
 
 def _command(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:
@@ -170,7 +258,8 @@ def _command(commands, name: str, help_text: str, handler) -> argparse.ArgumentP
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="lakehouse", description="Run lakehouse pipelines: run-once streams, backfills, status."
+        prog="lakehouse",
+        description="Run lakehouse pipelines: run-once streams, backfills, status.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_setup(commands)
@@ -184,8 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_setup(commands) -> None:
     """``setup``: the caches."""
-    setup_help = ("resolve the JVM jars into the cache (once, with Maven) and build the Spark drivers' class-data "
-                  "archive; a no-op when done")
+    setup_help = (
+        "resolve the JVM jars into the cache (once, with Maven) and build the Spark drivers' "
+        "class-data archive; a no-op when done"
+    )
     setup = commands.add_parser("setup", help=setup_help, description=setup_help)
     setup.add_argument("--json", action="store_true", help="print one JSON document")
     setup.set_defaults(handler=cmd_setup)
@@ -197,47 +288,102 @@ def _add_writers(commands) -> None:
 
     generate = command("generate", "write sample events to the landing folder", cmd_generate)
     generate.add_argument("--events", type=int, required=True, help="how many events (per source)")
-    generate.add_argument("--files", type=int, default=1, help="spread over this many new files (per source)")
-    generate.add_argument("--seed", type=int, help="the random generator's seed: the same files every time")
+    generate.add_argument(
+        "--files", type=int, default=1, help="spread over this many new files (per source)"
+    )
+    generate.add_argument(
+        "--seed", type=int, help="the random generator's seed: the same files every time"
+    )
     generate.add_argument("--start", help="first event time, ISO-8601 (default: now)")
-    generate.add_argument("--bad-fraction", type=float, default=0.0, help="this fraction of lines invalid (0..1)")
-    generate.add_argument("--late-fraction", type=float, default=0.0,
-                          help="this fraction of events 5 minutes older than their place (0..1)")
+    generate.add_argument(
+        "--bad-fraction", type=float, default=0.0, help="this fraction of lines invalid (0..1)"
+    )
+    generate.add_argument(
+        "--late-fraction",
+        type=float,
+        default=0.0,
+        help="this fraction of events 5 minutes older than their place (0..1)",
+    )
 
-    new = command("new", "write a runnable skeleton pipeline (spec, code, sample data, suites, a test) to make yours",
-                  cmd_new)
-    new.add_argument("--format", choices=("json", "csv"), default="json",
-                     help="its sample lands as JSON lines its code parses (default), or as CSV files with a header "
-                          "the platform parses by the spec's columns")
+    new = command(
+        "new",
+        "write a runnable skeleton pipeline (spec, code, sample data, suites, "
+        "a test) to make yours",
+        cmd_new,
+    )
+    new.add_argument(
+        "--format",
+        choices=("json", "csv"),
+        default="json",
+        help=(
+            "its sample lands as JSON lines its code parses (default), or as "
+            "CSV files with a header "
+            "the platform parses by the spec's columns"
+        ),
+    )
 
-    run = command("run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run)
+    run = command(
+        "run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run
+    )
     run.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
-    run.add_argument("--max-files-per-trigger", type=int, help="at most this many landing files per micro-batch")
-    run.add_argument("--continuous", action="store_true", help="always-on: run until stopped (Ctrl-C)")
-    run.add_argument("--trigger-interval", default="10 seconds", help="with --continuous, how often a batch starts")
+    run.add_argument(
+        "--max-files-per-trigger", type=int, help="at most this many landing files per micro-batch"
+    )
+    run.add_argument(
+        "--continuous", action="store_true", help="always-on: run until stopped (Ctrl-C)"
+    )
+    run.add_argument(
+        "--trigger-interval",
+        default="10 seconds",
+        help="with --continuous, how often a batch starts",
+    )
     run.add_argument("--run-id", help="id for the run records (default: generated)")
-    run.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
+    run.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait while another job holds the pipeline",
+    )
     run.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
-    backfill = command("backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill)
-    backfill.add_argument("--start", required=True, help="first event time of the range, ISO-8601 (UTC)")
-    backfill.add_argument("--end", required=True, help="end of the range (excluded), ISO-8601 (UTC)")
+    backfill = command(
+        "backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill
+    )
+    backfill.add_argument(
+        "--start", required=True, help="first event time of the range, ISO-8601 (UTC)"
+    )
+    backfill.add_argument(
+        "--end", required=True, help="end of the range (excluded), ISO-8601 (UTC)"
+    )
     backfill.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
     backfill.add_argument("--run-id", help="id for the run records (default: generated)")
-    backfill.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
-    backfill.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
+    backfill.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait while another job holds the pipeline",
+    )
+    backfill.add_argument(
+        "--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP
+    )
 
 
 def _add_readers(commands) -> None:
     """The commands that read: quality, quarantine, status."""
     command = functools.partial(_command, commands)
 
-    checked = command("quality", "check a hop's quality suite on the rows one run wrote", cmd_quality)
+    checked = command(
+        "quality", "check a hop's quality suite on the rows one run wrote", cmd_quality
+    )
     checked.add_argument("--hop", required=True, help="the hop whose suite to check")
     checked.add_argument("--run", help="run id (default: the hop's last succeeded run)")
 
-    held = command("quarantine", "what the quarantine tables hold: rows by reason and by file, samples, and the "
-                                 "backfill that ingests a fixed file again", cmd_quarantine)
+    held = command(
+        "quarantine",
+        "what the quarantine tables hold: rows by reason and by file, samples, and the "
+        "backfill that ingests a fixed file again",
+        cmd_quarantine,
+    )
     held.add_argument("--hop", help="one hop with a quarantine table (default: all of them)")
     held.add_argument("--run", help="only the rows this run quarantined")
 
@@ -249,56 +395,110 @@ def _add_undoers(commands) -> None:
     """The commands that undo: rollback, refresh."""
     command = functools.partial(_command, commands)
 
-    rollback = command("rollback", "undo batches of a hop (and the hops below) so the next run replays them",
-                       cmd_rollback)
+    rollback = command(
+        "rollback",
+        "undo batches of a hop (and the hops below) so the next run replays them",
+        cmd_rollback,
+    )
     rollback.add_argument("--hop", required=True, help="the hop to roll back")
     target = rollback.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-batch", type=int, help="the last batch to keep (-1: none)")
     target.add_argument("--to-run", help="undo this run and everything after it")
     target.add_argument("--to-time", help="keep the batches committed by this time (ISO-8601, UTC)")
-    rollback.add_argument("--cascade", action=argparse.BooleanOptionalAction, default=True,
-                          help="also undo the hops below that read the undone data (default); --no-cascade: leave them")
-    rollback.add_argument("--replan", action=argparse.BooleanOptionalAction, default=False,
-                          help="the next run plans the undone data afresh, with what arrived since, instead of "
-                               "replaying each undone batch as it was logged (where the plan can); --no-replan: "
-                               "replay (default)")
-    rollback.add_argument("--exact", action=argparse.BooleanOptionalAction, default=False,
-                          help="refuse (exit 2, nothing changed) unless every hop replays its undone batches as logged; "
-                               "the plan says why one cannot")
+    rollback.add_argument(
+        "--cascade",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "also undo the hops below that read the undone data (default); --no-cascade: leave them"
+        ),
+    )
+    rollback.add_argument(
+        "--replan",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the next run plans the undone data afresh, with what arrived since, instead of "
+        "replaying each undone batch as it was logged (where the plan can); --no-replan: "
+        "replay (default)",
+    )
+    rollback.add_argument(
+        "--exact",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help=(
+            "refuse (exit 2, nothing changed) unless every hop replays its "
+            "undone batches as logged; "
+            "the plan says why one cannot"
+        ),
+    )
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    rollback.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
+    rollback.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for a running job to end"
+    )
 
-    refresh = command("refresh", "recompute a hop (and the hops below) with the code as it is now: a rollback "
-                                 "to the start (or --from a time) and a run", cmd_refresh)
-    refresh.add_argument("--hop", required=True, help="the hop to recompute (the hops below follow)")
-    refresh.add_argument("--from", dest="from_time",
-                         help="keep the batches committed by this time (ISO-8601, UTC); a hop whose state the "
-                              "change cannot follow has its state rebuilt there with the new code (default, or "
-                              "empty: from the start)")
+    refresh = command(
+        "refresh",
+        "recompute a hop (and the hops below) with the code as it is now: a rollback "
+        "to the start (or --from a time) and a run",
+        cmd_refresh,
+    )
+    refresh.add_argument(
+        "--hop", required=True, help="the hop to recompute (the hops below follow)"
+    )
+    refresh.add_argument(
+        "--from",
+        dest="from_time",
+        help="keep the batches committed by this time (ISO-8601, UTC); a hop whose state the "
+        "change cannot follow has its state rebuilt there with the new code (default, or "
+        "empty: from the start)",
+    )
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    refresh.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
-    refresh.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a running job to end")
+    refresh.add_argument(
+        "--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP
+    )
+    refresh.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for a running job to end"
+    )
 
 
 def _add_maintain(commands) -> None:
     """``maintain``."""
-    maintain = _command(commands, "maintain", "compact small files, vacuum what no rollback in the window and no "
-                                              "stream reading a table still needs, prune expired landing files and "
-                                              "records", cmd_maintain)
+    maintain = _command(
+        commands,
+        "maintain",
+        "compact small files, vacuum what no rollback in the window and no "
+        "stream reading a table still needs, prune expired landing files and "
+        "records",
+        cmd_maintain,
+    )
     maintain.add_argument("--hop", default="all", help="one hop's tables, or all")
-    maintain.add_argument("--dry-run", action="store_true", help="say what it would do (from the logs, no JVM), change nothing")
-    maintain.add_argument("--wait", type=float, default=0.0, help="seconds to wait while another job holds the pipeline")
+    maintain.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what it would do (from the logs, no JVM), change nothing",
+    )
+    maintain.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait while another job holds the pipeline",
+    )
 
 
 def _add_checkpoint(commands) -> None:
     """``checkpoint validate``."""
     checkpoint = commands.add_parser("checkpoint", help="inspect and repair streaming checkpoints")
     actions = checkpoint.add_subparsers(dest="action", required=True)
-    validate = actions.add_parser("validate", help="find damaged or inconsistent checkpoint files and say how to fix them",
-                                  description="Exit 0: consistent; 1: problems left (each with its fix).")
+    validate = actions.add_parser(
+        "validate",
+        help="find damaged or inconsistent checkpoint files and say how to fix them",
+        description="Exit 0: consistent; 1: problems left (each with its fix).",
+    )
     validate.add_argument("pipeline", help="pipeline name (a spec in $LAKEHOUSE_PIPELINES)")
     validate.add_argument("--hop", help="one hop (default: all)")
-    validate.add_argument("--repair", action="store_true", help="make the repairs that cannot lose or double data")
+    validate.add_argument(
+        "--repair", action="store_true", help="make the repairs that cannot lose or double data"
+    )
     validate.add_argument("--json", action="store_true", help="print one JSON document")
     validate.set_defaults(handler=cmd_checkpoint_validate)
 

@@ -20,7 +20,9 @@ class GateFailure:
 
 @dataclass
 class RunResult:
-    """What a run or backfill did: one record per hop that ran, and the gate that stopped it, if any."""
+    """What a run or backfill did: one record per hop that ran, and the gate that
+    stopped it, if any.
+    """
 
     run_id: str
     action: str
@@ -32,7 +34,9 @@ class RunResult:
         return {"run_id": self.run_id, "hops": [record.to_dict() for record in self.records]}
 
     def raise_for_gate(self) -> None:
-        """A :class:`QualityGateFailed` saying how to undo the run, when a gate failed in ``gate`` mode."""
+        """A :class:`QualityGateFailed` saying how to undo the run, when a gate failed
+        in ``gate`` mode.
+        """
         if self.failed_gate is None:
             return
         from spark_jobs.control.suites import suite_path
@@ -43,14 +47,18 @@ class RunResult:
         below = [other.name for other in lake.spec.downstream_of(hop.name)]
         raise QualityGateFailed(
             f"quality gate of {hop.name} failed ({', '.join(self.failed_gate.summary['failed'])})"
-            + (f"; {', '.join(below)} did not run. " if below else ". ") +
-            f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run {self.run_id}`, then fix "
-            f"the transform or the rule's policy in {suite_path(lake.spec, hop)}")
+            + (f"; {', '.join(below)} did not run. " if below else ". ")
+            + f"Undo this run: `lakehouse rollback {lake.spec.name} --hop {hop.name} --to-run "
+            f"{self.run_id}`, then fix the transform or the rule's policy in "
+            f"{suite_path(lake.spec, hop)}"
+        )
 
 
 @dataclass
 class RollbackResult:
-    """A rollback's plan, whether it was executed, and the journal (the audit record) when it was."""
+    """A rollback's plan, whether it was executed, and the journal (the audit
+    record) when it was.
+    """
 
     plan: Plan
     executed: bool
@@ -76,8 +84,11 @@ class ValidateResult:
         return not [finding for finding in self.findings if not finding.repaired]
 
     def to_dict(self) -> dict:
-        return {"pipeline": self.pipeline, "consistent": self.consistent,
-                "findings": [finding.to_dict() for finding in self.findings]}
+        return {
+            "pipeline": self.pipeline,
+            "consistent": self.consistent,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
 
 
 @dataclass
@@ -94,14 +105,20 @@ class MaintainResult:
 
         record = self.record
         totals = record.totals()
-        lines = [table_line(table) for table in record.tables] + [entry["pruned"] for entry in record.landing]
+        lines = [table_line(table) for table in record.tables] + [
+            entry["pruned"] for entry in record.landing
+        ]
         if any(record.records.values()):
-            lines.append(f"records {'that would go' if record.dry_run else 'deleted'} (retention.records): "
-                         + ", ".join(f"{count} {kind}" for kind, count in record.records.items()))
-        lines.append(f"{'dry run: nothing changed; ' if record.dry_run else ''}{len(record.tables)} tables: "
-                     f"{totals['files_before']} files -> {totals['files_after']}, stored "
-                     f"{_megabytes(totals['stored_before'])} -> {_megabytes(totals['stored_after'])}, "
-                     f"{totals['files_vacuumed']} files vacuumed, in {record.duration_s} s")
+            lines.append(
+                f"records {'that would go' if record.dry_run else 'deleted'} (retention.records): "
+                + ", ".join(f"{count} {kind}" for kind, count in record.records.items())
+            )
+        lines.append(
+            f"{'dry run: nothing changed; ' if record.dry_run else ''}{len(record.tables)} tables: "
+            f"{totals['files_before']} files -> {totals['files_after']}, stored "
+            f"{_megabytes(totals['stored_before'])} -> {_megabytes(totals['stored_after'])}, "
+            f"{totals['files_vacuumed']} files vacuumed, in {record.duration_s} s"
+        )
         return "\n".join(lines)
 
 

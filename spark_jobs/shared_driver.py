@@ -1,5 +1,5 @@
-"""The shared driver's Spark side (:mod:`spark_jobs.control.coordination.driver` has the wire and the loop),
-above the engine beside the CLI it serves.
+"""The shared driver's Spark side (:mod:`spark_jobs.control.coordination.driver` has the wire and
+the loop), above the engine beside the CLI it serves.
 
 ``spark-submit .../submit.py serve --address PATH --idle S`` builds the session once, then
 serves ``lakehouse`` commands: each runs :func:`spark_jobs.cli.main` in this process, on the
@@ -40,7 +40,9 @@ def run_command(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="submit.py serve")
     parser.add_argument("--address", required=True, help="the address file to write")
-    parser.add_argument("--idle", type=float, default=60.0, help="seconds without a command before the driver ends")
+    parser.add_argument(
+        "--idle", type=float, default=60.0, help="seconds without a command before the driver ends"
+    )
     parser.add_argument("--log", default="", help="this driver's log, named in errors")
     args = parser.parse_args(argv)
     build_session("lakehouse-shared-driver")

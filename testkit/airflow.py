@@ -26,14 +26,16 @@ def _submit_in_this_process(hook, application: str = "", **_kwargs) -> None:
         for key, value in (hook._env or {}).items():
             patch.setenv(key, value)
         try:
-            code = main(argv[argv.index(application) + 1:])
+            code = main(argv[argv.index(application) + 1 :])
         except SystemExit as exit_:
             code = exit_.code
     if code != 0:
         raise AirflowException(f"Cannot execute: {argv}. Error code is: {code}.")
 
 
-def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = None) -> tuple[str, str, dict[str, str]]:
+def dag_test(
+    dag_id: str, logical_date: str | None = None, conf: dict | None = None
+) -> tuple[str, str, dict[str, str]]:
     """Run one DAG run with ``dag.test()`` in this process (needs the ``airflow_in_process``
     fixture): Airflow's own dependency and trigger-rule loop, XCom and templates, with the Spark
     tasks' CLI commands run here (see :func:`_submit_in_this_process`). The run's id, its state
@@ -45,12 +47,19 @@ def dag_test(dag_id: str, logical_date: str | None = None, conf: dict | None = N
     from lakehouse_airflow.dag_factory import build_all
 
     dag = build_all()[dag_id]
-    dag.deadline = None  # as under `airflow dags test` (lakehouse_airflow.freshness.in_dag_test says why)
+    # as under `airflow dags test` (lakehouse_airflow.freshness.in_dag_test says why)
+    dag.deadline = None
     date = pendulum.parse(logical_date, tz="UTC") if logical_date else None
-    with mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process), \
-            mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}):
+    with (
+        mock.patch.object(SparkSubmitHook, "submit", _submit_in_this_process),
+        mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}),
+    ):
         run = dag.test(logical_date=date, run_conf=conf)
-    return run.run_id, str(run.state), {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    return (
+        run.run_id,
+        str(run.state),
+        {ti.task_id: str(ti.state) for ti in run.get_task_instances()},
+    )
 
 
 def task_in_process(dag_id: str, task_id: str, context: dict) -> None:
@@ -69,8 +78,12 @@ def execute_task(task, context: dict, submit) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     task.render_template_fields({"dag": task.dag, **context})
-    # Each task submits its own application (the shared driver's tests: tests/airflow/test_driver.py).
-    with mock.patch.object(SparkSubmitHook, "submit", submit), mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}):
+    # Each task submits its own application (the shared driver's tests:
+    # tests/airflow/test_driver.py).
+    with (
+        mock.patch.object(SparkSubmitHook, "submit", submit),
+        mock.patch.dict(os.environ, {"LAKEHOUSE_DRIVER": "task"}),
+    ):
         task.execute(context)
 
 
@@ -80,16 +93,22 @@ class Api:
     def __init__(self, base: str, user: str, password: str):
         self.base = base
         body = json.dumps({"username": user, "password": password}).encode()
-        request = urllib.request.Request(f"{base}/auth/token", data=body, headers={"Content-Type": "application/json"},
-                                         method="POST")
+        request = urllib.request.Request(
+            f"{base}/auth/token",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         self.token = json.load(urllib.request.urlopen(request, timeout=30))["access_token"]
 
     def call(self, method: str, path: str, body: dict | None = None, api: str = "/api/v2") -> dict:
         """``api``: the REST API's prefix, or ``/ui`` for the routes Airflow's own pages read."""
-        request = urllib.request.Request(f"{self.base}{api}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"Bearer {self.token}",
-                                                  "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.base}{api}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.load(response)
 
@@ -100,23 +119,36 @@ class Api:
             state = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}")["state"]
             if state in ("success", "failed"):
                 return state
-            time.sleep(1)  # a run's end is seen within a second (a poll costs the API server milliseconds)
+            # a run's end is seen within a second (a poll costs the API server milliseconds)
+            time.sleep(1)
         tasks = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")["task_instances"]
-        raise AssertionError(f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}")
+        raise AssertionError(
+            f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}"
+        )
 
     def runs_on_events_of(self, dag_id: str, *sources: tuple[str, str]) -> list[tuple[dict, dict]]:
-        """The runs of ``dag_id`` that an asset event of one of ``sources`` (DAG id, run id) triggered, each with that event."""
+        """The runs of ``dag_id`` that an asset event of one of ``sources`` (DAG id, run id)
+        triggered, each with that event.
+        """
         found = []
         for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
             quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-            events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")["asset_events"]
-            found += [(run, event) for event in events
-                      if (event["source_dag_id"], event["source_run_id"]) in sources]
+            events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")[
+                "asset_events"
+            ]
+            found += [
+                (run, event)
+                for event in events
+                if (event["source_dag_id"], event["source_run_id"]) in sources
+            ]
         return found
 
-    def wait_for_asset_run(self, dag_id: str, *sources: tuple[str, str], timeout_s: float = 300) -> dict:
+    def wait_for_asset_run(
+        self, dag_id: str, *sources: tuple[str, str], timeout_s: float = 300
+    ) -> dict:
         """Wait for a successful run of ``dag_id`` triggered by an asset event of one of ``sources``
-        (DAG id, run id; the first one's events and gate logs are shown when none came); that event."""
+        (DAG id, run id; the first one's events and gate logs are shown when none
+        came); that event."""
         source_dag, source_run = sources[0]
         deadline = time.time() + timeout_s
         while time.time() < deadline:
@@ -126,20 +158,35 @@ class Api:
                     return event
             time.sleep(3)
         quoted = urllib.parse.quote(source_run, safe="")
-        runs = [(run["dag_run_id"], run["state"]) for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]]
+        runs = [
+            (run["dag_run_id"], run["state"])
+            for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]
+        ]
         events = self.call("GET", f"/assets/events?source_run_id={quoted}")["asset_events"]
-        tasks = self.call("GET", f"/dags/{source_dag}/dagRuns/{quoted}/taskInstances")["task_instances"]
-        logs = [self.log_lines(source_dag, source_run, task["task_id"], max(task["try_number"], 1))
-                for task in tasks if task["task_id"].startswith("gate_")]
-        raise AssertionError(f"no run of {dag_id} after an asset event of {source_dag} {source_run}: its runs {runs}; "
-                             f"the source run's events {[(e['asset_id'], e['extra']) for e in events]}; "
-                             + "\n".join(line for log in logs for line in log[-15:]))
+        tasks = self.call("GET", f"/dags/{source_dag}/dagRuns/{quoted}/taskInstances")[
+            "task_instances"
+        ]
+        logs = [
+            self.log_lines(source_dag, source_run, task["task_id"], max(task["try_number"], 1))
+            for task in tasks
+            if task["task_id"].startswith("gate_")
+        ]
+        raise AssertionError(
+            f"no run of {dag_id} after an asset event of {source_dag} {source_run}: its runs "
+            f"{runs}; the source run's events {[(e['asset_id'], e['extra']) for e in events]}; "
+            + "\n".join(line for log in logs for line in log[-15:])
+        )
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """What the UI shows of a task's log so far (empty before the task wrote any)."""
         quoted = urllib.parse.quote(run_id, safe="")
         try:
-            return json.dumps(self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"))
+            return json.dumps(
+                self.call(
+                    "GET",
+                    f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}",
+                )
+            )
         except urllib.error.HTTPError as error:
             if error.code != 404:
                 raise
@@ -149,7 +196,13 @@ class Api:
         """A task's log, one line per event, under a header naming the task."""
         log = self.task_log(dag_id, run_id, task_id, try_number)
         content = json.loads(log)["content"] if log else []
-        return [f"--- {task_id}:", *(entry.get("event", "") if isinstance(entry, dict) else str(entry) for entry in content)]
+        return [
+            f"--- {task_id}:",
+            *(
+                entry.get("event", "") if isinstance(entry, dict) else str(entry)
+                for entry in content
+            ),
+        ]
 
     def failures(self, dag_id: str, run_id: str, lines: int = 30) -> str:
         """A failed run's failed tasks, each with the end of its log (an assertion's message)."""

@@ -37,11 +37,24 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="chromium-profile-")
         self.log = Path(self.profile) / "chromium.log"
         self.process = subprocess.Popen(
-            [chromium_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--window-size={width},{height}",
-             f"--user-data-dir={self.profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=(log_handle := self.log.open("w")))
+            [
+                chromium_or_skip(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                f"--window-size={width},{height}",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(log_handle := self.log.open("w")),
+        )
         log_handle.close()  # the child holds its own descriptor
         self.ids = itertools.count(1)
         try:
@@ -55,15 +68,24 @@ class Browser:
     def _page_socket(self) -> str:
         deadline = time.time() + 60
         while True:
-            found = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", self.log.read_text())
+            found = re.search(
+                r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", self.log.read_text()
+            )
             if found:
                 port = int(found.group(1))
                 break
             if self.process.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"chromium did not start (exit {self.process.poll()}): {self.log.read_text()[-1000:]}")
+                raise RuntimeError(
+                    f"chromium did not start (exit {self.process.poll()}): "
+                    f"{self.log.read_text()[-1000:]}"
+                )
             time.sleep(0.1)
-        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        return next(target["webSocketDebuggerUrl"] for target in targets if target["type"] == "page")
+        targets = json.load(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10)
+        )
+        return next(
+            target["webSocketDebuggerUrl"] for target in targets if target["type"] == "page"
+        )
 
     def send(self, method: str, timeout: float = 60, **params) -> dict:
         """A DevTools command's result (events that arrive meanwhile are dropped)."""
@@ -79,7 +101,9 @@ class Browser:
 
     def eval(self, expression: str):
         """The value of a JavaScript expression in the page (promises awaited)."""
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
@@ -95,13 +119,17 @@ class Browser:
             if value:
                 return value
             if time.time() > deadline:
-                raise AssertionError(f"timed out waiting for {what or expression} on {self.url()}: "
-                                     f"{self.text()[:1500]}")
+                raise AssertionError(
+                    f"timed out waiting for {what or expression} on {self.url()}: "
+                    f"{self.text()[:1500]}"
+                )
             time.sleep(0.25)
 
     def goto(self, url: str) -> None:
         self.send("Page.navigate", url=url)
-        self.wait_for("document.readyState === 'complete' && location.href !== 'about:blank'", what="the page")
+        self.wait_for(
+            "document.readyState === 'complete' && location.href !== 'about:blank'", what="the page"
+        )
 
     def url(self) -> str:
         try:
@@ -111,7 +139,9 @@ class Browser:
 
     def text(self, selector: str = "body") -> str:
         try:
-            return self.eval(f"(document.querySelector({json.dumps(selector)}) || {{}}).innerText || ''")
+            return self.eval(
+                f"(document.querySelector({json.dumps(selector)}) || {{}}).innerText || ''"
+            )
         except RuntimeError:
             return ""
 
@@ -127,11 +157,19 @@ class Browser:
 
     def set_width(self, width: int, height: int = 900) -> None:
         """Lay the page out at ``width`` CSS pixels (a narrow window, a phone)."""
-        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def overflow_px(self) -> int:
         """How far the page's content reaches past the window's width (0: no sideways scrolling)."""
-        return int(self.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+        return int(
+            self.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        )
 
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,9 @@ NAMES = ("Ada", "Bo", "Cy", "Di", None)
 
 @dataclass(frozen=True)
 class Change:
-    """One change of customer ``key``: ``op`` c (insert), u (update), d (delete) or r (a snapshot read)."""
+    """One change of customer ``key``: ``op`` c (insert), u (update), d (delete) or r
+    (a snapshot read).
+    """
 
     key: str
     lsn: int
@@ -42,15 +44,26 @@ class Change:
         return f"{self.name.lower()}.{self.key}@example.com" if self.name else None
 
     def line(self) -> str:
-        """The change as a Debezium envelope (a delete's values in ``before``, the rest in ``after``)."""
+        """The change as a Debezium envelope (a delete's values in ``before``, the
+        rest in ``after``).
+        """
         row = {"customer_id": self.key, "name": self.name, "email": self.email, "tier": self.tier}
         before, after = (row, None) if self.op == "d" else (None, row)
-        return json.dumps({"before": before, "after": after, "op": self.op, "ts_ms": self.changed_ms,
-                           "source": {"lsn": self.lsn}})
+        return json.dumps(
+            {
+                "before": before,
+                "after": after,
+                "op": self.op,
+                "ts_ms": self.changed_ms,
+                "source": {"lsn": self.lsn},
+            }
+        )
 
     @property
     def changed_at(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.changed_ms / 1000, dt.timezone.utc).replace(tzinfo=None)
+        return dt.datetime.fromtimestamp(self.changed_ms / 1000, dt.timezone.utc).replace(
+            tzinfo=None
+        )
 
 
 def feed(seed: int, keys: int = 10, changes: int = 80) -> list[Change]:
@@ -63,14 +76,18 @@ def feed(seed: int, keys: int = 10, changes: int = 80) -> list[Change]:
     for lsn in range(1, changes + 1):
         key = f"cust-{rng.randrange(keys):02d}"
         if not live.get(key):
-            op = "c" if key not in live or rng.random() < 0.7 else rng.choice("ud")  # an update or delete of a gone key too
+            # an update or delete of a gone key too
+            op = "c" if key not in live or rng.random() < 0.7 else rng.choice("ud")
         else:
             op = rng.choices("ud", weights=(4, 1))[0]
         live[key] = op != "d"
         history.append(Change(key, lsn, op, rng.choice(NAMES), rng.choice(TIERS)))
-    # A few changes with the sequence of another but other values (or another operation): one counts.
-    history += [Change(change.key, change.lsn, rng.choice("ud"), rng.choice(NAMES), rng.choice(TIERS))
-                for change in rng.sample(history, len(history) // 20)]
+    # A few changes with the sequence of another but other values (or another
+    # operation): one counts.
+    history += [
+        Change(change.key, change.lsn, rng.choice("ud"), rng.choice(NAMES), rng.choice(TIERS))
+        for change in rng.sample(history, len(history) // 20)
+    ]
     arrival = sorted(history, key=lambda change: change.lsn + rng.uniform(0, 12))
     for change in rng.sample(history, len(history) // 10):
         arrival.insert(rng.randrange(arrival.index(change), len(arrival) + 1), change)
@@ -101,8 +118,14 @@ def _unique(changes: list[Change]) -> list[Change]:
 
 
 def _row(change: Change) -> dict:
-    return {"customer_id": change.key, "name": change.name, "email": change.email, "tier": change.tier,
-            "lsn": change.lsn, "changed_at": change.changed_at}
+    return {
+        "customer_id": change.key,
+        "name": change.name,
+        "email": change.email,
+        "tier": change.tier,
+        "lsn": change.lsn,
+        "changed_at": change.changed_at,
+    }
 
 
 def scd1(changes: list[Change]) -> list[dict]:
@@ -110,7 +133,10 @@ def scd1(changes: list[Change]) -> list[dict]:
     last: dict[str, Change] = {}
     for change in _unique(changes):
         last[change.key] = change
-    return sorted((_row(change) for change in last.values() if change.op != "d"), key=lambda row: row["customer_id"])
+    return sorted(
+        (_row(change) for change in last.values() if change.op != "d"),
+        key=lambda row: row["customer_id"],
+    )
 
 
 def scd2(changes: list[Change], tracked: tuple[str, ...] = ("tier",)) -> list[dict]:
@@ -123,8 +149,10 @@ def scd2(changes: list[Change], tracked: tuple[str, ...] = ("tier",)) -> list[di
         current: dict | None = None
         previous: Change | None = None
         for change in key_changes:
-            if current is not None and (change.op == "d" or any(
-                    getattr(change, name) != getattr(previous, name) for name in tracked)):
+            if current is not None and (
+                change.op == "d"
+                or any(getattr(change, name) != getattr(previous, name) for name in tracked)
+            ):
                 current["valid_to"] = change.lsn
                 versions.append(current)
                 current = None

@@ -28,13 +28,19 @@ COLUMNS = ("customer_id", "name", "email", "tier", "lsn", "changed_at")
 
 def tables(spark, home: Path) -> tuple[list[dict], list[dict]]:
     """Both tables' rows, in the model's order and columns."""
+
     def rows(relative: str, columns: tuple[str, ...], order: tuple[str, ...]) -> list[dict]:
         frame = spark.read.format("delta").load(str(home / relative))
         return [row.asDict() for row in frame.select(*columns).orderBy(*order).collect()]
 
-    return (rows("tables/silver/crm_customers", COLUMNS, ("customer_id",)),
-            rows("tables/silver/crm_customers_history", (*COLUMNS, "valid_from", "valid_to"),
-                 ("customer_id", "valid_from")))
+    return (
+        rows("tables/silver/crm_customers", COLUMNS, ("customer_id",)),
+        rows(
+            "tables/silver/crm_customers_history",
+            (*COLUMNS, "valid_from", "valid_to"),
+            ("customer_id", "valid_from"),
+        ),
+    )
 
 
 class Sequence(RandomSequence):
@@ -56,13 +62,15 @@ class Sequence(RandomSequence):
         """Both tables against the model of every landed change (a run reads every landed file)."""
         if not (self.home / "tables/silver/crm_customers").exists():
             return
-        changes = self.feed[:self.landed]
+        changes = self.feed[: self.landed]
         assert tables(self.spark, self.home) == (scd1(changes), scd2(changes)), (
-            f"seed {self.seed}: the tables differ from the model after: " + "; ".join(self.transcript))
+            f"seed {self.seed}: the tables differ from the model after: "
+            + "; ".join(self.transcript)
+        )
 
     def land(self) -> None:
         count = min(self.rng.randrange(4, 30), len(self.feed) - self.landed)
-        lines = [change.line() for change in self.feed[self.landed:self.landed + count]]
+        lines = [change.line() for change in self.feed[self.landed : self.landed + count]]
         landing = self.home / "landing/crm/customers"
         landing.mkdir(parents=True, exist_ok=True)
         (landing / f"changes-{self.files:04d}.json").write_text("\n".join(lines) + "\n")
@@ -74,8 +82,10 @@ class Sequence(RandomSequence):
         start = T0_MS + self.rng.randrange(0, SPAN_MS, 1000)
         end = start + self.rng.randrange(1000, SPAN_MS, 1000)
         texts = [_iso(ms) for ms in (start, end)]
-        self.refused_changes_nothing(["backfill", NAME, "--start", texts[0], "--end", texts[1]],
-                                     f"backfill {texts[0]} .. {texts[1]}")
+        self.refused_changes_nothing(
+            ["backfill", NAME, "--start", texts[0], "--end", texts[1]],
+            f"backfill {texts[0]} .. {texts[1]}",
+        )
 
 
 def _iso(ms: int) -> str:
@@ -86,7 +96,8 @@ def _iso(ms: int) -> str:
 
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
     """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``, the example's
-    pipeline in ``$LAKEHOUSE_PIPELINES``), checked after each run, and a final run; the transcript."""
+    pipeline in ``$LAKEHOUSE_PIPELINES``), checked after each run, and a final run;
+    the transcript."""
     return Sequence(spark, home, seed, log).play(steps)
 
 

@@ -56,8 +56,13 @@ def skeleton_events(files) -> list[dict]:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in ("a", "b", "c")
-                    and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int)):
+            if (
+                isinstance(event, dict)
+                and isinstance(event.get("id"), str)
+                and event.get("kind") in ("a", "b", "c")
+                and isinstance(event.get("amount"), (int, float))
+                and isinstance(event.get("event_time"), int)
+            ):
                 events.append(event)
     return events
 
@@ -65,17 +70,24 @@ def skeleton_events(files) -> list[dict]:
 def valid_event(line: str) -> dict | None:
     """The event in a line, or None when the rules of DESIGN/issue make it invalid."""
     if "\ufffd" in line or len(line.encode("utf-8")) > 1 << 20:
-        return None  # bytes that are not UTF-8 (hadoop_lines made them U+FFFD), or longer than 1 MiB
+        # bytes that are not UTF-8 (hadoop_lines made them U+FFFD), or longer than 1 MiB
+        return None
     try:
         event = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(event, dict) or any(event.get(key) is None for key in ("ad_id", "event_type", "event_time")):
+    if not isinstance(event, dict) or any(
+        event.get(key) is None for key in ("ad_id", "event_type", "event_time")
+    ):
         return None
     if any(event.get(key) is not None and not isinstance(event[key], str) for key in STRING_FIELDS):
         return None
     number = event["event_time"]
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or event["event_type"] not in EVENT_TYPES:
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, (int, float))
+        or event["event_type"] not in EVENT_TYPES
+    ):
         return None
     if not 946_684_800_000 <= number < 4_102_444_800_000:  # [2000-01-01, 2100-01-01)
         return None
@@ -104,7 +116,11 @@ def expected_gold(home: Path | str, lines: list[str] | None = None) -> Counter:
 
 
 def gold_counter(spark, home: Path) -> Counter:
-    rows = spark.read.format("delta").load(str(home / "tables" / "gold" / "campaign_views_10s")).collect()
+    rows = (
+        spark.read.format("delta")
+        .load(str(home / "tables" / "gold" / "campaign_views_10s"))
+        .collect()
+    )
     counter: Counter = Counter()
     for row in rows:
         window_ms = utc_ms(row.window_start)
@@ -115,28 +131,60 @@ def gold_counter(spark, home: Path) -> Counter:
 
 
 BUSINESS = {
-    "bronze": ("tables/bronze/ad_events", ["user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time",
-                                           "event_ts", "ip_address", "event_date", "_source_file"]),
-    "silver": ("tables/silver/ad_views", ["campaign_id", "ad_id", "user_id", "page_id", "ad_type", "event_time",
-                                          "event_ts", "ip_address", "event_date"]),
-    "gold": ("tables/gold/campaign_views_10s", ["campaign_id", "window_start", "window_end", "views"]),
+    "bronze": (
+        "tables/bronze/ad_events",
+        [
+            "user_id",
+            "page_id",
+            "ad_id",
+            "ad_type",
+            "event_type",
+            "event_time",
+            "event_ts",
+            "ip_address",
+            "event_date",
+            "_source_file",
+        ],
+    ),
+    "silver": (
+        "tables/silver/ad_views",
+        [
+            "campaign_id",
+            "ad_id",
+            "user_id",
+            "page_id",
+            "ad_type",
+            "event_time",
+            "event_ts",
+            "ip_address",
+            "event_date",
+        ],
+    ),
+    "gold": (
+        "tables/gold/campaign_views_10s",
+        ["campaign_id", "window_start", "window_end", "views"],
+    ),
 }
 
 
 def table_rows(home: Path, hop: str, strip_home: bool = True) -> list[tuple]:
-    """A hop's table as sorted tuples of its business columns (lineage columns left out), read by delta-rs."""
+    """A hop's table as sorted tuples of its business columns (lineage columns left out),
+    read by delta-rs.
+    """
     relative, columns = BUSINESS[hop]
     rows = delta_rows(home, relative, *columns)
     if strip_home and "_source_file" in columns:
         index = columns.index("_source_file")
-        rows = [row[:index] + (row[index].rsplit("/", 1)[-1],) + row[index + 1:] for row in rows]
+        rows = [row[:index] + (row[index].rsplit("/", 1)[-1],) + row[index + 1 :] for row in rows]
     return sorted(rows, key=repr)
 
 
 def utc_ms(moment: datetime.datetime) -> int:
     """Milliseconds since the epoch of a timestamp as a reader returns it: aware (delta-rs), or
     naive in UTC (Spark in a UTC process)."""
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)).timestamp() * 1000)
+    return int(
+        (moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)).timestamp() * 1000
+    )
 
 
 def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
@@ -148,12 +196,26 @@ def delta_rows(home: Path | str, relative: str, *columns: str) -> list[tuple]:
 
     options = {}
     if str(home).startswith(("s3://", "s3a://")):
-        options = {key: os.environ[key] for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
-                                                    "AWS_REGION") if os.environ.get(key)}
-        options["AWS_ALLOW_HTTP"] = str(options.get("AWS_ENDPOINT_URL", "").startswith("http://")).lower()
+        options = {
+            key: os.environ[key]
+            for key in (
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_ENDPOINT_URL",
+                "AWS_REGION",
+            )
+            if os.environ.get(key)
+        }
+        options["AWS_ALLOW_HTTP"] = str(
+            options.get("AWS_ENDPOINT_URL", "").startswith("http://")
+        ).lower()
         home = "s3://" + str(home).split("://", 1)[1]
-    table = DeltaTable(f"{home}/{relative}", storage_options=options).to_pyarrow_table(columns=list(columns))
-    return sorted(zip(*(table.column(column).to_pylist() for column in columns), strict=True), key=repr)
+    table = DeltaTable(f"{home}/{relative}", storage_options=options).to_pyarrow_table(
+        columns=list(columns)
+    )
+    return sorted(
+        zip(*(table.column(column).to_pylist() for column in columns), strict=True), key=repr
+    )
 
 
 def _watermarks(consumer, partition) -> tuple[int, int]:
@@ -166,7 +228,10 @@ def _watermarks(consumer, partition) -> tuple[int, int]:
         try:
             return consumer.get_watermark_offsets(partition, timeout=10)
         except KafkaException as error:
-            moving = error.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+            moving = error.args[0].code() in (
+                KafkaError.NOT_LEADER_FOR_PARTITION,
+                KafkaError.LEADER_NOT_AVAILABLE,
+            )
             if not (moving or error.args[0].retriable()) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
@@ -178,7 +243,9 @@ def topic_records(client_config: dict, topic: str, text: bool = True) -> list[tu
     value as UTF-8 text, or its bytes (``text`` false)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({**client_config, "log_level": 0, "group.id": "oracle", "enable.auto.commit": False})
+    consumer = Consumer(
+        {**client_config, "log_level": 0, "group.id": "oracle", "enable.auto.commit": False}
+    )
     try:
         found = []
         for partition in sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions):
@@ -192,7 +259,12 @@ def topic_records(client_config: dict, topic: str, text: bool = True) -> list[tu
                 assert message is not None and message.error() is None, message and message.error()
                 offset = message.offset()
                 value = message.value()
-                found.append((f"kafka://{topic}/{partition}/{offset}", value.decode("utf-8", "replace") if text else value))
+                found.append(
+                    (
+                        f"kafka://{topic}/{partition}/{offset}",
+                        value.decode("utf-8", "replace") if text else value,
+                    )
+                )
         return found
     finally:
         consumer.close()
@@ -203,7 +275,9 @@ def source_name(path: str) -> str:
     return path if path.startswith("kafka://") else path.rsplit("/", 1)[-1]
 
 
-def assert_tables_match_landing(home: Path | str, lines: list[tuple[str, str]] | None = None) -> None:
+def assert_tables_match_landing(
+    home: Path | str, lines: list[tuple[str, str]] | None = None
+) -> None:
     """Every table holds exactly what the landing files say (or ``lines``: a topic's
     :func:`topic_records`), no row missing or twice.
 
@@ -223,14 +297,25 @@ def assert_tables_match_landing(home: Path | str, lines: list[tuple[str, str]] |
         bronze.append((name, event["ad_id"], event["event_type"], int(event["event_time"])))
         if event["event_type"] == "view":
             silver.append((event["ad_id"], int(event["event_time"]), campaigns.get(event["ad_id"])))
-    stored = [(source_name(path), *rest) for path, *rest in
-              delta_rows(home, "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time")]
-    assert sorted(stored, key=repr) == sorted(bronze, key=repr), "bronze differs from the landing files"
-    assert delta_rows(home, "tables/quarantine/ad_events", "raw_line") == sorted(quarantine, key=repr)
-    assert delta_rows(home, "tables/silver/ad_views", "ad_id", "event_time", "campaign_id") == sorted(silver, key=repr)
+    stored = [
+        (source_name(path), *rest)
+        for path, *rest in delta_rows(
+            home, "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time"
+        )
+    ]
+    assert sorted(stored, key=repr) == sorted(bronze, key=repr), (
+        "bronze differs from the landing files"
+    )
+    assert delta_rows(home, "tables/quarantine/ad_events", "raw_line") == sorted(
+        quarantine, key=repr
+    )
+    assert delta_rows(
+        home, "tables/silver/ad_views", "ad_id", "event_time", "campaign_id"
+    ) == sorted(silver, key=repr)
     gold: Counter = Counter()
-    for campaign, start, end, views in delta_rows(home, "tables/gold/campaign_views_10s", "campaign_id", "window_start",
-                                                  "window_end", "views"):
+    for campaign, start, end, views in delta_rows(
+        home, "tables/gold/campaign_views_10s", "campaign_id", "window_start", "window_end", "views"
+    ):
         assert (end - start).total_seconds() == 10
         key = (campaign, utc_ms(start))
         assert key not in gold, f"gold has the key {key} twice"

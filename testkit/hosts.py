@@ -29,8 +29,12 @@ class Host:
 
 
 def _ip(*args: str, name: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*(("ip", "netns", "exec", name) if name else ()), "ip", *args], capture_output=True,
-                          text=True, timeout=30)
+    return subprocess.run(
+        [*(("ip", "netns", "exec", name) if name else ()), "ip", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @contextmanager
@@ -46,13 +50,15 @@ def second_host() -> Iterator[Host]:
     if added.returncode != 0:
         pytest.skip(f"`ip netns add` is refused here: {added.stderr.strip()}")
     try:
-        for step, where in ((("link", "add", ours_link, "type", "veth", "peer", "name", theirs_link), None),
-                            (("link", "set", theirs_link, "netns", name), None),
-                            (("addr", "add", f"{ours}/24", "dev", ours_link), None),
-                            (("link", "set", ours_link, "up"), None),
-                            (("addr", "add", f"{address}/24", "dev", theirs_link), name),
-                            (("link", "set", theirs_link, "up"), name),
-                            (("link", "set", "lo", "up"), name)):
+        for step, where in (
+            (("link", "add", ours_link, "type", "veth", "peer", "name", theirs_link), None),
+            (("link", "set", theirs_link, "netns", name), None),
+            (("addr", "add", f"{ours}/24", "dev", ours_link), None),
+            (("link", "set", ours_link, "up"), None),
+            (("addr", "add", f"{address}/24", "dev", theirs_link), name),
+            (("link", "set", theirs_link, "up"), name),
+            (("link", "set", "lo", "up"), name),
+        ):
             done = _ip(*step, name=where)
             if done.returncode != 0:
                 pytest.skip(f"`ip {' '.join(step)}` is refused here: {done.stderr.strip()}")

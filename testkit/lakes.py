@@ -1,4 +1,6 @@
-"""Pipelines folders and lakes for a test: copies of the examples, and increments run through the service."""
+"""Pipelines folders and lakes for a test: copies of the examples, and increments run
+through the service.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +57,9 @@ def example_copy(folder: Path, name: str, hops: tuple[str, ...] = ()) -> Path:
     only the spec's ``hops`` when given (a test of some hops does not run the others); returns
     the copy's path."""
     target = folder / name
-    shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    shutil.copytree(
+        EXAMPLES / name, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+    )
     if hops:
         import yaml
 
@@ -67,12 +71,20 @@ def example_copy(folder: Path, name: str, hops: tuple[str, ...] = ()) -> Path:
 
 
 def increment(seed: int, hop: str = "all", run_id: str | None = None, events: int = 240) -> None:
-    """New landing files (two, from minute ``seed`` of 2026-04-01, 3% bad lines), then a run: through the service API."""
+    """New landing files (two, from minute ``seed`` of 2026-04-01, 3% bad lines), then a run:
+    through the service API.
+    """
     from spark_jobs import service
     from spark_jobs.model.times import parse_time
 
-    service.generate("ad_events", events, files=2, seed=seed, start_ms=parse_time(f"2026-04-01T00:{seed:02d}:00", "start"),
-                     bad_fraction=0.03)
+    service.generate(
+        "ad_events",
+        events,
+        files=2,
+        seed=seed,
+        start_ms=parse_time(f"2026-04-01T00:{seed:02d}:00", "start"),
+        bad_fraction=0.03,
+    )
     service.run("ad_events", hop, run_id=run_id, progress=lambda line: None).raise_for_gate()
 
 
@@ -93,7 +105,9 @@ def fixture_lake(name: str, folder: Path) -> Lake:
     if pipeline:
         spec = load_spec(example_copy(folder / f"{name}-pipelines", pipeline) / f"{pipeline}.yaml")
     else:
-        spec = load_spec(spec_copy(folder / f"{name}-pipelines", **FIXTURE_SPEC) / "ad_events" / "ad_events.yaml")
+        spec = load_spec(
+            spec_copy(folder / f"{name}-pipelines", **FIXTURE_SPEC) / "ad_events" / "ad_events.yaml"
+        )
     lake = Lake(str(home), spec)
     for hop in spec.hops:  # the landing files its batches read, emptied as its data files are
         if hop.reads_landing:

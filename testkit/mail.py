@@ -19,7 +19,9 @@ class _Mailbox:
         self.messages: list[Message] = []
 
     async def handle_DATA(self, server, session, envelope):  # aiosmtpd's handler hook
-        self.messages.append(email.message_from_bytes(envelope.original_content or envelope.content))
+        self.messages.append(
+            email.message_from_bytes(envelope.original_content or envelope.content)
+        )
         return "250 OK"
 
 
@@ -34,11 +36,27 @@ def smtp_server() -> Iterator[tuple[dict[str, str], list[Message]]]:
     port = free_port()
     controller = Controller(mailbox, hostname="127.0.0.1", port=port)
     controller.start()
-    env = {"AIRFLOW_CONN_SMTP_DEFAULT": json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port,
-                                                     "extra": {"disable_ssl": True, "disable_tls": True}}),
-           "LAKEHOUSE_NOTIFIERS": json.dumps([{"class": SMTP_NOTIFIER, "to": "data-team@example.com",
-                                               "from_email": "airflow@example.com", "subject": "{subject}",
-                                               "html_content": "<pre>{message}</pre>"}])}
+    env = {
+        "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(
+            {
+                "conn_type": "smtp",
+                "host": "127.0.0.1",
+                "port": port,
+                "extra": {"disable_ssl": True, "disable_tls": True},
+            }
+        ),
+        "LAKEHOUSE_NOTIFIERS": json.dumps(
+            [
+                {
+                    "class": SMTP_NOTIFIER,
+                    "to": "data-team@example.com",
+                    "from_email": "airflow@example.com",
+                    "subject": "{subject}",
+                    "html_content": "<pre>{message}</pre>",
+                }
+            ]
+        ),
+    }
     try:
         yield env, mailbox.messages
     finally:
@@ -48,4 +66,6 @@ def smtp_server() -> Iterator[tuple[dict[str, str], list[Message]]]:
 def body(message: Message) -> str:
     """A message's text, its parts joined."""
     parts = message.walk() if message.is_multipart() else [message]
-    return "".join(part.get_payload(decode=True).decode() for part in parts if not part.is_multipart())
+    return "".join(
+        part.get_payload(decode=True).decode() for part in parts if not part.is_multipart()
+    )

@@ -1,35 +1,35 @@
 """A randomized model check of the whole pipeline: random sequences of landings, runs,
 rollbacks, backfills and SIGKILLs against a plain-Python model of the landing files.
 
-After every step each table (read by delta-rs, an independent Delta reader) must be a part of
-what the landing files say: no row that no line justifies, none twice, every gold count at most its
-views in silver and in the files. At settle
-points (at random, and at the end) the pipeline is brought up to date the way a user would
-(``run``, then the backfills the model says are owed) and every table must equal the landing
-files exactly, read by Spark and by delta-rs. An operation the platform must refuse (a target beyond retention, a backfill
-whose stream lags, ``--no-cascade`` over read data) exits 2 and must change no table and no
-checkpoint. Between steps, a ``switch`` (from a generator of its own) changes bronze's source in
-the spec (landing files to a topic, a topic to landing files or to a pattern): every run is then
-refused, changing nothing, naming ``lakehouse refresh``, until the spec is put back.
+After every step each table (read by delta-rs, an independent Delta reader) must be a part of what
+the landing files say: no row that no line justifies, none twice, every gold count at most its views
+in silver and in the files. At settle points (at random, and at the end) the pipeline is brought up
+to date the way a user would (``run``, then the backfills the model says are owed) and every table
+must equal the landing files exactly, read by Spark and by delta-rs. An operation the platform must
+refuse (a target beyond retention, a backfill whose stream lags, ``--no-cascade`` over read data)
+exits 2 and must change no table and no checkpoint. Between steps, a ``switch`` (from a generator of
+its own) changes bronze's source in the spec (landing files to a topic, a topic to landing files or
+to a pattern): every run is then refused, changing nothing, naming ``lakehouse refresh``, until the
+spec is put back.
 
-The model owes a backfill where a stream cannot bring rows by design (docs/concepts/run-and-backfill.md, "backfill and
-stream over the same days"): a range backfilled at a hop is owed by the hops below it; after a
-rollback, the ranges its plan says to backfill again (``rebackfill``: a hop's own backfills its
-RESTORE undid, and bronze's backfills for a hop that starts over from bronze's snapshot) are
-owed by that hop and the hops below.
+The model owes a backfill where a stream cannot bring rows by design
+(docs/concepts/run-and-backfill.md, "backfill and stream over the same days"): a range backfilled
+at a hop is owed by the hops below it; after a rollback, the ranges its plan says to backfill again
+(``rebackfill``: a hop's own backfills its RESTORE undid, and bronze's backfills for a hop that
+starts over from bronze's snapshot) are owed by that hop and the hops below.
 
 Event times all lie within one allowed lateness (the test spec sets an hour), in random order, so
 no event is ever dropped as too late whatever the batch boundaries: late lines are within the
 lateness. Beyond it, which events are dropped depends on batch boundaries (docs/limitations.md).
 
-The Kafka variant (``kafka``: a broker, :class:`kafka_server.KafkaServer`) feeds bronze from a topic:
-a landing produces the lines as records, the model reads the topic back with a plain consumer,
-and a step may restart the broker between operations.
+The Kafka variant (``kafka``: a broker, :class:`kafka_server.KafkaServer`) feeds bronze from
+a topic: a landing produces the lines as records, the model reads the topic back with a plain
+consumer, and a step may restart the broker between operations.
 
-``python -m testkit.model --seed S --steps N [--kafka]`` runs one sequence; the benchmark suite's soak and
-``tests/spark/test_model.py`` call :func:`run_sequence`. The lake is a local folder or an S3 URI
-(``tests/spark/test_s3_lake.py``): the model reads and writes it through fsspec, as the platform's
-plain-file readers do.
+``python -m testkit.model --seed S --steps N [--kafka]`` runs one sequence; the benchmark suite's
+soak and ``tests/spark/test_model.py`` call :func:`run_sequence`. The lake is a local folder or
+an S3 URI (``tests/spark/test_s3_lake.py``): the model reads and writes it through fsspec, as the
+platform's plain-file readers do.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ from testkit.paths import environment_kept, killed_mid_run
 
 
 def _tree(home: str) -> dict[str, tuple]:
-    """Tables and checkpoints (each file's size and time or ETag), to show a refusal changed nothing."""
+    """Tables and checkpoints (each file's size and time or ETag), to show a refusal
+    changed nothing.
+    """
     fs = filesystem(home)
     found = {}
     for top in ("tables", "checkpoints"):
@@ -75,14 +77,26 @@ def _tree(home: str) -> dict[str, tuple]:
 
 
 def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+        .replace(tzinfo=None)
+        .isoformat(timespec="milliseconds")
+    )
 
 
 class Runner:
     """Applies random operations to a lake and checks it against the model after each."""
 
-    def __init__(self, spark, home: str, seed: int, kill_weight: float = 0.05, log=print, kafka=None,
-                 maintain: bool = False):
+    def __init__(
+        self,
+        spark,
+        home: str,
+        seed: int,
+        kill_weight: float = 0.05,
+        log=print,
+        kafka=None,
+        maintain: bool = False,
+    ):
         self.spark = spark
         # ``maintain`` steps come between the drawn ones, from a generator of their own: a seed's
         # other steps stay the same with them or without.
@@ -112,7 +126,9 @@ class Runner:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         if code not in (0, 2):
-            raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}")
+            raise ModelMismatch(
+                f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}"
+            )
         self._last_error = err.getvalue().strip().splitlines()[-1:] if code else []
         return code, out.getvalue()
 
@@ -156,19 +172,31 @@ class Runner:
         if code:
             step.outcome = "refused: " + (self._last_error[0][:160] if self._last_error else "")
             return
-        written = {record["hop"]: record["rows_out"] + record["rows_quarantined"] for record in json.loads(out)["hops"]}
+        written = {
+            record["hop"]: record["rows_out"] + record["rows_quarantined"]
+            for record in json.loads(out)["hops"]
+        }
         if idle and any(written.values()):
-            raise ModelMismatch(f"the stream DAG's new-data check saw nothing new for {hop}, but the run wrote {written}")
+            raise ModelMismatch(
+                f"the stream DAG's new-data check saw nothing new for {hop}, but "
+                f"the run wrote {written}"
+            )
         step.outcome = "ok" + (" (nothing new, as the check said)" if idle else "")
 
     def _nothing_new(self, hop: str) -> bool:
-        """What the stream DAG's ``check_new_data`` (no JVM) says of running ``hop``: nothing to do."""
+        """What the stream DAG's ``check_new_data`` (no JVM) says of running
+        ``hop``: nothing to do.
+        """
         from spark_jobs.control.status import pending_work
         from spark_jobs.model.lake import Lake as LakePaths
         from spark_jobs.model.spec import get_spec
 
         pending = pending_work(LakePaths.open(get_spec("ad_events")))
-        return all(reason is None for reason in pending.values()) if hop == "all" else pending[hop] is None
+        return (
+            all(reason is None for reason in pending.values())
+            if hop == "all"
+            else pending[hop] is None
+        )
 
     def _batches(self, hop: str) -> list[int]:
         from spark_jobs.logs import checkpoint_log
@@ -217,7 +245,9 @@ class Runner:
         return False
 
     def _refused_inside(self, hop: str, target: list[str], cascade: bool) -> list[str]:
-        """What the plan of a ``--to-batch`` rollback refuses inside the window (maintain runs only)."""
+        """What the plan of a ``--to-batch`` rollback refuses inside the window
+        (maintain runs only).
+        """
         if not self.maintain_rng or target[0] != "--to-batch":
             return []
         from spark_jobs.control.rollback import planner
@@ -225,22 +255,34 @@ class Runner:
         from spark_jobs.model.lake import Lake as LakePaths
         from spark_jobs.model.spec import get_spec
 
-        plan = planner.plan(LakePaths.open(get_spec("ad_events")), Request(hop, to_batch=int(target[1]), cascade=cascade))
+        plan = planner.plan(
+            LakePaths.open(get_spec("ad_events")),
+            Request(hop, to_batch=int(target[1]), cascade=cascade),
+        )
         return model_window.refused_inside(self.home, plan, self._now_ms())
 
     def _note_resets(self, plan: dict) -> None:
         """Do what the plan tells a user to do after the next run: backfill again, at a hop and the
-        hops below it, each range whose backfilled rows the rollback undid and the stream will not
-        write again (a hop's own backfills its RESTORE undoes; bronze's backfills, for a hop that
-        starts over from bronze's snapshot). The tables at the next settle say whether that was enough."""
+        hops below it, each range whose backfilled rows the rollback undid and the stream will
+        not write again (a hop's own backfills its RESTORE undoes; bronze's backfills, for a
+        hop that starts over from bronze's snapshot). The tables at the next settle say whether
+        that was enough."""
+
         def span(start: str, end: str) -> tuple[int, int]:
-            return tuple(int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000) for t in (start, end))
+            return tuple(
+                int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000)
+                for t in (start, end)
+            )
 
         listed = [(each["hop"], span(each["start"], each["end"])) for each in plan["backfills"]]
-        for hop_step in plan["hops"]:  # the list covers each step's ranges at its hop and every hop below
+        # the list covers each step's ranges at its hop and every hop below
+        for hop_step in plan["hops"]:
             for start, end in (span(*pair) for pair in hop_step["rebackfill"]):
-                for hop in HOPS[HOPS.index(hop_step["hop"]):]:
-                    assert any(name == hop and first <= start and end <= last for name, (first, last) in listed), plan
+                for hop in HOPS[HOPS.index(hop_step["hop"]) :]:
+                    assert any(
+                        name == hop and first <= start and end <= last
+                        for name, (first, last) in listed
+                    ), plan
         for hop, owed in listed:
             self.owed[hop].append(owed)
 
@@ -260,12 +302,15 @@ class Runner:
     def _note_backfill(self, argv: list[str]) -> None:
         hop = argv[argv.index("--hop") + 1]
         span = (argv[argv.index("--start") + 1], argv[argv.index("--end") + 1])
-        start, end = (int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000) for t in span)
+        start, end = (
+            int(dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC).timestamp() * 1000)
+            for t in span
+        )
         done = HOPS if hop == "all" else (hop,)
         for name in done:  # this hop's own debt over the range is paid
             self.owed[name] = [r for r in self.owed[name] if not (start <= r[0] and r[1] <= end)]
         if hop != "all":
-            for name in HOPS[HOPS.index(hop) + 1:]:
+            for name in HOPS[HOPS.index(hop) + 1 :]:
                 self.owed[name].append((start, end))
 
     def op_kill(self, step: Step) -> None:
@@ -284,19 +329,25 @@ class Runner:
             argv = ["rollback", "ad_events", "--hop", hop, *target, "--json"]
         step.argv = argv
         delay = self.rng.uniform(3, 25)
-        killed, returncode, out = killed_mid_run(argv, delay)  # the job and its JVM, by their process group
+        # the job and its JVM, by their process group
+        killed, returncode, out = killed_mid_run(argv, delay)
         if not killed and returncode not in (0, 2):
             raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {returncode} before the kill")
-        if "://" in self.home:  # a killed job's lease lives on until it expires: wait for it, as a user would
+        # a killed job's lease lives on until it expires: wait for it, as a user would
+        if "://" in self.home:
             argv = [*argv, "--wait", "120"]
-        code, out2 = self.cli(argv)  # again, to completion: finishes a crashed rollback, replays a run
+        # again, to completion: finishes a crashed rollback, replays a run
+        code, out2 = self.cli(argv)
         if code == 0 and kind == "backfill":
             self._note_backfill(argv)
         if code == 0 and kind == "rollback":
             self._note_resets(json.loads(out2)["plan"])
             if not killed and returncode == 0:
                 self._note_resets(json.loads(out)["plan"])
-        step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
+        step.outcome = (
+            f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, "
+            f"rerun exit {code}"
+        )
 
     def _horizons(self) -> dict[str, int | None]:
         from spark_jobs.control.rollback import lineage
@@ -310,15 +361,18 @@ class Runner:
         return int(time.time() * 1000) + self.clock_shift_ms
 
     def op_advance(self, step: Step) -> None:
-        """Move the platform's clock on (``$LAKEHOUSE_CLOCK_SHIFT``): batches age out of the window."""
+        """Move the platform's clock on (``$LAKEHOUSE_CLOCK_SHIFT``): batches age
+        out of the window.
+        """
         self.clock_shift_ms += self.maintain_rng.choice((2, 5, 10, 20)) * 60_000
         os.environ["LAKEHOUSE_CLOCK_SHIFT"] = f"{self.clock_shift_ms // 1000} seconds"
         step.argv, step.outcome = [os.environ["LAKEHOUSE_CLOCK_SHIFT"]], "clock moved on"
 
     def op_maintain(self, step: Step) -> None:
         """Compact, vacuum and archive expired landing files (all hops or one): no table's rows
-        change (the check after every step; the model reads the archive too) and no hop's rollback
-        reaches less far than the declared window's start (:func:`testkit.model_window.cut_too_far`)."""
+        change (the check after every step; the model reads the archive too)
+        and no hop's rollback reaches less far than the declared window's start
+        (:func:`testkit.model_window.cut_too_far`)."""
         step.argv = ["maintain", "ad_events", "--hop", self.maintain_rng.choice(("all",) + HOPS)]
         before = self._horizons()
         code, out = self.cli([*step.argv, "--json"])
@@ -328,8 +382,11 @@ class Runner:
         if cut:
             raise ModelMismatch(f"maintain cut a rollback window: {'; '.join(cut)}")
         totals = json.loads(out)["totals"]
-        step.outcome = (f"files {totals['files_before']} -> {totals['files_after']}, {totals['files_vacuumed']} vacuumed, "
-                        f"{totals['log_files_deleted']} log files deleted, {totals['landing_pruned']} landing files archived")
+        step.outcome = (
+            f"files {totals['files_before']} -> {totals['files_after']}, "
+            f"{totals['files_vacuumed']} vacuumed, {totals['log_files_deleted']} log files "
+            f"deleted, {totals['landing_pruned']} landing files archived"
+        )
 
     def op_switch(self, step: Step) -> None:
         """Switch bronze's source in the spec (landing files to a topic; with Kafka, the topic to
@@ -353,19 +410,36 @@ class Runner:
         else:
             for key in ("topic", "max_offsets_per_trigger"):
                 bronze.pop(key, None)
-        step.argv = ["bronze reads " + ("a pattern" if "topic_pattern" in bronze else "a topic" if "topic" in bronze
-                                        else "landing files")]
+        step.argv = [
+            "bronze reads "
+            + (
+                "a pattern"
+                if "topic_pattern" in bronze
+                else "a topic"
+                if "topic" in bronze
+                else "landing files"
+            )
+        ]
         spec_file.write_text(yaml.safe_dump(spec))
         try:
-            argv = ["run", "ad_events"] + (["--hop", "bronze"] if self.switch_rng.random() < 0.5 else [])
+            argv = ["run", "ad_events"] + (
+                ["--hop", "bronze"] if self.switch_rng.random() < 0.5 else []
+            )
             code, _out = self._refusable(step, argv)
-            if code != 2 or "lakehouse refresh ad_events --hop bronze" not in " ".join(self._last_error):
-                raise ModelMismatch(f"a run after bronze's source switched ({step.argv[0]}) was not refused naming "
-                                    f"the refresh: exit {code}, {self._last_error}")
-            # The status reads on (with a broker to ask: without one, a topic's hop is a usage error).
+            if code != 2 or "lakehouse refresh ad_events --hop bronze" not in " ".join(
+                self._last_error
+            ):
+                raise ModelMismatch(
+                    f"a run after bronze's source switched ({step.argv[0]}) was not refused naming "
+                    f"the refresh: exit {code}, {self._last_error}"
+                )
+            # The status reads on (with a broker to ask: without one, a topic's hop
+            # is a usage error).
             status, _ = self.cli(["status", "ad_events", "--json"]) if self.kafka else (0, "")
             if status != 0:
-                raise ModelMismatch(f"status failed after bronze's source switched: {self._last_error}")
+                raise ModelMismatch(
+                    f"status failed after bronze's source switched: {self._last_error}"
+                )
         finally:
             spec_file.write_text(original)
 
@@ -374,11 +448,24 @@ class Runner:
         commands = [["run", "ad_events"]]
         for hop in HOPS[1:]:
             for start, end in sorted(set(self.owed[hop])):
-                commands.append(["backfill", "ad_events", "--hop", hop, "--start", _iso(start), "--end", _iso(end)])
+                commands.append(
+                    [
+                        "backfill",
+                        "ad_events",
+                        "--hop",
+                        hop,
+                        "--start",
+                        _iso(start),
+                        "--end",
+                        _iso(end),
+                    ]
+                )
         for argv in commands:
             code, _out = self.cli(argv)
             if code:
-                raise ModelMismatch(f"settling: lakehouse {' '.join(argv)} was refused: {self._last_error}")
+                raise ModelMismatch(
+                    f"settling: lakehouse {' '.join(argv)} was refused: {self._last_error}"
+                )
         self.owed = {hop: [] for hop in HOPS}
         step.argv = [f"{len(commands)} commands"]
         expected = self.lake.expected()
@@ -390,8 +477,15 @@ class Runner:
     # -- the loop -------------------------------------------------------------------------------
 
     def step(self, number: int, operation: str | None = None) -> None:
-        weights = {"land": 0.22, "run": 0.25, "rollback": 0.2, "backfill": 0.13, "kill": self.kill_weight, "settle": 0.1,
-                   "restart": 0.05 if self.kafka else 0.0}
+        weights = {
+            "land": 0.22,
+            "run": 0.25,
+            "rollback": 0.2,
+            "backfill": 0.13,
+            "kill": self.kill_weight,
+            "settle": 0.1,
+            "restart": 0.05 if self.kafka else 0.0,
+        }
         operation = operation or self.rng.choices(list(weights), list(weights.values()))[0]
         step = Step(number, operation, [])
         self.sequence.steps.append(step)
@@ -403,7 +497,11 @@ class Runner:
         step.seconds = time.time() - began
         self.sequence.counts[operation] += 1
         self.log(str(step))
-        if operation not in ("maintain", "advance", "switch") and self.maintain_rng and self.maintain_rng.random() < 0.3:
+        if (
+            operation not in ("maintain", "advance", "switch")
+            and self.maintain_rng
+            and self.maintain_rng.random() < 0.3
+        ):
             self.step(number, self.maintain_rng.choice(("maintain", "maintain", "advance")))
         if operation != "switch" and (self.switch_due or self.switch_rng.random() < 0.08):
             self.switch_due = not self._batches("bronze")  # a switch waits for bronze's first batch
@@ -411,13 +509,23 @@ class Runner:
                 self.step(number, "switch")
 
 
-def run_sequence(spark, home: str, seed: int, steps: int, kill_weight: float = 0.05, log=print,
-                 operations: list[str] | None = None, kafka=None, maintain: bool = False) -> Sequence:
-    """Land a first file, then ``steps`` random operations, then settle; raise with the transcript on a mismatch.
+def run_sequence(
+    spark,
+    home: str,
+    seed: int,
+    steps: int,
+    kill_weight: float = 0.05,
+    log=print,
+    operations: list[str] | None = None,
+    kafka=None,
+    maintain: bool = False,
+) -> Sequence:
+    """Land a first file, then ``steps`` random operations, then settle; raise with the
+    transcript on a mismatch.
 
-    The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder
-    (with ``kafka``, a started broker: its ``write_spec(kafka=True)``, the ``LAKEHOUSE_KAFKA_*``
-    settings, and :data:`~testkit.model_lake.TOPIC` created).
+    The caller points ``LAKEHOUSE_HOME`` at ``home`` and ``LAKEHOUSE_PIPELINES`` at
+    :func:`write_spec`'s folder (with ``kafka``, a started broker: its ``write_spec(kafka=True)``,
+    the ``LAKEHOUSE_KAFKA_*`` settings, and :data:`~testkit.model_lake.TOPIC` created).
     ``operations``, when given, names each step's operation instead of drawing it (targets, ranges
     and moments are still drawn).
     """
@@ -434,8 +542,11 @@ def _steps(runner: Runner, seed: int, steps: int, operations, kafka, maintain: b
             runner.step(number, operations[number - 1] if operations else None)
         runner.step(steps + 1, "settle")
     except Exception as error:
-        raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model --seed {seed} "
-                            f"--steps {steps}{' --kafka' if kafka else ''}{' --maintain' if maintain else ''}") from error
+        raise ModelMismatch(
+            f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model --seed "
+            f"{seed} --steps "
+            f"{steps}{' --kafka' if kafka else ''}{' --maintain' if maintain else ''}"
+        ) from error
     return runner.sequence
 
 
@@ -464,12 +575,18 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import tempfile
 
-    parser = argparse.ArgumentParser(description="Run one random model sequence against a fresh lake.")
+    parser = argparse.ArgumentParser(
+        description="Run one random model sequence against a fresh lake."
+    )
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--kill-weight", type=float, default=0.05)
-    parser.add_argument("--kafka", action="store_true", help="bronze reads a topic on a broker started here")
-    parser.add_argument("--maintain", action="store_true", help="some steps compact and vacuum (lakehouse maintain)")
+    parser.add_argument(
+        "--kafka", action="store_true", help="bronze reads a topic on a broker started here"
+    )
+    parser.add_argument(
+        "--maintain", action="store_true", help="some steps compact and vacuum (lakehouse maintain)"
+    )
     args = parser.parse_args(argv)
     from spark_jobs.engine.session import build_session
 
@@ -480,9 +597,19 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         kafka = stack.enter_context(started_broker(work / "kafka")) if args.kafka else None
         spark = build_session("lakehouse-model", 4)
-        sequence = run_sequence(spark, str(work / "lake"), args.seed, args.steps, args.kill_weight, kafka=kafka,
-                                maintain=args.maintain)
-    print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}")
+        sequence = run_sequence(
+            spark,
+            str(work / "lake"),
+            args.seed,
+            args.steps,
+            args.kill_weight,
+            kafka=kafka,
+            maintain=args.maintain,
+        )
+    print(
+        f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, "
+        f"settles {sequence.settles}"
+    )
     return 0
 
 
@@ -493,12 +620,23 @@ if __name__ == "__main__":
 # Failed sequences too long for make test's budget: the benchmark suite's soak runs them first
 # (each also has a short test of its own, named here).
 SOAK_REGRESSIONS = [
-    (2, 24),  # rollback --to-run of a run under an earlier query id read batch files a later rollback removed
-              # (test_rollback: test_to_run_of_a_run_whose_batch_ids_a_replay_used_again)
-    (1003, 50),  # gold rolled back past backfills it had received lost them (test_rollback: ..._undoes_backfills_...)
-    (1005, 50),  # gold's recount read silver's latest, past the batch's end (test_rollback: ..._counts_only_what_silver_keeps)
-    (1008, 50),  # a silver --to-run target beyond retention crashed the planner (test_rollback: test_refusals_...)
-    (1004, 50),  # a rollback after a hop started over restored past the emptying (test_rollback: ..._started_over_...)
-    (11, 60),  # with log clean-up: a restore onto a version holding undone batches' rows; then the checkpoint's txn
-               # counted batches an emptying had undone (test_maintenance: ..._went_with_the_log_..., ..._emptied_...)
+    # rollback --to-run of a run under an earlier query id read batch files a later rollback removed
+    (2, 24),
+    # (test_rollback: test_to_run_of_a_run_whose_batch_ids_a_replay_used_again) gold rolled back
+    # past backfills it had received lost them (test_rollback: ..._undoes_backfills_...)
+    (1003, 50),
+    # gold's recount read silver's latest, past the batch's end (test_rollback:
+    # ..._counts_only_what_silver_keeps)
+    (1005, 50),
+    # a silver --to-run target beyond retention crashed the planner (test_rollback:
+    # test_refusals_...)
+    (1008, 50),
+    # a rollback after a hop started over restored past the emptying (test_rollback:
+    # ..._started_over_...)
+    (1004, 50),
+    # with log clean-up: a restore onto a version holding undone batches' rows; then the
+    # checkpoint's txn
+    (11, 60),
+    # counted batches an emptying had undone (test_maintenance: ..._went_with_the_log_...,
+    # ..._emptied_...)
 ]

@@ -18,14 +18,25 @@ SPAN_MS = 40 * 60 * 1000  # every event time lies in [T0, T0 + SPAN_MS), within 
 HOPS = ("bronze", "silver", "gold")
 ADS = [(f"ad-{n:02d}", f"campaign-{n % 5}") for n in range(20)]
 NO_CAMPAIGN_AD = "ad-orphan"
-BAD_LINES = ("not json", "[1,2]", '{"event_type":"view","event_time":1}', '{"ad_id":"x","event_type":"view",'
-             '"event_time":"soon"}', '{"ad_id":7,"event_type":"view","event_time":1780000000000}', "")
+BAD_LINES = (
+    "not json",
+    "[1,2]",
+    '{"event_type":"view","event_time":1}',
+    '{"ad_id":"x","event_type":"view","event_time":"soon"}',
+    '{"ad_id":7,"event_type":"view","event_time":1780000000000}',
+    "",
+)
 # ``maintain`` steps archive the landing files of batches older than bronze's rollback window,
 # which is 20 minutes or the checkpoints' 8 batches, whichever reaches less far (``advance`` steps
 # move the clock on).
 WINDOW_MS = 20 * 60_000
-SPEC_CHANGES = {"allowed_lateness": "1 hour", "min_batches_to_retain": 8, "source_log_compact_interval": 3,
-                "compact_min_files": 3, "retention": {"landing": "1 second", "rollback": "20 minutes"}}
+SPEC_CHANGES = {
+    "allowed_lateness": "1 hour",
+    "min_batches_to_retain": 8,
+    "source_log_compact_interval": 3,
+    "compact_min_files": 3,
+    "retention": {"landing": "1 second", "rollback": "20 minutes"},
+}
 TOPIC = "model_events"  # the Kafka variant's bronze reads it, at most 40 records a batch
 
 
@@ -42,7 +53,10 @@ class Step:
     seconds: float = 0.0
 
     def __str__(self) -> str:
-        return f"{self.number:3d} {self.operation:<9} {' '.join(self.argv)} -> {self.outcome} ({self.seconds:.1f} s)"
+        return (
+            f"{self.number:3d} {self.operation:<9} {' '.join(self.argv)} -> {self.outcome} "
+            f"({self.seconds:.1f} s)"
+        )
 
 
 @dataclass
@@ -86,20 +100,34 @@ class Lake:
         self.landing = f"{home}/landing/ad_events"
         self.fs.makedirs(self.landing, exist_ok=True)
         self.fs.makedirs(f"{home}/landing/campaigns", exist_ok=True)
-        self.fs.pipe(f"{home}/landing/campaigns/campaigns.csv",
-                     ("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ADS)).encode())
+        self.fs.pipe(
+            f"{home}/landing/campaigns/campaigns.csv",
+            ("ad_id,campaign_id\n" + "".join(f"{a},{c}\n" for a, c in ADS)).encode(),
+        )
 
     def land(self) -> str:
-        """One new landing file of 10-60 lines: events at random times (so many are late), some invalid."""
+        """One new landing file of 10-60 lines: events at random times (so many are
+        late), some invalid.
+        """
         lines = []
         for _ in range(self.rng.randint(10, 60)):
             if self.rng.random() < 0.06:
                 lines.append(self.rng.choice(BAD_LINES))
                 continue
             ad = NO_CAMPAIGN_AD if self.rng.random() < 0.05 else self.rng.choice(ADS)[0]
-            lines.append(json.dumps({"user_id": f"u{self.rng.randrange(10**6)}", "page_id": "p", "ad_id": ad,
-                                     "ad_type": "banner", "event_type": self.rng.choice(("view", "view", "click")),
-                                     "event_time": T0 + self.rng.randrange(SPAN_MS), "ip_address": "1.2.3.4"}))
+            lines.append(
+                json.dumps(
+                    {
+                        "user_id": f"u{self.rng.randrange(10**6)}",
+                        "page_id": "p",
+                        "ad_id": ad,
+                        "ad_type": "banner",
+                        "event_type": self.rng.choice(("view", "view", "click")),
+                        "event_time": T0 + self.rng.randrange(SPAN_MS),
+                        "ip_address": "1.2.3.4",
+                    }
+                )
+            )
         name = f"events-{self.files:05d}.json"
         self.files += 1
         if self.client is not None:
@@ -108,7 +136,9 @@ class Lake:
         return name
 
     def _produce(self, lines: list[str]) -> str:
-        """The lines as records of :data:`TOPIC`, by a plain producer (none of the platform's code)."""
+        """The lines as records of :data:`TOPIC`, by a plain producer (none of the
+        platform's code).
+        """
         from confluent_kafka import Producer
 
         producer = Producer({**self.client, "log_level": 0})
@@ -124,7 +154,8 @@ class Lake:
         if self.client is not None:
             return topic_records(self.client, TOPIC)
         found = []
-        archive = self.landing.replace("/landing/", "/_archive/landing/")  # where maintain moves expired files
+        # where maintain moves expired files
+        archive = self.landing.replace("/landing/", "/_archive/landing/")
         for path in sorted(listing(self.fs, self.landing) + listing(self.fs, archive)):
             name = path.rsplit("/", 1)[-1]
             if not name.startswith((".", "_")):
@@ -152,14 +183,18 @@ class Lake:
 
 
 def stored(spark, home: str) -> dict[str, Counter]:
-    """Every table's rows as a multiset, read by Spark (gold: its counts per key, a duplicate key is an error)."""
+    """Every table's rows as a multiset, read by Spark (gold: its counts per key, a duplicate
+    key is an error).
+    """
     fs = filesystem(home)
 
     def rows(relative: str, *columns: str) -> list[tuple]:
         path = f"{home}/{relative}"
         if not fs.exists(f"{path}/_delta_log"):
             return []
-        return [tuple(row) for row in spark.read.format("delta").load(path).select(*columns).collect()]
+        return [
+            tuple(row) for row in spark.read.format("delta").load(path).select(*columns).collect()
+        ]
 
     return _tables(rows)
 
@@ -181,17 +216,33 @@ def stored_by_delta_rs(home: str) -> dict[str, Counter]:
 
 
 def _tables(rows) -> dict[str, Counter]:
-    bronze = Counter((source_name(source), *rest) for source, *rest in rows(
-        "tables/bronze/ad_events", "_source_file", "ad_id", "event_type", "event_time", "user_id"))
+    bronze = Counter(
+        (source_name(source), *rest)
+        for source, *rest in rows(
+            "tables/bronze/ad_events",
+            "_source_file",
+            "ad_id",
+            "event_type",
+            "event_time",
+            "user_id",
+        )
+    )
     gold: Counter = Counter()
-    for campaign, start, views in rows("tables/gold/campaign_views_10s", "campaign_id", "window_start", "views"):
+    for campaign, start, views in rows(
+        "tables/gold/campaign_views_10s", "campaign_id", "window_start", "views"
+    ):
         key = (campaign, utc_ms(start))
         if key in gold:
             raise ModelMismatch(f"gold has key {key} twice")
         gold[key] = views
-    return {"bronze": bronze, "quarantine": Counter(rows("tables/quarantine/ad_events", "raw_line")),
-            "silver": Counter(rows("tables/silver/ad_views", "ad_id", "event_time", "user_id", "campaign_id")),
-            "gold": gold}
+    return {
+        "bronze": bronze,
+        "quarantine": Counter(rows("tables/quarantine/ad_events", "raw_line")),
+        "silver": Counter(
+            rows("tables/silver/ad_views", "ad_id", "event_time", "user_id", "campaign_id")
+        ),
+        "gold": gold,
+    }
 
 
 def _sample(counter: Counter) -> str:
@@ -203,16 +254,24 @@ def check_part_of(actual: dict[str, Counter], expected: dict[str, Counter]) -> N
     for table in ("bronze", "quarantine", "silver"):
         extra = actual[table] - expected[table]
         if extra:
-            raise ModelMismatch(f"{table} has {sum(extra.values())} rows the landing files do not justify or "
-                                f"holds them twice: {_sample(extra)}")
+            raise ModelMismatch(
+                f"{table} has {sum(extra.values())} rows the landing files do not justify or "
+                f"holds them twice: {_sample(extra)}"
+            )
     silver_views: Counter = Counter()
     for (_ad, time_ms, _user, campaign), count in actual["silver"].items():
         if campaign is not None:
             silver_views[(campaign, time_ms - time_ms % 10_000)] += count
-    over = {key: (count, silver_views[key], expected["gold"][key]) for key, count in actual["gold"].items()
-            if count > min(silver_views[key], expected["gold"][key]) or count <= 0}
+    over = {
+        key: (count, silver_views[key], expected["gold"][key])
+        for key, count in actual["gold"].items()
+        if count > min(silver_views[key], expected["gold"][key]) or count <= 0
+    }
     if over:
-        raise ModelMismatch(f"gold counts above silver's views or the files' (gold, silver, files): {list(over.items())[:3]}")
+        raise ModelMismatch(
+            "gold counts above silver's views or the files' (gold, silver, files): "
+            f"{list(over.items())[:3]}"
+        )
 
 
 def check_equal(actual: dict[str, Counter], expected: dict[str, Counter]) -> None:
@@ -220,5 +279,7 @@ def check_equal(actual: dict[str, Counter], expected: dict[str, Counter]) -> Non
     for table in ("bronze", "quarantine", "silver", "gold"):
         if actual[table] != expected[table]:
             missing, extra = expected[table] - actual[table], actual[table] - expected[table]
-            raise ModelMismatch(f"{table} differs from the landing files: {sum(missing.values())} missing "
-                                f"({_sample(missing)}), {sum(extra.values())} extra ({_sample(extra)})")
+            raise ModelMismatch(
+                f"{table} differs from the landing files: {sum(missing.values())} missing "
+                f"({_sample(missing)}), {sum(extra.values())} extra ({_sample(extra)})"
+            )

@@ -37,7 +37,17 @@ from pathlib import Path
 
 from spark_jobs.logs.fs import write_text
 from testkit.model import Runner
-from testkit.model_lake import ADS, BAD_LINES, HOPS, T0, Lake, ModelMismatch, Sequence, Step, stored_by_delta_rs
+from testkit.model_lake import (
+    ADS,
+    BAD_LINES,
+    HOPS,
+    T0,
+    Lake,
+    ModelMismatch,
+    Sequence,
+    Step,
+    stored_by_delta_rs,
+)
 from testkit.paths import environment_kept
 
 # Each landing's events follow the one before by STEP_MS, spread over SPREAD_MS; LATE_SHARE of them
@@ -45,7 +55,11 @@ from testkit.paths import environment_kept
 STEP_MS, SPREAD_MS, LATE_MS = 90_000, 60_000, 5 * 60_000
 LATE_SHARE = 0.15
 LATENESS = "1 minute"
-SPEC_CHANGES = {"allowed_lateness": LATENESS, "min_batches_to_retain": 20, "source_log_compact_interval": 3}
+SPEC_CHANGES = {
+    "allowed_lateness": LATENESS,
+    "min_batches_to_retain": 20,
+    "source_log_compact_interval": 3,
+}
 
 
 def write_spec(folder: Path) -> Path:
@@ -58,9 +72,16 @@ def write_spec(folder: Path) -> Path:
 def not_exact(plan: dict) -> list[str]:
     """Why a rollback's plan (its --json ``plan``) does not replay exactly: per hop that undoes
     batches afresh or drops an earlier rollback's kept replay; empty when every hop is exact."""
-    return [f"{each['hop']}: " + (f"drops the kept replay of {each['dropped_replay']}" if each.get("dropped_replay")
-                                  else each.get("afresh_because") or f"re-reads {each.get('reread')}")
-            for each in plan["hops"] if each.get("undone") and each.get("replay") != "exact" or each.get("dropped_replay")]
+    return [
+        f"{each['hop']}: "
+        + (
+            f"drops the kept replay of {each['dropped_replay']}"
+            if each.get("dropped_replay")
+            else each.get("afresh_because") or f"re-reads {each.get('reread')}"
+        )
+        for each in plan["hops"]
+        if each.get("undone") and each.get("replay") != "exact" or each.get("dropped_replay")
+    ]
 
 
 class LateLake(Lake):
@@ -79,11 +100,24 @@ class LateLake(Lake):
             if self.rng.random() < 0.04:
                 lines.append(self.rng.choice(BAD_LINES))
                 continue
-            moment = base + self.rng.randrange(SPREAD_MS) - (LATE_MS if self.rng.random() < LATE_SHARE else 0)
-            lines.append(json.dumps({"user_id": f"u{self.rng.randrange(10**6)}", "page_id": "p",
-                                     "ad_id": self.rng.choice(ADS)[0], "ad_type": "banner",
-                                     "event_type": self.rng.choice(("view", "view", "click")),
-                                     "event_time": moment, "ip_address": "1.2.3.4"}))
+            moment = (
+                base
+                + self.rng.randrange(SPREAD_MS)
+                - (LATE_MS if self.rng.random() < LATE_SHARE else 0)
+            )
+            lines.append(
+                json.dumps(
+                    {
+                        "user_id": f"u{self.rng.randrange(10**6)}",
+                        "page_id": "p",
+                        "ad_id": self.rng.choice(ADS)[0],
+                        "ad_type": "banner",
+                        "event_type": self.rng.choice(("view", "view", "click")),
+                        "event_time": moment,
+                        "ip_address": "1.2.3.4",
+                    }
+                )
+            )
         name = f"events-{self.files:05d}.json"
         self.files += 1
         text = "".join(line + "\n" for line in lines)
@@ -119,7 +153,9 @@ class TwinRunner(Runner):
             self.on_twin(step.argv)
 
     def _rollback_target(self, hop: str) -> list[str] | None:
-        """A target that keeps at least the hop's first batch (a rollback to nothing plans afresh)."""
+        """A target that keeps at least the hop's first batch (a rollback to
+        nothing plans afresh).
+        """
         committed = self._batches(hop)
         if len(committed) < 2:
             return None
@@ -127,8 +163,13 @@ class TwinRunner(Runner):
         if kind == "run":
             records = sorted(self.fs.glob(f"{self.home}/_ops/runs/ad_events/*.{hop}.json"))
             runs = [json.loads(self.fs.cat_file(path)) for path in records]
-            runs = [run for run in runs if run.get("batch_ids") and run.get("mode") == "run-once"
-                    and min(run["batch_ids"]) > committed[0]]
+            runs = [
+                run
+                for run in runs
+                if run.get("batch_ids")
+                and run.get("mode") == "run-once"
+                and min(run["batch_ids"]) > committed[0]
+            ]
             if runs:
                 return ["--to-run", self.rng.choice(runs)["run_id"]]
         if kind == "time":
@@ -142,9 +183,13 @@ class TwinRunner(Runner):
     def _note_resets(self, plan: dict) -> None:
         """A rollback taken replays exactly (:meth:`_exact`), with nothing to backfill."""
         if not_exact(plan):
-            raise ModelMismatch(f"a rollback whose dry run replayed exactly does not: {not_exact(plan)}")
+            raise ModelMismatch(
+                f"a rollback whose dry run replayed exactly does not: {not_exact(plan)}"
+            )
         if plan["backfills"]:
-            raise ModelMismatch(f"a rollback with no backfill to undo owes backfills: {plan['backfills']}")
+            raise ModelMismatch(
+                f"a rollback with no backfill to undo owes backfills: {plan['backfills']}"
+            )
 
     def _exact(self, argv: list[str]) -> str | None:
         """Why the rollback ``argv`` would plan afresh (its dry run's plan), or None: it replays
@@ -186,25 +231,35 @@ class TwinRunner(Runner):
         killed, returncode, _out = killed_mid_run(argv, delay)
         if not killed and returncode not in (0, 2):
             raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {returncode} before the kill")
-        code, out = self.cli(argv)  # again, to completion: finishes a crashed rollback, replays a run
+        # again, to completion: finishes a crashed rollback, replays a run
+        code, out = self.cli(argv)
         if code == 0 and argv[0] == "rollback":
             self._note_resets(json.loads(out)["plan"])
         if argv[0] == "run":
             self.on_twin(argv)
-        step.outcome = f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, rerun exit {code}"
+        step.outcome = (
+            f"{'killed after %.1f s' % delay if killed else 'ended before the kill'}, "
+            f"rerun exit {code}"
+        )
 
     def op_settle(self, step: Step) -> None:
         """Both lakes up to date: each table equal to the twin's, bronze and silver to the files."""
         self.cli(["run", "ad_events"])
         self.on_twin(["run", "ad_events"])
         step.argv = ["run", "ad_events"]
-        mine, twins, expected = stored_by_delta_rs(self.home), stored_by_delta_rs(self.twin), self.lake.expected()
+        mine, twins, expected = (
+            stored_by_delta_rs(self.home),
+            stored_by_delta_rs(self.twin),
+            self.lake.expected(),
+        )
         for table in ("bronze", "quarantine", "silver", "gold"):
             if mine[table] != twins[table]:
                 missing, extra = twins[table] - mine[table], mine[table] - twins[table]
-                raise ModelMismatch(f"{table} differs from the twin that never rolled back: {sum(missing.values())} "
-                                    f"rows missing ({list(missing.items())[:3]}), {sum(extra.values())} extra "
-                                    f"({list(extra.items())[:3]})")
+                raise ModelMismatch(
+                    f"{table} differs from the twin that never rolled back: "
+                    f"{sum(missing.values())} rows missing ({list(missing.items())[:3]}), "
+                    f"{sum(extra.values())} extra ({list(extra.items())[:3]})"
+                )
             if table != "gold" and mine[table] != expected[table]:
                 raise ModelMismatch(f"{table} differs from the landing files")
         self.dropped_late = sum(expected["gold"].values()) - sum(twins["gold"].values())
@@ -212,11 +267,21 @@ class TwinRunner(Runner):
         step.outcome = f"equal to the twin ({self.dropped_late} views dropped as late)"
 
     def step(self, number: int, operation: str | None = None) -> None:
-        weights = {"land": 0.3, "run": 0.3, "rollback": 0.22, "kill": self.kill_weight, "settle": 0.1}
-        super().step(number, operation or self.rng.choices(list(weights), list(weights.values()))[0])
+        weights = {
+            "land": 0.3,
+            "run": 0.3,
+            "rollback": 0.22,
+            "kill": self.kill_weight,
+            "settle": 0.1,
+        }
+        super().step(
+            number, operation or self.rng.choices(list(weights), list(weights.values()))[0]
+        )
 
 
-def run_sequence(spark, home: str, twin: str, seed: int, steps: int, log=print) -> tuple[Sequence, int]:
+def run_sequence(
+    spark, home: str, twin: str, seed: int, steps: int, log=print
+) -> tuple[Sequence, int]:
     """Land a first file, then ``steps`` random operations, then settle; the sequence and the views
     the last settle's gold dropped as late. The caller points ``LAKEHOUSE_HOME`` at ``home`` and
     ``LAKEHOUSE_PIPELINES`` at :func:`write_spec`'s folder."""
@@ -228,8 +293,10 @@ def run_sequence(spark, home: str, twin: str, seed: int, steps: int, log=print) 
             runner.step(number)
         runner.step(steps + 1, "settle")
     except Exception as error:
-        raise ModelMismatch(f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model_late --seed {seed} "
-                            f"--steps {steps}") from error
+        raise ModelMismatch(
+            f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model_late --seed "
+            f"{seed} --steps {steps}"
+        ) from error
     return runner.sequence, runner.dropped_late
 
 
@@ -237,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import tempfile
 
-    parser = argparse.ArgumentParser(description="Run one random sequence with late events against a fresh lake and its twin.")
+    parser = argparse.ArgumentParser(
+        description="Run one random sequence with late events against a fresh lake and its twin."
+    )
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args(argv)
@@ -248,12 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LAKEHOUSE_PIPELINES"] = str(write_spec(work / "pipelines"))
     os.environ["LAKEHOUSE_QUALITY"] = str(work / "no-suites")
     spark = build_session("lakehouse-model", 4)
-    sequence, dropped = run_sequence(spark, str(work / "lake"), str(work / "twin"), args.seed, args.steps)
-    print(f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles {sequence.settles}, "
-          f"{dropped} views dropped as late")
+    sequence, dropped = run_sequence(
+        spark, str(work / "lake"), str(work / "twin"), args.seed, args.steps
+    )
+    print(
+        f"seed {args.seed}: {dict(sequence.counts)}, refusals {dict(sequence.refusals)}, settles "
+        f"{sequence.settles}, {dropped} views dropped as late"
+    )
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -23,21 +23,27 @@ def _commit_times(home: str, hop: str) -> dict[int, int]:
     fs = filesystem(home)
     folder = f"{home}/checkpoints/ad_events/{hop}/commits"
     times = {}
-    for path, info in (fs.find(folder, detail=True).items() if fs.exists(folder) else []):
+    for path, info in fs.find(folder, detail=True).items() if fs.exists(folder) else []:
         name = path.rstrip("/").rsplit("/", 1)[-1]
         if name.isdigit():
             stamp = info.get("mtime", info.get("LastModified"))
-            times[int(name)] = int((stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)) * 1000)
+            times[int(name)] = int(
+                (stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)) * 1000
+            )
     return times
 
 
 def declared_start(home: str, hop: str, now_ms: int) -> int | None:
-    """The last batch of ``hop`` committed before the declared window began (-1: none; None: no batch)."""
+    """The last batch of ``hop`` committed before the declared window began (-1: none;
+    None: no batch).
+    """
     times = _commit_times(home, hop)
     if not times:
         return None
     # A second's slack: the platform reads commit times to the second.
-    return max((batch for batch, stamp in times.items() if stamp < now_ms - WINDOW_MS + 1000), default=-1)
+    return max(
+        (batch for batch, stamp in times.items() if stamp < now_ms - WINDOW_MS + 1000), default=-1
+    )
 
 
 def floor(home: str, hop: str, now_ms: int) -> int | None:
@@ -49,7 +55,9 @@ def floor(home: str, hop: str, now_ms: int) -> int | None:
     return max(start, kept + 2 if kept > 0 else -1)
 
 
-def cut_too_far(home: str, before: dict[str, int | None], after: dict[str, int | None], now_ms: int) -> list[str]:
+def cut_too_far(
+    home: str, before: dict[str, int | None], after: dict[str, int | None], now_ms: int
+) -> list[str]:
     """Hops whose reach ``maintain`` cut (``before`` -> ``after``, each the oldest reachable
     batch) past the declared window's start."""
     wrong = []
@@ -58,8 +66,10 @@ def cut_too_far(home: str, before: dict[str, int | None], after: dict[str, int |
         if was is None or start is None:
             continue
         if after[hop] is None or after[hop] > max(was, start):
-            wrong.append(f"{hop}: reached back to batch {was}, now {after[hop]}; the declared window starts "
-                         f"after batch {start}")
+            wrong.append(
+                f"{hop}: reached back to batch {was}, now {after[hop]}; the declared window starts "
+                f"after batch {start}"
+            )
     return wrong
 
 
@@ -69,6 +79,8 @@ def refused_inside(home: str, plan, now_ms: int) -> list[str]:
     for step in plan.hops:
         oldest = floor(home, step.hop, now_ms)
         if step.refused and oldest is not None and step.target_batch >= oldest:
-            wrong.append(f"{step.hop} to batch {step.target_batch} (the window reaches batch {oldest}): "
-                         f"{'; '.join(step.refused)}")
+            wrong.append(
+                f"{step.hop} to batch {step.target_batch} (the window reaches batch {oldest}): "
+                f"{'; '.join(step.refused)}"
+            )
     return wrong

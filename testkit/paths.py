@@ -38,26 +38,45 @@ def environment_kept(*names: str):
                 os.environ[name] = value
 
 
-def lakehouse(*args: str, env: dict | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def lakehouse(
+    *args: str, env: dict | None = None, check: bool = True, **kwargs
+) -> subprocess.CompletedProcess:
     """Run the installed ``lakehouse`` console script in a subprocess."""
-    done = subprocess.run([str(VENV_BIN / "lakehouse"), *args], env=env or os.environ.copy(),
-                          capture_output=True, text=True, **kwargs)
+    done = subprocess.run(
+        [str(VENV_BIN / "lakehouse"), *args],
+        env=env or os.environ.copy(),
+        capture_output=True,
+        text=True,
+        **kwargs,
+    )
     if check and done.returncode != 0:
-        raise AssertionError(f"lakehouse {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+        raise AssertionError(
+            f"lakehouse {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
     return done
 
 
-def killed_mid_run(argv: list[str], delay_s: float, after: Path | None = None) -> tuple[bool, int, str]:
+def killed_mid_run(
+    argv: list[str], delay_s: float, after: Path | None = None
+) -> tuple[bool, int, str]:
     """``lakehouse ARGV`` in a process group of its own (the CLI and its JVM), SIGKILLed
     ``delay_s`` seconds after ``after`` exists (after its start when ``None``) unless it ended
     first: whether it was killed, its exit code and its standard output."""
     import signal
     import time
 
-    job = subprocess.Popen([str(VENV_BIN / "lakehouse"), *argv], env=os.environ.copy(), stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    job = subprocess.Popen(
+        [str(VENV_BIN / "lakehouse"), *argv],
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
-    while after is not None and job.poll() is None and not after.exists() and time.time() < deadline:
+    while (
+        after is not None and job.poll() is None and not after.exists() and time.time() < deadline
+    ):
         time.sleep(0.1)
     try:
         job.wait(timeout=delay_s)
@@ -72,5 +91,8 @@ def killed_mid_run(argv: list[str], delay_s: float, after: Path | None = None) -
 
 
 def file_tree(home: Path) -> dict[str, tuple[int, int]]:
-    return {str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
-            for path in sorted(home.rglob("*")) if path.is_file() and "_ops/locks" not in str(path)}
+    return {
+        str(path.relative_to(home)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in sorted(home.rglob("*"))
+        if path.is_file() and "_ops/locks" not in str(path)
+    }

@@ -18,15 +18,27 @@ from testkit.paths import ROOT, free_port
 LAUNCHER = ROOT / "include/scripts/lakehouse_platform.py"
 
 
-def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshness: str | None = None,
-            trickle_every: int = 10, lake: str = "local", spark: str = "local",
-            quality: Path | None = None, source: str = "landing") -> tuple[subprocess.Popen, dict, str]:
+def launch(
+    tmp_path,
+    port: int,
+    user_dags: dict[str, str] | None = None,
+    freshness: str | None = None,
+    trickle_every: int = 10,
+    lake: str = "local",
+    spark: str = "local",
+    quality: Path | None = None,
+    source: str = "landing",
+) -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
     example spec alone (with another ``freshness`` if given), a sample file every ``trickle_every``
-    seconds, its ``--lake``, ``--spark`` and ``--source``, and the quality suites of ``quality`` if given;
-    returns it, its environment and its login line."""
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKEHOUSE_HOME": str(tmp_path / "lake"),
-           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
+    seconds, its ``--lake``, ``--spark`` and ``--source``, and the quality suites of ``quality`` if
+    given; returns it, its environment and its login line."""
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "LAKEHOUSE_HOME": str(tmp_path / "lake"),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+    }
     if quality is not None:
         env["LAKEHOUSE_QUALITY"] = str(quality)
     # The example pipeline alone (shop's DAGs, unpaused, would run beside the walk's on 2 cores;
@@ -36,7 +48,9 @@ def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshne
     spec = example_copy(specs, "ad_events") / "ad_events.yaml"
     text = spec.read_text()
     assert "freshness: 45 minutes" in text
-    spec.write_text(text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}"))
+    spec.write_text(
+        text.replace("freshness: 45 minutes", f"freshness: {freshness or '45 minutes'}")
+    )
     env["LAKEHOUSE_PIPELINES"] = str(specs)
     if user_dags:
         folder = tmp_path / "team-dags"
@@ -44,12 +58,36 @@ def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshne
         for name, text in user_dags.items():
             (folder / name).write_text(text)
         env["LAKEHOUSE_USER_DAGS"] = str(folder)
-    for key in [key for key in env if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]:
+    for key in [
+        key
+        for key in env
+        if key.startswith("AIRFLOW__") and key != "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"
+    ]:
         env.pop(key)
     process = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "run", "--port", str(port), "--duration", "1800", "--trickle-every", str(trickle_every),
-         "--lake", lake, "--spark", spark, "--source", source],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            sys.executable,
+            str(LAUNCHER),
+            "run",
+            "--port",
+            str(port),
+            "--duration",
+            "1800",
+            "--trickle-every",
+            str(trickle_every),
+            "--lake",
+            lake,
+            "--spark",
+            spark,
+            "--source",
+            source,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 240
     seen = []
     for line in process.stdout:
@@ -57,7 +95,9 @@ def launch(tmp_path, port: int, user_dags: dict[str, str] | None = None, freshne
             return process, env, line
         seen.append(line)
         assert time.time() < deadline, "".join(seen)
-    raise AssertionError(f"the launcher ended before printing the login (exit {process.wait()}): {''.join(seen)}")
+    raise AssertionError(
+        f"the launcher ended before printing the login (exit {process.wait()}): {''.join(seen)}"
+    )
 
 
 def command_of(process: psutil.Process) -> str:
@@ -95,8 +135,11 @@ def drivers_left(tmp_path: Path, within_s: float) -> list[str]:
     descendants of the launcher; the platform stops them by their address files."""
     deadline = time.time() + within_s
     while True:
-        left = [command for command in map(command_of, psutil.process_iter())
-                if "submit.py serve" in command and str(tmp_path) in command]
+        left = [
+            command
+            for command in map(command_of, psutil.process_iter())
+            if "submit.py serve" in command and str(tmp_path) in command
+        ]
         if not left or time.time() > deadline:
             return left
         time.sleep(0.5)

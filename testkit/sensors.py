@@ -6,7 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 NAME = "sensors"
-COLUMNS = {"sensor_id": "string", "reading_time": "timestamp", "temperature_c": "double", "note": "string"}
+COLUMNS = {
+    "sensor_id": "string",
+    "reading_time": "timestamp",
+    "temperature_c": "double",
+    "note": "string",
+}
 SPEC = f"""name: {NAME}
 landing: landing/{NAME}
 hops:
@@ -25,6 +30,7 @@ def write_pipeline(folder: Path) -> Path:
     with no transform (none is needed); returns ``folder``."""
     (folder / NAME).mkdir(parents=True)
     (folder / NAME / f"{NAME}.yaml").write_text(SPEC)
-    (folder / NAME / f"{NAME}.py").write_text('"""Sensor readings: the platform parses them (format: csv)."""\n'
-                                              "TRANSFORMS = {}\n")
+    (folder / NAME / f"{NAME}.py").write_text(
+        '"""Sensor readings: the platform parses them (format: csv)."""\nTRANSFORMS = {}\n'
+    )
     return folder

@@ -18,7 +18,9 @@ from testkit.paths import killed_mid_run
 
 
 def cli(argv: list[str]) -> tuple[int, str, str]:
-    """``lakehouse ARGV`` in this process: its exit code (0, or 2 for a refusal), stdout and stderr."""
+    """``lakehouse ARGV`` in this process: its exit code (0, or 2 for a refusal),
+    stdout and stderr.
+    """
     from spark_jobs.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -30,15 +32,21 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 def tree(home: Path) -> dict[str, tuple]:
-    """Every file under the tables and checkpoints with its size: what a refused operation must not change."""
-    return {str(path.relative_to(home)): (path.stat().st_size,) for folder in ("tables", "checkpoints")
-            for path in sorted((home / folder).rglob("*")) if path.is_file()}
+    """Every file under the tables and checkpoints with its size: what a refused operation
+    must not change.
+    """
+    return {
+        str(path.relative_to(home)): (path.stat().st_size,)
+        for folder in ("tables", "checkpoints")
+        for path in sorted((home / folder).rglob("*"))
+        if path.is_file()
+    }
 
 
 class RandomSequence:
     """One random sequence of a pipeline's lake: its random source, transcript and debts. A
-    subclass lands data (:meth:`land`), checks the tables (:meth:`check`), backfills (:meth:`backfill`)
-    and says whether anything landed yet (:attr:`landed_any`)."""
+    subclass lands data (:meth:`land`), checks the tables (:meth:`check`), backfills
+    (:meth:`backfill`) and says whether anything landed yet (:attr:`landed_any`)."""
 
     name = ""
     hops: tuple[str, ...] = ()
@@ -50,7 +58,8 @@ class RandomSequence:
         # ``maintain`` between steps, from a generator of its own: the other steps stay the same.
         self.maintain_rng = random.Random(seed * 7919 + 1)
         self.transcript: list[str] = []
-        self.owed: set[tuple[str, str, str]] = set()  # (hop, start, end) to backfill again after the next run
+        # (hop, start, end) to backfill again after the next run
+        self.owed: set[tuple[str, str, str]] = set()
 
     @property
     def landed_any(self) -> bool:
@@ -76,9 +85,15 @@ class RandomSequence:
         self.check()
 
     def pay_debts(self) -> None:
-        """The backfills the rollbacks' plans asked for, each hop's before those of the hops below."""
-        for hop, start, end in sorted(self.owed, key=lambda debt: (self.hops.index(debt[0]), debt[1:])):
-            code, _out, err = cli(["backfill", self.name, "--hop", hop, "--start", start, "--end", end])
+        """The backfills the rollbacks' plans asked for, each hop's before those of
+        the hops below.
+        """
+        for hop, start, end in sorted(
+            self.owed, key=lambda debt: (self.hops.index(debt[0]), debt[1:])
+        ):
+            code, _out, err = cli(
+                ["backfill", self.name, "--hop", hop, "--start", start, "--end", end]
+            )
             assert code == 0, f"the backfill a rollback's plan asked for was refused: {err[-1000:]}"
             self.note(f"backfill again {hop} {start} .. {end}")
         self.owed.clear()
@@ -103,8 +118,11 @@ class RandomSequence:
         delay = self.rng.uniform(2, self.kill_within)
         killed, code, first_out = killed_mid_run(argv, delay)
         again, out, err = cli(argv)
-        self.note(f"{' '.join(argv[:4])} {'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
-                  f"again: exit {again}")
+        self.note(
+            f"{' '.join(argv[:4])} "
+            f"{'killed after %.1f s' % delay if killed else f'ended (exit {code})'}, "
+            f"again: exit {again}"
+        )
         if argv[0] == "rollback":
             for done, text in ((not killed and code == 0, first_out), (again == 0, out)):
                 if done:
@@ -116,7 +134,11 @@ class RandomSequence:
 
     def rollback(self, hop: str, batches: list[int], killing: bool) -> None:
         """Back to a random batch the hop still holds (or its start); a refusal changes nothing."""
-        target = self.rng.choice([-1, *batches[:-1]]) if len(batches) > 1 or self.rng.random() < 0.5 else -1
+        target = (
+            self.rng.choice([-1, *batches[:-1]])
+            if len(batches) > 1 or self.rng.random() < 0.5
+            else -1
+        )
         argv = ["rollback", self.name, "--hop", hop, "--to-batch", str(target), "--json"]
         if killing:
             self.kill(argv)
@@ -139,9 +161,13 @@ class RandomSequence:
         code, out, err = cli(["maintain", self.name, "--json"])
         assert code == 0, err[-2000:]
         totals = json.loads(out)["totals"]
-        self.note(f"maintain: files {totals['files_before']} -> {totals['files_after']}, "
-                  f"{totals['files_vacuumed']} vacuumed")
-        assert self._horizons() == before, f"maintain cut a rollback window: {before} -> {self._horizons()}"
+        self.note(
+            f"maintain: files {totals['files_before']} -> {totals['files_after']}, "
+            f"{totals['files_vacuumed']} vacuumed"
+        )
+        assert self._horizons() == before, (
+            f"maintain cut a rollback window: {before} -> {self._horizons()}"
+        )
 
     def before_final_run(self) -> None:
         """What lands before the final run (nothing, unless a subclass holds something back)."""
@@ -161,7 +187,9 @@ class RandomSequence:
     def step(self) -> None:
         from spark_jobs.logs import checkpoint_log
 
-        operation = self.rng.choices(("land", "run", "rollback", "kill", "backfill"), (0.35, 0.25, 0.2, 0.1, 0.1))[0]
+        operation = self.rng.choices(
+            ("land", "run", "rollback", "kill", "backfill"), (0.35, 0.25, 0.2, 0.1, 0.1)
+        )[0]
         if operation == "land" or not self.landed_any:
             self.land()
         elif operation == "backfill":
@@ -171,7 +199,9 @@ class RandomSequence:
             self.run()
         else:
             hop = self.rng.choice(self.hops)
-            batches = checkpoint_log.commit_batch_ids(str(self.home / f"checkpoints/{self.name}/{hop}"))
+            batches = checkpoint_log.commit_batch_ids(
+                str(self.home / f"checkpoints/{self.name}/{hop}")
+            )
             if operation == "kill" and (not batches or self.rng.random() < 0.7):
                 self.kill(["run", self.name])
             elif batches:
@@ -193,5 +223,8 @@ def main(run_sequence, description: str, argv: list[str] | None = None) -> int:
     os.environ.setdefault("LAKEHOUSE_PIPELINES", str(EXAMPLES))
     os.environ.pop("LAKEHOUSE_QUALITY", None)
     run_sequence(build_session("model"), home, args.seed, args.steps)
-    print(f"seed {args.seed}: {args.steps} steps, every table equal to the model after every run ({home})")
+    print(
+        f"seed {args.seed}: {args.steps} steps, every table equal to the model "
+        f"after every run ({home})"
+    )
     return 0

@@ -60,7 +60,9 @@ class TwinLanding(Landing):
 
 
 class _TwinSequence(_Sequence):
-    """One random sequence of shop's lake and its twin: no backfill, rollbacks that replay exactly."""
+    """One random sequence of shop's lake and its twin: no backfill, rollbacks that
+    replay exactly.
+    """
 
     def __init__(self, spark, home: Path, twin: Path, seed: int, log):
         super().__init__(spark, home, seed, log)
@@ -71,8 +73,14 @@ class _TwinSequence(_Sequence):
 
     @property
     def figures(self) -> dict:
-        """What the soak adds up: runs compared, rows the twin dropped as late, rollbacks not taken."""
-        return {"compared": self.compared, "dropped_late": self.dropped_late, "afresh": self.refusals["afresh"]}
+        """What the soak adds up: runs compared, rows the twin dropped as late,
+        rollbacks not taken.
+        """
+        return {
+            "compared": self.compared,
+            "dropped_late": self.dropped_late,
+            "afresh": self.refusals["afresh"],
+        }
 
     def check(self) -> None:
         """The twin runs too; every table equals the twin's, the bronze tables the files."""
@@ -83,14 +91,23 @@ class _TwinSequence(_Sequence):
         mine, twins = actual(self.home), actual(self.twin)
         for table, rows in twins.items():
             assert mine[table] == rows, (
-                f"{table} differs from the twin that never rolled back: missing {_diff(rows, mine[table])}, extra "
-                f"{_diff(mine[table], rows)}; after: " + "; ".join(self.transcript))
+                f"{table} differs from the twin that never rolled back: missing "
+                f"{_diff(rows, mine[table])}, extra "
+                f"{_diff(mine[table], rows)}; after: " + "; ".join(self.transcript)
+            )
         expected = self.landing.expected()
-        assert (mine["orders"], mine["payments"]) == (expected["orders"], expected["payments"]), "bronze differs from the files"
+        assert (mine["orders"], mine["payments"]) == (expected["orders"], expected["payments"]), (
+            "bronze differs from the files"
+        )
         self.compared += 1
         # What the twin's silver dropped as late (orders, and paid orders of the kept ones).
-        self.dropped_late = sum(len(expected[table]) - len(twins[table]) for table in ("latest", "paid"))
-        self.log(f"[{self.name} seed {self.seed}] equal to the twin ({self.dropped_late} silver rows dropped as late)")
+        self.dropped_late = sum(
+            len(expected[table]) - len(twins[table]) for table in ("latest", "paid")
+        )
+        self.log(
+            f"[{self.name} seed {self.seed}] equal to the twin ({self.dropped_late} silver "
+            "rows dropped as late)"
+        )
 
     def backfill(self) -> None:
         """No backfill in this variant (it writes late rows the stream drops): a run instead."""
@@ -103,7 +120,10 @@ class _TwinSequence(_Sequence):
             self.note(f"rollback {hop}: no batch to keep yet")
             return
         target = self.rng.choice(batches[:-1])
-        argv, label = ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"], f"rollback {hop} --to-batch {target}"
+        argv, label = (
+            ["rollback", NAME, "--hop", hop, "--to-batch", str(target), "--json"],
+            f"rollback {hop} --to-batch {target}",
+        )
         code, out, _err = cli([*argv, "--dry-run"])
         afresh = [] if code else not_exact(json.loads(out)["plan"])
         if afresh:
@@ -119,8 +139,12 @@ class _TwinSequence(_Sequence):
 
     def note_plan(self, out: str) -> None:
         plan = json.loads(out)["plan"]
-        assert not not_exact(plan), f"a rollback whose dry run replayed exactly does not: {plan['hops']}"
-        assert not plan["backfills"], f"a rollback with no backfill to undo owes backfills: {plan['backfills']}"
+        assert not not_exact(plan), (
+            f"a rollback whose dry run replayed exactly does not: {plan['hops']}"
+        )
+        assert not plan["backfills"], (
+            f"a rollback with no backfill to undo owes backfills: {plan['backfills']}"
+        )
 
 
 def _diff(rows, others) -> list:
@@ -140,5 +164,11 @@ def run_sequence(spark, home: Path, twin: Path, seed: int, steps: int, log=print
 
 
 if __name__ == "__main__":
-    sys.exit(main(lambda spark, home, seed, steps, log=print: run_sequence(
-        spark, home, home.parent / "twin", seed, steps, log).transcript, __doc__.splitlines()[0]))
+    sys.exit(
+        main(
+            lambda spark, home, seed, steps, log=print: (
+                run_sequence(spark, home, home.parent / "twin", seed, steps, log).transcript
+            ),
+            __doc__.splitlines()[0],
+        )
+    )

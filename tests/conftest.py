@@ -39,8 +39,12 @@ TEST_JVM_GC = "-XX:+UseSerialGC"
 # shuffles, and Delta checks the table state it rebuilt after a commit against the checksum file
 # of that version (it still writes the file). Off, a warm run of three hops took 6 to 10% less
 # CPU (paired samples); neither changes a row.
-TEST_SPARK_DEFAULTS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                       "spark.sql.adaptive.enabled": "false", "spark.databricks.delta.checksum.validation.enabled": "false"}
+TEST_SPARK_DEFAULTS = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.databricks.delta.checksum.validation.enabled": "false",
+}
 
 
 def pytest_configure(config):
@@ -52,7 +56,10 @@ def pytest_configure(config):
     half as long again). It changes how fast code runs, never what it computes. Here and not at
     import: the benchmarks import this module and measure the JVM as users run it."""
     os.environ.setdefault("JDK_JAVA_OPTIONS", C1_ONLY)
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(f"-D{key}={value}" for key, value in TEST_SPARK_DEFAULTS.items()))
+    os.environ.setdefault(
+        "SPARK_SUBMIT_OPTS",
+        " ".join(f"-D{key}={value}" for key, value in TEST_SPARK_DEFAULTS.items()),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +67,7 @@ def spark():
     from spark_jobs.engine.jvm import driver_java_options
     from spark_jobs.engine.session import build_session
     from spark_jobs.model import settings
+
     ours = os.environ.get("JDK_JAVA_OPTIONS") == C1_ONLY
     if ours:
         # This JVM lives the whole session: C2 pays back here. The serial collector: on the tests'
@@ -107,10 +115,11 @@ def lake_home(tmp_path, monkeypatch) -> Path:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """In one process, fast tests first (unit, then Spark, then slow ones), so a broken transform
-    fails in seconds. In several (``make test`` runs pytest-xdist), the longest first (the model
-    test, then the slow Airflow and Spark tests; the platform walk before all), so no process is left alone with a long test at
-    the end while the other idles; and the tests of the three-increment lake in one group
-    (``--dist loadgroup``), so one process builds that lake, not each."""
+    fails in seconds. In several (``make test`` runs pytest-xdist), the longest first (the
+    model test, then the slow Airflow and Spark tests; the platform walk before all), so no
+    process is left alone with a long test at the end while the other idles; and the tests
+    of the three-increment lake in one group (``--dist loadgroup``), so one process builds
+    that lake, not each."""
     for item in items:
         if "three_increments" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("three-increments"))
@@ -132,7 +141,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """The S3 server (``include/scripts/s3_server.py``) for one test module, stopped by PID after it."""
+    """The S3 server (``include/scripts/s3_server.py``) for one test module, stopped
+    by PID after it.
+    """
     from s3_server import S3Server
 
     server = S3Server(tmp_path_factory.mktemp("s3"))
@@ -143,7 +154,9 @@ def s3(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    """The Kafka broker (``include/scripts/kafka_server.py``) for one test module, stopped by PID after it."""
+    """The Kafka broker (``include/scripts/kafka_server.py``) for one test module, stopped
+    by PID after it.
+    """
     from kafka_server import KafkaServer
 
     server = KafkaServer(tmp_path_factory.mktemp("kafka"))
@@ -154,13 +167,16 @@ def kafka(tmp_path_factory):
 
 # -- shared lake set-ups -------------------------------------------------------------------------
 
+
 @pytest.fixture
 def pipelines(tmp_path, monkeypatch):
     """Point LAKEHOUSE_PIPELINES at a copy of the ad_events spec with some knobs changed."""
+
     def write(**changes) -> Path:
         folder = spec_copy(tmp_path / "pipelines", **changes)
         monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(folder))
         return folder
+
     return write
 
 
@@ -189,7 +205,8 @@ def three_increments(_three_increment_template, spark, monkeypatch) -> Path:
     home, specs, template = _three_increment_template
     shutil.rmtree(home, ignore_errors=True)
     shutil.copytree(template, home)
-    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # the JVM's snapshots of the last copy
+    # the JVM's snapshots of the last copy
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
     return home
@@ -197,11 +214,13 @@ def three_increments(_three_increment_template, spark, monkeypatch) -> Path:
 
 # -- Airflow -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def airflow_home(tmp_path_factory) -> Path:
     """A migrated metadata DB (SQLite) for this test process's Airflow subprocesses: a copy of one
     migrated once per Airflow version in .cache/airflow-db (the test processes share it)."""
-    from lakehouse_platform import migrated_copy, platform_env  # include/scripts/lakehouse_platform.py
+    # include/scripts/lakehouse_platform.py
+    from lakehouse_platform import migrated_copy, platform_env
 
     home = tmp_path_factory.mktemp("airflow")
     migrated_copy(platform_env({**os.environ, "AIRFLOW_HOME": str(home)}, port=18080))
@@ -213,8 +232,10 @@ def airflow_env(airflow_home, lake_home) -> dict[str, str]:
     """The environment of an Airflow subprocess on this test's lake."""
     from lakehouse_platform import platform_env
 
-    return platform_env({**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
-                        port=18080)
+    return platform_env(
+        {**os.environ, "AIRFLOW_HOME": str(airflow_home), "LAKEHOUSE_HOME": str(lake_home)},
+        port=18080,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -224,9 +245,15 @@ def airflow_stays_out(request):
     later test of the process (which ones depends on how pytest-xdist shares the tests out)."""
     before = "airflow.configuration" in sys.modules
     yield
-    if not before and "airflow.configuration" in sys.modules and "airflow_in_process" not in request.fixturenames:
-        pytest.fail("this test imported Airflow without the airflow_in_process fixture: ask for it, or import "
-                    "what needs no Airflow (lakehouse_airflow.ui.render renders the pages)")
+    if (
+        not before
+        and "airflow.configuration" in sys.modules
+        and "airflow_in_process" not in request.fixturenames
+    ):
+        pytest.fail(
+            "this test imported Airflow without the airflow_in_process fixture: ask for it, or "
+            "import what needs no Airflow (lakehouse_airflow.ui.render renders the pages)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -244,16 +271,19 @@ def airflow_in_process(airflow_home, tmp_path_factory):
     changed = {key: value for key, value in env.items() if key.startswith("AIRFLOW")}
     saved = {key: os.environ.get(key) for key in changed}
     if "airflow.configuration" in sys.modules:
-        pytest.fail("Airflow was imported before the airflow_in_process fixture: its settings would be wrong")
+        pytest.fail(
+            "Airflow was imported before the airflow_in_process fixture: its "
+            "settings would be wrong"
+        )
     os.environ.update(changed)
     from airflow.configuration import conf
 
-    assert conf.get("database", "sql_alchemy_conn") == changed["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert (
+        conf.get("database", "sql_alchemy_conn") == changed["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    )
     yield home
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-

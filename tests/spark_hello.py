@@ -1,4 +1,6 @@
-"""A Spark application for the cluster tests: prints a line only when it got executors and ran a job."""
+"""A Spark application for the cluster tests: prints a line only when it got
+executors and ran a job.
+"""
 
 from pyspark.sql import SparkSession
 

@@ -27,26 +27,37 @@ def _check_campaigns(campaigns, where: str) -> None:
     duplicated ``ad_id`` would count its views twice."""
     from pyspark.sql import functions as F
 
-    rows, ads, distinct = campaigns.agg(F.count(F.lit(1)), F.count("ad_id"), F.countDistinct("ad_id")).first()
+    rows, ads, distinct = campaigns.agg(
+        F.count(F.lit(1)), F.count("ad_id"), F.countDistinct("ad_id")
+    ).first()
     if rows == 0:
         raise UsageError(f"the campaigns CSV in {where} has no rows: add rows ad_id,campaign_id")
     if ads != distinct:
-        twice = [row.ad_id for row in campaigns.groupBy("ad_id").count().where("count > 1").limit(3).collect()]
-        raise UsageError(f"the campaigns CSV in {where} lists ad_id {', '.join(twice)} more than once: "
-                         "keep one campaign per ad")
+        twice = [
+            row.ad_id
+            for row in campaigns.groupBy("ad_id").count().where("count > 1").limit(3).collect()
+        ]
+        raise UsageError(
+            f"the campaigns CSV in {where} lists ad_id {', '.join(twice)} more than once: "
+            "keep one campaign per ad"
+        )
 
 
 def with_window_seconds(frame):
     """Gold's rows plus ``window_seconds``, which its suite checks."""
     from pyspark.sql import functions as F
 
-    return frame.withColumn("window_seconds", F.unix_timestamp("window_end") - F.unix_timestamp("window_start"))
+    return frame.withColumn(
+        "window_seconds", F.unix_timestamp("window_end") - F.unix_timestamp("window_start")
+    )
 
 
 TRANSFORMS = {
     "bronze": lambda frame, spec, inputs: transforms.parse_events(frame),
     "silver": lambda frame, spec, inputs: transforms.enrich_views(frame, inputs["campaigns"]),
-    "gold": lambda frame, spec, inputs: transforms.count_views(frame, spec.window, spec.allowed_lateness),
+    "gold": lambda frame, spec, inputs: transforms.count_views(
+        frame, spec.window, spec.allowed_lateness
+    ),
 }
 STATIC_INPUTS = {"silver": read_campaigns}
 QUALITY_FRAMES = {"gold": with_window_seconds}

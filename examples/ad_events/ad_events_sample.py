@@ -41,7 +41,9 @@ def prepare(lake) -> str | None:
     if any(path.endswith(".csv") for path in files_in(folder)):
         return None
     path = f"{folder}/campaigns.csv"
-    write_text(path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids()))
+    write_text(
+        path, "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in ad_ids())
+    )
     return path
 
 

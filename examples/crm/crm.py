@@ -20,7 +20,8 @@ TRANSFORMS = {
     "bronze_customers": lambda frame, spec, inputs: transforms.parse_changes(frame),
     "bronze_orders": lambda frame, spec, inputs: transforms.parse_orders(frame),
     "gold_orders": lambda frame, spec, inputs: transforms.tier_at_order(
-        frame, inputs["history"], spec.allowed_lateness),
+        frame, inputs["history"], spec.allowed_lateness
+    ),
 }
 STATIC_INPUTS = {"gold_orders": read_history}
 

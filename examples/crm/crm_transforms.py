@@ -19,13 +19,29 @@ TIERS = ("bronze", "silver", "gold")
 def _checked(lines: DataFrame, fields: dict[str, str], checks: list) -> DataFrame:
     """Each line's ``fields``, operation, log position and time, and ``reason``: the message of
     the first of ``checks`` (``(failed, message)``) that fails, after the envelope's own."""
-    typed = lines.select("value", "_source_file", *debezium_columns(F.try_parse_json("value"), fields))
+    typed = lines.select(
+        "value", "_source_file", *debezium_columns(F.try_parse_json("value"), fields)
+    )
     reason = None
-    for failed, message in [(F.col("lsn").isNull(), "source.lsn is missing or not a number"),
-                            (F.col("changed_at").isNull(), "ts_ms is missing or not a number"), *checks]:
-        reason = F.when(failed, F.lit(message)) if reason is None else reason.when(failed, F.lit(message))
-    return typed.select(*fields, "op", "lsn", "changed_at", "_source_file", reason.alias("reason"),
-                        F.when(reason.isNotNull(), F.col("value")).alias("raw_line"))
+    for failed, message in [
+        (F.col("lsn").isNull(), "source.lsn is missing or not a number"),
+        (F.col("changed_at").isNull(), "ts_ms is missing or not a number"),
+        *checks,
+    ]:
+        reason = (
+            F.when(failed, F.lit(message))
+            if reason is None
+            else reason.when(failed, F.lit(message))
+        )
+    return typed.select(
+        *fields,
+        "op",
+        "lsn",
+        "changed_at",
+        "_source_file",
+        reason.alias("reason"),
+        F.when(reason.isNotNull(), F.col("value")).alias("raw_line"),
+    )
 
 
 def _not_in(column: str, values: tuple[str, ...]):
@@ -34,20 +50,28 @@ def _not_in(column: str, values: tuple[str, ...]):
 
 def parse_changes(lines: DataFrame) -> DataFrame:
     """Each line's customer row, operation, log position and time; ``reason`` says what is wrong."""
-    checks = [(F.col("customer_id").isNull(), "customer_id is missing"),
-              (_not_in("op", OPERATIONS), "op is not one of " + "|".join(OPERATIONS)),
-              ((F.col("op") != "d") & _not_in("tier", TIERS), "tier is not one of " + "|".join(TIERS))]
+    checks = [
+        (F.col("customer_id").isNull(), "customer_id is missing"),
+        (_not_in("op", OPERATIONS), "op is not one of " + "|".join(OPERATIONS)),
+        ((F.col("op") != "d") & _not_in("tier", TIERS), "tier is not one of " + "|".join(TIERS)),
+    ]
     return _checked(lines, FIELDS, checks).withColumn("changed_date", F.to_date("changed_at"))
 
 
 def parse_orders(lines: DataFrame) -> DataFrame:
     """Each line's order (an insert or snapshot read of the orders table), its log position and
     its time as ``ordered_at``; ``reason`` says what is wrong."""
-    checks = [(F.col("order_id").isNull(), "order_id is missing"),
-              (F.col("customer_id").isNull(), "customer_id is missing"),
-              (~F.coalesce(F.col("amount") > 0, F.lit(False)), "amount is missing or not positive"),
-              (_not_in("op", ("c", "r")), "op is not c|r: an order is inserted once")]
-    parsed = _checked(lines, ORDER_FIELDS, checks).drop("op").withColumnRenamed("changed_at", "ordered_at")
+    checks = [
+        (F.col("order_id").isNull(), "order_id is missing"),
+        (F.col("customer_id").isNull(), "customer_id is missing"),
+        (~F.coalesce(F.col("amount") > 0, F.lit(False)), "amount is missing or not positive"),
+        (_not_in("op", ("c", "r")), "op is not c|r: an order is inserted once"),
+    ]
+    parsed = (
+        _checked(lines, ORDER_FIELDS, checks)
+        .drop("op")
+        .withColumnRenamed("changed_at", "ordered_at")
+    )
     return parsed.withColumn("order_date", F.to_date("ordered_at"))
 
 
@@ -57,10 +81,17 @@ def tier_at_order(orders: DataFrame, history: DataFrame, allowed_lateness: str) 
     current): the tier the customer had when the order was placed, null when the customer had no
     live version then. The order's time is part of the de-duplication's key, which bounds the
     stream's state (as shop's silver_orders)."""
-    orders = orders.withWatermark("ordered_at", allowed_lateness).dropDuplicates(["order_id", "ordered_at"])
-    version = history.select(F.col("customer_id").alias("_customer"), "tier", "valid_from", "valid_to")
-    current = ((orders["customer_id"] == version["_customer"]) & (version["valid_from"] <= orders["lsn"])
-               & (version["valid_to"].isNull() | (orders["lsn"] < version["valid_to"])))
+    orders = orders.withWatermark("ordered_at", allowed_lateness).dropDuplicates(
+        ["order_id", "ordered_at"]
+    )
+    version = history.select(
+        F.col("customer_id").alias("_customer"), "tier", "valid_from", "valid_to"
+    )
+    current = (
+        (orders["customer_id"] == version["_customer"])
+        & (version["valid_from"] <= orders["lsn"])
+        & (version["valid_to"].isNull() | (orders["lsn"] < version["valid_to"]))
+    )
     return orders.join(version, current, "left").drop("_customer", "valid_from", "valid_to")
 
 

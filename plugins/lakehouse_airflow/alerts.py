@@ -19,7 +19,7 @@ run refused for a code change, records the broker no longer holds, a lost landin
 maintenance, backfill or rollback: :func:`task_failed`); a missed freshness deadline
 (``lakehouse_airflow.freshness``). A notifier that cannot send logs why and the task's state
 stays as it was. A class that does not import leaves the pipeline's DAGs out, one line naming it.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -36,12 +36,17 @@ from spark_jobs.model.spec import PipelineSpec, get_spec
 log = logging.getLogger(__name__)
 
 # What the providers' own notifiers are given when the configuration says nothing of it.
-DEFAULT_ARGUMENTS = {"SmtpNotifier": {"subject": "{subject}", "html_content": "<pre>{message}</pre>"},
-                     "SlackNotifier": {"text": "{message}"}, "SlackWebhookNotifier": {"text": "{message}"}}
+DEFAULT_ARGUMENTS = {
+    "SmtpNotifier": {"subject": "{subject}", "html_content": "<pre>{message}</pre>"},
+    "SlackNotifier": {"text": "{message}"},
+    "SlackWebhookNotifier": {"text": "{message}"},
+}
 
 
 def configured(spec: PipelineSpec) -> tuple[list[dict], str]:
-    """The spec's notifiers, else ``$LAKEHOUSE_NOTIFIERS``'s, and where they were set (for errors)."""
+    """The spec's notifiers, else ``$LAKEHOUSE_NOTIFIERS``'s, and where they were
+    set (for errors).
+    """
     if spec.notify:
         return list(spec.notify), f"the spec's `notify` ({spec.source})"
     text = settings.NOTIFIERS.value()
@@ -50,8 +55,10 @@ def configured(spec: PipelineSpec) -> tuple[list[dict], str]:
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{settings.NOTIFIERS.name} is not JSON ({error}): give a list of notifiers, each "
-                         '{"class": "...", ...its arguments}') from None
+        raise ValueError(
+            f"{settings.NOTIFIERS.name} is not JSON ({error}): give a list of notifiers, each "
+            '{"class": "...", ...its arguments}'
+        ) from None
     return (entries if isinstance(entries, list) else [entries]), settings.NOTIFIERS.name
 
 
@@ -65,30 +72,51 @@ def notifier_classes(spec: PipelineSpec) -> list[tuple[type, dict]]:
     for entry in entries:
         path = entry.get("class") if isinstance(entry, dict) else None
         if not isinstance(path, str) or "." not in path:
-            raise ValueError(f"a notifier in {where} names no class: give each one a `class` (an import path such as "
-                             "airflow.providers.smtp.notifications.smtp.SmtpNotifier)")
+            raise ValueError(
+                f"a notifier in {where} names no class: give each one a `class` (an import path "
+                "such as airflow.providers.smtp.notifications.smtp.SmtpNotifier)"
+            )
         module, _, name = path.rpartition(".")
         try:
             cls = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as error:
-            raise ValueError(f"notifier class {path!r} in {where} does not import ({type(error).__name__}: {error}): "
-                             "install its provider or fix the path") from None
+            raise ValueError(
+                f"notifier class {path!r} in {where} does not import ({type(error).__name__}: "
+                f"{error}): install its provider or fix the path"
+            ) from None
         if not (isinstance(cls, type) and issubclass(cls, BaseNotifier)):
-            raise ValueError(f"{path!r} in {where} is not an Airflow notifier (a BaseNotifier subclass)")
+            raise ValueError(
+                f"{path!r} in {where} is not an Airflow notifier (a BaseNotifier subclass)"
+            )
         found.append((cls, {key: value for key, value in entry.items() if key != "class"}))
     return found
 
 
-def send(spec: PipelineSpec, subject: str, message: str, context: dict | None, hop: str = "",
-         run_id: str = "") -> int:
+def send(
+    spec: PipelineSpec,
+    subject: str,
+    message: str,
+    context: dict | None,
+    hop: str = "",
+    run_id: str = "",
+) -> int:
     """Build each configured notifier with the alert filled in and call it with ``context``;
     how many sent. A notifier that fails is logged, never raised: the alert is also in the log."""
-    values = {"subject": subject, "message": message, "pipeline": spec.name, "hop": hop, "run_id": run_id}
+    values = {
+        "subject": subject,
+        "message": message,
+        "pipeline": spec.name,
+        "hop": hop,
+        "run_id": run_id,
+    }
     log.warning("%s: %s", subject, message)
     sent = 0
     for cls, given in notifier_classes(spec):
         arguments = {**DEFAULT_ARGUMENTS.get(cls.__name__, {}), **given}
-        filled = {key: value.format_map(values) if isinstance(value, str) else value for key, value in arguments.items()}
+        filled = {
+            key: value.format_map(values) if isinstance(value, str) else value
+            for key, value in arguments.items()
+        }
         try:
             cls(**filled)(dict(context or {}))
             sent += 1
@@ -119,8 +147,14 @@ def task_failed(context: dict[str, Any]) -> None:
     run_id = run_id_of(context.get("dag_run"))
     reason = str(context.get("exception") or "see the task's log")
     where = f"hop {hop}" if hop else f"task {task}"
-    send(spec, f"lakehouse {pipeline}: {where} failed", f"{pipeline}: {where} of {dag_id} run {run_id} failed: {reason}",
-         context, hop, run_id)
+    send(
+        spec,
+        f"lakehouse {pipeline}: {where} failed",
+        f"{pipeline}: {where} of {dag_id} run {run_id} failed: {reason}",
+        context,
+        hop,
+        run_id,
+    )
 
 
 def undone(context: dict[str, Any]) -> None:
@@ -133,8 +167,17 @@ def undone(context: dict[str, Any]) -> None:
     summary = service.quality_summaries(Lake.open(spec), run_id, hop)[0] if hop else None
     rules = ", ".join((summary or {}).get("failed") or []) or "see the gate's log"
     below = [each.name for each in spec.downstream_of(hop)] if hop else []
-    message = (f"{pipeline}: the quality gate of hop {hop} failed on stream run {run_id} ({rules}); the undo task "
-               f"rolled this run's batches of {', '.join([hop, *below])} back, so no table shows them. Fix the data "
-               f"or the rule: `lakehouse quality {pipeline} --hop {hop} --run {run_id}` shows the failing rows; the "
-               "next stream run reads the undone data again")
-    send(spec, f"lakehouse {pipeline}: gate of {hop} failed, run undone", message, context, hop, run_id)
+    message = (
+        f"{pipeline}: the quality gate of hop {hop} failed on stream run {run_id} ({rules}); the "
+        f"undo task rolled this run's batches of {', '.join([hop, *below])} back, so no table "
+        f"shows them. Fix the data or the rule: `lakehouse quality {pipeline} --hop {hop} --run "
+        f"{run_id}` shows the failing rows; the next stream run reads the undone data again"
+    )
+    send(
+        spec,
+        f"lakehouse {pipeline}: gate of {hop} failed, run undone",
+        message,
+        context,
+        hop,
+        run_id,
+    )

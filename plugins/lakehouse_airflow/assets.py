@@ -51,13 +51,21 @@ def landing_asset(spec: PipelineSpec, hop: HopSpec) -> Asset:
     """The asset of the ingest ``hop``'s landing folder: ``<pipeline>.landing`` for the pipeline's
     own, ``<pipeline>.landing:<path>`` for a folder a hop names (one asset per folder)."""
     folder = spec.landing_of(hop)
-    name = f"{spec.name}.landing" if folder == spec.landing else f"{spec.name}.landing:{folder.strip('/')}"
+    name = (
+        f"{spec.name}.landing"
+        if folder == spec.landing
+        else f"{spec.name}.landing:{folder.strip('/')}"
+    )
     return Asset(name=name, uri=_uri(spec, folder), group=GROUP)
 
 
 def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
     """What the hop reads, as inlets: the landing folder or the tables above."""
-    return [landing_asset(spec, hop)] if hop.reads_landing else [table_asset(spec, name) for name in hop.upstreams]
+    return (
+        [landing_asset(spec, hop)]
+        if hop.reads_landing
+        else [table_asset(spec, name) for name in hop.upstreams]
+    )
 
 
 def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:
@@ -69,11 +77,20 @@ def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict |
     spec, hop_spec = lake.spec, lake.spec.hop(hop)
     record = service.run_record(lake, run_id, hop)
     change = (record or {}).get("tables", {}).get(lake.table(hop_spec)) or {}
-    if record is None or not record.get("rows_out") or change.get("version_after") in (None, change.get("version_before")):
+    if (
+        record is None
+        or not record.get("rows_out")
+        or change.get("version_after") in (None, change.get("version_before"))
+    ):
         return _no_event(outlet_events, f"run {run_id} wrote no row to {hop_spec.table}: no event")
-    extra = {"version": change["version_after"], "previous_version": change.get("version_before"),
-             "rows": record["rows_out"], "quarantined": record.get("rows_quarantined", 0),
-             "run_id": run_id, "mode": record.get("mode")}
+    extra = {
+        "version": change["version_after"],
+        "previous_version": change.get("version_before"),
+        "rows": record["rows_out"],
+        "quarantined": record.get("rows_quarantined", 0),
+        "run_id": run_id,
+        "mode": record.get("mode"),
+    }
     if outlet_events is not None:  # None: not in a task
         outlet_events[table_asset(spec, hop)].extra = extra
     log.info("%s.%s changed: %s", pipeline, hop, extra)

@@ -37,9 +37,16 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
 
     lake = Lake.named(pipeline)
     try:
-        plan = service.plan_rollback(lake, params["hop"], to_batch=params.get("to_batch"), to_run=params.get("to_run"),
-                                     to_time=params.get("to_time"), cascade=bool(params.get("cascade", True)),
-                                     replan=bool(params.get("replan", False)), exact=bool(params.get("exact", False)))
+        plan = service.plan_rollback(
+            lake,
+            params["hop"],
+            to_batch=params.get("to_batch"),
+            to_run=params.get("to_run"),
+            to_time=params.get("to_time"),
+            cascade=bool(params.get("cascade", True)),
+            replan=bool(params.get("replan", False)),
+            exact=bool(params.get("exact", False)),
+        )
     except LakehouseError as error:
         raise AirflowFailException(str(error)) from None
     log.info("%s", plan.text())
@@ -54,9 +61,18 @@ def plan_rollback(pipeline: str, params: dict, ti) -> bool:
 def plan_refresh(pipeline: str, params: dict, ti) -> bool:
     """The refresh DAG's plan task: the rollback a refresh starts with (to the start, or to the
     batches committed by ``from_time``), as :func:`plan_rollback` plans and logs it."""
-    return plan_rollback(pipeline, {"hop": params["hop"], "to_batch": None if params.get("from_time") else -1,
-                                    "to_time": params.get("from_time"), "cascade": True, "replan": True,
-                                    "dry_run": params.get("dry_run", True)}, ti)
+    return plan_rollback(
+        pipeline,
+        {
+            "hop": params["hop"],
+            "to_batch": None if params.get("from_time") else -1,
+            "to_time": params.get("from_time"),
+            "cascade": True,
+            "replan": True,
+            "dry_run": params.get("dry_run", True),
+        },
+        ti,
+    )
 
 
 def verify_rollback(pipeline: str, dag_run) -> dict:
@@ -65,14 +81,19 @@ def verify_rollback(pipeline: str, dag_run) -> dict:
 
     lake = Lake.named(pipeline)
     started = dag_run.start_date.timestamp() if dag_run.start_date else 0
-    journals = [journal for journal in service.rollback_journals(lake) if journal.created_at >= started]
+    journals = [
+        journal for journal in service.rollback_journals(lake) if journal.created_at >= started
+    ]
     if not journals:
         raise AirflowFailException("no rollback journal was written by this DAG run")
     problems = service.rollback_problems(lake, journals[-1])
     if problems:
         raise AirflowFailException("; ".join(problems))
-    summary = {"rollback_id": journals[-1].rollback_id, "duration_s": journals[-1].duration_s,
-               "hops": {step.hop: step.target_batch for step in journals[-1].plan.hops}}
+    summary = {
+        "rollback_id": journals[-1].rollback_id,
+        "duration_s": journals[-1].duration_s,
+        "hops": {step.hop: step.target_batch for step in journals[-1].plan.hops},
+    }
     log.info("rollback verified: %s", summary)
     return summary
 
@@ -92,8 +113,10 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
         return {"hop": hop, "gate": "no suite"}
     summary, repairs = service.quality_summaries(lake, run_id, hop)
     if summary is None:
-        raise AirflowFailException(f"no quality result for run {run_id} of {hop}: the hop's task did not check it "
-                                   f"(run `lakehouse quality {pipeline} --hop {hop} --run {run_id}`)")
+        raise AirflowFailException(
+            f"no quality result for run {run_id} of {hop}: the hop's task did not check it "
+            f"(run `lakehouse quality {pipeline} --hop {hop} --run {run_id}`)"
+        )
     log.info("%s", service.quality_text(summary))
     ti.xcom_push(key="quality", value=summary)
     if summary.get("data_docs"):
@@ -103,8 +126,10 @@ def quality_gate(pipeline: str, hop: str, run_id: str, ti, outlet_events=None) -
     for repair in repairs:  # checked in the hop's task after its stream
         log.info("%s", service.quality_text(repair))
         if repair["gate"] == "failed":
-            raise AirflowFailException(f"quality gate of {hop} failed on the run's repair {repair['run_id']}: "
-                                       f"{', '.join(repair['failed'])}")
+            raise AirflowFailException(
+                f"quality gate of {hop} failed on the run's repair {repair['run_id']}: "
+                f"{', '.join(repair['failed'])}"
+            )
     announce(outlet_events, pipeline, hop, run_id)
     return {key: summary.get(key) for key in ("hop", "gate", "rows", "warned")}
 
@@ -132,7 +157,12 @@ def plan_undo(pipeline: str, run_id: str) -> str:
         summaries = [summary, *repairs]
         for summary in summaries:
             if summary and summary["gate"] == "failed":
-                log.info("gate of %s failed (%s): undo run %s from %s down", hop.name, ", ".join(summary["failed"]),
-                         run_id, hop.name)
+                log.info(
+                    "gate of %s failed (%s): undo run %s from %s down",
+                    hop.name,
+                    ", ".join(summary["failed"]),
+                    run_id,
+                    hop.name,
+                )
                 return hop.name
     raise AirflowSkipException("no gate failed in this run: nothing to undo")

@@ -1,9 +1,9 @@
 """Build each pipeline's DAGs from its spec (docs/guides/airflow.md).
 
-Only wiring happens here: the spec is plain YAML, operators resolve jars and paths when
-they execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill``, ``<pipeline>__rollback``,
-``<pipeline>__refresh`` and ``<pipeline>__maintenance``. A spec that cannot become DAGs is left out (:func:`usable_specs`)
-and reported by ``dags/lakehouse_spec_errors.py``.
+Only wiring happens here: the spec is plain YAML, operators resolve jars and paths when they
+execute. DAG ids: ``<pipeline>__stream``, ``<pipeline>__backfill``, ``<pipeline>__rollback``,
+``<pipeline>__refresh`` and ``<pipeline>__maintenance``. A spec that cannot become DAGs is left out
+(:func:`usable_specs`) and reported by ``dags/lakehouse_spec_errors.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from airflow.sdk import DAG, Param
 
 from lakehouse_airflow.alerts import notifier_classes, task_failed, undone
 from lakehouse_airflow.assets import reads, table_asset
-from lakehouse_airflow.checks import has_new_data, plan_refresh, plan_rollback, plan_undo, verify_rollback
+from lakehouse_airflow.checks import (
+    has_new_data,
+    plan_refresh,
+    plan_rollback,
+    plan_undo,
+    verify_rollback,
+)
 from lakehouse_airflow.freshness import deadline
 from lakehouse_airflow.operators import LakehouseSparkOperator, QualityGateOperator
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
@@ -34,8 +40,12 @@ _RUN_ID = r"^[A-Za-z0-9_.:+-]{1,200}$"
 # Writers of a pipeline take its lock; a task waits this long for another writer to finish.
 WAIT_ARGS = ["--wait", "900"]
 # Every task's failure reaches the pipeline's notifiers (lakehouse_airflow/alerts.py).
-DEFAULT_ARGS = {"owner": "lakehouse", "retries": 1, "retry_delay": dt.timedelta(seconds=30),
-                "on_failure_callback": task_failed}
+DEFAULT_ARGS = {
+    "owner": "lakehouse",
+    "retries": 1,
+    "retry_delay": dt.timedelta(seconds=30),
+    "on_failure_callback": task_failed,
+}
 
 STREAM_DOC = """\
 ### {name}: run-once streaming
@@ -70,7 +80,9 @@ def _start_date(text: str) -> pendulum.DateTime:
     return pendulum.parse(text, tz="UTC")
 
 
-def _hop_and_gate(spec: PipelineSpec, hop: HopSpec) -> tuple[LakehouseSparkOperator, QualityGateOperator]:
+def _hop_and_gate(
+    spec: PipelineSpec, hop: HopSpec
+) -> tuple[LakehouseSparkOperator, QualityGateOperator]:
     """A hop's run-once task and its gate in the stream DAG (the gate is the table's producer)."""
     task = LakehouseSparkOperator(
         task_id=hop.name,
@@ -82,15 +94,24 @@ def _hop_and_gate(spec: PipelineSpec, hop: HopSpec) -> tuple[LakehouseSparkOpera
         # A gate above ends skipped when its run wrote no row (no asset event): the hop runs
         # all the same, since it may have work of its own (another upstream, a replay).
         trigger_rule="all_success" if hop.ingests else "none_failed",
-        doc_md=f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, then its quality check.",
+        doc_md=(
+            f"Run-once (`availableNow`) of hop `{hop.name}` into `{hop.table}`, "
+            "then its quality check."
+        ),
     )
     gate = QualityGateOperator(
-        task_id=f"gate_{hop.name}", pipeline=spec.name, hop=hop.name, run_id=RUN_ID_ARG, retries=0,
+        task_id=f"gate_{hop.name}",
+        pipeline=spec.name,
+        hop=hop.name,
+        run_id=RUN_ID_ARG,
+        retries=0,
         inlets=reads(spec, hop),
         outlets=[table_asset(spec, hop.name)],
-        doc_md=f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
-               f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
-               "gets an event, and when the run wrote none it ends skipped (no event).",
+        doc_md=(
+            f"Fails when a `fail` rule of `{hop.name}`'s suite failed on the rows this run wrote; "
+            f"when it passes and the run wrote rows, `{spec.name}.{hop.name}` (the table's asset) "
+            "gets an event, and when the run wrote none it ends skipped (no event)."
+        ),
     )
     return task, gate
 
@@ -104,38 +125,64 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
         deadline=deadline(spec),
-        doc_md=STREAM_DOC.format(name=spec.name, schedule=spec.schedule, hops=", ".join(spec.hop_names),
-                                 description=spec.description),
+        doc_md=STREAM_DOC.format(
+            name=spec.name,
+            schedule=spec.schedule,
+            hops=", ".join(spec.hop_names),
+            description=spec.description,
+        ),
         tags=["lakehouse", spec.name, "stream"],
     ) as dag:
         check = ShortCircuitOperator(
-            task_id="check_new_data", python_callable=has_new_data, op_kwargs={"pipeline": spec.name}, retries=0
+            task_id="check_new_data",
+            python_callable=has_new_data,
+            op_kwargs={"pipeline": spec.name},
+            retries=0,
         )
-        # Hops as their spec's graph: an ingest hop after the check, any other after its upstreams' gates.
+        # Hops as their spec's graph: an ingest hop after the check, any other after its
+        # upstreams' gates.
         gates = {}
         for hop in spec.hops:
             task, gate = _hop_and_gate(spec, hop)
-            (check if hop.ingests else [gates[upstream] for upstream in hop.upstreams]) >> task >> gate
+            (
+                (check if hop.ingests else [gates[upstream] for upstream in hop.upstreams])
+                >> task
+                >> gate
+            )
             gates[hop.name] = gate
         undo_hop = "ti.xcom_pull(task_ids='plan_undo')"
-        planned = PythonOperator(task_id="plan_undo", python_callable=plan_undo, trigger_rule="one_failed", retries=0,
-                                 op_kwargs={"pipeline": spec.name, "run_id": RUN_ID_ARG})
+        planned = PythonOperator(
+            task_id="plan_undo",
+            python_callable=plan_undo,
+            trigger_rule="one_failed",
+            retries=0,
+            op_kwargs={"pipeline": spec.name, "run_id": RUN_ID_ARG},
+        )
         undo = LakehouseSparkOperator(
             task_id="undo",
             command="rollback",
             pipeline=spec.name,
-            arguments=["--hop", "{{ %s }}" % undo_hop, f"--to-run={RUN_ID_ARG}", "--cascade", *WAIT_ARGS],
+            arguments=[
+                "--hop",
+                "{{ %s }}" % undo_hop,
+                f"--to-run={RUN_ID_ARG}",
+                "--cascade",
+                *WAIT_ARGS,
+            ],
             shares_driver=True,
             releases_driver=True,
             retries=0,
             on_success_callback=undone,
-            doc_md="Roll back this run's batches of the hop whose gate failed, and of the hops below.",
+            doc_md=(
+                "Roll back this run's batches of the hop whose gate failed, and of the hops below."
+            ),
         )
         list(gates.values()) >> planned >> undo
         # After the gates of the graph's leaves: when a hop or gate failed, a leaf's gate is
         # failed or upstream_failed, so the DAG run ends failed even after `undo` succeeded.
         [gates[hop.name] for hop in spec.hops if not spec.feeds(hop.name)] >> EmptyOperator(
-            task_id="all_gates_passed", trigger_rule="none_failed")
+            task_id="all_gates_passed", trigger_rule="none_failed"
+        )
     return dag
 
 
@@ -155,10 +202,18 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
         doc_md=BACKFILL_DOC.format(name=spec.name),
         tags=["lakehouse", spec.name, "backfill"],
         params={
-            "start": Param(None, type=["null", "string"], pattern=_ISO,
-                           description="Range start (UTC, ISO-8601); empty: the run's data interval"),
-            "end": Param(None, type=["null", "string"], pattern=_ISO,
-                         description="Range end, exclusive (UTC, ISO-8601); empty: the run's data interval"),
+            "start": Param(
+                None,
+                type=["null", "string"],
+                pattern=_ISO,
+                description="Range start (UTC, ISO-8601); empty: the run's data interval",
+            ),
+            "end": Param(
+                None,
+                type=["null", "string"],
+                pattern=_ISO,
+                description="Range end, exclusive (UTC, ISO-8601); empty: the run's data interval",
+            ),
         },
     ) as dag:
         tasks = {}
@@ -168,15 +223,27 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 command="backfill",
                 pipeline=spec.name,
                 # `--flag=value`: a value can never be taken for another flag.
-                arguments=["--hop", hop.name, f"--start={start}", f"--end={end}", f"--run-id={BACKFILL_RUN_ID_ARG}", *WAIT_ARGS],
+                arguments=[
+                    "--hop",
+                    hop.name,
+                    f"--start={start}",
+                    f"--end={end}",
+                    f"--run-id={BACKFILL_RUN_ID_ARG}",
+                    *WAIT_ARGS,
+                ],
                 shares_driver=True,
                 releases_driver=hop is spec.sink,
                 inlets=reads(spec, hop),
                 outlets=[table_asset(spec, hop.name)],
                 announces=hop.name,
-                trigger_rule="none_failed",  # a hop above that wrote no row in the range ends skipped
-                doc_md=f"Batch recompute of hop `{hop.name}` over the range, into `{hop.table}` (its quality gate "
-                       f"included); an event on `{spec.name}.{hop.name}` when it wrote rows, skipped when it wrote none.",
+                # a hop above that wrote no row in the range ends skipped
+                trigger_rule="none_failed",
+                doc_md=(
+                    f"Batch recompute of hop `{hop.name}` over the range, into "
+                    f"`{hop.table}` (its quality gate "
+                    f"included); an event on `{spec.name}.{hop.name}` when it wrote rows, "
+                    "skipped when it wrote none."
+                ),
             )
             [tasks[upstream] for upstream in hop.upstreams] >> task
             tasks[hop.name] = task
@@ -199,7 +266,9 @@ changes) unless every hop replays its undone batches as logged, and the plan say
 
 
 def _manual_dag(spec: PipelineSpec, kind: str, doc: str, params: dict) -> DAG:
-    """A DAG the user triggers (no schedule, one run at a time, no retries): ``<pipeline>__<kind>``."""
+    """A DAG the user triggers (no schedule, one run at a time, no retries):
+    ``<pipeline>__<kind>``.
+    """
     return DAG(
         dag_id=f"{spec.name}__{kind}",
         schedule=None,
@@ -215,33 +284,79 @@ def _manual_dag(spec: PipelineSpec, kind: str, doc: str, params: dict) -> DAG:
 
 def build_rollback_dag(spec: PipelineSpec) -> DAG:
     plan = "ti.xcom_pull(task_ids='plan', key='plan')"
-    with _manual_dag(spec, "rollback", ROLLBACK_DOC, {
-        "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names), description="Hop to roll back"),
-        "to_batch": Param(None, type=["null", "integer"], minimum=-1,
-                          description="Last batch to keep (-1: none); or use to_run / to_time"),
-        "to_run": Param(None, type=["null", "string"], pattern=_RUN_ID, description="Undo this run and later ones"),
-        "to_time": Param(None, type=["null", "string"], pattern=_ISO,
-                         description="Keep batches committed by this time (UTC, ISO-8601)"),
-        "cascade": Param(True, type="boolean", description="Also undo the hops below that read the undone data"),
-        "replan": Param(False, type="boolean", description="The next run plans the undone data afresh with what "
-                        "arrived since, instead of replaying each undone batch as it was logged"),
-        "exact": Param(False, type="boolean", description="Refuse unless every hop replays its undone batches "
-                       "as logged (the plan says why one cannot)"),
-        "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
-    }) as dag:
-        planned = ShortCircuitOperator(task_id="plan", python_callable=plan_rollback,
-                                       op_kwargs={"pipeline": spec.name})
+    with _manual_dag(
+        spec,
+        "rollback",
+        ROLLBACK_DOC,
+        {
+            "hop": Param(
+                spec.hop_names[0],
+                type="string",
+                enum=list(spec.hop_names),
+                description="Hop to roll back",
+            ),
+            "to_batch": Param(
+                None,
+                type=["null", "integer"],
+                minimum=-1,
+                description="Last batch to keep (-1: none); or use to_run / to_time",
+            ),
+            "to_run": Param(
+                None,
+                type=["null", "string"],
+                pattern=_RUN_ID,
+                description="Undo this run and later ones",
+            ),
+            "to_time": Param(
+                None,
+                type=["null", "string"],
+                pattern=_ISO,
+                description="Keep batches committed by this time (UTC, ISO-8601)",
+            ),
+            "cascade": Param(
+                True,
+                type="boolean",
+                description="Also undo the hops below that read the undone data",
+            ),
+            "replan": Param(
+                False,
+                type="boolean",
+                description="The next run plans the undone data afresh with what "
+                "arrived since, instead of replaying each undone batch as it was logged",
+            ),
+            "exact": Param(
+                False,
+                type="boolean",
+                description="Refuse unless every hop replays its undone batches "
+                "as logged (the plan says why one cannot)",
+            ),
+            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+        },
+    ) as dag:
+        planned = ShortCircuitOperator(
+            task_id="plan", python_callable=plan_rollback, op_kwargs={"pipeline": spec.name}
+        )
         execute = LakehouseSparkOperator(
             task_id="execute",
             command="rollback",
             pipeline=spec.name,
-            arguments=["--hop", "{{ params.hop }}", "--to-batch", "{{ %s['requested_batch'] }}" % plan,
-                       "{{ '--cascade' if params.cascade else '--no-cascade' }}",
-                       "{{ '--replan' if params.replan else '--no-replan' }}",
-                       "{{ '--exact' if params.exact else '--no-exact' }}", *WAIT_ARGS],
-            doc_md="Restore the tables and rewind the checkpoints as planned (a Spark application).",
+            arguments=[
+                "--hop",
+                "{{ params.hop }}",
+                "--to-batch",
+                "{{ %s['requested_batch'] }}" % plan,
+                "{{ '--cascade' if params.cascade else '--no-cascade' }}",
+                "{{ '--replan' if params.replan else '--no-replan' }}",
+                "{{ '--exact' if params.exact else '--no-exact' }}",
+                *WAIT_ARGS,
+            ],
+            doc_md=(
+                "Restore the tables and rewind the checkpoints as planned (a Spark application)."
+            ),
         )
-        verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})
+        verify = PythonOperator(
+            task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name}
+        )
         planned >> execute >> verify
     return dag
 
@@ -261,22 +376,50 @@ application), and `verify` checks the rollback's journal. The same as
 
 
 def build_refresh_dag(spec: PipelineSpec) -> DAG:
-    with _manual_dag(spec, "refresh", REFRESH_DOC, {
-        "hop": Param(spec.hop_names[0], type="string", enum=list(spec.hop_names),
-                     description="Hop to recompute (the hops below follow)"),
-        "from_time": Param(None, type=["null", "string"], pattern=_ISO,
-                           description="Keep the batches committed by this time (UTC, ISO-8601); empty: from the start"),
-        "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
-    }) as dag:
-        planned = ShortCircuitOperator(task_id="plan", python_callable=plan_refresh, op_kwargs={"pipeline": spec.name})
+    with _manual_dag(
+        spec,
+        "refresh",
+        REFRESH_DOC,
+        {
+            "hop": Param(
+                spec.hop_names[0],
+                type="string",
+                enum=list(spec.hop_names),
+                description="Hop to recompute (the hops below follow)",
+            ),
+            "from_time": Param(
+                None,
+                type=["null", "string"],
+                pattern=_ISO,
+                description=(
+                    "Keep the batches committed by this time (UTC, ISO-8601); empty: from the start"
+                ),
+            ),
+            "dry_run": Param(True, type="boolean", description="Only plan: change nothing"),
+        },
+    ) as dag:
+        planned = ShortCircuitOperator(
+            task_id="plan", python_callable=plan_refresh, op_kwargs={"pipeline": spec.name}
+        )
         refresh = LakehouseSparkOperator(
             task_id="refresh",
             command="refresh",
             pipeline=spec.name,
-            arguments=["--hop", "{{ params.hop }}", "--from", "{{ params.from_time or '' }}", *WAIT_ARGS],
-            doc_md="Roll back as planned, then run the hops with the current code (a Spark application).",
+            arguments=[
+                "--hop",
+                "{{ params.hop }}",
+                "--from",
+                "{{ params.from_time or '' }}",
+                *WAIT_ARGS,
+            ],
+            doc_md=(
+                "Roll back as planned, then run the hops with the current code "
+                "(a Spark application)."
+            ),
         )
-        verify = PythonOperator(task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name})
+        verify = PythonOperator(
+            task_id="verify", python_callable=verify_rollback, op_kwargs={"pipeline": spec.name}
+        )
         planned >> refresh >> verify
     return dag
 
@@ -303,8 +446,13 @@ def build_maintenance_dag(spec: PipelineSpec) -> DAG:
         doc_md=MAINTENANCE_DOC.format(name=spec.name),
         tags=["lakehouse", spec.name, "maintenance"],
     ) as dag:
-        LakehouseSparkOperator(task_id="maintain", command="maintain", pipeline=spec.name, arguments=[*WAIT_ARGS],
-                               doc_md="Compact and vacuum every table of the pipeline (a Spark application).")
+        LakehouseSparkOperator(
+            task_id="maintain",
+            command="maintain",
+            pipeline=spec.name,
+            arguments=[*WAIT_ARGS],
+            doc_md="Compact and vacuum every table of the pipeline (a Spark application).",
+        )
     return dag
 
 
@@ -315,12 +463,20 @@ def _check_buildable(spec: PipelineSpec) -> None:
 
     checks = [("backfill_start", spec.backfill_start, lambda: _start_date(spec.backfill_start))]
     if spec.schedule not in (None, "@once", "@continuous"):
-        checks.append(("schedule", spec.schedule, lambda: CronTriggerTimetable(spec.schedule, timezone="UTC").validate()))
+        checks.append(
+            (
+                "schedule",
+                spec.schedule,
+                lambda: CronTriggerTimetable(spec.schedule, timezone="UTC").validate(),
+            )
+        )
     for key, value, check in checks:
         try:
             check()
         except Exception as error:  # Airflow's and pendulum's own errors for a bad cron or date
-            raise ValueError(f"{key} {value!r} is refused ({type(error).__name__}: {error}): fix it in the spec") from None
+            raise ValueError(
+                f"{key} {value!r} is refused ({type(error).__name__}: {error}): fix it in the spec"
+            ) from None
     notifier_classes(spec)  # each notifier imports: its ValueError names the class
 
 
@@ -338,18 +494,22 @@ def usable_specs() -> tuple[list[PipelineSpec], dict[str, str]]:
     return usable, problems
 
 
-
-
 # The DAGs of every pipeline, ``<pipeline>__<kind>`` (the Lakehouse tab of each shows its pipeline).
-BUILDERS = {"stream": build_stream_dag, "backfill": build_backfill_dag, "rollback": build_rollback_dag,
-            "refresh": build_refresh_dag, "maintenance": build_maintenance_dag}
+BUILDERS = {
+    "stream": build_stream_dag,
+    "backfill": build_backfill_dag,
+    "rollback": build_rollback_dag,
+    "refresh": build_refresh_dag,
+    "maintenance": build_maintenance_dag,
+}
 DAG_KINDS = tuple(BUILDERS)
 
 
 def build_all() -> dict[str, DAG]:
     """Every DAG of every usable pipeline spec, by DAG id. A spec that cannot be built is left out
-    here and reported by ``dags/lakehouse_spec_errors.py`` as an import error naming its file. An
-    unsupported Airflow is the DAG file's import error (:func:`~lakehouse_airflow.versions.check_airflow`)."""
+    here and reported by ``dags/lakehouse_spec_errors.py`` as an import error
+    naming its file. An unsupported Airflow is the DAG file's import error
+    (:func:`~lakehouse_airflow.versions.check_airflow`)."""
     check_airflow()
     dags: dict[str, DAG] = {}
     for spec in usable_specs()[0]:
@@ -365,7 +525,11 @@ class PipelineSpecError(Exception):
 
 
 def raise_spec_problems() -> None:
-    """Raise :class:`PipelineSpecError` when some spec cannot become DAGs (the other pipelines' DAGs stay)."""
+    """Raise :class:`PipelineSpecError` when some spec cannot become DAGs (the other
+    pipelines' DAGs stay).
+    """
     problems = usable_specs()[1]
     if problems:
-        raise PipelineSpecError("pipeline specs left out of Airflow:\n" + "\n".join(problems.values()))
+        raise PipelineSpecError(
+            "pipeline specs left out of Airflow:\n" + "\n".join(problems.values())
+        )

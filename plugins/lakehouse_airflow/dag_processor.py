@@ -2,13 +2,12 @@
 
 The DAG processor's loop comes round every second whatever its settings (``DagFileProcessorManager
 ._run_parsing_loop``): each turn asks the metadata DB for parse requests and callbacks, so an
-idle platform's DAG processor was its costliest process (about 11 CPU-s per half hour; the busy-fraction
-benchmark, docs/benchmarks.md). With ``[lakehouse] dag_processor_idle_wait``
-(``AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT``, seconds; 0, Airflow's own loop, by default) a
-turn that has no file parsing and none queued waits that much longer for its parsers' sockets, so
-an idle loop comes round every ``1 + wait`` seconds; a turn with parsing to do is unchanged. What
-waits: a DAG file due for parsing, a parse asked from the UI, a DAG callback, each at most that
-much later.
+idle platform's DAG processor was its costliest process (about 11 CPU-s per half hour; the
+busy-fraction benchmark, docs/benchmarks.md). With ``[lakehouse] dag_processor_idle_wait``
+(``AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT``, seconds; 0, Airflow's own loop, by default) a turn
+that has no file parsing and none queued waits that much longer for its parsers' sockets, so an idle
+loop comes round every ``1 + wait`` seconds; a turn with parsing to do is unchanged. What waits: a
+DAG file due for parsing, a parse asked from the UI, a DAG callback, each at most that much later.
 
 A listener (:func:`on_starting`, registered by the lakehouse plugin) applies it when an Airflow
 job starts in a process that imported the DAG processor, that is in ``airflow dag-processor``, so
@@ -59,4 +58,7 @@ def on_starting(component) -> None:
         return
     extra_s = idle_wait_s()
     if wait_longer_when_idle(manager.DagFileProcessorManager, extra_s):
-        log.info("DAG processor: a loop with nothing to parse comes round every %.0f s (lakehouse)", 1 + extra_s)
+        log.info(
+            "DAG processor: a loop with nothing to parse comes round every %.0f s (lakehouse)",
+            1 + extra_s,
+        )

@@ -43,7 +43,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 DUE_REFRESH_S = 60.0  # a DAG unpaused or rescheduled is seen this late at most (it runs anyway)
 DUE_MARGIN_S = 0.05  # the loop after the wait begins this long after the run is due, not before
-QUICK_LOOPS = 4  # after a report, this many waits at most are skipped for runs the scheduler decides alone
+# after a report, this many waits at most are skipped for runs the scheduler decides alone
+QUICK_LOOPS = 4
 WAKE_CHANNEL = "lakehouse_scheduler_wake"
 WAKE_RETRY_S = 60.0  # a lost listening connection is opened again this late at most
 # Runs the scheduler creates itself (scheduled) send nothing; a manual, backfill or asset-triggered
@@ -79,7 +80,8 @@ class PromptLocalExecutor(LocalExecutor):
         self._wake_tried = float("-inf")
 
     def start(self) -> None:
-        super().start()  # forks the workers: the listening connection is opened after, in this process only
+        # forks the workers: the listening connection is opened after, in this process only
+        super().start()
         self._open_wake(time.time())
 
     def end(self) -> None:
@@ -93,9 +95,14 @@ class PromptLocalExecutor(LocalExecutor):
         try:
             self._wake = RunWake.open()
             if self._wake is not None:
-                self.log.info("an idle wait ends when a DAG run is made outside the scheduler (LISTEN %s)", WAKE_CHANNEL)
+                self.log.info(
+                    "an idle wait ends when a DAG run is made outside the scheduler (LISTEN %s)",
+                    WAKE_CHANNEL,
+                )
         except Exception as error:  # noqa: BLE001 - any failure only leaves the plain wait
-            self.log.warning("runs made outside the scheduler start within one idle loop: no wake (%s)", error)
+            self.log.warning(
+                "runs made outside the scheduler start within one idle loop: no wake (%s)", error
+            )
 
     def _process_workloads(self, workload_list):
         self._sent = self._sent or bool(workload_list)
@@ -107,11 +114,14 @@ class PromptLocalExecutor(LocalExecutor):
             if self._wake is None and now - self._wake_tried > WAKE_RETRY_S:
                 self._open_wake(now)
             # The queue's read end is ready when a report is there (nothing is read from it here).
-            waiting_on = [self.result_queue._reader] + ([self._wake] if self._wake is not None else [])
+            waiting_on = [self.result_queue._reader] + (
+                [self._wake] if self._wake is not None else []
+            )
             timeout = 0.0 if self._scheduler_decides() else self._wait_s(now)
             if self._wake in wait(waiting_on, timeout):
                 self._drain_wake()
-        if not self.result_queue.empty():  # a run may end on this report: its DAG's next due time moves
+        # a run may end on this report: its DAG's next due time moves
+        if not self.result_queue.empty():
             self._due_asked, self._overdue, self._quick_left = float("-inf"), None, QUICK_LOOPS
         self._sent = False
         super().sync()
@@ -120,7 +130,9 @@ class PromptLocalExecutor(LocalExecutor):
         try:
             self._wake.drain()
         except Exception as error:  # noqa: BLE001 - a lost connection: opened again later
-            self.log.warning("the wake connection failed (%s): opened again within %.0f s", error, WAKE_RETRY_S)
+            self.log.warning(
+                "the wake connection failed (%s): opened again within %.0f s", error, WAKE_RETRY_S
+            )
             self._wake.close()
             self._wake = None
 
@@ -143,8 +155,11 @@ class PromptLocalExecutor(LocalExecutor):
             try:
                 earliest, self._due = due_times()
             except SQLAlchemyError as error:  # only a shorter wait is lost: the scheduler goes on
-                self.log.warning("next scheduled run's time not read (%s): waiting up to %.0f s", error,
-                                 self.idle_wait_s)
+                self.log.warning(
+                    "next scheduled run's time not read (%s): waiting up to %.0f s",
+                    error,
+                    self.idle_wait_s,
+                )
                 earliest = self._due = None
             self._due_asked = now
             if earliest is not None and earliest != self._due and earliest != self._overdue:
@@ -173,15 +188,33 @@ def due_times() -> tuple[float | None, float | None]:
 
     due = DagModel.next_dagrun_create_after
     running = aliased(DagRun)
-    startable = (select(func.min(DagRun.queued_at)).join(DagModel, DagModel.dag_id == DagRun.dag_id).where(
-        DagRun.state == DagRunState.QUEUED, DagRun.backfill_id.is_(None), DagModel.is_paused.is_(False),
-        DagModel.is_stale.is_(False),
-        select(func.count()).where(running.dag_id == DagRun.dag_id, running.state == DagRunState.RUNNING,
-                                   running.backfill_id.is_(None)).scalar_subquery() < DagModel.max_active_runs))
+    startable = (
+        select(func.min(DagRun.queued_at))
+        .join(DagModel, DagModel.dag_id == DagRun.dag_id)
+        .where(
+            DagRun.state == DagRunState.QUEUED,
+            DagRun.backfill_id.is_(None),
+            DagModel.is_paused.is_(False),
+            DagModel.is_stale.is_(False),
+            select(func.count())
+            .where(
+                running.dag_id == DagRun.dag_id,
+                running.state == DagRunState.RUNNING,
+                running.backfill_id.is_(None),
+            )
+            .scalar_subquery()
+            < DagModel.max_active_runs,
+        )
+    )
     with create_session() as session:
-        earliest, future = session.execute(select(func.min(due), func.min(case((due > func.now(), due)))).where(
-            DagModel.is_paused.is_(False), DagModel.is_stale.is_(False), DagModel.has_import_errors.is_(False),
-            DagModel.exceeds_max_non_backfill.is_(False))).one()
+        earliest, future = session.execute(
+            select(func.min(due), func.min(case((due > func.now(), due)))).where(
+                DagModel.is_paused.is_(False),
+                DagModel.is_stale.is_(False),
+                DagModel.has_import_errors.is_(False),
+                DagModel.exceeds_max_non_backfill.is_(False),
+            )
+        ).one()
         queued = session.scalar(startable)
     earliest = min((found for found in (earliest, queued) if found is not None), default=None)
     return tuple(found.timestamp() if found is not None else None for found in (earliest, future))
@@ -189,7 +222,15 @@ def due_times() -> tuple[float | None, float | None]:
 
 # Task states that something other than the scheduler's next loop ends: the workers, a trigger, a
 # retry's or a reschedule's delay, a pool's or a concurrency limit's free slot.
-HELD_ELSEWHERE = ("scheduled", "queued", "running", "restarting", "deferred", "up_for_retry", "up_for_reschedule")
+HELD_ELSEWHERE = (
+    "scheduled",
+    "queued",
+    "running",
+    "restarting",
+    "deferred",
+    "up_for_retry",
+    "up_for_reschedule",
+)
 
 
 def runs_to_decide() -> bool:
@@ -201,10 +242,15 @@ def runs_to_decide() -> bool:
     from airflow.utils.state import DagRunState
     from sqlalchemy import exists, select
 
-    held = exists().where(TaskInstance.dag_id == DagRun.dag_id, TaskInstance.run_id == DagRun.run_id,
-                          TaskInstance.state.in_(HELD_ELSEWHERE))
+    held = exists().where(
+        TaskInstance.dag_id == DagRun.dag_id,
+        TaskInstance.run_id == DagRun.run_id,
+        TaskInstance.state.in_(HELD_ELSEWHERE),
+    )
     with create_session() as session:
-        return bool(session.scalar(select(exists().where(DagRun.state == DagRunState.RUNNING, ~held))))
+        return bool(
+            session.scalar(select(exists().where(DagRun.state == DagRunState.RUNNING, ~held)))
+        )
 
 
 class RunWake:
@@ -231,7 +277,8 @@ class RunWake:
             connection.rollback()
             connection.autocommit = True
             with connection.cursor() as cursor:
-                cursor.execute("SET lock_timeout = '5s'")  # never hold the scheduler's start for long
+                # never hold the scheduler's start for long
+                cursor.execute("SET lock_timeout = '5s'")
                 cursor.execute(WAKE_SQL)
                 cursor.execute(f"LISTEN {WAKE_CHANNEL}")
         except Exception:
@@ -247,7 +294,8 @@ class RunWake:
         self.connection.poll()
         count = len(self.connection.notifies)
         self.connection.notifies.clear()
-        if not count:  # ready with nothing to read: the server may have ended the connection (poll() says nothing)
+        # ready with nothing to read: the server may have ended the connection (poll() says nothing)
+        if not count:
             with self.connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
         return count

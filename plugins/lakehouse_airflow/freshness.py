@@ -42,9 +42,12 @@ def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
         return None
     # Airflow 3.3 names an alert (its UI shows the name); 3.2's alerts take no name.
     named = "name" in inspect.signature(DeadlineAlert.__init__).parameters
-    return DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=dt.timedelta(seconds=spec.freshness_s),
-                         callback=SyncCallback(freshness_missed, kwargs={"pipeline": spec.name}),
-                         **({"name": f"{spec.name} freshness {spec.freshness}"} if named else {}))
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=dt.timedelta(seconds=spec.freshness_s),
+        callback=SyncCallback(freshness_missed, kwargs={"pipeline": spec.name}),
+        **({"name": f"{spec.name} freshness {spec.freshness}"} if named else {}),
+    )
 
 
 def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
@@ -53,12 +56,25 @@ def freshness_missed(context: dict | None = None, *, pipeline: str) -> str:
     lake = Lake.named(pipeline)
     view = service.pipeline_overview(lake)
     ages = {hop["hop"]: hop["freshness"]["last_commit_age_s"] for hop in view["hops"]}
-    alert = {"pipeline": pipeline, "dag_run": run_id_of((context or {}).get("dag_run")) or None,
-             "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "freshness": lake.spec.freshness,
-             "stale": [hop["hop"] for hop in view["hops"] if hop["freshness"]["stale"]], "commit_age_s": ages}
+    alert = {
+        "pipeline": pipeline,
+        "dag_run": run_id_of((context or {}).get("dag_run")) or None,
+        "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "freshness": lake.spec.freshness,
+        "stale": [hop["hop"] for hop in view["hops"] if hop["freshness"]["stale"]],
+        "commit_age_s": ages,
+    }
     service.write_alert(lake, alert)
-    message = (f"{pipeline}: a stream run was not done within {lake.spec.freshness} of being queued "
-               f"({alert['dag_run']}); stale hops: {', '.join(alert['stale']) or 'none yet'}")
-    send(lake.spec, f"lakehouse {pipeline}: freshness deadline missed", message + ": see the stream DAG's last runs "
-         f"and `lakehouse status {pipeline}`", context, ", ".join(alert["stale"]), alert["dag_run"] or "")
+    message = (
+        f"{pipeline}: a stream run was not done within {lake.spec.freshness} of being queued "
+        f"({alert['dag_run']}); stale hops: {', '.join(alert['stale']) or 'none yet'}"
+    )
+    send(
+        lake.spec,
+        f"lakehouse {pipeline}: freshness deadline missed",
+        message + f": see the stream DAG's last runs and `lakehouse status {pipeline}`",
+        context,
+        ", ".join(alert["stale"]),
+        alert["dag_run"] or "",
+    )
     return message

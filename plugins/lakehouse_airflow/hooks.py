@@ -39,7 +39,11 @@ class LakehouseSparkHook:
         the same code; rebuilding is skipped when the sources did not change.
         """
         package = Path(spark_jobs.__file__).parent
-        sources = sorted(path for path in package.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
+        sources = sorted(
+            path
+            for path in package.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts
+        )
         digest = hashlib.sha256()
         for path in sources:
             digest.update(str(path.relative_to(package)).encode())
@@ -96,6 +100,10 @@ class LakehouseSparkHook:
             # Absolute: the driver may run in another working directory.
             "LAKEHOUSE_PIPELINES": os.pathsep.join(str(folder) for folder in pipelines_dirs()),
             **({"LAKEHOUSE_QUALITY": str(suites)} if suites else {}),
-            **({"SPARK_LOCAL_IP": settings.driver_addresses(master)["SPARK_LOCAL_IP"]} if driver_here else {}),
+            **(
+                {"SPARK_LOCAL_IP": settings.driver_addresses(master)["SPARK_LOCAL_IP"]}
+                if driver_here
+                else {}
+            ),
             "PYTHONUNBUFFERED": "1",
         }

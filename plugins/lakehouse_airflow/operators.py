@@ -29,13 +29,20 @@ def _keep_warm_s() -> int:
 def _driver_here(submit) -> bool:
     """Whether the driver of a job submitted by ``submit`` (a ``SparkSubmitHook``) runs in the
     task's process tree (client mode), not where the cluster places it."""
-    return not submit._is_kubernetes and submit._connection.get("deploy_mode") in (None, "", "client")
+    return not submit._is_kubernetes and submit._connection.get("deploy_mode") in (
+        None,
+        "",
+        "client",
+    )
 
 
 # Executors whose tasks all run on the scheduler's machine, where the task that starts a DAG
 # run's shared driver (listening on loopback) is reachable from the run's other tasks.
-LOCAL_EXECUTORS = ("LocalExecutor", "airflow.executors.local_executor.LocalExecutor",
-                   "lakehouse_airflow.executor.PromptLocalExecutor")
+LOCAL_EXECUTORS = (
+    "LocalExecutor",
+    "airflow.executors.local_executor.LocalExecutor",
+    "lakehouse_airflow.executor.PromptLocalExecutor",
+)
 
 
 def driver_mode() -> str:
@@ -47,12 +54,16 @@ def driver_mode() -> str:
     if mode not in ("auto", "shared", "task"):
         from airflow.sdk.exceptions import AirflowFailException
 
-        raise AirflowFailException(f"LAKEHOUSE_DRIVER={mode!r} is not a driver mode: set auto, shared or task")
+        raise AirflowFailException(
+            f"LAKEHOUSE_DRIVER={mode!r} is not a driver mode: set auto, shared or task"
+        )
     if mode != "auto":
         return mode
     from airflow.configuration import conf
 
-    executors = [name.split(":")[-1].strip() for name in conf.get("core", "executor", fallback="").split(",")]
+    executors = [
+        name.split(":")[-1].strip() for name in conf.get("core", "executor", fallback="").split(",")
+    ]
     return "shared" if all(name in LOCAL_EXECUTORS for name in executors if name) else "task"
 
 
@@ -79,8 +90,17 @@ class LakehouseSparkOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields)
 
-    def __init__(self, *, command: str, pipeline: str, arguments: Sequence[str] = (), announces: str | None = None,
-                 shares_driver: bool = False, releases_driver: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        command: str,
+        pipeline: str,
+        arguments: Sequence[str] = (),
+        announces: str | None = None,
+        shares_driver: bool = False,
+        releases_driver: bool = False,
+        **kwargs: Any,
+    ):
         kwargs.setdefault("name", f"lakehouse-{pipeline}-{command}")
         super().__init__(application_args=[command, pipeline, *arguments], **kwargs)
         self.command = command
@@ -102,11 +122,15 @@ class LakehouseSparkOperator(SparkSubmitOperator):
             if self._error_line is None:
                 raise
             # The command's own line (which names the fix) as the task's error, and its alert's.
-            raise AirflowException(f"lakehouse {self.command} {self.pipeline}: {self._error_line}") from failed
+            raise AirflowException(
+                f"lakehouse {self.command} {self.pipeline}: {self._error_line}"
+            ) from failed
         if self.announces:
             from lakehouse_airflow.assets import announce
 
-            run_id = next(arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id="))
+            run_id = next(
+                arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id=")
+            )
             announce(context.get("outlet_events"), self.pipeline, self.announces, run_id)
 
     def prepare(self) -> None:
@@ -120,7 +144,8 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         here = _driver_here(submit)
         try:
             conf, env = hook.conf(master, here), hook.env_vars(master, here)
-        except LakehouseError as error:  # a driver its executors cannot reach: refused before it starts
+        # a driver its executors cannot reach: refused before it starts
+        except LakehouseError as error:
             from airflow.sdk.exceptions import AirflowFailException
 
             raise AirflowFailException(str(error)) from None
@@ -132,20 +157,25 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.env_vars = {**env, **(self.env_vars or {})}
         self.application_args = [str(argument) for argument in self.application_args]
 
-
     def _watch(self, line: str) -> None:
-        """Keep the ``error: ...`` line the command printed last (its CLI's one line of a problem)."""
+        """Keep the ``error: ...`` line the command printed last (its CLI's one
+        line of a problem).
+        """
         text = line.decode(errors="replace") if isinstance(line, bytes) else str(line)
         if text.strip().startswith("error: "):
             self._error_line = text.strip().removeprefix("error: ")
 
     def _relay(self, line: str) -> None:
-        """A line of the command's output on the shared driver: watched, then into the task's log."""
+        """A line of the command's output on the shared driver: watched, then into
+        the task's log.
+        """
         self._watch(line)
         self.log.info("%s", line)
 
     def _get_hook(self):
-        """The provider's hook, with each line of spark-submit's output seen by :meth:`_watch` too."""
+        """The provider's hook, with each line of spark-submit's output seen by
+        :meth:`_watch` too.
+        """
         hook = super()._get_hook()
         process = hook._process_spark_submit_log
 
@@ -154,6 +184,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
                 for line in lines:
                     self._watch(line)
                     yield line
+
             return process(each())
 
         hook._process_spark_submit_log = watched
@@ -176,13 +207,27 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         warm = _keep_warm_s()
         # A warm driver serves the DAG's next runs too: it must have loaded the same pipeline code.
         run = None if warm else context["dag_run"].run_id
-        # This machine's too: a task elsewhere (whose folder may be this one, shared) starts its own.
-        key = driver_key(context["dag_run"].dag_id, run, hook._build_spark_submit_command(self.application), env,
-                         code_stamp(), machine())
+        # This machine's too: a task elsewhere (whose folder may be this one, shared)
+        # starts its own.
+        key = driver_key(
+            context["dag_run"].dag_id,
+            run,
+            hook._build_spark_submit_command(self.application),
+            env,
+            code_stamp(),
+            machine(),
+        )
         address = driver_dir() / f"{key}.json"
         idle = str(warm) if warm else settings.DRIVER_IDLE.value()
-        hook._application_args = ["serve", "--address", str(address), "--idle", idle,
-                                  "--log", str(address.with_suffix(".log"))]
+        hook._application_args = [
+            "serve",
+            "--address",
+            str(address),
+            "--idle",
+            idle,
+            "--log",
+            str(address.with_suffix(".log")),
+        ]
         return address, hook._build_spark_submit_command(self.application), env
 
     def releases(self) -> bool:
@@ -196,14 +241,26 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         log = address.with_suffix(".log")
         with open(log, "ab") as output:
             # Its own session: the driver outlives this task (the next tasks of the run use it).
-            process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=output,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-        self.log.info("started the shared driver of this DAG run (spark-submit pid %s, log %s)", process.pid, log)
+            process = subprocess.Popen(
+                argv,
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.log.info(
+            "started the shared driver of this DAG run (spark-submit pid %s, log %s)",
+            process.pid,
+            log,
+        )
         found = wait_for_address(address, lambda: process.poll() is None, timeout_s=600)
         if found is None:
             process.kill()
             tail = log.read_text(errors="replace")[-3000:]
-            raise AirflowException(f"the shared driver did not start (exit {process.poll()}; log {log}):\n{tail}")
+            raise AirflowException(
+                f"the shared driver did not start (exit {process.poll()}; log {log}):\n{tail}"
+            )
         return found
 
     def _run_on_shared_driver(self, context: Any) -> None:
@@ -216,19 +273,31 @@ class LakehouseSparkOperator(SparkSubmitOperator):
 
         for _attempt in range(3):
             with starting(address_file):
-                address = DriverAddress.read(address_file) or self._start_driver(address_file, argv, env)
-            self.log.info("lakehouse %s on the shared driver (pid %s)", " ".join(self.application_args), address.pid)
+                address = DriverAddress.read(address_file) or self._start_driver(
+                    address_file, argv, env
+                )
+            self.log.info(
+                "lakehouse %s on the shared driver (pid %s)",
+                " ".join(self.application_args),
+                address.pid,
+            )
             try:
-                code = send(address, self.application_args, self.releases(), self._relay, on_connect=keep)
+                code = send(
+                    address, self.application_args, self.releases(), self._relay, on_connect=keep
+                )
             except DriverGone as gone:  # it was ending (idle): start another
                 self.log.info("%s", gone)
                 address_file.unlink(missing_ok=True)
                 continue
             if code != 0:
-                raise AirflowException(f"lakehouse {' '.join(self.application_args)} exited {code} on the shared driver "
-                                       f"(pid {address.pid}, log {address.log})")
+                raise AirflowException(
+                    f"lakehouse {' '.join(self.application_args)} exited {code} on the shared "
+                    f"driver (pid {address.pid}, log {address.log})"
+                )
             return
-        raise AirflowException(f"no shared driver took the command (log {address_file.with_suffix('.log')})")
+        raise AirflowException(
+            f"no shared driver took the command (log {address_file.with_suffix('.log')})"
+        )
 
     def on_kill(self) -> None:
         if self._driver_socket is not None:  # the driver ends when its client leaves mid-command
@@ -250,12 +319,17 @@ class DataDocsLink(BaseOperatorLink):
 
 
 class QualityGateOperator(PythonOperator):
-    """A hop's quality gate (:func:`lakehouse_airflow.checks.quality_gate`), linking its Data Docs page."""
+    """A hop's quality gate (:func:`lakehouse_airflow.checks.quality_gate`), linking its
+    Data Docs page.
+    """
 
     operator_extra_links = (DataDocsLink(),)
 
     def __init__(self, *, pipeline: str, hop: str, run_id: str, **kwargs: Any):
         from lakehouse_airflow.checks import quality_gate
 
-        super().__init__(python_callable=quality_gate, op_kwargs={"pipeline": pipeline, "hop": hop, "run_id": run_id},
-                         **kwargs)
+        super().__init__(
+            python_callable=quality_gate,
+            op_kwargs={"pipeline": pipeline, "hop": hop, "run_id": run_id},
+            **kwargs,
+        )

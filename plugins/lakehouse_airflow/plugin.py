@@ -1,9 +1,9 @@
 """The Airflow plugin, registered through the distribution's ``airflow.plugins`` entry point.
 
-Registers the lakehouse with Airflow's API server: the gate tasks' Data Docs extra link, and
-the backfill DAG's timetable, the Lakehouse pages (docs/guides/lakehouse-page.md) as a FastAPI app shown through external
-views: an entry in the navigation and a tab on every DAG's page; and a listener that makes an idle
-DAG processor wake less often (``lakehouse_airflow.dag_processor``)."""
+Registers the lakehouse with Airflow's API server: the gate tasks' Data Docs extra link, and the
+backfill DAG's timetable, the Lakehouse pages (docs/guides/lakehouse-page.md) as a FastAPI app shown
+through external views: an entry in the navigation and a tab on every DAG's page; and a listener
+that makes an idle DAG processor wake less often (``lakehouse_airflow.dag_processor``)."""
 
 from airflow.plugins_manager import AirflowPlugin
 
@@ -21,9 +21,24 @@ class LakehousePlugin(AirflowPlugin):
     operator_extra_links = [DataDocsLink()]
     timetables = [BackfillOnlyTimetable]  # the backfill DAG's: no scheduled runs
     listeners = [dag_processor]  # on_starting: the DAG processor's idle loop
-    fastapi_apps = [{"app": LazyApp("lakehouse_airflow.ui.app:app"), "url_prefix": URL_PREFIX, "name": "Lakehouse"}]
+    fastapi_apps = [
+        {
+            "app": LazyApp("lakehouse_airflow.ui.app:app"),
+            "url_prefix": URL_PREFIX,
+            "name": "Lakehouse",
+        }
+    ]
     external_views = [
-        {"name": "Lakehouse", "href": f"{URL_PREFIX.lstrip('/')}/", "destination": "nav", "url_route": "lakehouse"},
-        {"name": "Lakehouse", "href": f"{URL_PREFIX.lstrip('/')}/dags/{{DAG_ID}}", "destination": "dag",
-         "url_route": "lakehouse_dag"},
+        {
+            "name": "Lakehouse",
+            "href": f"{URL_PREFIX.lstrip('/')}/",
+            "destination": "nav",
+            "url_route": "lakehouse",
+        },
+        {
+            "name": "Lakehouse",
+            "href": f"{URL_PREFIX.lstrip('/')}/dags/{{DAG_ID}}",
+            "destination": "dag",
+            "url_route": "lakehouse_dag",
+        },
     ]

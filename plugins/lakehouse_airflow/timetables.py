@@ -22,9 +22,11 @@ class BackfillOnlyTimetable(CronDataIntervalTimetable):
     def summary(self) -> str:
         return f"backfills only ({self._expression})"
 
-    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
-                         restriction: TimeRestriction) -> DagRunInfo | None:
+    def next_dagrun_info(
+        self, *, last_automated_data_interval: DataInterval | None, restriction: TimeRestriction
+    ) -> DagRunInfo | None:
         if not restriction.catchup:  # the scheduler's own run: never (the DAG has catchup=False)
             return None
-        return super().next_dagrun_info(last_automated_data_interval=last_automated_data_interval,
-                                        restriction=restriction)
+        return super().next_dagrun_info(
+            last_automated_data_interval=last_automated_data_interval, restriction=restriction
+        )

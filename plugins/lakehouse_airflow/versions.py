@@ -21,5 +21,7 @@ def check_airflow(version: str | None = None) -> None:
     line = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
     if line not in SUPPORTED:
         lines = " and ".join(".".join(map(str, each)) for each in SUPPORTED)
-        raise UnsupportedAirflow(f"Airflow {version} is not supported by lakehouse-platform (Airflow {lines} are): "
-                                 f"install a supported Airflow, or a release of lakehouse-platform made for yours")
+        raise UnsupportedAirflow(
+            f"Airflow {version} is not supported by lakehouse-platform (Airflow {lines} are): "
+            f"install a supported Airflow, or a release of lakehouse-platform made for yours"
+        )

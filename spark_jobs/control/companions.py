@@ -31,5 +31,7 @@ def companion_module(spec: PipelineSpec, suffix: str = "") -> types.ModuleType |
     try:
         return importlib.import_module(f"{package}.{spec.name}{suffix}")
     except (ImportError, SyntaxError) as error:
-        raise UsageError(f"{spec.source.parent / f'{spec.name}{suffix}.py'}: cannot be imported "
-                         f"({type(error).__name__}: {error}): fix it") from error
+        raise UsageError(
+            f"{spec.source.parent / f'{spec.name}{suffix}.py'}: cannot be imported "
+            f"({type(error).__name__}: {error}): fix it"
+        ) from error

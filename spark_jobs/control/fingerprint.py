@@ -35,19 +35,34 @@ from spark_jobs.model.spec import HopSpec
 
 # A changes hop's "state": the rules its table was built by (spark_jobs/model/changes.py).
 CHANGE_RULES = "change rules"
-STATEFUL = ("Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join", "FlatMapGroupsWithState",
-            "TransformWithState", "FlatMapGroupsInPandasWithState")
+STATEFUL = (
+    "Aggregate",
+    "Deduplicate",
+    "DeduplicateWithinWatermark",
+    "Join",
+    "FlatMapGroupsWithState",
+    "TransformWithState",
+    "FlatMapGroupsInPandasWithState",
+)
 _NODE = re.compile(r"^(?P<indent>[\s:|+\-]*?)~?(?P<name>[A-Za-z]+)\b")
 _IDS = [
-    (re.compile(r"#\d+L?"), ""),                                  # expression ids
-    (re.compile(r"-T\d+ms"), ""),                                 # watermark delays on attributes
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), ""),  # node ids
-    (re.compile(r"@[0-9a-f]{6,}"), ""),                           # object identities
+    (re.compile(r"#\d+L?"), ""),  # expression ids
+    (re.compile(r"-T\d+ms"), ""),  # watermark delays on attributes
+    # node ids
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), ""),
+    (re.compile(r"@[0-9a-f]{6,}"), ""),  # object identities
     (re.compile(r", name=<Unassigned>"), ""),
-    (re.compile(r"\b(lambda [a-z]+)_\d+"), r"\1"),                 # PySpark numbers lambda variables per process
+    # PySpark numbers lambda variables per process
+    (re.compile(r"\b(lambda [a-z]+)_\d+"), r"\1"),
 ]
-LEAVES = ("StreamingRelation", "StreamingRelationV2", "StreamingExecutionRelation", "LogicalRDD", "LocalRelation",
-          "Relation")
+LEAVES = (
+    "StreamingRelation",
+    "StreamingRelationV2",
+    "StreamingExecutionRelation",
+    "LogicalRDD",
+    "LocalRelation",
+    "Relation",
+)
 
 
 @dataclass(frozen=True)
@@ -108,8 +123,11 @@ def state_part(lines: list[str]) -> tuple[list[str], tuple[str, ...]]:
             end = index + 1
             while end < len(lines) and _depth(lines[end]) > depth:
                 end += 1
-            part.extend(line.strip(" :|+-~") for line in lines[index:end]
-                        if _name(line) not in (*LEAVES, "EventTimeWatermark"))
+            part.extend(
+                line.strip(" :|+-~")
+                for line in lines[index:end]
+                if _name(line) not in (*LEAVES, "EventTimeWatermark")
+            )
             index = end
         else:
             index += 1
@@ -123,7 +141,7 @@ def _leaf_free(lines: list[str]) -> list[str]:
     for line in lines:
         if _name(line) in LEAVES:
             columns = re.findall(r"\[[^\[\]]*\]", line)
-            line = line[:_NODE.match(line).end()] + (" " + columns[-1] if columns else "")
+            line = line[: _NODE.match(line).end()] + (" " + columns[-1] if columns else "")
         kept.append(line)
     return kept
 
@@ -131,14 +149,24 @@ def _leaf_free(lines: list[str]) -> list[str]:
 def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
     """The fingerprint of ``hop``'s query from its analysed plan's text."""
     lines = _leaf_free(normalise(plan))
-    params = json.dumps({"kind": hop.kind, "upstreams": hop.upstreams, "keys": hop.keys, "within": hop.within,
-                         "time_column": hop.time_column}, sort_keys=True)
+    params = json.dumps(
+        {
+            "kind": hop.kind,
+            "upstreams": hop.upstreams,
+            "keys": hop.keys,
+            "within": hop.within,
+            "time_column": hop.time_column,
+        },
+        sort_keys=True,
+    )
     state, names = state_part(lines)
     if hop.changes is not None:
-        # A changes hop's table is what its rules built, as a state is: other rules cannot go on with it.
+        # A changes hop's table is what its rules built, as a state is: other rules
+        # cannot go on with it.
         rules = asdict(hop.changes)
         if tuple(rules["sequence_columns"]) == (rules["sequence_by"],):
-            del rules["sequence_columns"]  # one column: the rules as lakes written before lists recorded them
+            # one column: the rules as lakes written before lists recorded them
+            del rules["sequence_columns"]
         params += "\n" + json.dumps(rules, sort_keys=True)
         names = (*names, CHANGE_RULES)
     return Fingerprint(
@@ -162,8 +190,13 @@ def recorded(lake: Lake, hop: HopSpec) -> Fingerprint | None:
     document = read_json(f"{_path(lake)}/{hop.name}.json")
     if not document:
         return None
-    return Fingerprint(document["code"], document["query"], document.get("state"),
-                       tuple(document.get("stateful", ())), document.get("source"))
+    return Fingerprint(
+        document["code"],
+        document["query"],
+        document.get("state"),
+        tuple(document.get("stateful", ())),
+        document.get("source"),
+    )
 
 
 def save(lake: Lake, hop: HopSpec, fingerprint: Fingerprint) -> None:
@@ -185,18 +218,31 @@ def change(old: Fingerprint | None, new: Fingerprint) -> str:
 def refusal(lake: Lake, hop: HopSpec, old: Fingerprint, new: Fingerprint) -> str:
     """One line: what changed and the command that fixes it."""
     if old.stateful != new.stateful:
-        what = f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> {', '.join(new.stateful) or 'none'})"
+        what = (
+            f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> "
+            f"{', '.join(new.stateful) or 'none'})"
+        )
     elif new.stateful == (CHANGE_RULES,):
-        what = "its table was built by other change rules (keys, sequence_by, operation, deletes, columns or SCD type)"
+        what = (
+            "its table was built by other change rules (keys, sequence_by, operation, "
+            "deletes, columns or SCD type)"
+        )
     else:
-        what = (f"what its state ({', '.join(new.stateful)}) was built by changed: a key, a window, a condition or a "
-                "filter before it")
-    return (f"hop {hop.name}'s query changed since its checkpoint was written and {what}, so the checkpoint cannot "
-            f"go on with the new code: recompute with it with `lakehouse refresh {lake.spec.name} --hop {hop.name}` "
-            "(from the start, or --from TIME to keep what was written before then; the hops below follow), "
-            "or put the old code back")
+        what = (
+            f"what its state ({', '.join(new.stateful)}) was built by changed: a key, a window, a "
+            "condition or a filter before it"
+        )
+    return (
+        f"hop {hop.name}'s query changed since its checkpoint was written and {what}, so the "
+        "checkpoint cannot go on with the new code: recompute with it with `lakehouse refresh "
+        f"{lake.spec.name} --hop {hop.name}` (from the start, or --from TIME to keep what was "
+        "written before then; the hops below follow), or put the old code back"
+    )
 
 
 def note(hop: HopSpec) -> str:
-    return (f"[{hop.name}] the query changed since the last run, not its state: the stream goes on with the new "
-            "code (rows written before keep the old code's results; `lakehouse refresh` recomputes them)")
+    return (
+        f"[{hop.name}] the query changed since the last run, not its state: the stream goes on "
+        "with the new code (rows written before keep the old code's results; `lakehouse "
+        "refresh` recomputes them)"
+    )

@@ -1,5 +1,6 @@
-"""Ranges a run recomputes after its stream, so that a join loses no pair to a backfill (docs/concepts/run-and-backfill.md:
-"A join after a backfill"). Plain files only (no JVM): run records and the checkpoint's offsets.
+"""Ranges a run recomputes after its stream, so that a join loses no pair to a backfill
+(docs/concepts/run-and-backfill.md: "A join after a backfill"). Plain files only (no JVM): run
+records and the checkpoint's offsets.
 
 A stream below bronze reads streamed rows only, and skips commits that rewrite files: the rows a
 backfill wrote reach the hops below through their own backfill. For a row-by-row hop that is
@@ -30,7 +31,11 @@ from spark_jobs.model.times import merged_spans, parse_time
 
 def backfilled(record: dict) -> tuple[int, int] | None:
     """The ``[start, end)`` span (epoch ms) a run record's succeeded backfill wrote, else None."""
-    if record.get("mode") != "backfill" or record.get("status") != "succeeded" or not record.get("range_start"):
+    if (
+        record.get("mode") != "backfill"
+        or record.get("status") != "succeeded"
+        or not record.get("range_start")
+    ):
         return None
     return parse_time(record["range_start"], "start"), parse_time(record["range_end"], "end")
 
@@ -42,8 +47,13 @@ def widened(span: tuple[int, int], margin_ms: int) -> tuple[int, int]:
 
 def _covered(span: tuple[int, int], after_s: float, backfills: list[dict]) -> bool:
     """Whether a backfill of the hop that started after ``after_s`` covers ``span``."""
-    return any(record["started_at"] > after_s and (bounds := backfilled(record)) and bounds[0] <= span[0]
-               and span[1] <= bounds[1] for record in backfills)
+    return any(
+        record["started_at"] > after_s
+        and (bounds := backfilled(record))
+        and bounds[0] <= span[0]
+        and span[1] <= bounds[1]
+        for record in backfills
+    )
 
 
 def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
@@ -62,7 +72,9 @@ def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
 def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
     """The ranges ``hop``'s run recomputes after its stream, merged, oldest first."""
     starts = [each for each in lake.spec.hops if each.kind_of.repairs_after_backfill]
-    if hop.ingests or not any(start == hop or hop in lake.spec.downstream_of(start.name) for start in starts):
+    if hop.ingests or not any(
+        start == hop or hop in lake.spec.downstream_of(start.name) for start in starts
+    ):
         return []  # repairs start at a join: a hop neither a join nor below one owes none
     records = read_records(lake)
     mine = [record for record in records if record.get("hop") == hop.name]
@@ -79,10 +91,18 @@ def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
                 # The batch's rows are not older than its watermark, so the pairs it could make
                 # with the range are not older than the watermark less `within`.
                 span = (max(low, watermark - hop.within_ms), high)
-                if started > record["ended_at"] and span[0] < span[1] and not _covered(span, started, mine):
+                if (
+                    started > record["ended_at"]
+                    and span[0] < span[1]
+                    and not _covered(span, started, mine)
+                ):
                     spans.append(span)
     for record in records:
-        if record.get("repair") and record.get("hop") in hop.upstreams and (bounds := backfilled(record)):
+        if (
+            record.get("repair")
+            and record.get("hop") in hop.upstreams
+            and (bounds := backfilled(record))
+        ):
             if not _covered(bounds, record["ended_at"], mine):
                 spans.append(bounds)
     return merged_spans(spans)

@@ -55,9 +55,11 @@ def _topic_backlog(lake: Lake, hop) -> dict:
         behind = topics.unread(lake, hop)
     except LakehouseError as error:
         return {"topic": hop.topics_read, "error": str(error)}
-    return {"topic": hop.topics_read, "records": sum(behind.values()),
-            "partitions": {f"{topic}/{partition}": n for (topic, partition), n in behind.items()}}
-
+    return {
+        "topic": hop.topics_read,
+        "records": sum(behind.values()),
+        "partitions": {f"{topic}/{partition}": n for (topic, partition), n in behind.items()},
+    }
 
 
 def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
@@ -66,15 +68,34 @@ def _last_quality(lake: Lake, hop: str, records: list[dict]) -> dict | None:
         if record.get("quality"):
             gate = record["quality"]
             summary = read_summary(lake, record.get("run_id") or "", hop) or {}
-            return {"suite": summary.get("suite"), "run_id": record.get("run_id"),
-                    **{key: gate.get(key) for key in ("gate", "rows", "failed", "warned", "data_docs")}}
+            return {
+                "suite": summary.get("suite"),
+                "run_id": record.get("run_id"),
+                **{key: gate.get(key) for key in ("gate", "rows", "failed", "warned", "data_docs")},
+            }
     return None
 
 
 def _run_row(record: dict) -> dict:
-    return {key: record.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
-                                              "rows_quarantined", "rows_dropped_by_rule", "rows_dropped_late",
-                                              "rows_rescued", "rows_deleted", "live_keys", "duration_s", "started_at")}
+    return {
+        key: record.get(key)
+        for key in (
+            "run_id",
+            "mode",
+            "status",
+            "batch_ids",
+            "rows_in",
+            "rows_out",
+            "rows_quarantined",
+            "rows_dropped_by_rule",
+            "rows_dropped_late",
+            "rows_rescued",
+            "rows_deleted",
+            "live_keys",
+            "duration_s",
+            "started_at",
+        )
+    }
 
 
 def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int = 10) -> dict:
@@ -87,10 +108,19 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     last = committed[-1] if committed else None
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
-    backlog = ({"landing": landing_backlog(lake, hop)} if hop.reads_landing
-               else {"topic": _topic_backlog(lake, hop)} if hop.reads_topic
-               else {"upstream_versions": [version for upstream in hop.upstreams
-                                           for version in unread_upstream_versions(lake, hop, upstream)]})
+    backlog = (
+        {"landing": landing_backlog(lake, hop)}
+        if hop.reads_landing
+        else {"topic": _topic_backlog(lake, hop)}
+        if hop.reads_topic
+        else {
+            "upstream_versions": [
+                version
+                for upstream in hop.upstreams
+                for version in unread_upstream_versions(lake, hop, upstream)
+            ]
+        }
+    )
     commit_age = _age(_epoch((last or {}).get("committed_at")), now)
     limit = lake.spec.freshness_s
     return {
@@ -106,7 +136,8 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
             "last_commit_age_s": commit_age,
             "watermark_ms": watermark,
             "event_time_age_s": _age(watermark / 1000 if watermark else None, now),
-            # The spec's freshness: stale when the newest commit is older (never committed: not judged).
+            # The spec's freshness: stale when the newest commit is older (never
+            # committed: not judged).
             "limit_s": limit,
             "stale": bool(limit is not None and commit_age is not None and commit_age > limit),
         },
@@ -135,7 +166,10 @@ def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
         "alerts": read_alerts(lake),
         "maintenance": last_maintenance(lake),
         "generated_at": now,
-        "hops": [hop_overview(lake, name, now) | {"work": pending.get(name)} for name in lake.spec.hop_names],
+        "hops": [
+            hop_overview(lake, name, now) | {"work": pending.get(name)}
+            for name in lake.spec.hop_names
+        ],
     }
 
 
@@ -144,23 +178,44 @@ def hop_series(lake: Lake, hop_name: str) -> dict:
     quarantined share and the quality rules' pass rate."""
     hop = lake.spec.hop(hop_name)
     records = read_records(lake, hop.name)
-    rates = [{"batch_id": entry["batch_id"], "rows": entry.get("rows"), "rows_per_second": entry.get("rows_per_second")}
-             for record in records for entry in record.get("progress") or []]
+    rates = [
+        {
+            "batch_id": entry["batch_id"],
+            "rows": entry.get("rows"),
+            "rows_per_second": entry.get("rows_per_second"),
+        }
+        for record in records
+        for entry in record.get("progress") or []
+    ]
     lag = []
     for info in lineage.hop_batches(lake, hop):
         committed_at = _epoch(info.committed_at)
         if info.committed and committed_at and info.watermark_ms:
-            lag.append({"batch_id": info.batch_id, "committed_at": info.committed_at,
-                        "lag_s": round(max(committed_at - info.watermark_ms / 1000, 0.0), 1)})
+            lag.append(
+                {
+                    "batch_id": info.batch_id,
+                    "committed_at": info.committed_at,
+                    "lag_s": round(max(committed_at - info.watermark_ms / 1000, 0.0), 1),
+                }
+            )
     runs = []
     for record in records:
-        summary = read_summary(lake, record.get("run_id") or "", hop.name)  # the run's gate result, if checked
+        # the run's gate result, if checked
+        summary = read_summary(lake, record.get("run_id") or "", hop.name)
         rules = (summary or {}).get("rules") or []
         rows_in = int(record.get("rows_in") or 0)
-        runs.append({
-            "run_id": record.get("run_id"),
-            "mode": record.get("mode"),
-            "quarantined_share": round(int(record.get("rows_quarantined") or 0) / rows_in, 4) if rows_in else None,
-            "quality_pass_rate": round(sum(1 for rule in rules if rule.get("passed")) / len(rules), 4) if rules else None,
-        })
+        runs.append(
+            {
+                "run_id": record.get("run_id"),
+                "mode": record.get("mode"),
+                "quarantined_share": round(int(record.get("rows_quarantined") or 0) / rows_in, 4)
+                if rows_in
+                else None,
+                "quality_pass_rate": round(
+                    sum(1 for rule in rules if rule.get("passed")) / len(rules), 4
+                )
+                if rules
+                else None,
+            }
+        )
     return {"hop": hop.name, "rows_per_second": rates, "lag": lag, "runs": runs}

@@ -29,7 +29,9 @@ LINE_CHARS = 200  # of each sample's line
 
 def _counts(values: list) -> list[dict]:
     """The most frequent values first (ties by value), :data:`TOP` of them."""
-    counted = sorted(Counter(values).items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
+    counted = sorted(
+        Counter(values).items(), key=lambda item: (-item[1], item[0] is None, item[0] or "")
+    )
     return [{"value": value, "rows": rows} for value, rows in counted[:TOP]]
 
 
@@ -43,7 +45,11 @@ def _millis(column) -> list[int | None]:
 
 
 def _day_span(low: int, high: int, file: str | None) -> dict:
-    return {"file": file, "start": iso(low - low % DAY_MS), "end": iso(high - high % DAY_MS + DAY_MS)}
+    return {
+        "file": file,
+        "start": iso(low - low % DAY_MS),
+        "end": iso(high - high % DAY_MS + DAY_MS),
+    }
 
 
 def _ingest_again(lake: Lake, hop: HopSpec, files: list[dict]) -> list[dict]:
@@ -55,7 +61,9 @@ def _ingest_again(lake: Lake, hop: HopSpec, files: list[dict]) -> list[dict]:
         return []
     rows = table_rows.read(table, ["_source_file", hop.time_column], where=("_source_file", names))
     spans: dict[str, tuple[int, int]] = {}
-    for name, moment in zip(rows.column("_source_file").to_pylist(), _millis(rows.column(hop.time_column)), strict=True):
+    for name, moment in zip(
+        rows.column("_source_file").to_pylist(), _millis(rows.column(hop.time_column)), strict=True
+    ):
         if moment is not None:
             low, high = spans.get(name, (moment, moment))
             spans[name] = (min(low, moment), max(high, moment))
@@ -65,14 +73,17 @@ def _ingest_again(lake: Lake, hop: HopSpec, files: list[dict]) -> list[dict]:
 def _samples(rows: list[dict], reasons: list[dict]) -> dict[str, list[str]]:
     """The first :data:`SAMPLES` lines of each listed reason (by file, then line)."""
     wanted = {each["value"] for each in reasons if each["value"] is not None}
-    ordered = sorted((row for row in rows if row["reason"] in wanted),
-                     key=lambda row: (row.get("_source_file") or "", row["raw_line"] or ""))
+    ordered = sorted(
+        (row for row in rows if row["reason"] in wanted),
+        key=lambda row: (row.get("_source_file") or "", row["raw_line"] or ""),
+    )
     samples: dict[str, list[str]] = {}
     for row in ordered:
         picked = samples.setdefault(row["reason"], [])
         if len(picked) < SAMPLES:
             line = row["raw_line"] or ""
-            picked.append(line[:LINE_CHARS] + ("\u2026" if len(line) > LINE_CHARS else ""))  # cut: says so
+            # cut: says so
+            picked.append(line[:LINE_CHARS] + ("\u2026" if len(line) > LINE_CHARS else ""))
     return samples
 
 
@@ -80,26 +91,41 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
     """What the hop's quarantine holds (of one ``run``'s writes, if given): counts by reason and by
     source file, samples per reason, and the backfills that ingest the listed files again."""
     table = lake.quarantine(hop)
-    document = {"hop": hop.name, "table": table, "version": delta_log.table_version(table),
-                "run_id": run["run_id"] if run else None, "rows": 0, "reasons": [], "files": [], "samples": {},
-                "ingest_again": []}
+    document = {
+        "hop": hop.name,
+        "table": table,
+        "version": delta_log.table_version(table),
+        "run_id": run["run_id"] if run else None,
+        "rows": 0,
+        "reasons": [],
+        "files": [],
+        "samples": {},
+        "ingest_again": [],
+    }
     if delta_log.table_version(table) is None:
         return document
     present = table_rows.columns_of(table)
-    columns = [name for name in ("reason", "raw_line", "_source_file", hop.time_column) if name in present]
+    columns = [
+        name for name in ("reason", "raw_line", "_source_file", hop.time_column) if name in present
+    ]
     if run is None:
         rows = table_rows.read(table, columns)
     else:
         change = (run.get("tables") or {}).get(table) or {}
-        rows = table_rows.written(table, columns, change.get("version_before"), change.get("version_after"))
+        rows = table_rows.written(
+            table, columns, change.get("version_before"), change.get("version_after")
+        )
     document["rows"] = rows.num_rows
     if rows.num_rows == 0:
         return document
     listed = rows.select([name for name in columns if name != hop.time_column]).to_pylist()
     document["reasons"] = _counts([row["reason"] for row in listed])
     document["samples"] = _samples(listed, document["reasons"])
-    if "_source_file" in columns and hop.reads_topic:  # a record's address: counted by its partition
-        document["files"] = _counts([(row["_source_file"] or "").rsplit("/", 1)[0] or None for row in listed])
+    # a record's address: counted by its partition
+    if "_source_file" in columns and hop.reads_topic:
+        document["files"] = _counts(
+            [(row["_source_file"] or "").rsplit("/", 1)[0] or None for row in listed]
+        )
     elif "_source_file" in columns:
         document["files"] = _counts([row["_source_file"] for row in listed])
         document["ingest_again"] = _ingest_again(lake, hop, document["files"])
@@ -112,12 +138,30 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
 def report(lake: Lake, hop: str | None = None, run: str | None = None) -> dict:
     """``lakehouse quarantine``: the :func:`summary` of each hop with a quarantine table (or of
     ``hop``; of one ``run``'s writes, if given); a :class:`UsageError` naming the fix otherwise."""
-    hops = [lake.spec.hop(hop)] if hop and hop != "all" else [each for each in lake.spec.hops if each.quarantine]
+    hops = (
+        [lake.spec.hop(hop)]
+        if hop and hop != "all"
+        else [each for each in lake.spec.hops if each.quarantine]
+    )
     if not hops or not hops[0].quarantine:
-        raise UsageError(f"hop {hops[0].name if hops else hop} has no quarantine table: give it `quarantine:` in the spec"
-                         if hops else f"pipeline {lake.spec.name} has no hop with a quarantine table")
+        raise UsageError(
+            f"hop {hops[0].name if hops else hop} has no quarantine table: give it "
+            "`quarantine:` in the spec"
+            if hops
+            else f"pipeline {lake.spec.name} has no hop with a quarantine table"
+        )
     records = {each.name: read_record(lake, run, each.name) for each in hops} if run else {}
     if run and not any(records.values()):
-        raise UsageError(f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse status {lake.spec.name}`")
-    return {"pipeline": lake.spec.name, "run_id": run,
-            "hops": [summary(lake, each, records.get(each.name)) for each in hops if not run or records.get(each.name)]}
+        raise UsageError(
+            f"no run {run!r} of {', '.join(each.name for each in hops)}: see `lakehouse "
+            f"status {lake.spec.name}`"
+        )
+    return {
+        "pipeline": lake.spec.name,
+        "run_id": run,
+        "hops": [
+            summary(lake, each, records.get(each.name))
+            for each in hops
+            if not run or records.get(each.name)
+        ],
+    }

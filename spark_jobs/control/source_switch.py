@@ -1,10 +1,10 @@
 """A hop whose source changed since its checkpoint began: landing files to a topic or back, a
-topic to a topic pattern or back, one topic to another. Spark's checkpoint holds the offsets of
-the source it was written with, which another source cannot go on from (a file source logs
-``{"logOffset": N}``, Kafka's source ``{topic: {partition: offset}}``, Delta's a table version),
-so such a change is a code change that only a start over follows: ``lakehouse refresh`` (or a
-rollback to before the first batch with ``--replan``). Read from the checkpoint's last offsets
-and the fingerprint its last run recorded (:func:`~.fingerprint.source_identity`): plain files, no JVM.
+topic to a topic pattern or back, one topic to another. Spark's checkpoint holds the offsets
+of the source it was written with, which another source cannot go on from (a file source logs
+``{"logOffset": N}``, Kafka's source ``{topic: {partition: offset}}``, Delta's a table version), so
+such a change is a code change that only a start over follows: ``lakehouse refresh`` (or a rollback
+to before the first batch with ``--replan``). Read from the checkpoint's last offsets and the
+fingerprint its last run recorded (:func:`~.fingerprint.source_identity`): plain files, no JVM.
 """
 
 from __future__ import annotations
@@ -62,12 +62,19 @@ def _what_it_read(lake: Lake, hop: HopSpec) -> str | None:
     topics = sorted(offsets)
     if hop.topic is not None and topics and topics != [hop.topic]:
         return f"topic {', '.join(topics)}"
-    if hop.topic_pattern is not None and not any(re.search(hop.topic_pattern, name) for name in topics):
+    if hop.topic_pattern is not None and not any(
+        re.search(hop.topic_pattern, name) for name in topics
+    ):
         return f"topic {', '.join(topics)}"
-    # One topic and a pattern log the same offsets: the fingerprint of the last run tells them apart.
+    # One topic and a pattern log the same offsets: the fingerprint of the last run
+    # tells them apart.
     recorded = fingerprints.recorded(lake, hop)
     source = recorded.source if recorded is not None else None
-    if source is not None and source.startswith("topic") and source != fingerprints.source_identity(hop):
+    if (
+        source is not None
+        and source.startswith("topic")
+        and source != fingerprints.source_identity(hop)
+    ):
         return "a topic pattern" if source == "topic pattern" else source
     return None
 
@@ -78,12 +85,19 @@ def refusal(lake: Lake, hop: HopSpec) -> str | None:
     old = _what_it_read(lake, hop)
     if old is None:
         return None
-    new = f"topic pattern {hop.topic_pattern!r}" if hop.reads_topic and hop.topic is None else \
-        f"topic {hop.topic}" if hop.reads_topic else _spec_kind(hop)
-    return (f"hop {hop.name} now reads {new} but its checkpoint was written reading {old}: a stream cannot go on "
-            f"from another source's offsets; start the hop over on its new source with "
-            f"`lakehouse refresh {lake.spec.name} --hop {hop.name}` (the hops below follow), or put the old source "
-            "back in the spec")
+    new = (
+        f"topic pattern {hop.topic_pattern!r}"
+        if hop.reads_topic and hop.topic is None
+        else f"topic {hop.topic}"
+        if hop.reads_topic
+        else _spec_kind(hop)
+    )
+    return (
+        f"hop {hop.name} now reads {new} but its checkpoint was written reading {old}: a stream "
+        "cannot go on from another source's offsets; start the hop over on its new source with "
+        f"`lakehouse refresh {lake.spec.name} --hop {hop.name}` (the hops below follow), or put "
+        "the old source back in the spec"
+    )
 
 
 def switched(lake: Lake, hop: HopSpec) -> bool:
@@ -104,4 +118,6 @@ def rollback_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> li
         return None
     if target < 0 and replan:
         return []
-    return [f"{refusal(lake, hop)}; a rollback of it can only start it over (`--to-batch -1 --replan`)"]
+    return [
+        f"{refusal(lake, hop)}; a rollback of it can only start it over (`--to-batch -1 --replan`)"
+    ]

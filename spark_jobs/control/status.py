@@ -28,14 +28,23 @@ def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) 
     """The files of the ingest ``hop``'s landing folder (``files``, if listed already) its stream
     has not taken yet."""
     processed = processed_files(lake, hop)
-    return [path for path in (landing_files(lake, hop) if files is None else files) if path not in processed]
+    return [
+        path
+        for path in (landing_files(lake, hop) if files is None else files)
+        if path not in processed
+    ]
 
 
 def late_rows(lake: Lake, hop: HopSpec, records: list[dict]) -> int:
     """Rows the hop's batches dropped as later than the allowed lateness, in the batches its
     history still holds (:func:`held_late_rows` of its records and rollbacks)."""
-    cuts = [(journal.created_at or 0, step.target_batch) for journal in read_rollbacks(lake)
-            if journal.finished for step in journal.plan.hops if step.hop == hop.name]
+    cuts = [
+        (journal.created_at or 0, step.target_batch)
+        for journal in read_rollbacks(lake)
+        if journal.finished
+        for step in journal.plan.hops
+        if step.hop == hop.name
+    ]
     return held_late_rows(records, cuts)
 
 
@@ -50,13 +59,18 @@ def held_late_rows(records: list[dict], cuts: list[tuple[float, int]]) -> int:
         if not targets:
             total += int(record.get("rows_dropped_late") or 0)
             continue
-        total += sum(int(entry.get("rows_dropped_late") or 0) for entry in record.get("progress") or []
-                     if entry.get("batch_id", 0) <= min(targets))
+        total += sum(
+            int(entry.get("rows_dropped_late") or 0)
+            for entry in record.get("progress") or []
+            if entry.get("batch_id", 0) <= min(targets)
+        )
     return total
 
 
 def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
-    """One hop's summary; with ``detail``, every batch, the rollback horizon and the lineage below."""
+    """One hop's summary; with ``detail``, every batch, the rollback horizon and
+    the lineage below.
+    """
     hop = lake.spec.hop(hop_name)
     checkpoint = lake.checkpoint(hop)
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
@@ -87,20 +101,42 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "pending_batch": checkpoint_log.planned_batch(checkpoint),
         "table_versions": tables,
         "runs": len(records),
-        # Events later than the allowed lateness the watermark dropped, in the batches the hop still holds.
+        # Events later than the allowed lateness the watermark dropped, in the batches the
+        # hop still holds.
         "rows_dropped_late": late_rows(lake, hop, records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
-        **({"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)} if hop.ingests else {}),
+        **(
+            {"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)}
+            if hop.ingests
+            else {}
+        ),
         # Rows a changes hop deleted from its table (keys deleted, history versions replaced).
-        **({"rows_deleted": sum(int(record.get("rows_deleted") or 0) for record in records)}
-           if hop.changes is not None else {}),
+        **(
+            {"rows_deleted": sum(int(record.get("rows_deleted") or 0) for record in records)}
+            if hop.changes is not None
+            else {}
+        ),
         "last_run": None
         if last is None
-        else {key: last.get(key) for key in ("run_id", "mode", "status", "batch_ids", "rows_in", "rows_out",
-                                             "rows_quarantined", "rows_dropped_late", "rows_rescued", "rows_deleted",
-                                             "live_keys",
-                                             "duration_s",
-                                             "error", "quality")},
+        else {
+            key: last.get(key)
+            for key in (
+                "run_id",
+                "mode",
+                "status",
+                "batch_ids",
+                "rows_in",
+                "rows_out",
+                "rows_quarantined",
+                "rows_dropped_late",
+                "rows_rescued",
+                "rows_deleted",
+                "live_keys",
+                "duration_s",
+                "error",
+                "quality",
+            )
+        },
     }
 
 
@@ -112,9 +148,13 @@ def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
         # Every landing folder together (a pipeline with several sources has one per ingest hop).
-        "landing": {"files": sum(map(len, listed.values())),
-                    "new_files": sum(len(new_landing_files(lake, lake.spec.hop(name), files))
-                                     for name, files in listed.items())},
+        "landing": {
+            "files": sum(map(len, listed.values())),
+            "new_files": sum(
+                len(new_landing_files(lake, lake.spec.hop(name), files))
+                for name, files in listed.items()
+            ),
+        },
         **({"topics": _topics(lake)} if any(spec.reads_topic for spec in lake.spec.hops) else {}),
         "hops": [hop_status(lake, name, detail) for name in hops],
         "last_maintenance": last_maintenance(lake),
@@ -127,17 +167,27 @@ def last_maintenance(lake: Lake) -> dict | None:
     if not records:
         return None
     last = records[-1]
-    return {"maintenance_id": last["maintenance_id"], "at": iso(int(last["started_at"] * 1000)),
-            "duration_s": last.get("duration_s"), "totals": last.get("totals") or {}, "count": len(records)}
+    return {
+        "maintenance_id": last["maintenance_id"],
+        "at": iso(int(last["started_at"] * 1000)),
+        "duration_s": last.get("duration_s"),
+        "totals": last.get("totals") or {},
+        "count": len(records),
+    }
 
 
 def _topics(lake: Lake) -> dict[str, dict]:
-    """Per topic-fed hop: its topic and the records it has not read (or why the broker cannot say)."""
+    """Per topic-fed hop: its topic and the records it has not read (or why the
+    broker cannot say).
+    """
     found = {}
     for hop in lake.spec.hops:
         if hop.reads_topic:
             try:
-                found[hop.name] = {"topic": hop.topics_read, "unread": sum(topics.unread(lake, hop).values())}
+                found[hop.name] = {
+                    "topic": hop.topics_read,
+                    "unread": sum(topics.unread(lake, hop).values()),
+                }
             except topics.TopicError as error:
                 found[hop.name] = {"topic": hop.topics_read, "error": str(error)}
     return found
@@ -146,18 +196,34 @@ def _topics(lake: Lake) -> dict[str, dict]:
 def format_status(status: dict) -> str:
     lines = [f"pipeline {status['pipeline']}  (LAKEHOUSE_HOME={status['lakehouse_home']})"]
     if status["landing"]["files"] or not status.get("topics"):
-        lines.append(f"landing: {status['landing']['files']} files, {status['landing']['new_files']} not yet ingested")
+        lines.append(
+            f"landing: {status['landing']['files']} files, "
+            f"{status['landing']['new_files']} not yet ingested"
+        )
     for hop, topic in (status.get("topics") or {}).items():
-        said = topic["error"] if "error" in topic else f"{topic['unread']} records not yet read by {hop}"
+        said = (
+            topic["error"]
+            if "error" in topic
+            else f"{topic['unread']} records not yet read by {hop}"
+        )
         lines.append(f"topic {topic['topic']}: {said}")
-    width = max([8, *(len(hop["hop"]) + 2 for hop in status["hops"])])  # the widest hop name, shop's included
-    lines.append(f"{'hop':<{width}}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  table versions / last run")
+    # the widest hop name, shop's included
+    width = max([8, *(len(hop["hop"]) + 2 for hop in status["hops"])])
+    lines.append(
+        f"{'hop':<{width}}{'batches':>8}{'last':>6}{'pending':>9}{'runs':>6}  "
+        "table versions / last run"
+    )
     for hop in status["hops"]:
-        versions = ", ".join(f"{table.rsplit('/', 2)[-2]}/{table.rsplit('/', 1)[-1]}@{version}"
-                             for table, version in hop["table_versions"].items())
+        versions = ", ".join(
+            f"{table.rsplit('/', 2)[-2]}/{table.rsplit('/', 1)[-1]}@{version}"
+            for table, version in hop["table_versions"].items()
+        )
         last_batch = "-" if hop["last_batch"] is None else hop["last_batch"]
         pending = "-" if hop["pending_batch"] is None else hop["pending_batch"]
-        lines.append(f"{hop['hop']:<{width}}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6}  {versions}")
+        lines.append(
+            f"{hop['hop']:<{width}}{hop['batches']:>8}{last_batch:>6}{pending:>9}{hop['runs']:>6} "
+            f" {versions}"
+        )
         lines.extend(_last_run_lines(hop))
         if "batch_log" in hop:
             lines.extend(_format_batches(hop))
@@ -169,26 +235,43 @@ def _last_run_lines(hop: dict) -> list[str]:
     run = hop["last_run"]
     if not run:
         return []
-    lines = [f"{'':<8}last run {run['run_id']} ({run['mode']}, {run['status']}): batches {run['batch_ids']}, "
-             f"rows in {run['rows_in']}, out {run['rows_out']}, quarantined {run['rows_quarantined']}, "
-             f"late dropped {run['rows_dropped_late']}, {run['duration_s']} s"]
+    lines = [
+        f"{'':<8}last run {run['run_id']} ({run['mode']}, {run['status']}): batches "
+        f"{run['batch_ids']}, rows in {run['rows_in']}, out {run['rows_out']}, quarantined "
+        f"{run['rows_quarantined']}, late dropped {run['rows_dropped_late']}, {run['duration_s']} s"
+    ]
     if run.get("rows_rescued"):
-        lines.append(f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
-                     f"({hop['rows_rescued']} in all runs): see their _rescued column")
+        lines.append(
+            f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
+            f"({hop['rows_rescued']} in all runs): see their _rescued column"
+        )
     if run.get("rows_deleted") is not None:
-        lines.append(f"{'':<8}{run['rows_deleted']} rows deleted by the last run ({hop['rows_deleted']} in all "
-                     "runs): keys deleted and history versions replaced")
+        lines.append(
+            f"{'':<8}{run['rows_deleted']} rows deleted by the last run ({hop['rows_deleted']} in "
+            "all runs): keys deleted and history versions replaced"
+        )
     if run.get("live_keys") is not None:
-        lines.append(f"{'':<8}{run['live_keys']} live keys after the last run (a type 2 history's open versions)")
+        lines.append(
+            f"{'':<8}{run['live_keys']} live keys after the last run (a type 2 "
+            "history's open versions)"
+        )
     if hop.get("rows_dropped_late"):
-        lines.append(f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
-                     f"the batches the hop holds (a rollback takes the undone batches' out)")
+        lines.append(
+            f"{'':<8}{hop['rows_dropped_late']} rows dropped as later than the allowed lateness in "
+            f"the batches the hop holds (a rollback takes the undone batches' out)"
+        )
     gate = run.get("quality")
     if gate:
         rules = gate.get("failed") or gate.get("warned") or []
-        lines.append(f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
-                     + (f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})" if rules else "")
-                     + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else ""))
+        lines.append(
+            f"{'':<8}quality gate {gate['gate']} on {gate.get('rows') or 0} rows"
+            + (
+                f" ({'failed' if gate.get('failed') else 'warned'}: {', '.join(rules)})"
+                if rules
+                else ""
+            )
+            + (f"; data docs {gate['data_docs']}" if page_rendered(gate.get("data_docs")) else "")
+        )
     return lines
 
 
@@ -196,28 +279,47 @@ def _maintenance_lines(done: dict | None) -> list[str]:
     if not done:
         return []
     totals = done["totals"]
-    return [f"last maintenance {done['maintenance_id']} at {done['at']} ({done['duration_s']} s): files "
-            f"{totals.get('files_before')} -> {totals.get('files_after')}, {totals.get('files_vacuumed')} vacuumed, "
-            f"stored {totals.get('stored_before')} -> {totals.get('stored_after')} bytes"
-            + (f", {totals['state_files_deleted']} state files deleted" if totals.get("state_files_deleted") else "")
-            + (f", {totals['landing_pruned']} landing files pruned" if totals.get("landing_pruned") else "")
-            + (f", {totals['records_pruned']} records pruned" if totals.get("records_pruned") else "")]
+    return [
+        f"last maintenance {done['maintenance_id']} at {done['at']} ({done['duration_s']} s): "
+        f"files {totals.get('files_before')} -> {totals.get('files_after')}, "
+        f"{totals.get('files_vacuumed')} vacuumed, stored {totals.get('stored_before')} -> "
+        f"{totals.get('stored_after')} bytes"
+        + (
+            f", {totals['state_files_deleted']} state files deleted"
+            if totals.get("state_files_deleted")
+            else ""
+        )
+        + (
+            f", {totals['landing_pruned']} landing files pruned"
+            if totals.get("landing_pruned")
+            else ""
+        )
+        + (f", {totals['records_pruned']} records pruned" if totals.get("records_pruned") else "")
+    ]
 
 
 def _window(infos: list, horizon: int | None, declared: str | None) -> dict:
     """How far back a rollback reaches now: the oldest batch it can go back to, and since when the
     batches it can undo were committed (``since`` None: all of them, from the hop's first)."""
     committed = {info.batch_id: info.committed_at for info in infos if info.committed}
-    return {"batch": horizon, "since": committed.get(horizon) if horizon is not None and horizon >= 0 else None,
-            "undoable_batches": sum(1 for batch_id in committed if horizon is not None and batch_id > horizon),
-            "declared": declared}
+    return {
+        "batch": horizon,
+        "since": committed.get(horizon) if horizon is not None and horizon >= 0 else None,
+        "undoable_batches": sum(
+            1 for batch_id in committed if horizon is not None and batch_id > horizon
+        ),
+        "declared": declared,
+    }
 
 
 def window_line(lake: Lake, hop: HopSpec) -> str:
     """How far back a rollback of ``hop`` reaches now, as a refusal names it."""
     infos = lineage.hop_batches(lake, hop)
     window = _window(infos, lineage.horizon(lake, hop, infos), lake.spec.retention.get("rollback"))
-    return f"{hop.name}'s {_window_text({'rollback_window': window})} (`lakehouse status {lake.spec.name} --hop {hop.name}`)"
+    return (
+        f"{hop.name}'s {_window_text({'rollback_window': window})} (`lakehouse status "
+        f"{lake.spec.name} --hop {hop.name}`)"
+    )
 
 
 def _window_text(hop: dict) -> str:
@@ -225,18 +327,22 @@ def _window_text(hop: dict) -> str:
     if window["batch"] is None:
         reach = "rollback reaches nothing yet"
     elif window["batch"] == -1:
-        reach = f"rollback reaches back to before batch 0 (all {window['undoable_batches']} batches)"
+        reach = (
+            f"rollback reaches back to before batch 0 (all {window['undoable_batches']} batches)"
+        )
     else:
-        reach = (f"rollback reaches back to batch {window['batch']}, committed at {window['since']} "
-                 f"({window['undoable_batches']} batches after it)")
+        reach = (
+            f"rollback reaches back to batch {window['batch']}, committed at {window['since']} "
+            f"({window['undoable_batches']} batches after it)"
+        )
     return reach + (f"; the spec asks for {window['declared']}" if window["declared"] else "")
 
 
 def _format_batches(hop: dict) -> list[str]:
     lines = [
         "",
-        f"{hop['hop']} batches ({_window_text(hop)}; the checkpoint keeps {hop['min_batches_to_retain']} batches; "
-        f"feeds {', '.join(hop['feeds']) or 'nothing'})",
+        f"{hop['hop']} batches ({_window_text(hop)}; the checkpoint keeps "
+        f"{hop['min_batches_to_retain']} batches; feeds {', '.join(hop['feeds']) or 'nothing'})",
         f"{'batch':>6}  {'state':<10}{'rows':>8}{'files':>7}  {'source range':<28}{'watermark':<21}"
         f"{'committed at':<21}{'version':>8}  read by",
     ]
@@ -258,7 +364,11 @@ def _source_range(info: dict) -> str:
     end = info["source_end"] or {}
     if "logOffset" in end:
         start = int((info["source_start"] or {}).get("logOffset", -1))
-        return f"file log {start + 1}..{end['logOffset']}" if int(end["logOffset"]) > start else "no new data"
+        return (
+            f"file log {start + 1}..{end['logOffset']}"
+            if int(end["logOffset"]) > start
+            else "no new data"
+        )
     if "reservoirVersion" in end:
         first = checkpoint_log.delta_position(info["source_start"])
         last = checkpoint_log.delta_position(end)
@@ -306,15 +416,25 @@ def pending_work(lake: Lake, strict: bool = True) -> dict[str, str | None]:
 
 
 def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
-    unread = {upstream: versions for upstream in hop.upstreams if (versions := unread_upstream_versions(lake, hop, upstream))}
+    unread = {
+        upstream: versions
+        for upstream in hop.upstreams
+        if (versions := unread_upstream_versions(lake, hop, upstream))
+    }
     if not unread:
         return None
     never = not checkpoint_log.offset_batch_ids(checkpoint)
     reasons = []
     for name, versions in unread.items():
         label = f"{name}'s" if len(hop.upstreams) > 1 else "upstream"  # a join names which upstream
-        reasons.append(f"{label} table at version {versions[-1]}, never read" if never else
-                       f"{label} version{'s' if len(versions) > 1 else ''} {_ranges(versions)} not read yet")
+        reasons.append(
+            f"{label} table at version {versions[-1]}, never read"
+            if never
+            else (
+                f"{label} version{'s' if len(versions) > 1 else ''} "
+                f"{_ranges(versions)} not read yet"
+            )
+        )
     return "; ".join(reasons)
 
 
@@ -341,12 +461,17 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
     if not offsets:
         return list(range(version + 1))
-    source = lineage.upstream_offset(lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources)
+    source = lineage.upstream_offset(
+        lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources
+    )
     read_to, complete = checkpoint_log.delta_position(source)
     backfills_bring_none = lake.spec.hop(name).ingests
     return ([] if complete else [read_to]) + [
-        commit.version for commit in lineage.commits(table, after=read_to) if commit.appends_only
-        and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")]
+        commit.version
+        for commit in lineage.commits(table, after=read_to)
+        if commit.appends_only
+        and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")
+    ]
 
 
 def stream_lag(lake: Lake, hop) -> str | None:
@@ -368,10 +493,15 @@ def stream_lag(lake: Lake, hop) -> str | None:
     sources = checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources if offsets else []
     lags = []
     for name in hop.upstreams:
-        version, complete = checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, name, sources))
+        version, complete = checkpoint_log.delta_position(
+            lineage.upstream_offset(lake, hop, name, sources)
+        )
         first_unread = version + 1 if complete else version
-        unread = [commit.version for commit in lineage.effective_commits(lake.table(lake.spec.hop(name)))
-                  if commit.version >= first_unread and commit.app_id is not None and commit.appends_only]
+        unread = [
+            commit.version
+            for commit in lineage.effective_commits(lake.table(lake.spec.hop(name)))
+            if commit.version >= first_unread and commit.app_id is not None and commit.appends_only
+        ]
         if unread:
             lags.append(f"{name} version{'s' if len(unread) > 1 else ''} {_ranges(unread)}")
     return f"{hop.name}'s stream has not read {', '.join(lags)} yet" if lags else None

@@ -1,5 +1,5 @@
-"""Data-quality gates (docs/concepts/quality-gates.md): a Great Expectations suite per hop, checked on
-the rows one run wrote, with a policy per expectation.
+"""Data-quality gates (docs/concepts/quality-gates.md): a Great Expectations suite per hop, checked
+on the rows one run wrote, with a policy per expectation.
 
 - ``warn``: the result is recorded; the gate passes.
 - ``drop``: rows failing the rule never reach the table: the hop's write sends them to the
@@ -8,9 +8,9 @@ the rows one run wrote, with a policy per expectation.
 - ``fail``: the gate fails; the stream DAG rolls the run back.
 
 Suites are GX 1.x suite JSON files, ``quality/<hop>.json`` in the pipeline's folder (or
-``$LAKEHOUSE_QUALITY/<pipeline>/<hop>.json``), with ``meta.policy`` on each expectation. This module is the plain
-part (loading a suite, reading and printing results); :mod:`spark_jobs.engine.quality` checks a
-run's rows with Spark and GX.
+``$LAKEHOUSE_QUALITY/<pipeline>/<hop>.json``), with ``meta.policy`` on each expectation. This module
+is the plain part (loading a suite, reading and printing results); :mod:`spark_jobs.engine.quality`
+checks a run's rows with Spark and GX.
 """
 
 from __future__ import annotations
@@ -63,15 +63,21 @@ def load_suite(spec: PipelineSpec, hop: HopSpec) -> dict | None:
     try:
         suite = json.loads(path.read_text())
     except ValueError as error:
-        raise UsageError(f"quality suite {path} is not valid JSON ({error}): fix the file") from None
+        raise UsageError(
+            f"quality suite {path} is not valid JSON ({error}): fix the file"
+        ) from None
     for expectation in suite.get("expectations", []):
         policy = expectation.get("meta", {}).get("policy", "fail")
         if policy not in POLICIES:
-            raise UsageError(f"quality suite {path}: {rule_name(expectation)} has policy {policy!r}; "
-                             f"use one of {', '.join(POLICIES)}")
+            raise UsageError(
+                f"quality suite {path}: {rule_name(expectation)} has policy {policy!r}; "
+                f"use one of {', '.join(POLICIES)}"
+            )
         if policy == "drop" and expectation["type"] not in ROW_RULES:
-            raise UsageError(f"quality suite {path}: {rule_name(expectation)} cannot drop rows (it is not a "
-                             f"per-row rule); use warn or fail, or one of {', '.join(ROW_RULES)}")
+            raise UsageError(
+                f"quality suite {path}: {rule_name(expectation)} cannot drop rows (it is not a "
+                f"per-row rule); use warn or fail, or one of {', '.join(ROW_RULES)}"
+            )
     return suite
 
 
@@ -84,13 +90,16 @@ def drop_rules(suite: dict | None) -> list[dict]:
 
 
 def hop_drop_rules(spec: PipelineSpec, hop: HopSpec, quarantine: str | None) -> list[dict]:
-    """The hop's ``drop`` quality rules; a hop that drops rows needs a sink with a quarantine table."""
+    """The hop's ``drop`` quality rules; a hop that drops rows needs a sink with a
+    quarantine table.
+    """
     rules = drop_rules(load_suite(spec, hop))
     if rules and quarantine is None:
         raise LakehouseError(
-            f"quality suite {suite_path(spec, hop)} drops rows of {hop.name}, which has no quarantine "
-            f"table: give the hop `quarantine: tables/quarantine/<name>` in its spec (ingest and append hops only), "
-            "or use warn/fail")
+            f"quality suite {suite_path(spec, hop)} drops rows of {hop.name}, which has no "
+            "quarantine table: give the hop `quarantine: tables/quarantine/<name>` in its spec "
+            "(ingest and append hops only), or use warn/fail"
+        )
     return rules
 
 
@@ -104,18 +113,25 @@ def read_summary(lake: Lake, run_id: str, hop: str) -> dict | None:
 
 
 def read_repair_summaries(lake: Lake, run_id: str, hop: str) -> list[dict]:
-    """The gate summaries of the run's repairs of ``hop`` (run ids ``<run>.repair-N``, docs/concepts/run-and-backfill.md:
-    "A join after a backfill"), in their order."""
+    """The gate summaries of the run's repairs of ``hop`` (run ids ``<run>.repair-N``,
+    docs/concepts/run-and-backfill.md: "A join after a backfill"), in their order."""
     folder = results_dir(lake)
     fs = filesystem(folder)
     if not fs.exists(folder):
         return []
     prefix, suffix = f"{run_id}.repair-", f".{hop}.json"
-    numbers = sorted(int(middle) for name in (path.rsplit("/", 1)[-1] for path in fs.ls(folder, detail=False))
-                     if name.startswith(prefix) and name.endswith(suffix)
-                     and (middle := name[len(prefix):-len(suffix)]).isdigit())
-    return [summary for number in numbers
-            if (summary := read_summary(lake, f"{run_id}.repair-{number}", hop)) is not None]
+    numbers = sorted(
+        int(middle)
+        for name in (path.rsplit("/", 1)[-1] for path in fs.ls(folder, detail=False))
+        if name.startswith(prefix)
+        and name.endswith(suffix)
+        and (middle := name[len(prefix) : -len(suffix)]).isdigit()
+    )
+    return [
+        summary
+        for number in numbers
+        if (summary := read_summary(lake, f"{run_id}.repair-{number}", hop)) is not None
+    ]
 
 
 def page_rendered(page: str | None) -> bool:
@@ -124,9 +140,11 @@ def page_rendered(page: str | None) -> bool:
 
 
 def format_summary(summary: dict) -> str:
-    lines = [f"{summary['hop']} quality gate {summary['gate'].upper()} for run {summary['run_id']}: "
-             f"suite {summary['suite']}, {summary['rows']:,} rows (table versions "
-             f"{summary['versions'][0]}..{summary['versions'][1]}), {summary['seconds']} s"]
+    lines = [
+        f"{summary['hop']} quality gate {summary['gate'].upper()} for run {summary['run_id']}: "
+        f"suite {summary['suite']}, {summary['rows']:,} rows (table versions "
+        f"{summary['versions'][0]}..{summary['versions'][1]}), {summary['seconds']} s"
+    ]
     for rule in summary.get("rules", []):
         verdict = "ok" if rule["passed"] else ("FAILED" if rule["policy"] == "fail" else "failed")
         observed = f" observed {rule['observed']}" if rule["observed"] is not None else ""
@@ -134,24 +152,33 @@ def format_summary(summary: dict) -> str:
         failing += f" dropped {rule['dropped']:,}" if rule.get("dropped") is not None else ""
         examples = f" e.g. {rule['examples']}" if rule["examples"] and not rule["passed"] else ""
         error = f" error: {rule['error']}" if rule.get("error") else ""
-        lines.append(f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}")
+        lines.append(
+            f"  {verdict:<7}{rule['policy']:<6}{rule['rule']}{observed}{failing}{examples}{error}"
+        )
     page = summary.get("data_docs")
     if page_rendered(page):
         lines.append(f"  data docs: {page}")
     elif summary.get("result"):
-        lines.append(f"  result: {summary['result']} (its Data Docs page is rendered where it is first read: "
-                     f"`lakehouse quality`, or the pipeline's quality page in the Airflow UI)")
+        lines.append(
+            f"  result: {summary['result']} (its Data Docs page is rendered where it is first "
+            "read: `lakehouse quality`, or the pipeline's quality page in the Airflow UI)"
+        )
     return "\n".join(lines)
 
 
 def format_quarantine(document: dict) -> str:
     """``lakehouse quarantine``'s document as a person reads it."""
-    lines = [f"quarantine of {document['pipeline']}" + (f", run {document['run_id']}" if document["run_id"] else "")]
+    lines = [
+        f"quarantine of {document['pipeline']}"
+        + (f", run {document['run_id']}" if document["run_id"] else "")
+    ]
     for hop in document["hops"]:
         lines.append(f"  {hop['hop']}: {hop['rows']:,} rows (table version {hop['version']})")
         for reason in hop["reasons"]:
             lines.append(f"    {reason['rows']:>8,}  {reason['value']}")
-            lines.extend(f"              {sample!r}" for sample in hop["samples"].get(reason["value"], []))
+            lines.extend(
+                f"              {sample!r}" for sample in hop["samples"].get(reason["value"], [])
+            )
         if hop["files"]:
             lines.append("    by file:")
             lines.extend(f"    {each['rows']:>8,}  {each['value']}" for each in hop["files"])
@@ -159,8 +186,13 @@ def format_quarantine(document: dict) -> str:
         for again in hop["ingest_again"]:
             spans.setdefault((again["start"], again["end"]), []).append(again["file"])
         for (start, end), files in spans.items():
-            what = (f"once {', '.join(files)} {'is' if len(files) == 1 else 'are'} fixed" if files[0]
-                    else "once the rows or the rule are fixed")
-            lines.append(f"    {what}, ingest again (every hop, in order): "
-                         f"lakehouse backfill {document['pipeline']} --start {start} --end {end}")
+            what = (
+                f"once {', '.join(files)} {'is' if len(files) == 1 else 'are'} fixed"
+                if files[0]
+                else "once the rows or the rule are fixed"
+            )
+            lines.append(
+                f"    {what}, ingest again (every hop, in order): "
+                f"lakehouse backfill {document['pipeline']} --start {start} --end {end}"
+            )
     return "\n".join(lines)

@@ -29,32 +29,51 @@ class TopicError(LakehouseError):
 def _consumer(connection: KafkaConnection):
     from confluent_kafka import Consumer
 
-    return Consumer({**connection.client_config(), **_QUIET, "group.id": "lakehouse-offsets",
-                     "enable.auto.commit": False})
+    return Consumer(
+        {
+            **connection.client_config(),
+            **_QUIET,
+            "group.id": "lakehouse-offsets",
+            "enable.auto.commit": False,
+        }
+    )
 
 
 # A partition of a topic, as the offsets' dictionaries key it.
 Partition = tuple[str, int]
 
 
-def watermarks(hop: HopSpec, connection: KafkaConnection | None = None) -> dict[Partition, tuple[int, int]]:
+def watermarks(
+    hop: HopSpec, connection: KafkaConnection | None = None
+) -> dict[Partition, tuple[int, int]]:
     """Per partition of the hop's topics: the earliest offset the broker still holds and the end
     offset (one past the last record)."""
     return _ask(hop, connection, _watermarks)
 
 
-def offsets_at(hop: HopSpec, time_ms: int, connection: KafkaConnection | None = None
-               ) -> tuple[dict[Partition, int], dict[Partition, tuple[int, int]]]:
+def offsets_at(
+    hop: HopSpec, time_ms: int, connection: KafkaConnection | None = None
+) -> tuple[dict[Partition, int], dict[Partition, tuple[int, int]]]:
     """Per partition of the hop's topics: the first offset whose record time is ``time_ms`` or
     later (the end offset where there is none), and the watermarks the question needed."""
     from confluent_kafka import TopicPartition
 
     def question(consumer, hop: HopSpec, connection: KafkaConnection):
         marks = _watermarks(consumer, hop, connection)
-        found = consumer.offsets_for_times([TopicPartition(topic, partition, time_ms) for topic, partition in marks],
-                                           timeout=TIMEOUT_S) if marks else []
-        return {(each.topic, each.partition): each.offset if each.offset >= 0 else marks[each.topic, each.partition][1]
-                for each in found}, marks
+        found = (
+            consumer.offsets_for_times(
+                [TopicPartition(topic, partition, time_ms) for topic, partition in marks],
+                timeout=TIMEOUT_S,
+            )
+            if marks
+            else []
+        )
+        return {
+            (each.topic, each.partition): each.offset
+            if each.offset >= 0
+            else marks[each.topic, each.partition][1]
+            for each in found
+        }, marks
 
     return _ask(hop, connection, question)
 
@@ -71,10 +90,13 @@ def _ask(hop: HopSpec, connection: KafkaConnection | None, question):
             try:
                 return question(consumer, hop, connection)
             except KafkaException as error:
-                # A broker that has just started, or a partition whose leader moves, says so for a moment.
+                # A broker that has just started, or a partition whose leader moves, says
+                # so for a moment.
                 if not _passing(error.args[0]) or time.monotonic() > deadline:
-                    raise TopicError(f"the Kafka brokers at {connection.bootstrap_servers} did not answer "
-                                     f"({error.args[0]}): check that they run and the LAKEHOUSE_KAFKA_* settings") from None
+                    raise TopicError(
+                        f"the Kafka brokers at {connection.bootstrap_servers} did not answer "
+                        f"({error.args[0]}): check that they run and the LAKEHOUSE_KAFKA_* settings"
+                    ) from None
                 time.sleep(0.5)
     finally:
         consumer.close()
@@ -85,27 +107,44 @@ def _passing(error) -> bool:
     a partition whose leader is not yet elected or has just moved (which it does not flag so)."""
     from confluent_kafka import KafkaError
 
-    return error.retriable() or error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+    return error.retriable() or error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    )
 
 
-def _watermarks(consumer, hop: HopSpec, connection: KafkaConnection) -> dict[Partition, tuple[int, int]]:
+def _watermarks(
+    consumer, hop: HopSpec, connection: KafkaConnection
+) -> dict[Partition, tuple[int, int]]:
     from confluent_kafka import TopicPartition
 
     if hop.topic is not None:
         metadata = consumer.list_topics(hop.topic, timeout=TIMEOUT_S).topics.get(hop.topic)
         if metadata is None or metadata.error is not None:
-            raise TopicError(f"topic {hop.topic!r} is not on the brokers at {connection.bootstrap_servers}: create it, "
-                             "or fix the hop's `topic`")
+            raise TopicError(
+                f"topic {hop.topic!r} is not on the brokers at {connection.bootstrap_servers}: "
+                "create it, or fix the hop's `topic`"
+            )
         found = {hop.topic: metadata}
     else:  # as Spark's Kafka source: a match anywhere in the name, internal topics left out
         pattern = re.compile(hop.topic_pattern)
-        found = {name: metadata for name, metadata in consumer.list_topics(timeout=TIMEOUT_S).topics.items()
-                 if pattern.search(name) and not name.startswith("__") and metadata.error is None}
-    return {(topic, partition): consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-            for topic in sorted(found) for partition in sorted(found[topic].partitions)}
+        found = {
+            name: metadata
+            for name, metadata in consumer.list_topics(timeout=TIMEOUT_S).topics.items()
+            if pattern.search(name) and not name.startswith("__") and metadata.error is None
+        }
+    return {
+        (topic, partition): consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=TIMEOUT_S
+        )
+        for topic in sorted(found)
+        for partition in sorted(found[topic].partitions)
+    }
 
 
-def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnection | None = None) -> None:
+def produce(
+    topic: str, lines: list[str] | list[bytes], connection: KafkaConnection | None = None
+) -> None:
     """Produce each line (text, as UTF-8, or bytes as they are) as one record's value (no key:
     the client spreads them over the partitions), and wait until the broker has them all."""
     from confluent_kafka import Producer
@@ -129,32 +168,52 @@ def produce(topic: str, lines: list[str] | list[bytes], connection: KafkaConnect
     left = producer.flush(TIMEOUT_S * 4) + len(failed)
     if left:
         why = (failed or ["timed out"])[0]
-        raise TopicError(f"{left} records were not delivered to topic {topic!r} at {connection.bootstrap_servers} "
-                         f"({why}): "
-                         "check that the brokers run and the topic exists")
+        raise TopicError(
+            f"{left} records were not delivered to topic {topic!r} at "
+            f"{connection.bootstrap_servers} ({why}): "
+            "check that the brokers run and the topic exists"
+        )
 
 
 def _by_partition(offsets: dict) -> dict[Partition, int]:
     """Spark's offsets JSON (``{topic: {partition: offset}}``) keyed by :data:`Partition`."""
-    return {(topic, int(partition)): int(offset) for topic, ends in (offsets or {}).items()
-            for partition, offset in ends.items()}
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, ends in (offsets or {}).items()
+        for partition, offset in ends.items()
+    }
 
 
 def where(hop: HopSpec, partition: Partition) -> str:
-    """A partition in a sentence that names the hop's topic already (:attr:`HopSpec.topic_label`)."""
-    return f"partition {partition[1]}" if hop.topic is not None else f"topic {partition[0]} partition {partition[1]}"
+    """A partition in a sentence that names the hop's topic already
+    (:attr:`HopSpec.topic_label`).
+    """
+    return (
+        f"partition {partition[1]}"
+        if hop.topic is not None
+        else f"topic {partition[0]} partition {partition[1]}"
+    )
 
 
-def logged_offsets(lake: Lake, hop: HopSpec, batch_id: int | None = None) -> dict[Partition, int] | None:
+def logged_offsets(
+    lake: Lake, hop: HopSpec, batch_id: int | None = None
+) -> dict[Partition, int] | None:
     """Per partition, the offset the hop's batch ``batch_id`` (default: its last) reads up to, as
     its checkpoint logged it; None before its first batch."""
     checkpoint = lake.checkpoint(hop)
     batch_ids = checkpoint_log.offset_batch_ids(checkpoint)
     if batch_id is None and not batch_ids:
         return None
-    sources = checkpoint_log.read_offsets(checkpoint, batch_ids[-1] if batch_id is None else batch_id).sources
-    if sources and sources[0] is not None and source_switch.kind_of_offsets(sources[0]) != source_switch.TOPIC:
-        return None  # another source's offsets: the hop's source changed (:mod:`.source_switch` says so)
+    sources = checkpoint_log.read_offsets(
+        checkpoint, batch_ids[-1] if batch_id is None else batch_id
+    ).sources
+    if (
+        sources
+        and sources[0] is not None
+        and source_switch.kind_of_offsets(sources[0]) != source_switch.TOPIC
+    ):
+        # another source's offsets: the hop's source changed (:mod:`.source_switch` says so)
+        return None
     return _by_partition(sources[0] if sources else {})
 
 
@@ -163,12 +222,18 @@ def unread(lake: Lake, hop: HopSpec) -> dict[Partition, int]:
     marks = watermarks(hop)
     read_to = logged_offsets(lake, hop)
     if read_to is None:  # the first run starts at the earliest record, or at the end
-        start = {partition: (low if hop.starting_offsets == "earliest" else high)
-                 for partition, (low, high) in marks.items()}
-    else:  # a partition (or a matching topic) added since the last batch is read from its earliest record
+        start = {
+            partition: (low if hop.starting_offsets == "earliest" else high)
+            for partition, (low, high) in marks.items()
+        }
+    # a partition (or a matching topic) added since the last batch is read from its earliest record
+    else:
         start = {partition: read_to.get(partition, low) for partition, (low, high) in marks.items()}
-    return {partition: high - start[partition] for partition, (_low, high) in marks.items()
-            if high > start[partition]}
+    return {
+        partition: high - start[partition]
+        for partition, (_low, high) in marks.items()
+        if high > start[partition]
+    }
 
 
 def news(lake: Lake, hop: HopSpec) -> str | None:
@@ -177,7 +242,10 @@ def news(lake: Lake, hop: HopSpec) -> str | None:
     if not behind:
         return None
     whose = "its" if hop.topic is not None else "their"
-    return f"{sum(behind.values())} new records in {hop.topic_label} ({len(behind)} of {whose} partitions)"
+    return (
+        f"{sum(behind.values())} new records in {hop.topic_label} ({len(behind)} "
+        f"of {whose} partitions)"
+    )
 
 
 def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
@@ -190,7 +258,11 @@ def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
     with fs.open(path, "rb") as handle:
         lines = handle.read().lstrip(b"\x00").decode("utf-8").splitlines()
     offsets = json.loads(lines[-1]) if lines else None
-    return _by_partition(offsets) if source_switch.kind_of_offsets(offsets) == source_switch.TOPIC else None
+    return (
+        _by_partition(offsets)
+        if source_switch.kind_of_offsets(offsets) == source_switch.TOPIC
+        else None
+    )
 
 
 def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[Partition, tuple[int, int]]:
@@ -214,7 +286,10 @@ def reread(hop: HopSpec, target: int) -> str:
     """What the topic-fed ``hop`` reads again after a rollback to ``target`` (a plan's words)."""
     if target >= 0:
         return f"records of {hop.topic_label} after batch {target}"
-    return f"{hop.topic_label} from {'the earliest record held' if hop.starting_offsets == 'earliest' else 'the end'}"
+    return (
+        f"{hop.topic_label} from "
+        f"{'the earliest record held' if hop.starting_offsets == 'earliest' else 'the end'}"
+    )
 
 
 def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str]:
@@ -227,11 +302,17 @@ def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list
     lost = lost_ranges(lake, hop, target)
     if not lost or (target < 0 and replan):
         return []
-    ranges = ", ".join(f"{where(hop, partition)} offsets {first}..{end - 1}" for partition, (first, end) in sorted(lost.items()))
+    ranges = ", ".join(
+        f"{where(hop, partition)} offsets {first}..{end - 1}"
+        for partition, (first, end) in sorted(lost.items())
+    )
     count = sum(end - first for first, end in lost.values())
-    return [f"{hop.name}: {hop.topic_label} no longer holds {count} records that batches after {target} read ({ranges}): "
-            "roll back to a later batch, backfill the range from another copy of the records, or start the hop over "
-            "from the earliest record the broker holds (`--to-batch -1 --replan`)"]
+    return [
+        f"{hop.name}: {hop.topic_label} no longer holds {count} records that batches after "
+        f"{target} read ({ranges}): roll back to a later batch, backfill the range from another "
+        "copy of the records, or start the hop over from the earliest record the broker holds "
+        "(`--to-batch -1 --replan`)"
+    ]
 
 
 def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
@@ -243,17 +324,29 @@ def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
         return
     marks = watermarks(hop)
     start_over = f"`lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch -1 --replan`"
-    back = {partition: marks[partition][1] if partition in marks else None for partition in sorted(read_to)
-            if partition not in marks or marks[partition][1] < read_to[partition]}
+    back = {
+        partition: marks[partition][1] if partition in marks else None
+        for partition in sorted(read_to)
+        if partition not in marks or marks[partition][1] < read_to[partition]
+    }
     if back:
-        places = ", ".join(f"{where(hop, partition)} {'is gone' if end is None else f'ends at {end}'}, "
-                           f"read up to {read_to[partition]}" for partition, end in back.items())
-        raise TopicError(f"{hop.name}: {hop.topic_label} holds fewer records than the hop has read ({places}): it was "
-                         f"deleted and created again; start the hop over on the new topic ({start_over})")
+        places = ", ".join(
+            f"{where(hop, partition)} {'is gone' if end is None else f'ends at {end}'}, "
+            f"read up to {read_to[partition]}"
+            for partition, end in back.items()
+        )
+        raise TopicError(
+            f"{hop.name}: {hop.topic_label} holds fewer records than the hop has read ({places}): "
+            f"it was deleted and created again; start the hop over on the new topic ({start_over})"
+        )
     gone = [partition for partition in sorted(read_to) if marks[partition][0] > read_to[partition]]
     if gone:
-        ranges = ", ".join(f"{where(hop, partition)} offsets {read_to[partition]}..{marks[partition][0] - 1}"
-                           for partition in gone)
-        raise TopicError(f"{hop.name}: {hop.topic_label} no longer holds records the hop has not read yet ({ranges}): "
-                         "backfill them from another copy of the records, or start the hop over from the earliest "
-                         f"record the broker holds ({start_over})")
+        ranges = ", ".join(
+            f"{where(hop, partition)} offsets {read_to[partition]}..{marks[partition][0] - 1}"
+            for partition in gone
+        )
+        raise TopicError(
+            f"{hop.name}: {hop.topic_label} no longer holds records the hop has not read yet "
+            f"({ranges}): backfill them from another copy of the records, or start the hop over "
+            f"from the earliest record the broker holds ({start_over})"
+        )

@@ -1,10 +1,10 @@
 """``lakehouse checkpoint validate``: find what would make a restart fail, skip or redo data.
 
-Each finding names the file, what Spark would do with it (docs/concepts/checkpoints.md) and the fix: a
-rollback target, or a repair ``--repair`` makes because it cannot lose or double data (an
-orphan ``.crc``, a damaged last commit whose batch then reruns idempotently, a damaged
-planned-but-unwritten offset file, a lost ``metadata`` whose id the run records still have).
-Plain files only, no JVM.
+Each finding names the file, what Spark would do with it (docs/concepts/checkpoints.md) and
+the fix: a rollback target, or a repair ``--repair`` makes because it cannot lose or double
+data (an orphan ``.crc``, a damaged last commit whose batch then reruns idempotently, a damaged
+planned-but-unwritten offset file, a lost ``metadata`` whose id the run records still have). Plain
+files only, no JVM.
 """
 
 from __future__ import annotations
@@ -52,14 +52,19 @@ def _parse_all(fs, checkpoint: str, log: str) -> tuple[dict[int, str], dict[int,
 
 
 def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
-    """Every problem in the hop's checkpoint Spark would fail on, skip data over or redo data over."""
+    """Every problem in the hop's checkpoint Spark would fail on, skip data over or
+    redo data over.
+    """
     checkpoint = lake.checkpoint(hop)
     fs = filesystem(checkpoint)
     if not fs.exists(checkpoint):
         return []
     offsets, bad_offsets = _parse_all(fs, checkpoint, "offsets")
     commits, bad_commits = _parse_all(fs, checkpoint, "commits")
-    last_good = max((n for n in commits if n not in bad_commits and n in offsets and n not in bad_offsets), default=-1)
+    last_good = max(
+        (n for n in commits if n not in bad_commits and n in offsets and n not in bad_offsets),
+        default=-1,
+    )
     findings = _metadata_findings(hop, checkpoint, bool(offsets))
     findings += _damaged_findings(lake, hop, offsets, bad_offsets, commits, bad_commits, last_good)
     findings += _out_of_step_findings(lake, hop, checkpoint, offsets, commits, last_good)
@@ -77,46 +82,103 @@ def _metadata_findings(hop: HopSpec, checkpoint: str, has_offsets: bool) -> list
     try:
         query = checkpoint_log.query_id(checkpoint)
     except (ValueError, KeyError):
-        return [Finding(hop.name, "damaged-metadata", metadata, "metadata is not JSON", fix, repair)]
+        return [
+            Finding(hop.name, "damaged-metadata", metadata, "metadata is not JSON", fix, repair)
+        ]
     if query is None and has_offsets:
-        return [Finding(hop.name, "missing-metadata", metadata,
-                        "metadata is missing (Spark: STREAMING_CHECKPOINT_MISSING_METADATA_FILE)", fix, repair)]
+        return [
+            Finding(
+                hop.name,
+                "missing-metadata",
+                metadata,
+                "metadata is missing (Spark: STREAMING_CHECKPOINT_MISSING_METADATA_FILE)",
+                fix,
+                repair,
+            )
+        ]
     return []
 
 
-def _damaged_findings(lake: Lake, hop: HopSpec, offsets: dict, bad_offsets: dict, commits: dict, bad_commits: dict,
-                      last_good: int) -> list[Finding]:
+def _damaged_findings(
+    lake: Lake,
+    hop: HopSpec,
+    offsets: dict,
+    bad_offsets: dict,
+    commits: dict,
+    bad_commits: dict,
+    last_good: int,
+) -> list[Finding]:
     """Damaged log files; the last commit or last planned batch can be deleted and redone safely."""
     last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
     findings = []
-    for log, paths, damaged in (("offsets", offsets, bad_offsets), ("commits", commits, bad_commits)):
+    for log, paths, damaged in (
+        ("offsets", offsets, bad_offsets),
+        ("commits", commits, bad_commits),
+    ):
         for number, error in sorted(damaged.items()):
-            finding = Finding(hop.name, f"damaged-{log}", paths[number], error.reason,
-                              _rollback_fix(lake, hop, min(number - 1, last_good)))
-            if log == "commits" and number == last_commit and number in offsets and number not in bad_offsets:
-                finding.repair = f"delete commits/{number}: batch {number} reruns with its offsets, idempotently"
-            if log == "offsets" and number == last_offset and number not in commits and not _batch_wrote(lake, hop, number):
-                finding.repair = f"delete offsets/{number}: batch {number} wrote nothing and is planned again"
+            finding = Finding(
+                hop.name,
+                f"damaged-{log}",
+                paths[number],
+                error.reason,
+                _rollback_fix(lake, hop, min(number - 1, last_good)),
+            )
+            if (
+                log == "commits"
+                and number == last_commit
+                and number in offsets
+                and number not in bad_offsets
+            ):
+                finding.repair = (
+                    f"delete commits/{number}: batch {number} reruns with its offsets, idempotently"
+                )
+            if (
+                log == "offsets"
+                and number == last_offset
+                and number not in commits
+                and not _batch_wrote(lake, hop, number)
+            ):
+                finding.repair = (
+                    f"delete offsets/{number}: batch {number} wrote nothing and is planned again"
+                )
             if number < last_offset - 1 and number < last_commit - 1:
-                finding.fix = f"nothing for the next run; a rollback cannot go back to batch {number} or before"
+                finding.fix = (
+                    "nothing for the next run; a rollback cannot go back to "
+                    f"batch {number} or before"
+                )
             findings.append(finding)
     return findings
 
 
-def _out_of_step_findings(lake: Lake, hop: HopSpec, checkpoint: str, offsets: dict, commits: dict,
-                          last_good: int) -> list[Finding]:
-    """Commits out of step with offsets: lagging by more than one batch, or without their offsets."""
+def _out_of_step_findings(
+    lake: Lake, hop: HopSpec, checkpoint: str, offsets: dict, commits: dict, last_good: int
+) -> list[Finding]:
+    """Commits out of step with offsets: lagging by more than one batch, or
+    without their offsets.
+    """
     last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
     findings = []
     if last_offset - last_commit > 1:
-        findings.append(Finding(hop.name, "commits-lag", f"{checkpoint}/commits",
-                                f"commits end at {last_commit} but offsets at {last_offset}: Spark reruns only batch "
-                                f"{last_offset} and batches {last_commit + 1}..{last_offset - 1} are lost",
-                                _rollback_fix(lake, hop, last_commit)))
+        findings.append(
+            Finding(
+                hop.name,
+                "commits-lag",
+                f"{checkpoint}/commits",
+                f"commits end at {last_commit} but offsets at {last_offset}: Spark reruns only "
+                f"batch {last_offset} and batches {last_commit + 1}..{last_offset - 1} are lost",
+                _rollback_fix(lake, hop, last_commit),
+            )
+        )
     for number in sorted(set(commits) - set(offsets)):
-        findings.append(Finding(hop.name, "commit-without-offsets", commits[number],
-                                f"commits/{number} has no offsets/{number} (Spark: CONCURRENT_STREAM_LOG_UPDATE)",
-                                _rollback_fix(lake, hop, min(number - 1, last_good))))
+        findings.append(
+            Finding(
+                hop.name,
+                "commit-without-offsets",
+                commits[number],
+                f"commits/{number} has no offsets/{number} (Spark: CONCURRENT_STREAM_LOG_UPDATE)",
+                _rollback_fix(lake, hop, min(number - 1, last_good)),
+            )
+        )
     return findings
 
 
@@ -126,11 +188,23 @@ def _orphan_checksums(fs, hop: HopSpec, checkpoint: str) -> list[Finding]:
     findings = []
     for path in fs.find(checkpoint):
         folder, name = path.rsplit("/", 1)
-        orphan = name.startswith(".") and name.endswith(".crc") and not fs.exists(f"{folder}/{name[1:-4]}")
+        orphan = (
+            name.startswith(".")
+            and name.endswith(".crc")
+            and not fs.exists(f"{folder}/{name[1:-4]}")
+        )
         if orphan and re.fullmatch(r"\.(\d+(\.\w+)?|metadata|schema)\.crc", name):
-            findings.append(Finding(hop.name, "orphan-crc", path,
-                                    "a checksum without its file (Spark: 'Multiple streaming queries are concurrently "
-                                    "using' the checkpoint)", "delete it", "delete the .crc file"))
+            findings.append(
+                Finding(
+                    hop.name,
+                    "orphan-crc",
+                    path,
+                    "a checksum without its file (Spark: 'Multiple streaming queries are "
+                    "concurrently using' the checkpoint)",
+                    "delete it",
+                    "delete the .crc file",
+                )
+            )
     return findings
 
 
@@ -139,7 +213,9 @@ def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
     return any(batch_id in lineage.batch_versions(table, ids) for table in lake.tables_of(hop))
 
 
-def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: int) -> list[Finding]:
+def _file_source_findings(
+    lake: Lake, hop: HopSpec, checkpoint: str, last_good: int
+) -> list[Finding]:
     fs = filesystem(checkpoint)
     log = file_source_log.file_source_log(checkpoint)
     # The offsets name the log batch each batch read up to: a log that ends before that (its last
@@ -157,16 +233,28 @@ def _file_source_findings(lake: Lake, hop: HopSpec, checkpoint: str, last_good: 
         compact = number == base
         if number not in log or log[number][1] != compact:
             name = f"{number}.compact" if compact else str(number)
-            findings.append(Finding(hop.name, "missing-compact" if compact else "missing-source-log",
-                                    f"{checkpoint}/sources/0/{name}",
-                                    f"the file source log lacks {name}: Spark cannot list the files it has read",
-                                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good))))
+            findings.append(
+                Finding(
+                    hop.name,
+                    "missing-compact" if compact else "missing-source-log",
+                    f"{checkpoint}/sources/0/{name}",
+                    f"the file source log lacks {name}: Spark cannot list the files it has read",
+                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good)),
+                )
+            )
     for number, (path, _compact) in sorted(log.items()):
         try:
             checkpoint_log.parse_log_file(fs, path, max_version=1)
         except DamagedLog as error:
-            findings.append(Finding(hop.name, "damaged-source-log", path, error.reason,
-                                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good))))
+            findings.append(
+                Finding(
+                    hop.name,
+                    "damaged-source-log",
+                    path,
+                    error.reason,
+                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good)),
+                )
+            )
     return findings
 
 
@@ -196,7 +284,9 @@ def _batch_before_log(checkpoint: str, log_batch: int, last_good: int) -> int:
     return kept
 
 
-def _state_findings(lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int, str]) -> list[Finding]:
+def _state_findings(
+    lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int, str]
+) -> list[Finding]:
     state = state_store.state_files(checkpoint)
     if not state or not commits:
         return []
@@ -205,11 +295,19 @@ def _state_findings(lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int
     for partition, versions in sorted(state.items()):
         if state_store.state_loadable(versions, last + 1):
             continue
-        loadable = [n for n in sorted(commits, reverse=True) if state_store.state_loadable(versions, n + 1)]
+        loadable = [
+            n for n in sorted(commits, reverse=True) if state_store.state_loadable(versions, n + 1)
+        ]
         target = loadable[0] if loadable else -1
-        findings.append(Finding(hop.name, "missing-state", partition,
-                                f"state version {last + 1} (written by committed batch {last}) cannot be loaded",
-                                _rollback_fix(lake, hop, target)))
+        findings.append(
+            Finding(
+                hop.name,
+                "missing-state",
+                partition,
+                f"state version {last + 1} (written by committed batch {last}) cannot be loaded",
+                _rollback_fix(lake, hop, target),
+            )
+        )
     return findings
 
 
@@ -224,8 +322,12 @@ def repair(lake: Lake, hop: HopSpec, finding: Finding) -> None:
     elif finding.kind in ("missing-metadata", "damaged-metadata"):
         query_id = last_query_id(lake, hop)
         if query_id is None:
-            finding.problem += "; not repaired: no run record, rollback journal or table commit names its query id"
-            finding.fix = f"roll {hop.name} back to before its first batch: {_rollback_fix(lake, hop, -1)}"
+            finding.problem += (
+                "; not repaired: no run record, rollback journal or table commit names its query id"
+            )
+            finding.fix = (
+                f"roll {hop.name} back to before its first batch: {_rollback_fix(lake, hop, -1)}"
+            )
             return
         checkpoint_log.set_query_id(checkpoint, query_id)
     finding.repaired = True
@@ -235,10 +337,18 @@ def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
     """The query id the hop's checkpoint had last: the latest of its run records and of the
     rollbacks that gave it a new one (a rollback after the last run did), else the ``txn`` of the
     last stream commit in its table."""
-    known = [(record.get("started_at") or 0, record["query_id"]) for record in read_records(lake, hop.name)
-             if record.get("query_id")]
-    known += [(journal.finished_at or 0, step.new_query_id) for journal in read_rollbacks(lake)
-              if journal.finished for step in journal.plan.hops if step.hop == hop.name]
+    known = [
+        (record.get("started_at") or 0, record["query_id"])
+        for record in read_records(lake, hop.name)
+        if record.get("query_id")
+    ]
+    known += [
+        (journal.finished_at or 0, step.new_query_id)
+        for journal in read_rollbacks(lake)
+        if journal.finished
+        for step in journal.plan.hops
+        if step.hop == hop.name
+    ]
     if known:
         return max(known, key=lambda pair: pair[0])[1]
     streamed = [commit for commit in lineage.commits(lake.table(hop)) if commit.app_id is not None]
@@ -263,7 +373,9 @@ def format_findings(findings: list[Finding], pipeline: str) -> str:
         return f"{pipeline}: checkpoints are consistent"
     lines = [f"{pipeline}: {len(findings)} problem(s)"]
     for finding in findings:
-        state = " [repaired]" if finding.repaired else (" [--repair can fix]" if finding.repair else "")
+        state = (
+            " [repaired]" if finding.repaired else (" [--repair can fix]" if finding.repair else "")
+        )
         lines.append(f"  {finding.hop}: {finding.kind}{state}: {finding.path}: {finding.problem}")
         lines.append(f"      fix: {finding.repair if finding.repaired else finding.fix}")
     return "\n".join(lines)
@@ -283,6 +395,6 @@ def refuse_damaged(lake: Lake, hop: HopSpec, progress) -> None:
         first = findings[0]
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise CheckpointDamaged(
-            f"checkpoint of {hop.name} is damaged: {first.path}: {first.problem}{more}; fix: {first.fix}; "
-            f"see `lakehouse checkpoint validate {lake.spec.name}`"
+            f"checkpoint of {hop.name} is damaged: {first.path}: {first.problem}{more}; fix: "
+            f"{first.fix}; see `lakehouse checkpoint validate {lake.spec.name}`"
         )

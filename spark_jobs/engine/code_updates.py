@@ -14,7 +14,9 @@ def plan_text(frame) -> str:
     return frame._jdf.queryExecution().analyzed().toString()
 
 
-def code_update(lake: Lake, hop: HopSpec, frame, code_hash: str) -> tuple[str, fingerprints.Fingerprint]:
+def code_update(
+    lake: Lake, hop: HopSpec, frame, code_hash: str
+) -> tuple[str, fingerprints.Fingerprint]:
     """How ``frame`` (the hop's streaming query, not started) differs from what its checkpoint
     was run with, and its fingerprint; :class:`CodeChanged` naming the fix when the checkpoint's
     state cannot follow it."""

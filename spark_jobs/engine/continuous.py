@@ -23,13 +23,22 @@ def query_failure(hop: str, query) -> str | None:
         return f"{hop} failed: {first_line(query.exception())}"
     if active:
         return None
-    return (f"{hop}'s query stopped without an error to show (the driver's log may say why); "
-            "run again to go on from its checkpoint")
+    return (
+        f"{hop}'s query stopped without an error to show (the driver's log may say why); "
+        "run again to go on from its checkpoint"
+    )
 
 
-def run_continuous(spark, lake: Lake, hops: tuple[HopSpec, ...], run_id: str, trigger_interval: str,
-                   stop: threading.Event | None = None, progress: Progress = stderr_progress,
-                   fence: Callable[[], None] = unfenced) -> list[RunRecord]:
+def run_continuous(
+    spark,
+    lake: Lake,
+    hops: tuple[HopSpec, ...],
+    run_id: str,
+    trigger_interval: str,
+    stop: threading.Event | None = None,
+    progress: Progress = stderr_progress,
+    fence: Callable[[], None] = unfenced,
+) -> list[RunRecord]:
     """Run the hops as always-on queries with a processing-time trigger until stopped.
 
     A hop whose upstream table does not exist yet starts once it does. SIGINT/SIGTERM or

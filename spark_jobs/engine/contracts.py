@@ -1,10 +1,10 @@
 """The contracts between a hop run and what it runs: the :class:`HopContext` a Source or a Sink
 is made with, the :class:`Source` protocol and the :class:`Sink` base class.
 
-The runner (:class:`~spark_jobs.engine.runner.HopRun`) knows a hop only through these: it has no
-branch on a hop's kind. What differs by kind sits in the kind's Sink (:mod:`spark_jobs.engine.sinks`)
-and the Source of what the hop reads (:mod:`spark_jobs.engine.sources`); :mod:`spark_jobs.engine.hops`
-pairs each kind with them.
+The runner (:class:`~spark_jobs.engine.runner.HopRun`) knows a hop only through
+these: it has no branch on a hop's kind. What differs by kind sits in the kind's
+Sink (:mod:`spark_jobs.engine.sinks`) and the Source of what the hop reads
+(:mod:`spark_jobs.engine.sources`); :mod:`spark_jobs.engine.hops` pairs each kind with them.
 """
 
 from __future__ import annotations
@@ -42,14 +42,17 @@ class HopContext(Protocol):
     def fence(self) -> None:
         """The pipeline lock's check: called before each Delta commit."""
 
-    def each_batch(self, write: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+    def each_batch(
+        self, write: Callable[[DataFrame, int], None]
+    ) -> Callable[[DataFrame, int], None]:
         """``write`` for ``foreachBatch``, with the state-rebuild batch handled."""
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None) -> Frames:
         """The source's rows in ``[start_ms, end_ms)`` (batch mode), counted as read."""
 
-    def transformed_range(self, start_ms: int, end_ms: int, inputs: dict,
-                          version: int | None = None) -> DataFrame:
+    def transformed_range(
+        self, start_ms: int, end_ms: int, inputs: dict, version: int | None = None
+    ) -> DataFrame:
         """The hop's transform over :meth:`read`."""
 
 

@@ -1,13 +1,15 @@
-"""The common Great Expectations rules evaluated by Spark in one pass (docs/concepts/quality-gates.md).
+"""The common Great Expectations rules evaluated by Spark in one pass
+(docs/concepts/quality-gates.md).
 
 GX 1.x computes each rule's metrics as Spark jobs of their own (0.3 to 0.6 s per rule, whatever
 the size) and costs about 6 s to import. The rules a suite usually holds (the types of
 :data:`spark_jobs.engine.rules.RULES`) are evaluated here instead: every count in one aggregation
-over the increment, plus one small job per failing rule for its first failing values. The results have GX's own shape
-(``ExpectationSuiteValidationResult.to_json_dict()`` in BASIC format, GX's order of rules), so
-the summaries, the result JSON and the Data Docs pages are what GX writes for the same data
-(``tests/spark/test_expectations.py`` compares the two on random frames and suites). Rules outside
-:data:`~spark_jobs.engine.rules.RULES`, or naming a column the frame lacks, go to GX (:mod:`spark_jobs.engine.quality`).
+over the increment, plus one small job per failing rule for its first failing values. The results
+have GX's own shape (``ExpectationSuiteValidationResult.to_json_dict()`` in BASIC format, GX's
+order of rules), so the summaries, the result JSON and the Data Docs pages are what GX writes for
+the same data (``tests/spark/test_expectations.py`` compares the two on random frames and suites).
+Rules outside :data:`~spark_jobs.engine.rules.RULES`, or naming a column the frame lacks, go to GX
+(:mod:`spark_jobs.engine.quality`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ from importlib import metadata
 
 from spark_jobs.engine.rules import rule_type
 
-BATCH_ID = "lakehouse-increment"  # GX's id of the whole-dataframe batch quality.validate_frame builds
-BATCH_DEFINITION = {"datasource_name": "lakehouse", "data_connector_name": "fluent", "data_asset_name": "increment",
-                    "batch_identifiers": {"dataframe": "<DATAFRAME>"}}
+# GX's id of the whole-dataframe batch quality.validate_frame builds
+BATCH_ID = "lakehouse-increment"
+BATCH_DEFINITION = {
+    "datasource_name": "lakehouse",
+    "data_connector_name": "fluent",
+    "data_asset_name": "increment",
+    "batch_identifiers": {"dataframe": "<DATAFRAME>"},
+}
 
 
 def in_gx_order(expectations: list[dict]) -> list[dict]:
@@ -55,13 +62,21 @@ def evaluate(frame, expectations: list[dict]) -> tuple[int, list[dict]]:
         counts.append(F.sum(F.when(condition, 1).otherwise(0)).alias(f"u{index}"))
         counts.append(rule.considered(kwargs).alias(f"c{index}"))
     totals = marked.agg(*counts).first().asDict()
-    return totals["rows"], results_of(expectations, totals, lambda index: rule_type(expectations[index]).examples(
-        marked, expectations[index]["kwargs"], conditions[index]))
+    return totals["rows"], results_of(
+        expectations,
+        totals,
+        lambda index: rule_type(expectations[index]).examples(
+            marked, expectations[index]["kwargs"], conditions[index]
+        ),
+    )
 
 
-def results_of(expectations: list[dict], totals: dict, examples: Callable[[int], list | None]) -> list[dict]:
+def results_of(
+    expectations: list[dict], totals: dict, examples: Callable[[int], list | None]
+) -> list[dict]:
     """GX's result dict for each rule from its counts (``rows``, ``u<i>`` failing, ``c<i>``
-    considered); ``examples(i)`` gives rule i's first failing values, asked only when it has some."""
+    considered); ``examples(i)`` gives rule i's first failing values, asked only
+    when it has some."""
     results = []
     for index, expectation in enumerate(expectations):
         rule, kwargs, rows = rule_type(expectation), expectation["kwargs"], totals["rows"]
@@ -70,7 +85,9 @@ def results_of(expectations: list[dict], totals: dict, examples: Callable[[int],
             continue
         unexpected, considered = totals.get(f"u{index}"), totals.get(f"c{index}")
         found = examples(index) if unexpected else []
-        results.append(_result(expectation, rule.result(kwargs, rows, considered, unexpected, found)))
+        results.append(
+            _result(expectation, rule.result(kwargs, rows, considered, unexpected, found))
+        )
     return results
 
 
@@ -94,16 +111,30 @@ def written_counts(expectations: list[dict], keys: tuple[str, ...] = ()) -> list
 
 def _config(expectation: dict) -> dict:
     """The rule's ``expectation_config`` as GX's result JSON holds it."""
-    kwargs = {key: value for key, value in expectation["kwargs"].items() if value is not None}  # as GX omits them
+    # as GX omits them
+    kwargs = {key: value for key, value in expectation["kwargs"].items() if value is not None}
     kwargs = {**rule_type(expectation).config_kwargs(kwargs), "batch_id": BATCH_ID}
-    return {"type": expectation["type"], "kwargs": kwargs, "meta": expectation.get("meta", {}),
-            "id": expectation.get("id") or str(uuid.uuid4()), "severity": expectation.get("severity", "critical")}
+    return {
+        "type": expectation["type"],
+        "kwargs": kwargs,
+        "meta": expectation.get("meta", {}),
+        "id": expectation.get("id") or str(uuid.uuid4()),
+        "severity": expectation.get("severity", "critical"),
+    }
 
 
 def _result(expectation: dict, outcome: dict) -> dict:
-    return {"success": outcome["success"], "expectation_config": _config(expectation), "result": outcome["result"],
-            "meta": {}, "exception_info": {"raised_exception": False, "exception_traceback": None,
-                                           "exception_message": None}}
+    return {
+        "success": outcome["success"],
+        "expectation_config": _config(expectation),
+        "result": outcome["result"],
+        "meta": {},
+        "exception_info": {
+            "raised_exception": False,
+            "exception_traceback": None,
+            "exception_message": None,
+        },
+    }
 
 
 def suite_result(suite: dict, results: list[dict], loaded: datetime.datetime) -> dict:
@@ -114,13 +145,18 @@ def suite_result(suite: dict, results: list[dict], loaded: datetime.datetime) ->
         "results": results,
         "suite_name": suite.get("name"),
         "suite_parameters": {},
-        "statistics": {"evaluated_expectations": len(results), "successful_expectations": passed,
-                       "unsuccessful_expectations": len(results) - passed,
-                       "success_percent": passed / len(results) * 100 if results else None},
-        "meta": {"great_expectations_version": metadata.version("great_expectations"),
-                 "batch_spec": {"batch_data": "SparkDataFrame"},
-                 "batch_markers": {"ge_load_time": loaded.strftime("%Y%m%dT%H%M%S.%fZ")},
-                 "active_batch_definition": BATCH_DEFINITION},
+        "statistics": {
+            "evaluated_expectations": len(results),
+            "successful_expectations": passed,
+            "unsuccessful_expectations": len(results) - passed,
+            "success_percent": passed / len(results) * 100 if results else None,
+        },
+        "meta": {
+            "great_expectations_version": metadata.version("great_expectations"),
+            "batch_spec": {"batch_data": "SparkDataFrame"},
+            "batch_markers": {"ge_load_time": loaded.strftime("%Y%m%dT%H%M%S.%fZ")},
+            "active_batch_definition": BATCH_DEFINITION,
+        },
         "id": None,
     }
 

@@ -50,7 +50,10 @@ def cached_jars() -> list[Path]:
     folder = jars_dir()
     jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not any(jar.name.startswith("delta-spark") for jar in jars):
-        raise SetupError(f"Delta jars are missing from {folder}: run `lakehouse setup` (it resolves them with Maven)")
+        raise SetupError(
+            f"Delta jars are missing from {folder}: run `lakehouse setup` (it "
+            "resolves them with Maven)"
+        )
     return jars
 
 
@@ -69,16 +72,27 @@ def resolve(pom: Path, folder: Path, what: str, drop_shipped: bool = True) -> li
     if stamp.exists() and stamp.read_text() == wanted:
         return sorted(folder.glob("*.jar"))
     if shutil.which("mvn") is None:
-        raise SetupError(f"Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve {what}")
+        raise SetupError(
+            f"Maven (mvn) is not on PATH: install it (e.g. apt-get install maven) to resolve {what}"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         command = [
-            "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-            f"-DoutputDirectory={scratch}", "-DincludeScope=runtime",
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={scratch}",
+            "-DincludeScope=runtime",
         ]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise SetupError(f"{what} are not resolvable with Maven ({last[0][:300]}): check the network and {pom}")
+            raise SetupError(
+                f"{what} are not resolvable with Maven ({last[0][:300]}): check "
+                f"the network and {pom}"
+            )
         shipped = _pyspark_artifacts() if drop_shipped else set()
         if folder.exists():
             shutil.rmtree(folder)

@@ -1,9 +1,10 @@
 """Class-data sharing for the Spark driver's JVM: a few seconds off every job's start.
 
-A Spark driver loads about 10,000 classes before it runs anything, and every hop task, backfill
-day and rollback is a new driver. ``make setup`` runs a short training job once with
-``-XX:ArchiveClassesAtExit`` (JDK 13+, :mod:`spark_jobs.engine.jvm_archive`): the JVM writes the classes it loaded, parsed and
-verified, to an archive that every later driver maps at start (``-XX:SharedArchiveFile``).
+A Spark driver loads about 10,000 classes before it runs anything, and every hop task,
+backfill day and rollback is a new driver. ``make setup`` runs a short training job once with
+``-XX:ArchiveClassesAtExit`` (JDK 13+, :mod:`spark_jobs.engine.jvm_archive`): the JVM writes
+the classes it loaded, parsed and verified, to an archive that every later driver maps at start
+(``-XX:SharedArchiveFile``).
 
 The archive is only valid for the JVM and the class path that wrote it, so its name carries a
 key of both (the java binary, its ``release`` file, pyspark's jars with their sizes and
@@ -91,8 +92,10 @@ def archive_options(archive: Path, flag: str) -> str:
 # 3 samples each): 77.5 by default, 66 with C2 compiling only methods 10x hotter, 69 with the
 # serial collector (one GC thread instead of G1's), 58 with both; 2 M events no slower
 # (docs/operations.md). ``LAKEHOUSE_JVM_LEAN=off`` gives the JVM's defaults.
-LEAN_OPTIONS = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
-                "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
+LEAN_OPTIONS = (
+    "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+)
 
 
 def sharing() -> bool:

@@ -19,28 +19,47 @@ def _train(lake: str, archive: str) -> None:
     change-feed read and a RESTORE."""
     from pyspark.sql import functions as F
 
-    spark = build_session("lakehouse-jvm-training", 2, java_options=archive_options(Path(archive), "ArchiveClassesAtExit"))
+    spark = build_session(
+        "lakehouse-jvm-training",
+        2,
+        java_options=archive_options(Path(archive), "ArchiveClassesAtExit"),
+    )
     landing, bronze, hourly = f"{lake}/landing", f"{lake}/bronze", f"{lake}/hourly"
     os.makedirs(landing)
     with open(f"{landing}/events.json", "w") as out:
-        out.writelines(f'{{"id": {n}, "at": "2026-01-01T00:{n % 60:02d}:00Z"}}\n' for n in range(200))
+        out.writelines(
+            f'{{"id": {n}, "at": "2026-01-01T00:{n % 60:02d}:00Z"}}\n' for n in range(200)
+        )
     schema = "id INT, at TIMESTAMP"
 
     def append(batch, batch_id):
         parsed = batch.select(F.from_json("value", schema).alias("row")).select("row.*")
-        parsed.write.format("delta").mode("append").option("txnAppId", "training") \
-            .option("txnVersion", batch_id).save(bronze)
+        parsed.write.format("delta").mode("append").option("txnAppId", "training").option(
+            "txnVersion", batch_id
+        ).save(bronze)
 
-    spark.readStream.format("text").load(landing).writeStream.foreachBatch(append) \
-        .option("checkpointLocation", f"{lake}/_cp/bronze").trigger(availableNow=True).start().awaitTermination()
-    counts = spark.readStream.format("delta").option("skipChangeCommits", "true").load(bronze) \
-        .withWatermark("at", "10 minutes").groupBy(F.window("at", "1 hour")).count()
-    counts.writeStream.format("delta").outputMode("append").option("checkpointLocation", f"{lake}/_cp/hourly") \
-        .trigger(availableNow=True).start(hourly).awaitTermination()
+    spark.readStream.format("text").load(landing).writeStream.foreachBatch(append).option(
+        "checkpointLocation", f"{lake}/_cp/bronze"
+    ).trigger(availableNow=True).start().awaitTermination()
+    counts = (
+        spark.readStream.format("delta")
+        .option("skipChangeCommits", "true")
+        .load(bronze)
+        .withWatermark("at", "10 minutes")
+        .groupBy(F.window("at", "1 hour"))
+        .count()
+    )
+    counts.writeStream.format("delta").outputMode("append").option(
+        "checkpointLocation", f"{lake}/_cp/hourly"
+    ).trigger(availableNow=True).start(hourly).awaitTermination()
     spark.sql(f"ALTER TABLE delta.`{bronze}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-    spark.sql(f"MERGE INTO delta.`{bronze}` t USING (SELECT 1 AS id, current_timestamp() AS at) s "
-              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
-    spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 2).load(bronze).count()
+    spark.sql(
+        f"MERGE INTO delta.`{bronze}` t USING (SELECT 1 AS id, current_timestamp() AS at) s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 2).load(
+        bronze
+    ).count()
     spark.sql(f"DESCRIBE HISTORY delta.`{bronze}`").collect()
     spark.sql(f"RESTORE TABLE delta.`{bronze}` TO VERSION AS OF 1")
     spark.stop()
@@ -58,12 +77,19 @@ def build_archive() -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="lakehouse-jvm-") as lake:
-        done = subprocess.run([sys.executable, "-m", "spark_jobs.engine.jvm_archive", "--train", lake, str(staging)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "spark_jobs.engine.jvm_archive", "--train", lake, str(staging)],
+            capture_output=True,
+            text=True,
+        )
     if done.returncode != 0 or not staging.exists():
         staging.unlink(missing_ok=True)
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"warning: no class-data sharing archive, Spark drivers start without one ({last[:300]})", file=sys.stderr)
+        print(
+            "warning: no class-data sharing archive, Spark drivers start "
+            f"without one ({last[:300]})",
+            file=sys.stderr,
+        )
         return None
     staging.replace(target)
     # This installation's archives of a previous Java or Spark (other virtualenvs keep theirs).

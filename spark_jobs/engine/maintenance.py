@@ -1,8 +1,9 @@
 """``lakehouse maintain`` on Spark: compact each table's small files (Delta OPTIMIZE), then delete
-the files no version from its :class:`~spark_jobs.control.maintenance.tables.TablePlan`'s ``keep_from`` on
-uses (:func:`spark_jobs.control.maintenance.tables.vacuum`, from the log); then archive or delete the
-landing files retention lets go (:mod:`spark_jobs.control.maintenance.pruning`), having recorded the event
-times their rows span in the ingest hop's table.
+the files no version from its :class:`~spark_jobs.control.maintenance.tables.TablePlan`'s
+``keep_from`` on uses (:func:`spark_jobs.control.maintenance.tables.vacuum`,
+from the log); then archive or delete the landing files retention lets go
+(:mod:`spark_jobs.control.maintenance.pruning`), having recorded the event times their rows span in
+the ingest hop's table.
 
 OPTIMIZE's commit rewrites files without changing data (``dataChange`` false): the streams that
 read the table skip it, a quality gate's change feed sees nothing in it, and the rollback planner
@@ -36,7 +37,8 @@ def _literal(value: str | None, column: str) -> str:
 
 def _crowded(table: str, least: int) -> str | None:
     """A predicate on the partition columns that selects the partitions holding ``least`` data files
-    or more ("true": the table is unpartitioned; None: no such partition, or a log this cannot read)."""
+    or more ("true": the table is unpartitioned; None: no such partition, or a log
+    this cannot read)."""
     from spark_jobs.logs.delta_log import live_files
 
     counts: dict[tuple, int] = {}
@@ -48,10 +50,15 @@ def _crowded(table: str, least: int) -> str | None:
         return None
     if crowded == [()]:
         return "true"
-    return " OR ".join("(" + " AND ".join(_literal(value, column) for column, value in key) + ")" for key in crowded)
+    return " OR ".join(
+        "(" + " AND ".join(_literal(value, column) for column, value in key) + ")"
+        for key in crowded
+    )
 
 
-def _compact(spark, table: str, files: int, least: int, dry_run: bool, zorder_by: tuple[str, ...] = ()) -> dict:
+def _compact(
+    spark, table: str, files: int, least: int, dry_run: bool, zorder_by: tuple[str, ...] = ()
+) -> dict:
     if files < least:
         return {"compacted": f"no ({files} files, fewer than compact_min_files, {least})"}
     how = f"Z-order by {', '.join(zorder_by)}" if zorder_by else "compact"
@@ -68,42 +75,74 @@ def _compact(spark, table: str, files: int, least: int, dry_run: bool, zorder_by
         metrics = optimize.where(crowded).executeZOrderBy(*zorder_by).first().metrics
     else:
         metrics = optimize.executeCompaction().first().metrics
-    return {"compacted": f"{metrics.numFilesRemoved} files into {metrics.numFilesAdded}"
-                         + (f" (Z-ordered by {', '.join(zorder_by)})" if zorder_by else ""),
-            "files_compacted": int(metrics.numFilesRemoved) - int(metrics.numFilesAdded)}
+    return {
+        "compacted": f"{metrics.numFilesRemoved} files into {metrics.numFilesAdded}"
+        + (f" (Z-ordered by {', '.join(zorder_by)})" if zorder_by else ""),
+        "files_compacted": int(metrics.numFilesRemoved) - int(metrics.numFilesAdded),
+    }
 
 
-def maintain_tables(spark, plan_now, compact_min_files: int, dry_run: bool, progress=lambda line: None,
-                    zorder=lambda step: ()) -> list[dict]:
-    """Compact every table ``plan_now()`` lists (with ``compact_min_files`` files or more; Z-ordered by
-    ``zorder(step)``'s columns when there are any), then plan again (a compaction's commit is a
+def maintain_tables(
+    spark,
+    plan_now,
+    compact_min_files: int,
+    dry_run: bool,
+    progress=lambda line: None,
+    zorder=lambda step: (),
+) -> list[dict]:
+    """Compact every table ``plan_now()`` lists (with ``compact_min_files`` files or more; Z-ordered
+    by ``zorder(step)``'s columns when there are any), then plan again (a compaction's commit is a
     version too: the small files it replaced go now when no rollback in the window and no reader
-    needs the versions before it) and vacuum each; one entry per table: what it did (or would
-    do), its files and bytes before and after."""
+    needs the versions before it) and vacuum each; one entry per table: what it did (or would do),
+    its files and bytes before and after."""
     steps = plan_now()
     done: dict[str, dict] = {}
     for step in steps:
         if "`" in step.table:
             from spark_jobs.model.errors import UsageError
 
-            raise UsageError(f"table path {step.table} has a backtick; move LAKEHOUSE_HOME to a plain path")
+            raise UsageError(
+                f"table path {step.table} has a backtick; move LAKEHOUSE_HOME to a plain path"
+            )
         began = time.time()
         files, size = _detail(spark, step.table)
-        done[step.table] = {"files_before": files, "bytes_before": size, "stored_before": stored_bytes(step.table),
-                            **_compact(spark, step.table, files, compact_min_files, dry_run, zorder(step)),
-                            "seconds": time.time() - began}
+        done[step.table] = {
+            "files_before": files,
+            "bytes_before": size,
+            "stored_before": stored_bytes(step.table),
+            **_compact(spark, step.table, files, compact_min_files, dry_run, zorder(step)),
+            "seconds": time.time() - began,
+        }
     entries = []
     for step in steps if dry_run else plan_now():
         began = time.time()
-        entry = {**step.to_dict(), **done[step.table], **vacuum(step, dry_run), **clean_log(step, dry_run)}
-        files, size = (entry["files_before"], entry["bytes_before"]) if dry_run else _detail(spark, step.table)
-        entries.append(entry | {"files_after": files, "bytes_after": size, "stored_after": stored_bytes(step.table),
-                                "seconds": round(entry["seconds"] + time.time() - began, 3)})
+        entry = {
+            **step.to_dict(),
+            **done[step.table],
+            **vacuum(step, dry_run),
+            **clean_log(step, dry_run),
+        }
+        files, size = (
+            (entry["files_before"], entry["bytes_before"])
+            if dry_run
+            else _detail(spark, step.table)
+        )
+        entries.append(
+            entry
+            | {
+                "files_after": files,
+                "bytes_after": size,
+                "stored_after": stored_bytes(step.table),
+                "seconds": round(entry["seconds"] + time.time() - began, 3),
+            }
+        )
         progress(entries[-1])
     return entries
 
 
-def landing_span(spark, table: str, time_column: str, files, through_batch: int) -> tuple[int | None, int | None]:
+def landing_span(
+    spark, table: str, time_column: str, files, through_batch: int
+) -> tuple[int | None, int | None]:
     """The event times (epoch ms) of the rows ``table`` holds from the landing ``files`` (as
     listed), which its batches up to ``through_batch`` (or a backfill) wrote."""
     from pyspark.sql import functions as F
@@ -116,8 +155,12 @@ def landing_span(spark, table: str, time_column: str, files, through_batch: int)
     if rows.schema[time_column].dataType.typeName() == "timestamp":
         stamp = F.unix_millis(stamp)
     wanted, first, last = set(files), None, None
-    spans = rows.where(F.col(BATCH_ID) <= through_batch).groupBy("_source_file").agg(
-        F.min(stamp).alias("first"), F.max(stamp).alias("last")).collect()
+    spans = (
+        rows.where(F.col(BATCH_ID) <= through_batch)
+        .groupBy("_source_file")
+        .agg(F.min(stamp).alias("first"), F.max(stamp).alias("last"))
+        .collect()
+    )
     for row in spans:
         if listed_path(row["_source_file"]) in wanted and row["first"] is not None:
             first = row["first"] if first is None else min(first, row["first"])
@@ -126,18 +169,27 @@ def landing_span(spark, table: str, time_column: str, files, through_batch: int)
 
 
 def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None) -> list[dict]:
-    """Each :class:`~spark_jobs.control.maintenance.pruning.LandingPlan`: the span its files' rows hold in
-    the reading hops' tables, then the files archived or deleted; one entry each."""
+    """Each :class:`~spark_jobs.control.maintenance.pruning.LandingPlan`: the span its files' rows
+    hold in the reading hops' tables, then the files archived or deleted; one entry each."""
     from spark_jobs.control.maintenance import pruning
     from spark_jobs.engine.tables import table_exists
 
     entries = []
     for plan in plans:  # a dry run reads no span (it starts no JVM)
-        spans = [landing_span(spark, lake.table(hop), hop.time_column, plan.files, plan.through_batch[hop.name])
-                 for hop in map(lake.spec.hop, plan.hops) if plan.files and not dry_run and table_exists(lake.table(hop))]
+        spans = [
+            landing_span(
+                spark, lake.table(hop), hop.time_column, plan.files, plan.through_batch[hop.name]
+            )
+            for hop in map(lake.spec.hop, plan.hops)
+            if plan.files and not dry_run and table_exists(lake.table(hop))
+        ]
         firsts = [first for first, _last in spans if first is not None]
         lasts = [last for _first, last in spans if last is not None]
-        entries.append(pruning.prune_landing(lake, plan, (min(firsts, default=None), max(lasts, default=None)), dry_run))
+        entries.append(
+            pruning.prune_landing(
+                lake, plan, (min(firsts, default=None), max(lasts, default=None)), dry_run
+            )
+        )
         progress(entries[-1])
     return entries
 
@@ -161,21 +213,34 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
             infos[hop.name] = lineage.hop_batches(lake, hop)
         return infos[hop.name]
 
-    # Which batch a rollback inside the window may take each hop to: a compaction moves none of them.
+    # Which batch a rollback inside the window may take each hop to: a compaction
+    # moves none of them.
     now = now_ms()
     targets = window_targets(lake, now, infos_of)
+
     def zorder(step) -> tuple[str, ...]:  # a hop's own table, not its quarantine
         hop = lake.spec.hop(step.hop)
         return hop.zorder_by if step.table == lake.table(hop) else ()
 
-    record.tables = maintain_tables(spark, lambda: plan(lake, hops, now, targets), lake.spec.compact_min_files,
-                                    dry_run, lambda entry: progress(f"[maintain] {table_line(entry)}"), zorder)
-    record.state = [done for done in (prune_state(lake, hop, targets[hop.name], dry_run) for hop in hops)
-                    if done["state_files"]]
+    record.tables = maintain_tables(
+        spark,
+        lambda: plan(lake, hops, now, targets),
+        lake.spec.compact_min_files,
+        dry_run,
+        lambda entry: progress(f"[maintain] {table_line(entry)}"),
+        zorder,
+    )
+    record.state = [
+        done
+        for done in (prune_state(lake, hop, targets[hop.name], dry_run) for hop in hops)
+        if done["state_files"]
+    ]
     for done in record.state:
         progress(f"[maintain] {done['hop']}: {done['state']}")
     plans = pruning.landing_plan(lake, hops, now, infos_of, targets)
-    record.landing = prune_landing(spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}"))
+    record.landing = prune_landing(
+        spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}")
+    )
     record.records = pruning.prune_records(lake, now_ms(), dry_run)
     record.finish()
     if not dry_run:

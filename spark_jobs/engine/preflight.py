@@ -13,8 +13,9 @@ from spark_jobs.model.spec import HopSpec
 from spark_jobs.pipelines import pipeline_code
 
 
-def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
-                         progress: Progress = stderr_progress) -> list[CodeChanged]:
+def incompatible_changes(
+    spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress
+) -> list[CodeChanged]:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
     recorded code hash differs) has its new query compared with the recorded one
     (:func:`code_update`); the refusals of the hops whose state cannot follow. Hops with the same
@@ -34,7 +35,9 @@ def incompatible_changes(spark, lake: Lake, hops: tuple[HopSpec, ...],
     return refused
 
 
-def check_code_changes(spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress) -> None:
+def check_code_changes(
+    spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress
+) -> None:
     """:class:`CodeChanged` for the first hop whose state cannot follow its new code."""
     refused = incompatible_changes(spark, lake, hops, progress)
     if refused:

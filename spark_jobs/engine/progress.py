@@ -18,6 +18,8 @@ def unfenced() -> None:
 
 
 def first_line(error: BaseException | object) -> str:
-    """The first line of an error (a JVM error's description where it has one), at most 500 characters."""
+    """The first line of an error (a JVM error's description where it has one), at most
+    500 characters.
+    """
     text = str(getattr(error, "desc", None) or error).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__

@@ -1,6 +1,6 @@
-"""Data-quality gates with Spark and Great Expectations (docs/concepts/quality-gates.md): the ``drop``
-policy inside a hop's write, and the check of the rows one run wrote. The suites themselves,
-their policies and the results as files are :mod:`spark_jobs.control.suites`.
+"""Data-quality gates with Spark and Great Expectations (docs/concepts/quality-gates.md): the
+``drop`` policy inside a hop's write, and the check of the rows one run wrote. The suites
+themselves, their policies and the results as files are :mod:`spark_jobs.control.suites`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import time
 
 from spark_jobs.control.maintenance.tables import increment_gone
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
-from spark_jobs.engine.expectations import evaluate, in_gx_order, results_of, suite_result, written_counts
+from spark_jobs.engine.expectations import (
+    evaluate,
+    in_gx_order,
+    results_of,
+    suite_result,
+    written_counts,
+)
 from spark_jobs.engine.rules import is_native, passes
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model import times
@@ -25,8 +31,11 @@ from spark_jobs.model.spec import HopSpec
 
 # -- drop: inside the hop's write ----------------------------------------------------------------
 
+
 def split_by_rules(frame, rules: list[dict]):
-    """``(kept, dropped)``: ``dropped`` holds the failing rows with ``reason`` (the first rule they fail)."""
+    """``(kept, dropped)``: ``dropped`` holds the failing rows with ``reason`` (the first
+    rule they fail).
+    """
     from pyspark.sql import functions as F
 
     if not rules:
@@ -34,7 +43,9 @@ def split_by_rules(frame, rules: list[dict]):
     reason = None
     for rule in rules:
         label = F.lit(f"quality: {rule_name(rule)}")
-        reason = F.when(~passes(rule), label) if reason is None else reason.when(~passes(rule), label)
+        reason = (
+            F.when(~passes(rule), label) if reason is None else reason.when(~passes(rule), label)
+        )
     marked = frame.withColumn("_quality_reason", reason)
     kept = marked.where(F.col("_quality_reason").isNull()).drop("_quality_reason")
     dropped = marked.where(F.col("_quality_reason").isNotNull())
@@ -50,8 +61,10 @@ def observe_drops(quarantine_rows, rules: list[dict]):
     from pyspark.sql import functions as F
 
     observation = Observation()
-    counts = [F.count_if(F.col("reason") == F.lit(f"quality: {rule_name(rule)}")).alias(rule_name(rule))
-              for rule in rules]
+    counts = [
+        F.count_if(F.col("reason") == F.lit(f"quality: {rule_name(rule)}")).alias(rule_name(rule))
+        for rule in rules
+    ]
     return quarantine_rows.observe(observation, *counts), observation
 
 
@@ -59,22 +72,36 @@ def as_quarantine_rows(dropped, columns: list[str], keep: tuple[str, ...] = ()):
     """Dropped rows in the quarantine's shape: the row as JSON, the reason, and ``keep`` columns."""
     from pyspark.sql import functions as F
 
-    return dropped.select(F.to_json(F.struct(*columns)).alias("raw_line"), F.col("_quality_reason").alias("reason"),
-                          *keep)
+    return dropped.select(
+        F.to_json(F.struct(*columns)).alias("raw_line"),
+        F.col("_quality_reason").alias("reason"),
+        *keep,
+    )
 
 
 def no_quarantine_rows(frame, keep: tuple[str, ...] = ()):
     """No rows, in :func:`as_quarantine_rows`' shape: a batch without drops still commits once."""
     from pyspark.sql import functions as F
 
-    return frame.limit(0).select(F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("reason"),
-                                 *keep)
+    return frame.limit(0).select(
+        F.lit(None).cast("string").alias("raw_line"),
+        F.lit(None).cast("string").alias("reason"),
+        *keep,
+    )
 
 
 # -- validation of a run's increment -------------------------------------------------------------
 
-def increment(spark, table: str, version_before: int | None, version_after: int | None, keys: tuple[str, ...] = ()):
-    """The rows the commits in ``(version_before, version_after]`` inserted or updated (change data feed).
+
+def increment(
+    spark,
+    table: str,
+    version_before: int | None,
+    version_after: int | None,
+    keys: tuple[str, ...] = (),
+):
+    """The rows the commits in ``(version_before, version_after]`` inserted or updated
+    (change data feed).
 
     With ``keys`` (a table kept current by MERGE), each key's last change only: a window that
     several batches of the run updated is one row, as it is in the table.
@@ -84,18 +111,30 @@ def increment(spark, table: str, version_before: int | None, version_after: int 
     if version_after is None or version_after == version_before:
         frame = spark.read.format("delta").load(table) if version_after is not None else None
         return frame.limit(0) if frame is not None else None
-    changes = (spark.read.format("delta").option("readChangeFeed", "true")
-               .option("startingVersion", (version_before if version_before is not None else -1) + 1)
-               .option("endingVersion", version_after).load(table))
+    changes = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", (version_before if version_before is not None else -1) + 1)
+        .option("endingVersion", version_after)
+        .load(table)
+    )
     inserted = changes.where(F.col("_change_type").isin("insert", "update_postimage"))
-    columns = [name for name in inserted.columns if name not in ("_change_type", "_commit_version", "_commit_timestamp")]
+    columns = [
+        name
+        for name in inserted.columns
+        if name not in ("_change_type", "_commit_version", "_commit_timestamp")
+    ]
     if not keys:
         return inserted.select(*columns)
     # A hash aggregate, not a sorted window: about a third less time on gold's increments. Its
     # output is hash-partitioned by the keys, so a uniqueness rule over them needs no shuffle.
     others = [name for name in columns if name not in keys]
-    latest = inserted.groupBy(*keys).agg(F.max_by(F.struct(*others), F.col("_commit_version")).alias("_latest"))
-    return latest.select(*[F.col(name) if name in keys else F.col(f"_latest.{name}") for name in columns])
+    latest = inserted.groupBy(*keys).agg(
+        F.max_by(F.struct(*others), F.col("_commit_version")).alias("_latest")
+    )
+    return latest.select(
+        *[F.col(name) if name in keys else F.col(f"_latest.{name}") for name in columns]
+    )
 
 
 def validate_frame(frame, suite: dict) -> dict:
@@ -110,27 +149,36 @@ def gx_validation(frame, suite: dict):
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # progress is ours to print
+    # progress is ours to print
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
     asset = context.data_sources.add_spark(name="lakehouse").add_dataframe_asset(name="increment")
-    batch = asset.add_batch_definition_whole_dataframe("run").get_batch(batch_parameters={"dataframe": frame})
+    batch = asset.add_batch_definition_whole_dataframe("run").get_batch(
+        batch_parameters={"dataframe": frame}
+    )
     gx_suite = context.suites.add(_gx_suite(gx, suite))
     # BASIC: failing counts and a few failing values; SUMMARY's value counts cost a job per rule.
-    return batch.validate(gx_suite, result_format={"result_format": "BASIC", "partial_unexpected_count": EXAMPLES})
+    return batch.validate(
+        gx_suite, result_format={"result_format": "BASIC", "partial_unexpected_count": EXAMPLES}
+    )
 
 
 def _gx_suite(gx, suite: dict):
     """GX's suite of ``suite``; a rule GX refuses (a wrong or missing argument) is a
     :class:`UsageError` naming the suite, the rule and GX's reason."""
     try:
-        return gx.ExpectationSuite(**{key: suite[key] for key in ("name", "expectations", "meta") if key in suite})
+        return gx.ExpectationSuite(
+            **{key: suite[key] for key in ("name", "expectations", "meta") if key in suite}
+        )
     except Exception as error:  # GX raises pydantic's errors and its own, with no common base
         for rule in suite.get("expectations", []):
             try:
                 gx.ExpectationSuite(name="check", expectations=[rule])
             except Exception as refused:
                 reason = " ".join(str(refused).split())
-                raise UsageError(f"quality suite {suite.get('name')}: GX refuses {rule_name(rule)}: {reason[:300]}: "
-                                 "fix the rule in the suite's file") from None
+                raise UsageError(
+                    f"quality suite {suite.get('name')}: GX refuses {rule_name(rule)}: "
+                    f"{reason[:300]}: fix the rule in the suite's file"
+                ) from None
         raise error
 
 
@@ -139,8 +187,10 @@ _MARK = "_lakehouse_rule"  # a meta key that matches GX's results back to the su
 
 def _marked(suite: dict) -> list[dict]:
     """The suite's rules, each marked with its index (:data:`_MARK`)."""
-    return [dict(rule, meta=dict(rule.get("meta", {}), **{_MARK: index}))
-            for index, rule in enumerate(suite.get("expectations", []))]
+    return [
+        dict(rule, meta=dict(rule.get("meta", {}), **{_MARK: index}))
+        for index, rule in enumerate(suite.get("expectations", []))
+    ]
 
 
 def validate(frame, suite: dict) -> tuple[int, dict]:
@@ -164,15 +214,25 @@ def validate(frame, suite: dict) -> tuple[int, dict]:
     return rows, _document(suite, rules, results, gx_result, loaded)
 
 
-def _document(suite: dict, rules: list[dict], results: dict, gx_result: dict | None,
-              loaded: datetime.datetime) -> dict:
+def _document(
+    suite: dict, rules: list[dict], results: dict, gx_result: dict | None, loaded: datetime.datetime
+) -> dict:
     """The suite's result in GX's order from each marked rule's result (``results`` by mark)."""
-    errors = [result for result in (gx_result or {}).get("results", []) if result["exception_info"].get("raised_exception")
-              or any(isinstance(info, dict) and info.get("raised_exception")
-                     for info in result["exception_info"].values())]
+    errors = [
+        result
+        for result in (gx_result or {}).get("results", [])
+        if result["exception_info"].get("raised_exception")
+        or any(
+            isinstance(info, dict) and info.get("raised_exception")
+            for info in result["exception_info"].values()
+        )
+    ]
     failed_first = {id(result) for result in errors}
-    ordered = errors + [results[rule["meta"][_MARK]] for rule in in_gx_order(rules)
-                        if id(results[rule["meta"][_MARK]]) not in failed_first]
+    ordered = errors + [
+        results[rule["meta"][_MARK]]
+        for rule in in_gx_order(rules)
+        if id(results[rule["meta"][_MARK]]) not in failed_first
+    ]
     for result in ordered:
         result["expectation_config"]["meta"].pop(_MARK, None)
     document = suite_result(suite, ordered, loaded)
@@ -183,7 +243,9 @@ def _document(suite: dict, rules: list[dict], results: dict, gx_result: dict | N
 
 def suite_digest(suite: dict) -> str:
     """What identifies the suite's rules (counts taken under other rules do not apply)."""
-    return hashlib.sha256(json.dumps(suite.get("expectations", []), sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(
+        json.dumps(suite.get("expectations", []), sort_keys=True).encode()
+    ).hexdigest()[:16]
 
 
 def counted_rules(suite: dict | None, frame, keys: tuple[str, ...] = ()) -> list | None:
@@ -218,15 +280,17 @@ def summarize(result: dict) -> list[dict]:
     for outcome in result["results"]:
         expectation = outcome["expectation_config"]
         detail = outcome.get("result") or {}
-        rules.append({
-            "rule": rule_name(expectation),
-            "policy": policy(expectation),
-            "passed": bool(outcome.get("success")),
-            "observed": detail.get("observed_value"),
-            "failing": detail.get("unexpected_count"),
-            "examples": (detail.get("partial_unexpected_list") or [])[:EXAMPLES],
-            "error": _exception_message(outcome.get("exception_info")),
-        })
+        rules.append(
+            {
+                "rule": rule_name(expectation),
+                "policy": policy(expectation),
+                "passed": bool(outcome.get("success")),
+                "observed": detail.get("observed_value"),
+                "failing": detail.get("unexpected_count"),
+                "examples": (detail.get("partial_unexpected_list") or [])[:EXAMPLES],
+                "error": _exception_message(outcome.get("exception_info")),
+            }
+        )
     return rules
 
 
@@ -234,8 +298,14 @@ def _exception_message(info) -> str | None:
     """GX's ``exception_info``: one flat dict, or one per metric; the first message raised."""
     if not isinstance(info, dict):
         return None
-    found = [info] if "raised_exception" in info else [value for value in info.values() if isinstance(value, dict)]
-    return next((entry.get("exception_message") for entry in found if entry.get("raised_exception")), None)
+    found = (
+        [info]
+        if "raised_exception" in info
+        else [value for value in info.values() if isinstance(value, dict)]
+    )
+    return next(
+        (entry.get("exception_message") for entry in found if entry.get("raised_exception")), None
+    )
 
 
 def render_data_docs(result_path: str, page_path: str, time_column: str | None = None) -> str:
@@ -247,15 +317,22 @@ def render_data_docs(result_path: str, page_path: str, time_column: str | None =
     if fs.exists(page_path):
         return page_path
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResultSchema
+    from great_expectations.core.expectation_validation_result import (
+        ExpectationSuiteValidationResultSchema,
+    )
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
     result = ExpectationSuiteValidationResultSchema().load(read_json(result_path))
-    # The page's Run Name and Run Time: the lakehouse run it checked and when (GX shows __none__ otherwise).
+    # The page's Run Name and Run Time: the lakehouse run it checked and when (GX shows
+    # __none__ otherwise).
     checked = (result.meta.get("batch_markers") or {}).get("ge_load_time")
-    run_time = datetime.datetime.strptime(checked, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=datetime.UTC) if checked else None
+    run_time = (
+        datetime.datetime.strptime(checked, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=datetime.UTC)
+        if checked
+        else None
+    )
     run_name = result_path.rsplit("/", 1)[-1].removesuffix(".result.json").rsplit(".", 1)[0]
     result.meta["run_id"] = RunIdentifier(run_name=run_name, run_time=run_time)
     page = DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(result))
@@ -265,21 +342,32 @@ def render_data_docs(result_path: str, page_path: str, time_column: str | None =
 def _times_shown(page: str, results, time_column: str | None) -> str:
     """GX shows a bound as the number it is (``946684800000.0``): on the time column, the time
     (``2000-01-01 00:00:00 UTC``), the number in its title."""
-    bounds = {value for outcome in results
-              if time_column and outcome.expectation_config.kwargs.get("column") == time_column
-              for key in ("min_value", "max_value")
-              if isinstance(value := outcome.expectation_config.kwargs.get(key), int | float)
-              and not isinstance(value, bool)}
+    bounds = {
+        value
+        for outcome in results
+        if time_column and outcome.expectation_config.kwargs.get("column") == time_column
+        for key in ("min_value", "max_value")
+        if isinstance(value := outcome.expectation_config.kwargs.get(key), int | float)
+        and not isinstance(value, bool)
+    }
     for bound in bounds:
         shown = times.iso(int(bound)).replace("T", " ").removesuffix(".000") + " UTC"
-        texts = "|".join(re.escape(text) for text in {str(bound), str(float(bound)), str(int(bound))})
-        page = re.sub(rf'(<span class="badge badge-secondary" )>(?:{texts})</span>',
-                      rf'\1title="{int(bound)} ms since the epoch">{shown}</span>', page)
+        texts = "|".join(
+            re.escape(text) for text in {str(bound), str(float(bound)), str(int(bound))}
+        )
+        page = re.sub(
+            rf'(<span class="badge badge-secondary" )>(?:{texts})</span>',
+            rf'\1title="{int(bound)} ms since the epoch">{shown}</span>',
+            page,
+        )
     return page
 
 
-_STATUS = {"text-success": ("ok", "\u2714", "passed"), "text-danger": ("bad", "\u2718", "failed"),
-           "text-warning": ("warn", "\u26a0", "warning")}
+_STATUS = {
+    "text-success": ("ok", "\u2714", "passed"),
+    "text-danger": ("bad", "\u2718", "failed"),
+    "text-warning": ("warn", "\u26a0", "warning"),
+}
 # What the page shows instead of Bootstrap's and Font Awesome's (which it loads from CDNs that a
 # page of Airflow's may not reach and an offline machine cannot), beside GX's own styles that the
 # page holds: a few rules of layout.
@@ -290,7 +378,7 @@ table { border-collapse: collapse; margin: 8px 0; } td, th { border: 1px solid #
 .d-none { display: none; } ul.nav, ol.breadcrumb { list-style: none; padding-left: 0; }
 .ge-breadcrumbs, .ge-breadcrumbs.d-none { display: block; } .sticky { position: static; }
 footer { display: none; } .collapse:not(.show) { display: none; } nav.navbar { height: auto !important; margin-bottom: 12px; }
-"""
+"""  # noqa: E501
 
 
 def offline_page(page: str) -> str:
@@ -311,11 +399,18 @@ def offline_page(page: str) -> str:
         return ""
 
     page = re.sub(r'<i class="([^"]*\bfa[sr]?\b[^"]*)"[^>]*>\s*</i>', mark, page)
-    page = re.sub(r'href="(?:\.\./)+(?:index\.html|expectations/[^"]*)"', 'href="../quality" target="_top"', page)
+    page = re.sub(
+        r'href="(?:\.\./)+(?:index\.html|expectations/[^"]*)"',
+        'href="../quality" target="_top"',
+        page,
+    )
     static = files("great_expectations.render.view") / "static"
     logo = base64.b64encode((static / "images" / "logo-long-vector.svg").read_bytes()).decode()
-    page = re.sub(r'src="https://great-expectations-web-assets[^"]*logo[^"]*"', f'src="data:image/svg+xml;base64,{logo}"',
-                  page)
+    page = re.sub(
+        r'src="https://great-expectations-web-assets[^"]*logo[^"]*"',
+        f'src="data:image/svg+xml;base64,{logo}"',
+        page,
+    )
     return page.replace("</head>", f"<style>{_OWN_STYLE}</style>\n</head>", 1)
 
 
@@ -324,7 +419,11 @@ def _counted(record: dict, suite: dict, change: dict) -> dict | None:
     this suite and of every row its versions hold (a count lost, or a write Delta skipped,
     leaves them short: then the rows are read back)."""
     counted = record.get("counted")
-    if not counted or counted.get("suite") != suite_digest(suite) or counted.get("rows") != record.get("rows_out"):
+    if (
+        not counted
+        or counted.get("suite") != suite_digest(suite)
+        or counted.get("rows") != record.get("rows_out")
+    ):
         return None
     if change.get("version_after") in (None, change.get("version_before")):
         return None
@@ -345,34 +444,61 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
     found = validate_counted(suite, counted) if counted else None
     # A run that wrote no row has no increment to check: no Spark job (its commits' metrics say so).
     idle = found is None and not record.get("rows_out")
-    if not (found or idle) and (gone := increment_gone(table, change.get("version_before"), change.get("version_after"))):
-        raise UsageError(f"run {record['run_id']}'s rows in {hop.name} cannot be read again: {gone} is gone (`lakehouse "
-                         "maintain` deletes what no rollback in the window needs): check a newer run")
-    frame = None if found or idle else increment(spark, table, change.get("version_before"),
-                                                 change.get("version_after"), hop.table_keys)
+    if not (found or idle) and (
+        gone := increment_gone(table, change.get("version_before"), change.get("version_after"))
+    ):
+        raise UsageError(
+            f"run {record['run_id']}'s rows in {hop.name} cannot be read again: {gone} is gone "
+            "(`lakehouse maintain` deletes what no rollback in the window needs): check a newer run"
+        )
+    frame = (
+        None
+        if found or idle
+        else increment(
+            spark, table, change.get("version_before"), change.get("version_after"), hop.table_keys
+        )
+    )
     name = f"{record['run_id']}.{hop.name}"
-    summary = {"suite": suite.get("name"), "run_id": record["run_id"], "hop": hop.name,
-               "versions": [change.get("version_before"), change.get("version_after")], "rows": 0,
-               "counted_as_written": found is not None}
+    summary = {
+        "suite": suite.get("name"),
+        "run_id": record["run_id"],
+        "hop": hop.name,
+        "versions": [change.get("version_before"), change.get("version_after")],
+        "rows": 0,
+        "counted_as_written": found is not None,
+    }
     if found is None and frame is None:
-        summary.update(gate="passed", rules=[],
-                       note="no rows written: nothing to check" if idle else "no table yet: nothing to check")
+        summary.update(
+            gate="passed",
+            rules=[],
+            note="no rows written: nothing to check" if idle else "no table yet: nothing to check",
+        )
     else:
         from spark_jobs.pipelines import pipeline_code
 
         try:
-            summary["rows"], result = found or validate(pipeline_code(lake.spec).quality_frame(hop, frame), suite)
-        except UsageError as error:  # a rule GX refuses: the run's rows are written, not yet checked
-            raise UsageError(f"{error}, then check run {record['run_id']}'s rows: `lakehouse quality {lake.spec.name} "
-                             f"--hop {hop.name} --run {record['run_id']}`") from None
+            summary["rows"], result = found or validate(
+                pipeline_code(lake.spec).quality_frame(hop, frame), suite
+            )
+        # a rule GX refuses: the run's rows are written, not yet checked
+        except UsageError as error:
+            raise UsageError(
+                f"{error}, then check run {record['run_id']}'s rows: `lakehouse quality "
+                f"{lake.spec.name} --hop {hop.name} --run {record['run_id']}`"
+            ) from None
         rules = summarize(result)
         for rule in rules:
             if rule["policy"] == "drop":
                 rule["dropped"] = record.get("rows_dropped_by_rule", {}).get(rule["rule"], 0)
         failed = [rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] == "fail"]
-        summary.update(gate="failed" if failed else "passed", failed=failed,
-                       warned=[rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] != "fail"],
-                       rules=rules)
+        summary.update(
+            gate="failed" if failed else "passed",
+            failed=failed,
+            warned=[
+                rule["rule"] for rule in rules if not rule["passed"] and rule["policy"] != "fail"
+            ],
+            rules=rules,
+        )
         folder = results_dir(lake)
         summary["result"] = write_json(folder, f"{name}.result.json", result)
         summary["data_docs"] = page = f"{folder}/{name}.html"
@@ -381,7 +507,8 @@ def check(spark, lake: Lake, hop: HopSpec, record: dict, data_docs: bool = False
             fs.rm(page)  # a page of an earlier check of this run: rendered anew from this result
         if data_docs:
             render_data_docs(summary["result"], page, hop.time_column)
-    spent_writing = counted.get("seconds", 0) if found else 0  # a MERGE's count, run in the hop's write
+    # a MERGE's count, run in the hop's write
+    spent_writing = counted.get("seconds", 0) if found else 0
     summary["seconds"] = round(time.time() - began + spent_writing, 3)
     write_json(results_dir(lake), f"{name}.json", summary)
     return summary

@@ -1,8 +1,9 @@
-"""The rule types the quality gate's one pass evaluates itself (:mod:`spark_jobs.engine.expectations`),
-one :class:`RuleType` each in :data:`RULES`: which arguments it takes, when it takes a rule on a
-frame, how Spark marks and counts its failing rows, and its result as GX writes it. A drop
-rule's row condition (:func:`passes`) comes from here too. A new native rule type is a class
-here and its entry in :data:`RULES`; ``tests/spark/test_expectations.py`` compares the one pass with GX.
+"""The rule types the quality gate's one pass evaluates itself
+(:mod:`spark_jobs.engine.expectations`), one :class:`RuleType` each in :data:`RULES`:
+which arguments it takes, when it takes a rule on a frame, how Spark marks and counts its
+failing rows, and its result as GX writes it. A drop rule's row condition (:func:`passes`)
+comes from here too. A new native rule type is a class here and its entry in :data:`RULES`;
+``tests/spark/test_expectations.py`` compares the one pass with GX.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from spark_jobs.control.suites import EXAMPLES
 
 _MOSTLY = frozenset({"mostly"})
 _BOUNDS = frozenset({"min_value", "max_value", "strict_min", "strict_max"})
-_FIELDS = {"type", "kwargs", "meta", "id", "severity"}  # a rule's fields the one pass writes as GX does
+# a rule's fields the one pass writes as GX does
+_FIELDS = {"type", "kwargs", "meta", "id", "severity"}
 _NUMBER = (int, float)
 _NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -34,8 +36,12 @@ def _numeric_bounds(kwargs: dict, integral: bool = False) -> bool:
     flags = [kwargs.get("strict_min", False), kwargs.get("strict_max", False)]
     kind = int if integral else _NUMBER
     given = [bound for bound in bounds if bound is not None]
-    return (bool(given) and all(isinstance(b, kind) and not isinstance(b, bool) for b in given)
-            and all(isinstance(flag, bool) for flag in flags) and (len(given) < 2 or given[0] <= given[1]))
+    return (
+        bool(given)
+        and all(isinstance(b, kind) and not isinstance(b, bool) for b in given)
+        and all(isinstance(flag, bool) for flag in flags)
+        and (len(given) < 2 or given[0] <= given[1])
+    )
 
 
 def _within(value, kwargs: dict) -> bool:
@@ -62,7 +68,11 @@ class RuleType:
 
     def accepts(self, kwargs: dict, types: dict[str, str]) -> bool:
         column = kwargs.get("column")
-        return isinstance(column, str) and column in types and self.accepts_column(kwargs, types[column])
+        return (
+            isinstance(column, str)
+            and column in types
+            and self.accepts_column(kwargs, types[column])
+        )
 
     def accepts_column(self, kwargs: dict, column_type: str) -> bool:
         return True
@@ -100,22 +110,42 @@ class RuleType:
         return F.sum(F.when(self.marked(None, kwargs)[1], 1).otherwise(0))
 
     def examples(self, marked, kwargs: dict, condition) -> list | None:
-        """The first failing values GX's BASIC format lists (in the frame's order, as GX reads them)."""
+        """The first failing values GX's BASIC format lists (in the frame's order,
+        as GX reads them).
+        """
         name = kwargs["column"]
-        return [_json_value(row[0]) for row in marked.where(condition).select(name).limit(EXAMPLES).collect()]
+        return [
+            _json_value(row[0])
+            for row in marked.where(condition).select(name).limit(EXAMPLES).collect()
+        ]
 
     def result(self, kwargs: dict, rows: int, considered, unexpected, examples) -> dict:
         """GX's ``_format_map_output`` in BASIC format."""
         nonnull = considered if rows else 0
         unexpected = self.unexpected_of(unexpected, rows)
-        success = (unexpected is None or rows == 0 or nonnull == 0
-                   or _mostly_success(nonnull, unexpected, kwargs.get("mostly", 1.0)))
-        result = {"element_count": rows, "unexpected_count": unexpected, "unexpected_percent": None,
-                  "partial_unexpected_list": examples, "missing_percent": None, "unexpected_percent_total": None}
+        success = (
+            unexpected is None
+            or rows == 0
+            or nonnull == 0
+            or _mostly_success(nonnull, unexpected, kwargs.get("mostly", 1.0))
+        )
+        result = {
+            "element_count": rows,
+            "unexpected_count": unexpected,
+            "unexpected_percent": None,
+            "partial_unexpected_list": examples,
+            "missing_percent": None,
+            "unexpected_percent_total": None,
+        }
         if unexpected is not None and rows > 0:
-            result.update(unexpected_percent=unexpected / nonnull * 100 if nonnull > 0 else None,
-                          missing_percent=(rows - nonnull) / rows * 100, unexpected_percent_total=unexpected / rows * 100)
-        result.update(missing_count=rows - nonnull, unexpected_percent_nonmissing=result["unexpected_percent"])
+            result.update(
+                unexpected_percent=unexpected / nonnull * 100 if nonnull > 0 else None,
+                missing_percent=(rows - nonnull) / rows * 100,
+                unexpected_percent_total=unexpected / rows * 100,
+            )
+        result.update(
+            missing_count=rows - nonnull, unexpected_percent_nonmissing=result["unexpected_percent"]
+        )
         return {"success": success, "result": result}
 
     def unexpected_of(self, unexpected, rows: int):
@@ -129,8 +159,14 @@ class _InSet(RuleType):
     def accepts_column(self, kwargs: dict, column_type: str) -> bool:
         values = kwargs.get("value_set")
         numeric, text = column_type.startswith(_NUMERIC_TYPES), column_type == "string"
-        return isinstance(values, list) and bool(values) and (
-            (numeric and all(_is_number(value) for value in values)) or (text and all(isinstance(v, str) for v in values)))
+        return (
+            isinstance(values, list)
+            and bool(values)
+            and (
+                (numeric and all(_is_number(value) for value in values))
+                or (text and all(isinstance(v, str) for v in values))
+            )
+        )
 
     def meets(self, kwargs: dict, column):
         return column.isin(*kwargs["value_set"])
@@ -143,11 +179,23 @@ class _Between(RuleType):
     def meets(self, kwargs: dict, column):
         from pyspark.sql import functions as F
 
-        return F.lit(True) & _within(column, {key: value if value is None or key.startswith("strict") else F.lit(value)
-                                              for key, value in kwargs.items()})
+        return F.lit(True) & _within(
+            column,
+            {
+                key: value if value is None or key.startswith("strict") else F.lit(value)
+                for key, value in kwargs.items()
+            },
+        )
 
     def config_kwargs(self, kwargs: dict) -> dict:
-        return {**kwargs, **{key: float(kwargs[key]) for key in ("min_value", "max_value") if kwargs.get(key) is not None}}
+        return {
+            **kwargs,
+            **{
+                key: float(kwargs[key])
+                for key in ("min_value", "max_value")
+                if kwargs.get(key) is not None
+            },
+        }
 
 
 class _Regex(RuleType):
@@ -176,22 +224,37 @@ class _NotNull(RuleType):
 
     def result(self, kwargs: dict, rows: int, considered, unexpected, examples) -> dict:
         success = rows == 0 or _mostly_success(rows, unexpected, kwargs.get("mostly", 1.0))
-        return {"success": success, "result": {
-            "element_count": rows, "unexpected_count": unexpected,
-            "unexpected_percent": unexpected / rows * 100 if unexpected is not None and rows > 0 else None,
-            "partial_unexpected_list": [None] * min(unexpected or 0, EXAMPLES)}}
+        return {
+            "success": success,
+            "result": {
+                "element_count": rows,
+                "unexpected_count": unexpected,
+                "unexpected_percent": unexpected / rows * 100
+                if unexpected is not None and rows > 0
+                else None,
+                "partial_unexpected_list": [None] * min(unexpected or 0, EXAMPLES),
+            },
+        }
 
 
 class _CompoundUnique(RuleType):
-    """No two rows share the values of ``column_list`` (rows whose columns are all null are left out)."""
+    """No two rows share the values of ``column_list`` (rows whose columns are all
+    null are left out).
+    """
 
     def accepts(self, kwargs: dict, types: dict[str, str]) -> bool:
         columns = kwargs.get("column_list")
-        return (isinstance(columns, list) and len(columns) >= 2 and all(name in types for name in columns)
-                and kwargs.get("ignore_row_if", "all_values_are_missing") == "all_values_are_missing")
+        return (
+            isinstance(columns, list)
+            and len(columns) >= 2
+            and all(name in types for name in columns)
+            and kwargs.get("ignore_row_if", "all_values_are_missing") == "all_values_are_missing"
+        )
 
     def passes(self, kwargs: dict):
-        raise ValueError("a compound-unique rule holds for a whole frame, not for one row: it cannot drop rows")
+        raise ValueError(
+            "a compound-unique rule holds for a whole frame, not for one row: it cannot drop rows"
+        )
 
     def marked(self, frame, kwargs: dict):
         from pyspark.sql import Window
@@ -207,7 +270,9 @@ class _CompoundUnique(RuleType):
     def considered(self, kwargs: dict):
         from pyspark.sql import functions as F
 
-        return F.count(F.lit(1)) - F.sum(F.when(_all_missing(kwargs["column_list"]), 1).otherwise(0))
+        return F.count(F.lit(1)) - F.sum(
+            F.when(_all_missing(kwargs["column_list"]), 1).otherwise(0)
+        )
 
     def counted_per_batch(self, kwargs: dict, keys: tuple[str, ...]):
         """None (the whole increment at once), except over exactly ``keys`` when the table holds
@@ -241,14 +306,17 @@ class _RowCount(RuleType):
 
 
 # Rule type -> how the one pass evaluates it; any other type goes to GX.
-RULES: dict[str, RuleType] = {rule.name: rule for rule in (
-    _NotNull("expect_column_values_to_not_be_null", {"column"}),
-    _InSet("expect_column_values_to_be_in_set", {"column", "value_set"}),
-    _Between("expect_column_values_to_be_between", {"column"} | _BOUNDS),
-    _Regex("expect_column_values_to_match_regex", {"column", "regex"}),
-    _CompoundUnique("expect_compound_columns_to_be_unique", {"column_list", "ignore_row_if"}),
-    _RowCount("expect_table_row_count_to_be_between", set(_BOUNDS)),
-)}
+RULES: dict[str, RuleType] = {
+    rule.name: rule
+    for rule in (
+        _NotNull("expect_column_values_to_not_be_null", {"column"}),
+        _InSet("expect_column_values_to_be_in_set", {"column", "value_set"}),
+        _Between("expect_column_values_to_be_between", {"column"} | _BOUNDS),
+        _Regex("expect_column_values_to_match_regex", {"column", "regex"}),
+        _CompoundUnique("expect_compound_columns_to_be_unique", {"column_list", "ignore_row_if"}),
+        _RowCount("expect_table_row_count_to_be_between", set(_BOUNDS)),
+    )
+}
 
 
 def rule_type(expectation: dict) -> RuleType:
@@ -256,7 +324,9 @@ def rule_type(expectation: dict) -> RuleType:
 
 
 def passes(expectation: dict):
-    """A Spark condition true for rows that meet a row-level rule (nulls pass all but not-null, as in GX)."""
+    """A Spark condition true for rows that meet a row-level rule (nulls pass all but
+    not-null, as in GX).
+    """
     return rule_type(expectation).passes(expectation["kwargs"])
 
 
@@ -265,8 +335,13 @@ def is_native(expectation: dict, types: dict[str, str]) -> bool:
     type): a type of :data:`RULES`, only the arguments it evaluates (a row condition, a suite
     parameter, a description... send it to GX, whose JSON of them is GX's to write)."""
     rule, kwargs = RULES.get(expectation.get("type")), expectation.get("kwargs", {})
-    return (rule is not None and set(expectation) <= _FIELDS and set(kwargs) <= rule.arguments
-            and _plain_mostly(kwargs) and rule.accepts(kwargs, types))
+    return (
+        rule is not None
+        and set(expectation) <= _FIELDS
+        and set(kwargs) <= rule.arguments
+        and _plain_mostly(kwargs)
+        and rule.accepts(kwargs, types)
+    )
 
 
 def _all_missing(columns: list[str]):

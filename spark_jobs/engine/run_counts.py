@@ -11,7 +11,9 @@ from spark_jobs.engine import quality
 
 
 def completed(observations: list) -> list:
-    """The observations whose frame ran (asking one that never ran for its metrics would wait forever)."""
+    """The observations whose frame ran (asking one that never ran for its metrics
+    would wait forever).
+    """
     return [observation for observation in observations if observation._jo.future().isCompleted()]
 
 
@@ -48,7 +50,9 @@ class GateCounts:
             suite = suites.load_suite(self.spec, self.hop)
             columns = quality.counted_rules(suite, self.code.quality_frame(self.hop, frame), keys)
             self._counting = [] if columns is None else columns
-            self._counts = None if columns is None else {"suite": quality.suite_digest(suite), "batches": 0}
+            self._counts = (
+                None if columns is None else {"suite": quality.suite_digest(suite), "batches": 0}
+            )
         return self._counting if self._counts is not None else []
 
     def counting(self, frame):
@@ -89,11 +93,14 @@ class GateCounts:
             return
         began = time.time()
         totals = self.code.quality_frame(self.hop, frame).agg(*columns).first().asDict()
-        self._add(dict(totals, seconds=round(time.time() - began, 3)))  # the gate's time, spent here
+        # the gate's time, spent here
+        self._add(dict(totals, seconds=round(time.time() - began, 3)))
 
     def _add(self, totals: dict) -> None:
         for name, value in totals.items():
-            self._counts[name] = value if self._counts.get(name) is None else self._counts[name] + (value or 0)
+            self._counts[name] = (
+                value if self._counts.get(name) is None else self._counts[name] + (value or 0)
+            )
         self._counts["batches"] += 1
 
 

@@ -38,8 +38,17 @@ from spark_jobs.pipelines import pipeline_code
 class HopRun:
     """One hop's run: builds the query, tracks versions and progress, writes the record."""
 
-    def __init__(self, spark, lake: Lake, hop: HopSpec, run_id: str, mode: str, progress: Progress = stderr_progress,
-                 fence: Callable[[], None] = unfenced, gated: bool = True):
+    def __init__(
+        self,
+        spark,
+        lake: Lake,
+        hop: HopSpec,
+        run_id: str,
+        mode: str,
+        progress: Progress = stderr_progress,
+        fence: Callable[[], None] = unfenced,
+        gated: bool = True,
+    ):
         self.spark = spark
         self._fence = fence
         self.fenced: LakehouseError | None = None
@@ -49,7 +58,9 @@ class HopRun:
         self.code.check(lake.spec)
         self.progress = progress
         self.record = RunRecord(pipeline=lake.spec.name, hop=hop.name, run_id=run_id, mode=mode)
-        self.record.tables = {table: TableChange(delta_log.table_version(table), None) for table in state.tables}
+        self.record.tables = {
+            table: TableChange(delta_log.table_version(table), None) for table in state.tables
+        }
         self.stream_progress = StreamProgress(self.record, hop.name, progress)
         self._read_observations: list = []  # a backfill's rows read from its source (:meth:`read`)
         self._fingerprint: fingerprints.Fingerprint | None = None
@@ -75,20 +86,25 @@ class HopRun:
         for table, change in record.tables.items():
             change.version_after = delta_log.table_version(table)
         main = record.tables[self.state.table]
-        record.rows_out = delta_log.rows_written(self.state.table, main.version_before, main.version_after)
+        record.rows_out = delta_log.rows_written(
+            self.state.table, main.version_before, main.version_after
+        )
         if self.state.quarantine:
             change = record.tables[self.state.quarantine]
-            record.rows_quarantined = delta_log.rows_written(self.state.quarantine, change.version_before,
-                                                             change.version_after)
+            record.rows_quarantined = delta_log.rows_written(
+                self.state.quarantine, change.version_before, change.version_after
+            )
         self.sink.finish_record(record, main, status == "succeeded")
-        if record.mode == "backfill":  # a batch read has no streaming progress: its reads were observed
+        # a batch read has no streaming progress: its reads were observed
+        if record.mode == "backfill":
             record.rows_in = observed_total(self._read_observations, "rows")
         record.counted = self.gate.totals
         record.rows_dropped_by_rule = self.drops.by_rule()
         record.finish(status, error)
         write_record(self.lake, record)
         if status == "succeeded" and self._fingerprint is not None:
-            fingerprints.save(self.lake, self.hop, self._fingerprint)  # what the checkpoint goes on with
+            # what the checkpoint goes on with
+            fingerprints.save(self.lake, self.hop, self._fingerprint)
         return record
 
     def note_progress(self, query) -> None:
@@ -98,30 +114,48 @@ class HopRun:
     # -- streams ----------------------------------------------------------------------------
 
     def start_stream(self, trigger: dict, max_files_per_trigger: int | None = None):
-        """Start the hop's streaming query with ``trigger`` (kwargs of ``DataStreamWriter.trigger``)."""
+        """Start the hop's streaming query with ``trigger`` (kwargs of
+        ``DataStreamWriter.trigger``).
+        """
         query_id = checkpoint_log.ensure_query_id(self.checkpoint)
         self.record.query_id = query_id
         # Read when the query starts; they bound how far back a rollback can reach.
-        self.spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(self.spec.min_batches_to_retain))
-        self.spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", str(self.spec.source_log_compact_interval))
-        # State snapshots and clean-up run every maintenanceInterval (1 min): a run-once job would never clean.
+        self.spark.conf.set(
+            "spark.sql.streaming.minBatchesToRetain", str(self.spec.min_batches_to_retain)
+        )
+        self.spark.conf.set(
+            "spark.sql.streaming.fileSource.log.compactInterval",
+            str(self.spec.source_log_compact_interval),
+        )
+        # State snapshots and clean-up run every maintenanceInterval (1 min): a run-once job
+        # would never clean.
         self.spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
         frame = self.streaming_frame(max_files_per_trigger)
         self.check_code(frame)
         self.state_only_batch = rebuild.state_only_batch(self.lake, self.hop, query_id)
         writer = self.sink.stream_writer(frame, query_id)
         name = f"{self.spec.name}.{self.hop.name}"
-        return writer.queryName(name).option("checkpointLocation", self.checkpoint).trigger(**trigger).start()
+        return (
+            writer.queryName(name)
+            .option("checkpointLocation", self.checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
 
     def each_batch(self, write: Callable) -> Callable:
         """The sink's ``write(batch, batch_id)`` for ``foreachBatch``; for the batch a state
-        rebuild planned (:mod:`spark_jobs.control.rollback.rebuild`), the query runs to fill its state
-        stores and the sink writes an empty batch (its commits keep the batch's transaction)."""
+        rebuild planned (:mod:`spark_jobs.control.rollback.rebuild`), the query runs to
+        fill its state stores and the sink writes an empty batch (its commits keep the
+        batch's transaction)."""
+
         def write_batch(batch, batch_id: int) -> None:
             if batch_id != self.state_only_batch:
                 return write(batch, batch_id)
             batch.write.format("noop").mode("overwrite").save()
-            self.progress(f"[{self.hop.name}] batch {batch_id}: state rebuilt with the new code, no row written")
+            self.progress(
+                f"[{self.hop.name}] batch {batch_id}: state rebuilt with the "
+                "new code, no row written"
+            )
             return write(batch.sparkSession.createDataFrame([], batch.schema), batch_id)
 
         return write_batch
@@ -129,7 +163,9 @@ class HopRun:
     def streaming_frame(self, max_files_per_trigger: int | None = None):
         """The hop's transform over its streaming source (no query started)."""
         inputs = self.code.static_inputs(self.spark, self.lake, self.hop)
-        return self.code.transform(self.hop, self.source.stream(max_files_per_trigger), self.spec, inputs)
+        return self.code.transform(
+            self.hop, self.source.stream(max_files_per_trigger), self.spec, inputs
+        )
 
     def check_code(self, frame) -> None:
         """Refuse a query its checkpoint's state cannot follow; say so when the query changed
@@ -158,12 +194,20 @@ class HopRun:
             self._read_observations.append(observation)
             return frame.observe(observation, F.count(F.lit(1)).alias("rows"))
 
-        return {name: observed(frame) for name, frame in frames.items()} if isinstance(frames, dict) else observed(frames)
+        return (
+            {name: observed(frame) for name, frame in frames.items()}
+            if isinstance(frames, dict)
+            else observed(frames)
+        )
 
-    def transformed_range(self, start_ms: int, end_ms: int, inputs: dict, version: int | None = None):
+    def transformed_range(
+        self, start_ms: int, end_ms: int, inputs: dict, version: int | None = None
+    ):
         """The hop's transform over its source's rows in ``[start_ms, end_ms)`` (batch mode), of
         the source now or as of an upstream table ``version``."""
-        return self.code.transform(self.hop, self.read(start_ms, end_ms, version), self.spec, inputs)
+        return self.code.transform(
+            self.hop, self.read(start_ms, end_ms, version), self.spec, inputs
+        )
 
     def upstream_missing(self) -> bool:
         return self.source.missing() is not None
@@ -182,11 +226,15 @@ class HopRun:
                 raise self.fenced from error
             self.close("failed", first_line(error))
             raise RunFailed(
-                f"{self.hop.name} {action} failed: {first_line(error)} (run record in {self.lake.runs})"
+                f"{self.hop.name} {action} failed: {first_line(error)} (run record "
+                f"in {self.lake.runs})"
             ) from error
 
     def _skip_missing_upstream(self) -> RunRecord:
-        self.progress(f"[{self.hop.name}] nothing to do: upstream table {self.source.missing()} does not exist yet")
+        self.progress(
+            f"[{self.hop.name}] nothing to do: upstream table "
+            f"{self.source.missing()} does not exist yet"
+        )
         return self.close("skipped")
 
     def refuse_damaged_checkpoint(self) -> None:
@@ -197,10 +245,10 @@ class HopRun:
         refuse_damaged(self.lake, self.hop, self.progress)
 
     def replay_logged(self) -> None:
-        """Run again, in order, the batches a rollback undid and kept (:mod:`spark_jobs.control.rollback.replays`),
-        put back one at a time and run with ``Trigger.Once``, which runs a logged, uncommitted
-        batch with its logged source range and watermark and stops right after it; then mark
-        them replayed. None kept: nothing to do."""
+        """Run again, in order, the batches a rollback undid and kept
+        (:mod:`spark_jobs.control.rollback.replays`), put back one at a time and run with
+        ``Trigger.Once``, which runs a logged, uncommitted batch with its logged source range and
+        watermark and stops right after it; then mark them replayed. None kept: nothing to do."""
         logged = replays.pending(self.lake, self.hop, self.progress)
         upstream_commits: dict = {}
         for batch_id, text in logged:
@@ -249,7 +297,9 @@ class HopRun:
         start_ms, end_ms = self.sink.backfill_range(start_ms, end_ms)
         record.range_start, record.range_end = iso(start_ms), iso(end_ms)
         with self._failures_recorded("backfill"):
-            self.sink.backfill(start_ms, end_ms, self.code.static_inputs(self.spark, self.lake, self.hop))
+            self.sink.backfill(
+                start_ms, end_ms, self.code.static_inputs(self.spark, self.lake, self.hop)
+            )
         self.close("succeeded")
         elapsed = max(time.time() - began, 1e-6)
         self.progress(
@@ -258,4 +308,3 @@ class HopRun:
             + (f", {record.rows_quarantined:,} quarantined" if self.state.quarantine else "")
         )
         return record
-

@@ -24,7 +24,10 @@ def check_java() -> None:
     if java_home and os.path.exists(os.path.join(java_home, "bin", "java")):
         return
     if shutil.which("java") is None:
-        raise SetupError("Java is not installed or not on PATH: install Java 17+ (e.g. apt-get install openjdk-17-jre-headless)")
+        raise SetupError(
+            "Java is not installed or not on PATH: install Java 17+ (e.g. apt-get install "
+            "openjdk-17-jre-headless)"
+        )
 
 
 def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
@@ -51,16 +54,15 @@ def session_confs(shuffle_partitions: int = 4) -> dict[str, str]:
 
 # Checkpoint and Delta log files through Hadoop's FileSystem API, not its FileContext one. Without
 # Hadoop's native library (a pip-installed PySpark has none) a FileContext rename on a local disk
-# starts a `readlink` process for the source, the target and their checksum files: with the
-# `chmod` of each created file (which stays), about 75 processes a second in a busy driver (Java
-# Flight Recorder's ProcessStart events), every checkpoint and Delta log file being written then
-# renamed. Both managers do the same on a local disk (test that the target is absent, then
-# rename: neither is atomic there, nor on S3), and the pipeline lock keeps writers of one
-# pipeline apart. An in-process run took about a sixth less CPU and wall time (docs/design-notes.md).
-# ``LocalLogStore`` is Delta's own for file: paths (the same rename, under a JVM-wide lock).
+# starts a `readlink` process for the source, the target and their checksum files: with the `chmod`
+# of each created file (which stays), about 75 processes a second in a busy driver (Java Flight
+# Recorder's ProcessStart events), every checkpoint and Delta log file being written then renamed.
+# Both managers do the same on a local disk (test that the target is absent, then rename: neither is
+# atomic there, nor on S3), and the pipeline lock keeps writers of one pipeline apart. An in-process
+# run took about a sixth less CPU and wall time (docs/design-notes.md). ``LocalLogStore`` is Delta's
+# own for file: paths (the same rename, under a JVM-wide lock).
 NO_SHELL_CONFS = {
-    "spark.sql.streaming.checkpointFileManagerClass":
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",  # noqa: E501
     "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
 }
 
@@ -71,7 +73,8 @@ def s3a_confs(env: dict[str, str] | None = None) -> dict[str, str]:
     The keys go into Hadoop's configuration, not only the driver's environment, so executors on
     other machines have them too (Spark redacts them in its UI and logs)."""
     env = os.environ if env is None else env
-    confs = {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # s3:// paths in a user's inputs
+    # s3:// paths in a user's inputs
+    confs = {"fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
     if env.get("AWS_ENDPOINT_URL"):
         confs["fs.s3a.endpoint"] = env["AWS_ENDPOINT_URL"]
         confs["fs.s3a.path.style.access"] = "true"
@@ -98,7 +101,11 @@ def properties_file(path: str) -> dict[str, str]:
     ``spark-submit --properties-file`` reads it."""
     with open(path) as handle:
         lines = [line.strip() for line in handle]
-    return dict(re.split(r"\s*=\s*|\s+", line, maxsplit=1) for line in lines if line and not line.startswith("#"))
+    return dict(
+        re.split(r"\s*=\s*|\s+", line, maxsplit=1)
+        for line in lines
+        if line and not line.startswith("#")
+    )
 
 
 def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str | None = None):
@@ -113,7 +120,8 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     """
     from pyspark.sql import SparkSession
 
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit set the driver's address already
+    # spark-submit set the driver's address already
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     addresses = {} if submitted else settings.driver_addresses(settings.SPARK_MASTER.value())
     os.environ.setdefault("SPARK_LOCAL_IP", addresses.pop("SPARK_LOCAL_IP", settings.LOOPBACK))
     builder = SparkSession.builder.appName(app_name)
@@ -138,7 +146,8 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
     spark = builder.getOrCreate()
     if spark.conf.get(_MAX_SPLIT, None) is None:  # unless the properties file sets it
         spark.conf.set(_MAX_SPLIT, str(MAX_SPLIT_BYTES))
-    live = spark.sparkContext._jsc.hadoopConfiguration()  # a session that already existed takes them too
+    # a session that already existed takes them too
+    live = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop.items():
         live.set(key, value)
     spark.sparkContext.setLogLevel(settings.SPARK_LOG_LEVEL.value())

@@ -1,8 +1,8 @@
 """The Sources: where a hop's rows come from, one per thing a hop reads
-(:data:`spark_jobs.engine.hops.SOURCES`): the landing folder, a Kafka topic, one upstream table,
-several.
-Each gives ``stream()`` for the run-once and always-on query, ``read(start_ms, end_ms)`` for a
-backfill and ``missing()``, what is not there yet to read (:class:`spark_jobs.engine.contracts.Source`)."""
+(:data:`spark_jobs.engine.hops.SOURCES`): the landing folder, a Kafka topic, one
+upstream table, several. Each gives ``stream()`` for the run-once and always-on query,
+``read(start_ms, end_ms)`` for a backfill and ``missing()``, what is not there yet to read
+(:class:`spark_jobs.engine.contracts.Source`)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ class LandingFiles:
         archive = lake.archive_of(hop)
         folders = landing if streaming or not fs.exists(archive) else [landing, archive]
         folder = lake.spec.landing_of(hop).strip("/")
-        source = F.replace(F.col("_metadata.file_path"), F.lit(f"/_archive/{folder}/"), F.lit(f"/{folder}/"))
+        source = F.replace(
+            F.col("_metadata.file_path"), F.lit(f"/_archive/{folder}/"), F.lit(f"/{folder}/")
+        )
         fmt = hop.format
         if fmt is not None and fmt.reads_files_whole:
             from spark_jobs.transforms.formats import file_lines
@@ -65,8 +67,9 @@ class LandingFiles:
             if streaming:  # the source's own count is of files: "rows in" are the lines read
                 lines = lines.observe(LINES_READ, F.count(F.lit(1)).alias("rows"))
         else:
-            lines = reader.format("text").load(folders).select(
-                "value", source.alias("_source_file"))
+            lines = (
+                reader.format("text").load(folders).select("value", source.alias("_source_file"))
+            )
         return parsed(lines, fmt)
 
     def stream(self, max_files_per_trigger: int | None = None):
@@ -81,7 +84,13 @@ class LandingFiles:
         """The rows of what ``lines`` (a backfill's read) came from, as a predicate on
         ``_source_file``: the files read (None: none)."""
         files = sorted({row[0] for row in lines.select("_source_file").distinct().collect()})
-        return "_source_file IN (" + ", ".join("'" + path.replace("'", "''") + "'" for path in files) + ")" if files else None
+        return (
+            "_source_file IN ("
+            + ", ".join("'" + path.replace("'", "''") + "'" for path in files)
+            + ")"
+            if files
+            else None
+        )
 
     def missing(self) -> str | None:
         return None
@@ -99,10 +108,18 @@ def _address_part(index: int):
 
 def record_address(topic, partition, offset):
     """A Kafka record's address, ``kafka://<topic>/<partition>/<offset>``: what a topic-fed hop's
-    rows carry as ``_source_file``, as a landing file's rows carry its path (lineage, quarantine)."""
+    rows carry as ``_source_file``, as a landing file's rows carry its path
+    (lineage, quarantine)."""
     from pyspark.sql import functions as F
 
-    return F.concat(F.lit("kafka://"), topic, F.lit("/"), partition.cast("string"), F.lit("/"), offset.cast("string"))
+    return F.concat(
+        F.lit("kafka://"),
+        topic,
+        F.lit("/"),
+        partition.cast("string"),
+        F.lit("/"),
+        offset.cast("string"),
+    )
 
 
 def avro_line(value, avro):
@@ -126,13 +143,18 @@ def avro_line(value, avro):
         framed = (F.length(value) >= CONFLUENT_HEADER_BYTES) & (F.hex(value.substr(1, 1)) == "00")
     decoded = from_avro(body, avro.schema, {"mode": "PERMISSIVE"})
     fields = json.loads(avro.schema)["fields"]
-    required = [field["name"] for field in fields if not (isinstance(field["type"], list) and "null" in field["type"])]
+    required = [
+        field["name"]
+        for field in fields
+        if not (isinstance(field["type"], list) and "null" in field["type"])
+    ]
     if required:
         whole = reduce(lambda a, b: a & b, [decoded[name].isNotNull() for name in required])
     else:
         whole = reduce(lambda a, b: a | b, [decoded[field["name"]].isNotNull() for field in fields])
     return F.when(framed & decoded.isNotNull() & whole, F.to_json(decoded)).otherwise(
-        F.concat(F.lit("undecodable Avro value: "), F.hex(value)))
+        F.concat(F.lit("undecodable Avro value: "), F.hex(value))
+    )
 
 
 class KafkaTopic:
@@ -154,11 +176,27 @@ class KafkaTopic:
         from spark_jobs.model.kafka import KafkaConnection
 
         hop = self.run.hop
-        frame = reader.format("kafka").options(**KafkaConnection.from_env().spark_options()).option(
-            *hop.subscription).option("failOnDataLoss", "true").load()
-        value = frame["value"].cast("string") if hop.avro is None else avro_line(frame["value"], hop.avro)
-        return parsed(frame.select(value.alias("value"), record_address(
-            frame["topic"], frame["partition"], frame["offset"]).alias("_source_file")), hop.format)
+        frame = (
+            reader.format("kafka")
+            .options(**KafkaConnection.from_env().spark_options())
+            .option(*hop.subscription)
+            .option("failOnDataLoss", "true")
+            .load()
+        )
+        value = (
+            frame["value"].cast("string")
+            if hop.avro is None
+            else avro_line(frame["value"], hop.avro)
+        )
+        return parsed(
+            frame.select(
+                value.alias("value"),
+                record_address(frame["topic"], frame["partition"], frame["offset"]).alias(
+                    "_source_file"
+                ),
+            ),
+            hop.format,
+        )
 
     def stream(self, max_files_per_trigger: int | None = None):
         from spark_jobs.control.topics import check_nothing_lost
@@ -186,18 +224,26 @@ class KafkaTopic:
         starts, held = offsets_at(hop, start_ms - duration_ms(self.run.spec.allowed_lateness))
         for (topic, partition), offset in self._rows_from(start_ms, end_ms).items():
             if (topic, partition) in held and offset < held[topic, partition][0]:
-                raise UsageError(f"{hop.name} holds rows from {iso(start_ms)} to {iso(end_ms)} read from topic {topic} "
-                                 f"partition {partition} offsets {offset}..{held[topic, partition][0] - 1}, which the "
-                                 "broker no longer holds: a backfill would lose them; backfill a range after them")
+                raise UsageError(
+                    f"{hop.name} holds rows from {iso(start_ms)} to {iso(end_ms)} read from topic "
+                    f"{topic} partition {partition} offsets "
+                    f"{offset}..{held[topic, partition][0] - 1}, which the broker no longer holds: "
+                    "a backfill would lose them; backfill a range after them"
+                )
             starts[topic, partition] = min(starts.get((topic, partition), offset), offset)
         offsets: dict[str, dict[str, int]] = {}
         for (topic, partition), offset in sorted(starts.items()):
             offsets.setdefault(topic, {})[str(partition)] = offset
-        return self._records(self.run.spark.read.option("startingOffsets", json.dumps(offsets))
-                             .option("endingOffsets", "latest"))
+        return self._records(
+            self.run.spark.read.option("startingOffsets", json.dumps(offsets)).option(
+                "endingOffsets", "latest"
+            )
+        )
 
     def _rows_from(self, start_ms: int, end_ms: int) -> dict[tuple[str, int], int]:
-        """Per partition, the first offset of a record whose row the hop's table holds in the range."""
+        """Per partition, the first offset of a record whose row the hop's table
+        holds in the range.
+        """
         from pyspark.sql import functions as F
 
         table = self.run.lake.table(self.run.hop)
@@ -205,9 +251,11 @@ class KafkaTopic:
             return {}
         rows = self.run.spark.read.format("delta").load(table)
         rows = rows.where(range_predicate(rows, self.run.hop.time_column, start_ms, end_ms))
-        spans = rows.where(F.col("_source_file").startswith("kafka://")).groupBy(
-            _address_part(-3).alias("t"), _address_part(-2).cast("int").alias("p")).agg(
-            F.min(_address_part(-1).cast("long")).alias("low"))
+        spans = (
+            rows.where(F.col("_source_file").startswith("kafka://"))
+            .groupBy(_address_part(-3).alias("t"), _address_part(-2).cast("int").alias("p"))
+            .agg(F.min(_address_part(-1).cast("long")).alias("low"))
+        )
         return {(row.t, int(row.p)): int(row.low) for row in spans.collect()}
 
     def read_scope(self, lines) -> str | None:
@@ -218,9 +266,13 @@ class KafkaTopic:
 
         offset = _address_part(-1).cast("long")
         spans = lines.groupBy(_address_part(-3).alias("t"), _address_part(-2).alias("p")).agg(
-            F.min(offset).alias("low"), F.max(offset).alias("high"))
-        ranges = [f"(startswith(_source_file, 'kafka://{row.t}/{row.p}/') AND CAST({_ADDRESS_PART % -1} AS BIGINT) "
-                  f"BETWEEN {row.low} AND {row.high})" for row in sorted(spans.collect())]
+            F.min(offset).alias("low"), F.max(offset).alias("high")
+        )
+        ranges = [
+            f"(startswith(_source_file, 'kafka://{row.t}/{row.p}/') AND CAST({_ADDRESS_PART % -1} "
+            f"AS BIGINT) BETWEEN {row.low} AND {row.high})"
+            for row in sorted(spans.collect())
+        ]
         return f"({' OR '.join(ranges)})" if ranges else None
 
     def missing(self) -> str | None:
@@ -301,7 +353,12 @@ class UpstreamTables:
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None) -> dict:
         within = self.run.hop.within_ms
-        return {name: source.read(start_ms - within, end_ms + within) for name, source in self.sources.items()}
+        return {
+            name: source.read(start_ms - within, end_ms + within)
+            for name, source in self.sources.items()
+        }
 
     def missing(self) -> str | None:
-        return next((source.missing() for source in self.sources.values() if source.missing()), None)
+        return next(
+            (source.missing() for source in self.sources.values() if source.missing()), None
+        )

@@ -21,7 +21,8 @@ class StreamProgress:
         for progress in query.recentProgress:
             entry = json.loads(progress.json)
             batch_id = entry["batchId"]
-            # An idle progress (no batch ran: nothing new) names the next batch id but has no addBatch.
+            # An idle progress (no batch ran: nothing new) names the next batch id but
+            # has no addBatch.
             if batch_id in self._seen or "addBatch" not in entry.get("durationMs", {}):
                 continue
             self._seen.add(batch_id)
@@ -32,7 +33,9 @@ class StreamProgress:
         lines = entry.get("observedMetrics", {}).get(LINES_READ)
         rows = int(lines["rows"] if lines else entry.get("numInputRows") or 0)
         rate = float(entry.get("processedRowsPerSecond") or 0.0)
-        dropped = sum(int(op.get("numRowsDroppedByWatermark") or 0) for op in entry.get("stateOperators", []))
+        dropped = sum(
+            int(op.get("numRowsDroppedByWatermark") or 0) for op in entry.get("stateOperators", [])
+        )
         record = self.record
         record.batch_ids.append(batch_id)
         record.rows_in += rows
@@ -53,4 +56,6 @@ class StreamProgress:
             }
         )
         late = f", {dropped} late rows dropped" if dropped else ""
-        self.progress(f"[{self.hop_name}] batch {batch_id}: {rows:,} rows ({rate:,.0f} rows/s){late}")
+        self.progress(
+            f"[{self.hop_name}] batch {batch_id}: {rows:,} rows ({rate:,.0f} rows/s){late}"
+        )

@@ -37,7 +37,9 @@ def has_files(spark, table: str) -> bool:
 
 
 def has_backfill_writes(table: str) -> bool:
-    """Whether a backfill ever added rows to ``table`` (:func:`spark_jobs.control.maintenance.tables.backfill_writes`)."""
+    """Whether a backfill ever added rows to ``table``
+    (:func:`spark_jobs.control.maintenance.tables.backfill_writes`).
+    """
     return backfill_writes(table)
 
 

@@ -1,11 +1,12 @@
-"""Read and rewrite a Structured Streaming checkpoint as plain files (docs/concepts/checkpoints.md): no JVM.
+"""Read and rewrite a Structured Streaming checkpoint as plain files
+(docs/concepts/checkpoints.md): no JVM.
 
-``metadata`` holds the query id, ``offsets/N`` what batch N reads, ``commits/N`` that it
-finished, ``sources/<i>/`` the file source's log of files per batch
-(:mod:`spark_jobs.logs.file_source_log`), ``state/<op>/<partition>/`` the state store's
-versions (:mod:`spark_jobs.logs.state_store`). Every log file starts with a version line such as ``v1``; on a local or Hadoop
-filesystem each file has a hidden ``.<name>.crc`` sibling, which must go whenever the file
-is rewritten or removed. Paths are local paths or URIs (fsspec).
+``metadata`` holds the query id, ``offsets/N`` what batch N reads, ``commits/N`` that it finished,
+``sources/<i>/`` the file source's log of files per batch (:mod:`spark_jobs.logs.file_source_log`),
+``state/<op>/<partition>/`` the state store's versions (:mod:`spark_jobs.logs.state_store`). Every
+log file starts with a version line such as ``v1``; on a local or Hadoop filesystem each file has a
+hidden ``.<name>.crc`` sibling, which must go whenever the file is rewritten or removed. Paths are
+local paths or URIs (fsspec).
 """
 
 from __future__ import annotations
@@ -71,8 +72,12 @@ def parse_log_file(fs, path: str, max_version: int = 2) -> tuple[int, list[dict 
             parsed.append(json.loads(candidate))
         except ValueError:
             truncated = not text.endswith("\n") and line is body[-1]
-            raise DamagedLog(path, "truncated JSON (Spark: Unexpected end-of-input)" if truncated
-                             else "a line is not JSON (Spark: MALFORMED_LOG_FILE)") from None
+            raise DamagedLog(
+                path,
+                "truncated JSON (Spark: Unexpected end-of-input)"
+                if truncated
+                else "a line is not JSON (Spark: MALFORMED_LOG_FILE)",
+            ) from None
     return version, parsed
 
 
@@ -90,7 +95,9 @@ def remove(fs, path: str) -> None:
 
 
 def _write_atomically(fs, path: str, text: str) -> None:
-    """Write a checkpoint file atomically and drop its stale ``.crc`` (a stale one misleads Spark)."""
+    """Write a checkpoint file atomically and drop its stale ``.crc`` (a stale one
+    misleads Spark).
+    """
     if fs.exists(crc_path(path)):
         fs.rm(crc_path(path))
     write_text(path, text)
@@ -140,12 +147,15 @@ def ensure_query_id(checkpoint: str) -> str:
 
 
 def set_query_id(checkpoint: str, new_id: str) -> None:
-    """Give the checkpoint a new query id: Spark restarts under it and keeps state (docs/concepts/checkpoints.md).
+    """Give the checkpoint a new query id: Spark restarts under it and keeps state
+    (docs/concepts/checkpoints.md).
 
     Writers key their Delta transactions on the id, so batches replayed after a rollback are
     not taken for ones the table has already seen.
     """
-    _write_atomically(filesystem(checkpoint), f"{checkpoint}/metadata", json.dumps({"id": new_id}) + "\n")
+    _write_atomically(
+        filesystem(checkpoint), f"{checkpoint}/metadata", json.dumps({"id": new_id}) + "\n"
+    )
 
 
 def restart_at(checkpoint: str, batch_id: int, new_id: str) -> None:
@@ -257,7 +267,9 @@ def write_offsets(checkpoint: str, offsets: BatchOffsets, original: int | None =
     ``original`` is the batch whose file supplies the header (default: the same batch).
     """
     fs = filesystem(checkpoint)
-    version, lines = read_log_file(fs, f"{checkpoint}/offsets/{original if original is not None else offsets.batch_id}")
+    version, lines = read_log_file(
+        fs, f"{checkpoint}/offsets/{original if original is not None else offsets.batch_id}"
+    )
     header = lines[0]
     prefixed = version == "v2"
     sources = []
@@ -354,5 +366,3 @@ def saw_whole_table(checkpoint: str, batch_id: int) -> bool:
 def delta_offset_after(source: dict, version: int) -> dict:
     """The offset that starts reading ``source``'s table after ``version``."""
     return {**source, "reservoirVersion": version + 1, "index": -1, "isStartingVersion": False}
-
-

@@ -48,7 +48,9 @@ def read_commit(table: str, version: int) -> tuple[dict, ...]:
     the same versions: the file's size and modification time are part of the cache's key."""
     path = f"{_log_dir(table)}/{version:020d}.json"
     info = filesystem(table).info(path)
-    return _read_commit(table, path, info.get("size"), str(info.get("mtime", info.get("LastModified"))))
+    return _read_commit(
+        table, path, info.get("size"), str(info.get("mtime", info.get("LastModified")))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -84,10 +86,19 @@ def data_files(table: str, version: int, ignore: tuple[str, ...] = ()) -> list[t
         if not add or not add.get("dataChange", True):
             continue
         stats = json.loads(add.get("stats") or "{}")
-        columns = {kind: {name: value for name, value in (stats.get(kind) or {}).items() if name not in ignore}
-                   for kind in ("minValues", "maxValues", "nullCount")}
-        found.append((json.dumps(add.get("partitionValues") or {}, sort_keys=True), stats.get("numRecords"),
-                      json.dumps(columns, sort_keys=True)))
+        columns = {
+            kind: {
+                name: value for name, value in (stats.get(kind) or {}).items() if name not in ignore
+            }
+            for kind in ("minValues", "maxValues", "nullCount")
+        }
+        found.append(
+            (
+                json.dumps(add.get("partitionValues") or {}, sort_keys=True),
+                stats.get("numRecords"),
+                json.dumps(columns, sort_keys=True),
+            )
+        )
     return found
 
 
@@ -103,7 +114,9 @@ def rows_written(table: str, after: int | None, upto: int | None) -> int:
     for version in range(start + 1, upto + 1):
         metrics = commit_info(table, version).get("operationMetrics", {})
         if "numTargetRowsInserted" in metrics:
-            total += int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+            total += int(metrics.get("numTargetRowsInserted", 0)) + int(
+                metrics.get("numTargetRowsUpdated", 0)
+            )
         else:
             total += int(metrics.get("numOutputRows", 0))
     return total
@@ -191,8 +204,14 @@ def unused_files(table: str, keep_from: int) -> list[str]:
                     last[_logical(action[kind])] = (kind, version)
             if "cdc" in action and version <= keep_from:
                 changes.append(action["cdc"]["path"])
-    used = {path for (path, _vector), (kind, version) in last.items() if kind == "add" or version > keep_from}
-    removed = list(dict.fromkeys(path for (path, _vector), _last in last.items() if path not in used))
+    used = {
+        path
+        for (path, _vector), (kind, version) in last.items()
+        if kind == "add" or version > keep_from
+    }
+    removed = list(
+        dict.fromkeys(path for (path, _vector), _last in last.items() if path not in used)
+    )
     return [path for path in removed + changes if file_path(table, path)]
 
 
@@ -203,11 +222,15 @@ def _logical(action: dict) -> tuple[str, str | None]:
     vector = action.get("deletionVector")
     if not vector:
         return action["path"], None
-    return action["path"], f"{vector.get('storageType')}:{vector.get('pathOrInlineDv')}@{vector.get('offset')}"
+    return action[
+        "path"
+    ], f"{vector.get('storageType')}:{vector.get('pathOrInlineDv')}@{vector.get('offset')}"
 
 
 # A file of the log named by a version: a commit, its checksum, a checkpoint (one part or several).
-_VERSIONED = re.compile(r"^\.?(\d{20})\.(json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.(\d{10})\.parquet)(\.crc)?$")
+_VERSIONED = re.compile(
+    r"^\.?(\d{20})\.(json|crc|checkpoint\.parquet|checkpoint\.\d{10}\.(\d{10})\.parquet)(\.crc)?$"
+)
 _COMPACTED = re.compile(r"^\.?\d{20}\.(\d{20})\.compacted\.json(\.crc)?$")
 
 
@@ -216,15 +239,25 @@ def _checkpoints(names: list[str]) -> list[int]:
     parts: dict[int, set[str]] = {}
     for name in names:
         match = _VERSIONED.match(name)
-        if match and not name.startswith(".") and not name.endswith(".crc") and match.group(2).startswith("checkpoint"):
+        if (
+            match
+            and not name.startswith(".")
+            and not name.endswith(".crc")
+            and match.group(2).startswith("checkpoint")
+        ):
             parts.setdefault(int(match.group(1)), set()).add(name)
     complete = []
     for version, found in parts.items():
         wanted = {f"{version:020d}.checkpoint.parquet"}
-        multi = [_VERSIONED.match(name).group(3) for name in found if _VERSIONED.match(name).group(3)]
+        multi = [
+            _VERSIONED.match(name).group(3) for name in found if _VERSIONED.match(name).group(3)
+        ]
         if multi:
             total = int(multi[0])
-            wanted = {f"{version:020d}.checkpoint.{part:010d}.{total:010d}.parquet" for part in range(1, total + 1)}
+            wanted = {
+                f"{version:020d}.checkpoint.{part:010d}.{total:010d}.parquet"
+                for part in range(1, total + 1)
+            }
         if wanted <= found:
             complete.append(version)
     return sorted(complete)
@@ -248,26 +281,42 @@ def log_files_before(table: str, keep_from: int) -> tuple[int | None, list[str]]
     old = []
     for path, name in zip(paths, names, strict=True):
         versioned, compacted = _VERSIONED.match(name), _COMPACTED.match(name)
-        if versioned and int(versioned.group(1)) < base or compacted and int(compacted.group(1)) < base:
+        if (
+            versioned
+            and int(versioned.group(1)) < base
+            or compacted
+            and int(compacted.group(1)) < base
+        ):
             old.append(path)
     return base, old
 
 
-def _checkpoint_actions(table: str, version: int, kinds=("add", "remove")) -> list[tuple[str, dict]] | None:
-    """The actions of ``kinds`` the checkpoint of ``version`` holds (one part or several; None: unreadable)."""
+def _checkpoint_actions(
+    table: str, version: int, kinds=("add", "remove")
+) -> list[tuple[str, dict]] | None:
+    """The actions of ``kinds`` the checkpoint of ``version`` holds (one part or several;
+    None: unreadable).
+    """
     import pyarrow.parquet as pq
 
     fs = filesystem(table)
     folder = _log_dir(table)
     names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(fs, folder)]
-    parts = [name for name in names if not name.startswith(".") and not name.endswith(".crc")
-             and name.startswith(f"{version:020d}.checkpoint.") and name.endswith(".parquet")]
+    parts = [
+        name
+        for name in names
+        if not name.startswith(".")
+        and not name.endswith(".crc")
+        and name.startswith(f"{version:020d}.checkpoint.")
+        and name.endswith(".parquet")
+    ]
     found = []
     for name in parts:
         try:
             with fs.open(f"{folder}/{name}", "rb") as handle:
                 rows = pq.read_table(handle, columns=list(kinds)).to_pylist()
-        except (OSError, ValueError, KeyError):  # not a checkpoint this reads (pyarrow's errors are both)
+        # not a checkpoint this reads (pyarrow's errors are both)
+        except (OSError, ValueError, KeyError):
             return None
         found.extend((kind, row[kind]) for row in rows for kind in kinds if row.get(kind))
     return found
@@ -278,7 +327,9 @@ def _log_start(table: str, present: list[int]) -> list[tuple[str, dict]] | None:
     checkpoint's (None: the log starts elsewhere, or uses sidecars, which this does not read)."""
     if present[0] == 0:
         return []
-    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in listing(filesystem(table), _log_dir(table))]
+    names = [
+        path.rstrip("/").rsplit("/", 1)[-1] for path in listing(filesystem(table), _log_dir(table))
+    ]
     if "_sidecars" in names or present[0] not in _checkpoints(names):
         return None
     return _checkpoint_actions(table, present[0])
@@ -293,14 +344,26 @@ def live_files(table: str) -> dict[str, dict] | None:
     if start is None:
         return None
     live: dict[tuple[str, str | None], dict] = {}
-    # The checkpoint holds its own version's commit already: applying that commit again changes nothing.
-    actions = [*start, *((kind, action[kind]) for version in present for action in read_commit(table, version)
-                         for kind in ("add", "remove") if kind in action)]
+    # The checkpoint holds its own version's commit already: applying that commit again
+    # changes nothing.
+    actions = [
+        *start,
+        *(
+            (kind, action[kind])
+            for version in present
+            for action in read_commit(table, version)
+            for kind in ("add", "remove")
+            if kind in action
+        ),
+    ]
     for kind, action in actions:
         if kind == "add":
             values = action.get("partitionValues") or {}  # a checkpoint's map column reads as pairs
             live[_logical(action)] = action | {
-                "partitionValues": dict(values) if isinstance(values, dict) else dict(map(tuple, values))}
+                "partitionValues": dict(values)
+                if isinstance(values, dict)
+                else dict(map(tuple, values))
+            }
         else:
             live.pop(_logical(action), None)
     return {path: action for (path, _vector), action in live.items()}
@@ -339,7 +402,9 @@ def _named_files(table: str) -> set[str] | None:
     named = {action["path"] for _kind, action in start}
     for version in present:
         for action in read_commit(table, version):
-            named.update(action[kind]["path"] for kind in ("add", "remove", "cdc") if kind in action)
+            named.update(
+                action[kind]["path"] for kind in ("add", "remove", "cdc") if kind in action
+            )
     return named
 
 
@@ -357,9 +422,17 @@ def unnamed_files(table: str, older_than_ms: int) -> list[str]:
     root = table.rstrip("/")
     found = []
     for path, info in fs.find(root, detail=True).items():
-        relative = path[len(root.split("://")[-1]):].lstrip("/") if "://" in root else path[len(root):].lstrip("/")
+        relative = (
+            path[len(root.split("://")[-1]) :].lstrip("/")
+            if "://" in root
+            else path[len(root) :].lstrip("/")
+        )
         top, name = relative.split("/", 1)[0], relative.rsplit("/", 1)[-1]
-        if top == "_delta_log" or name.startswith((".", "_")) or (top.startswith((".", "_")) and top != "_change_data"):
+        if (
+            top == "_delta_log"
+            or name.startswith((".", "_"))
+            or (top.startswith((".", "_")) and top != "_change_data")
+        ):
             continue
         modified = _modified_ms(info)
         if f"{root}/{relative}" not in wanted and modified is not None and modified < older_than_ms:
@@ -394,4 +467,7 @@ def hidden_transactions(table: str) -> dict[str, int]:
         return {app: int(batch) for app, batch in record["hidden_batches"].items()}
     if _log_start(table, present) is None:
         return {}
-    return {action["appId"]: int(action["version"]) for _kind, action in _checkpoint_actions(table, present[0], ("txn",)) or []}
+    return {
+        action["appId"]: int(action["version"])
+        for _kind, action in _checkpoint_actions(table, present[0], ("txn",)) or []
+    }

@@ -21,11 +21,15 @@ def file_source_log(checkpoint: str, source: int = 0) -> dict[int, tuple[str, bo
     fs = filesystem(checkpoint)
     folder = f"{checkpoint}/sources/{source}"
     found = {number: (path, False) for number, path in numbered(fs, folder).items()}
-    found.update({number: (path, True) for number, path in numbered(fs, folder, ".compact").items()})
+    found.update(
+        {number: (path, True) for number, path in numbered(fs, folder, ".compact").items()}
+    )
     return found
 
 
-def truncate_file_source(checkpoint: str, last_log_batch: int, compact_interval: int, source: int = 0) -> list[str]:
+def truncate_file_source(
+    checkpoint: str, last_log_batch: int, compact_interval: int, source: int = 0
+) -> list[str]:
     """Make a file source's log end at ``last_log_batch`` (-1: empty); return what changed.
 
     Entries carry their ``batchId``, so a compact file past the cut is split: the files Spark
@@ -37,35 +41,62 @@ def truncate_file_source(checkpoint: str, last_log_batch: int, compact_interval:
     folder = f"{checkpoint}/sources/{source}"
     changed = []
     if last_log_batch >= 0:
-        kept = [entry for entry in file_source_entries(checkpoint, source) if int(entry["batchId"]) <= last_log_batch]
+        kept = [
+            entry
+            for entry in file_source_entries(checkpoint, source)
+            if int(entry["batchId"]) <= last_log_batch
+        ]
         present = file_source_log(checkpoint, source)
         compaction = [b for b in range(last_log_batch + 1) if (b + 1) % compact_interval == 0]
         base = compaction[-1] if compaction else -1
         if base >= 0 and not (base in present and present[base][1]):
-            write_log_file(fs, f"{folder}/{base}.compact", "v1",
-                           [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) <= base])
+            write_log_file(
+                fs,
+                f"{folder}/{base}.compact",
+                "v1",
+                [
+                    json.dumps(entry, separators=(",", ":"))
+                    for entry in kept
+                    if int(entry["batchId"]) <= base
+                ],
+            )
             changed.append(f"sources/{source}/{base}.compact (rewritten)")
         for number in range(base + 1, last_log_batch + 1):
             if number not in present or present[number][1]:
-                write_log_file(fs, f"{folder}/{number}", "v1",
-                               [json.dumps(entry, separators=(",", ":")) for entry in kept if int(entry["batchId"]) == number])
+                write_log_file(
+                    fs,
+                    f"{folder}/{number}",
+                    "v1",
+                    [
+                        json.dumps(entry, separators=(",", ":"))
+                        for entry in kept
+                        if int(entry["batchId"]) == number
+                    ],
+                )
                 changed.append(f"sources/{source}/{number} (rewritten)")
-    for number, (path, compact) in sorted(file_source_log(checkpoint, source).items(), reverse=True):
+    for number, (path, compact) in sorted(
+        file_source_log(checkpoint, source).items(), reverse=True
+    ):
         if number > last_log_batch:
             remove(fs, path)
             changed.append(f"sources/{source}/{number}{'.compact' if compact else ''}")
     return changed
 
 
-def put_back_entries(checkpoint: str, log_batch: int, entries: list[dict], compact_interval: int,
-                     source: int = 0) -> None:
+def put_back_entries(
+    checkpoint: str, log_batch: int, entries: list[dict], compact_interval: int, source: int = 0
+) -> None:
     """Write ``log_batch``'s entries back at the end of a file source's log (cut before it), as
     Spark wrote them: a plain ``N``, or at a compaction batch ``N.compact`` with every entry up
     to it. Writing the same batch again writes the same file."""
     fs = filesystem(checkpoint)
     folder = f"{checkpoint}/sources/{source}"
     if (log_batch + 1) % compact_interval == 0:
-        earlier = [entry for entry in file_source_entries(checkpoint, source) if int(entry["batchId"]) < log_batch]
+        earlier = [
+            entry
+            for entry in file_source_entries(checkpoint, source)
+            if int(entry["batchId"]) < log_batch
+        ]
         path, lines = f"{folder}/{log_batch}.compact", [*earlier, *entries]
     else:
         path, lines = f"{folder}/{log_batch}", entries
@@ -118,7 +149,9 @@ def landing_files(lake: Lake, hop: HopSpec) -> list[str]:
     return sorted(found)
 
 
-def missing_landing(lake: Lake, hop: HopSpec, after_batch: int, present: set[str] | None = None) -> list[tuple[int, str]]:
+def missing_landing(
+    lake: Lake, hop: HopSpec, after_batch: int, present: set[str] | None = None
+) -> list[tuple[int, str]]:
     """``(batch, file)`` of each landing file the ingest ``hop``'s batches after ``after_batch``
     read that is no longer in its landing folder (``present``, if listed already): a replay of
     those batches would not find it."""
@@ -126,5 +159,11 @@ def missing_landing(lake: Lake, hop: HopSpec, after_batch: int, present: set[str
         return []
     present = set(landing_files(lake, hop)) if present is None else present
     entries = file_source_entries(lake.checkpoint(hop))
-    return sorted({(int(entry["batchId"]), path) for entry in entries if int(entry["batchId"]) > after_batch
-                   and (path := listed_path(entry["path"])) not in present})
+    return sorted(
+        {
+            (int(entry["batchId"]), path)
+            for entry in entries
+            if int(entry["batchId"]) > after_batch
+            and (path := listed_path(entry["path"])) not in present
+        }
+    )

@@ -34,8 +34,11 @@ def _s3_options() -> dict:
     if env.get("AWS_ENDPOINT_URL"):
         options["endpoint_url"] = env["AWS_ENDPOINT_URL"]
     if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        options.update(key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
-                       token=env.get("AWS_SESSION_TOKEN"))
+        options.update(
+            key=env["AWS_ACCESS_KEY_ID"],
+            secret=env["AWS_SECRET_ACCESS_KEY"],
+            token=env.get("AWS_SESSION_TOKEN"),
+        )
     return options
 
 

@@ -22,13 +22,17 @@ def read_record(lake: Lake, run_id: str, hop: str) -> dict | None:
 
 def read_records(lake: Lake, hop: str | None = None) -> list[dict]:
     """Every run record of the pipeline (optionally one hop), oldest first."""
-    records = [record for record in read_json_folder(lake.runs) if hop is None or record.get("hop") == hop]
+    records = [
+        record for record in read_json_folder(lake.runs) if hop is None or record.get("hop") == hop
+    ]
     return sorted(records, key=lambda record: record.get("started_at") or 0)
 
 
 def write_alert(lake: Lake, alert: dict) -> str:
     """Write a missed freshness deadline (its ``at`` and ``dag_run`` name the file)."""
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{alert['at']}.{alert['dag_run']}")
+    name = "".join(
+        c if c.isalnum() or c in "-_." else "_" for c in f"{alert['at']}.{alert['dag_run']}"
+    )
     return write_json(lake.alerts, f"{name}.json", alert)
 
 
@@ -44,4 +48,6 @@ def write_maintenance(lake: Lake, record: MaintenanceRecord) -> str:
 
 def read_maintenance(lake: Lake) -> list[dict]:
     """Every maintenance record of the pipeline, oldest first."""
-    return sorted(read_json_folder(lake.maintenance), key=lambda record: record.get("started_at") or 0)
+    return sorted(
+        read_json_folder(lake.maintenance), key=lambda record: record.get("started_at") or 0
+    )

@@ -89,8 +89,16 @@ def state_before(checkpoint: str, version: int) -> list[str]:
         kinds = {kind for files in versions.values() for _path, kind in files}
         if kinds & {"zip", "changelog"}:
             continue
-        bases = [number for number, files in versions.items()
-                 if number <= version and any(kind == "snapshot" for _path, kind in files)]
+        bases = [
+            number
+            for number, files in versions.items()
+            if number <= version and any(kind == "snapshot" for _path, kind in files)
+        ]
         if bases:
-            old.extend(path for number, files in versions.items() if number < max(bases) for path, _kind in files)
+            old.extend(
+                path
+                for number, files in versions.items()
+                if number < max(bases)
+                for path, _kind in files
+            )
     return sorted(old)

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pyarrow
 
-_AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION")
+_AWS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+)
 # Rows a change-data read returns that are in the table after the change.
 _WRITTEN = ("insert", "update_postimage")
 
@@ -25,7 +31,9 @@ def _open(table: str):
     options: dict[str, str] = {}
     if table.startswith(("s3://", "s3a://")):
         options = {key: os.environ[key] for key in _AWS if os.environ.get(key)}
-        options["AWS_ALLOW_HTTP"] = str(options.get("AWS_ENDPOINT_URL", "").startswith("http://")).lower()
+        options["AWS_ALLOW_HTTP"] = str(
+            options.get("AWS_ENDPOINT_URL", "").startswith("http://")
+        ).lower()
         table = "s3://" + table.split("://", 1)[1]
     return DeltaTable(table, storage_options=options)
 
@@ -53,9 +61,18 @@ def written(table: str, columns: list[str], after: int | None, upto: int | None)
 
     if upto is None or (after is not None and upto <= after):
         return read(table, columns).slice(0, 0)
-    changes = _plain(pa.table(_open(table).load_cdf(starting_version=0 if after is None else after + 1, ending_version=upto,
-                                                    columns=[*columns, "_change_type"])))
-    return changes.filter(pc.is_in(changes.column("_change_type"), value_set=pa.array(_WRITTEN))).select(columns)
+    changes = _plain(
+        pa.table(
+            _open(table).load_cdf(
+                starting_version=0 if after is None else after + 1,
+                ending_version=upto,
+                columns=[*columns, "_change_type"],
+            )
+        )
+    )
+    return changes.filter(
+        pc.is_in(changes.column("_change_type"), value_set=pa.array(_WRITTEN))
+    ).select(columns)
 
 
 def _array(values: list):
@@ -69,6 +86,8 @@ def _plain(rows: pyarrow.Table) -> pyarrow.Table:
     functions do not take."""
     import pyarrow as pa
 
-    fields = [pa.field(field.name, pa.string()) if pa.types.is_string_view(field.type) else field
-              for field in rows.schema]
+    fields = [
+        pa.field(field.name, pa.string()) if pa.types.is_string_view(field.type) else field
+        for field in rows.schema
+    ]
     return rows.cast(pa.schema(fields))

@@ -44,35 +44,60 @@ class ChangesSpec:
     def from_raw(cls, raw: dict, subject: str) -> ChangesSpec:
         """The rules of a hop's spec mapping (``subject`` names it in errors)."""
         if not raw.get("sequence_by"):
-            raise UsageError(f"{subject} (kind changes) lacks sequence_by: add the column that orders each key's "
-                             "changes (`sequence_by: lsn`)")
+            raise UsageError(
+                f"{subject} (kind changes) lacks sequence_by: add the column that orders each "
+                "key's changes (`sequence_by: lsn`)"
+            )
         if not raw.get("keys"):
-            raise UsageError(f"{subject} (kind changes) lacks keys: add the columns that name a row (`keys: [id]`)")
+            raise UsageError(
+                f"{subject} (kind changes) lacks keys: add the columns that "
+                "name a row (`keys: [id]`)"
+            )
         scd = raw.get("scd", 1)
         if scd not in (1, 2):
-            raise UsageError(f"{subject} has scd {scd!r}: use 1 (the latest row of each key) or 2 (every version)")
+            raise UsageError(
+                f"{subject} has scd {scd!r}: use 1 (the latest row of each "
+                "key) or 2 (every version)"
+            )
         validity = tuple(raw.get("validity") or VALIDITY)
         if len(validity) != 2 or validity[0] == validity[1]:
-            raise UsageError(f"{subject} has validity {list(validity)!r}: name two columns, e.g. "
-                             f"`[{VALIDITY[0]}, {VALIDITY[1]}]`")
+            raise UsageError(
+                f"{subject} has validity {list(validity)!r}: name two columns, e.g. "
+                f"`[{VALIDITY[0]}, {VALIDITY[1]}]`"
+            )
         if scd == 1 and (raw.get("track_history") or raw.get("validity")):
-            raise UsageError(f"{subject} has track_history or validity, which only an `scd: 2` hop keeps: "
-                             "remove them or set `scd: 2`")
+            raise UsageError(
+                f"{subject} has track_history or validity, which only an `scd: 2` hop keeps: "
+                "remove them or set `scd: 2`"
+            )
         given = raw["sequence_by"]
         columns = (given,) if isinstance(given, str) else tuple(given)
-        if not all(isinstance(name, str) and name for name in columns) or len(set(columns)) != len(columns):
-            raise UsageError(f"{subject} has sequence_by {given!r}: name a column, or a list of different columns "
-                             "compared in turn (`[lsn, event_index]`)")
-        return cls(sequence_by=columns[0] if len(columns) == 1 else SEQUENCE, sequence_columns=columns,
-                   operation=raw.get("operation"),
-                   deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
-                   except_columns=tuple(raw.get("except_columns") or ()), scd=scd,
-                   track_history=tuple(raw.get("track_history") or ()), validity=validity)
+        if not all(isinstance(name, str) and name for name in columns) or len(set(columns)) != len(
+            columns
+        ):
+            raise UsageError(
+                f"{subject} has sequence_by {given!r}: name a column, or a list of different "
+                "columns compared in turn (`[lsn, event_index]`)"
+            )
+        return cls(
+            sequence_by=columns[0] if len(columns) == 1 else SEQUENCE,
+            sequence_columns=columns,
+            operation=raw.get("operation"),
+            deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
+            except_columns=tuple(raw.get("except_columns") or ()),
+            scd=scd,
+            track_history=tuple(raw.get("track_history") or ()),
+            validity=validity,
+        )
 
     def dropped(self) -> set[str]:
         """The upstream columns the table leaves out."""
-        return (set(RUN_COLUMNS) | set(self.except_columns) | ({self.operation} if self.operation else set())
-                | {SEQUENCE})
+        return (
+            set(RUN_COLUMNS)
+            | set(self.except_columns)
+            | ({self.operation} if self.operation else set())
+            | {SEQUENCE}
+        )
 
     def kept_columns(self, columns: list[str]) -> list[str]:
         """The table's columns from the changes' ``columns`` (type 2 adds its validity columns)."""
@@ -82,30 +107,47 @@ class ChangesSpec:
     def value_columns(self, columns: list[str], keys: tuple[str, ...]) -> list[str]:
         """The kept columns that are neither a key nor the sequence, the ones that ``_`` starts
         (lineage) last: the order in which two changes of one key and sequence are told apart."""
-        values = [name for name in columns if name not in self.dropped() and name not in keys
-                  and name not in self.sequence_columns]
+        values = [
+            name
+            for name in columns
+            if name not in self.dropped() and name not in keys and name not in self.sequence_columns
+        ]
         return sorted(values, key=lambda name: name.startswith("_"))
 
-    def tracked_columns(self, columns: list[str], keys: tuple[str, ...], time_column: str) -> list[str]:
+    def tracked_columns(
+        self, columns: list[str], keys: tuple[str, ...], time_column: str
+    ) -> list[str]:
         """The columns whose change starts a new version (type 2): ``track_history``, or every value
         column but the time column and lineage."""
         if self.track_history:
             return list(self.track_history)
-        return [name for name in self.value_columns(columns, keys)
-                if name != time_column and not name.startswith("_")]
+        return [
+            name
+            for name in self.value_columns(columns, keys)
+            if name != time_column and not name.startswith("_")
+        ]
 
     def check_columns(self, columns: list[str], keys: tuple[str, ...], subject: str) -> None:
         """Refuse rules that name columns the changes do not have."""
-        named = [*keys, *self.sequence_columns, *([self.operation] if self.operation else []), *self.except_columns,
-                 *self.track_history]
+        named = [
+            *keys,
+            *self.sequence_columns,
+            *([self.operation] if self.operation else []),
+            *self.except_columns,
+            *self.track_history,
+        ]
         absent = [name for name in named if name not in columns]
         if absent:
-            raise UsageError(f"{subject}: the changes have no column {', '.join(map(repr, absent))} (they have "
-                             f"{', '.join(columns)}): fix the spec or the transform above it")
+            raise UsageError(
+                f"{subject}: the changes have no column {', '.join(map(repr, absent))} (they have "
+                f"{', '.join(columns)}): fix the spec or the transform above it"
+            )
         clash = [name for name in self.validity if name in columns and self.scd == 2]
         if clash:
-            raise UsageError(f"{subject}: the changes already have a column {clash[0]!r}: name the validity "
-                             "columns differently (`validity: [from, to]`)")
+            raise UsageError(
+                f"{subject}: the changes already have a column {clash[0]!r}: name the validity "
+                "columns differently (`validity: [from, to]`)"
+            )
 
 
 def hop_changes(raw: dict, kind: HopKind, subject: str) -> ChangesSpec | None:
@@ -114,5 +156,8 @@ def hop_changes(raw: dict, kind: HopKind, subject: str) -> ChangesSpec | None:
         return ChangesSpec.from_raw(raw, subject)
     given = [key.name for key in HOP_KEYS if key.kinds == "changes" and key.name in raw]
     if given:
-        raise UsageError(f"{subject} (kind {kind.name}) has {given[0]}, which only a changes hop takes: remove it")
+        raise UsageError(
+            f"{subject} (kind {kind.name}) has {given[0]}, which only a "
+            "changes hop takes: remove it"
+        )
     return None

@@ -28,7 +28,8 @@ class PipelineBusy(LakehouseError):
 class RollbackRefused(LakehouseError):
     """The rollback cannot be done safely (retention, an unfinished rollback); nothing changed.
 
-    :param plan: the refused :class:`~spark_jobs.control.rollback.plans.Plan`, when there is one (its ``refused`` says why).
+    :param plan: the refused :class:`~spark_jobs.control.rollback.plans.Plan`, when there is one
+    (its ``refused`` says why).
     """
 
     def __init__(self, message: str, plan=None):
@@ -66,11 +67,15 @@ class CodeChanged(LakehouseError):
 
 
 class CheckpointDamaged(LakehouseError):
-    """A checkpoint file is damaged or out of step; ``lakehouse checkpoint validate`` says how to fix it."""
+    """A checkpoint file is damaged or out of step; ``lakehouse checkpoint validate``
+    says how to fix it.
+    """
 
 
 class DamagedLog(CheckpointDamaged, ValueError):
-    """A checkpoint log file Spark could not read: empty, truncated, garbage or of an unknown version."""
+    """A checkpoint log file Spark could not read: empty, truncated, garbage or of an
+    unknown version.
+    """
 
     exit_code = 1
 

@@ -20,14 +20,18 @@ from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import HopKind
 
 CSV, JSON = "csv", "json"
-# The column an ingest hop keeps the fields no column names in (JSON text; Auto Loader's rescued data).
+# The column an ingest hop keeps the fields no column names in (JSON text; Auto
+# Loader's rescued data).
 RESCUED = "_rescued"
 FORMATS = (CSV, JSON)
 
 # The Spark SQL types a column may declare: what ``try_cast`` (CSV) or ``try_variant_get``
 # (JSON) makes of a field.
-_TYPE = re.compile(r"(string|boolean|byte|tinyint|short|smallint|int|integer|long|bigint|float|double|date|"
-                   r"timestamp|timestamp_ntz|decimal(\(\s*\d+\s*(,\s*\d+\s*)?\))?)", re.IGNORECASE)
+_TYPE = re.compile(
+    r"(string|boolean|byte|tinyint|short|smallint|int|integer|long|bigint|float|double|date|"
+    r"timestamp|timestamp_ntz|decimal(\(\s*\d+\s*(,\s*\d+\s*)?\))?)",
+    re.IGNORECASE,
+)
 _CSV_OPTIONS = {"header": True, "delimiter": ",", "quote": '"', "encoding": "utf-8"}
 # The encodings a file can be read in without the run failing on a byte it does not expect, by
 # Python's name of each (the sample writer's): UTF-8 (invalid bytes are found and their rows
@@ -64,7 +68,9 @@ class FormatSpec:
 
     @property
     def reads_files_whole(self) -> bool:
-        """Each file is read as one value and split into lines (a CSV file's header is its first)."""
+        """Each file is read as one value and split into lines (a CSV file's
+        header is its first).
+        """
         return self.name == CSV
 
     @classmethod
@@ -76,24 +82,36 @@ class FormatSpec:
         if name is None:
             given = [key for key in ("columns", "csv") if raw.get(key) is not None]
             if given:
-                raise UsageError(f"{subject} has {given[0]} but no format: add `format: csv` or `format: json`")
+                raise UsageError(
+                    f"{subject} has {given[0]} but no format: add `format: csv` or `format: json`"
+                )
             return None
         if name not in FORMATS:
-            raise UsageError(f"{subject} has format {name!r}: use csv or json (or leave it out: each line goes to "
-                             "the hop's transform)")
+            raise UsageError(
+                f"{subject} has format {name!r}: use csv or json (or leave it out: each line goes "
+                "to the hop's transform)"
+            )
         if options is not None and name != CSV:
             raise UsageError(f"{subject} has csv options but format {name}: remove them")
-        return cls(name=name, columns=_columns(columns, name, subject), **_csv_options(options or {}, subject))
+        return cls(
+            name=name,
+            columns=_columns(columns, name, subject),
+            **_csv_options(options or {}, subject),
+        )
 
 
 def _columns(columns: dict | None, name: str, subject: str) -> tuple[tuple[str, str], ...]:
     if not columns:
-        raise UsageError(f"{subject} has format {name} but no columns: add `columns: {{name: type, ...}}`, "
-                         "e.g. `{sensor_id: string, reading_time: timestamp, temperature_c: double}`")
+        raise UsageError(
+            f"{subject} has format {name} but no columns: add `columns: {{name: type, ...}}`, "
+            "e.g. `{sensor_id: string, reading_time: timestamp, temperature_c: double}`"
+        )
     for column, type_name in columns.items():
         if not isinstance(type_name, str) or not _TYPE.fullmatch(type_name.strip()):
-            raise UsageError(f"{subject} declares column {column} as {type_name!r}, which is no type it knows: "
-                             "use string, boolean, int, long, double, decimal(p,s), date or timestamp")
+            raise UsageError(
+                f"{subject} declares column {column} as {type_name!r}, which is no type it knows: "
+                "use string, boolean, int, long, double, decimal(p,s), date or timestamp"
+            )
     return tuple((str(column), type_name.strip().lower()) for column, type_name in columns.items())
 
 
@@ -107,14 +125,18 @@ def _csv_options(options: dict, subject: str) -> dict:
         settings[key] = value
     for key in ("delimiter", "quote"):
         if len(settings[key]) != 1 or settings[key] in "\r\n":
-            raise UsageError(f"{subject} has csv {key} {settings[key]!r}: use one character, e.g. ';'")
+            raise UsageError(
+                f"{subject} has csv {key} {settings[key]!r}: use one character, e.g. ';'"
+            )
     try:
         settings["encoding"] = codecs.lookup(settings["encoding"]).name
     except LookupError:
         settings["encoding"] = ""
     if settings["encoding"] not in CHARSETS:
-        raise UsageError(f"{subject} has csv encoding {options['encoding']!r}: use utf-8 (which ASCII is too) or "
-                         "latin-1, or convert the files before they land")
+        raise UsageError(
+            f"{subject} has csv encoding {options['encoding']!r}: use utf-8 (which ASCII is too) "
+            "or latin-1, or convert the files before they land"
+        )
     return settings
 
 
@@ -124,10 +146,16 @@ def hop_format(raw: dict, kind: HopKind, subject: str) -> FormatSpec | None:
     if not kind.reads_landing:
         given = [name for name in ("format", "columns", "csv") if name in raw]
         if given:
-            raise UsageError(f"{subject} (kind {kind.name}) has {given[0]}, which only an ingest hop takes: remove it")
+            raise UsageError(
+                f"{subject} (kind {kind.name}) has {given[0]}, which only an "
+                "ingest hop takes: remove it"
+            )
         return None
     parsed = FormatSpec.from_raw(raw, subject)
     if parsed is not None and parsed.reads_files_whole and parsed.header and raw.get("topic"):
-        raise UsageError(f"{subject} reads topic {raw['topic']!r} as CSV with a header, which records do not have: "
-                         "add `csv: {header: false}` (the columns are the fields in order) or use format json")
+        raise UsageError(
+            f"{subject} reads topic {raw['topic']!r} as CSV with a header, which records do not "
+            "have: add `csv: {header: false}` (the columns are the fields in "
+            "order) or use format json"
+        )
     return parsed

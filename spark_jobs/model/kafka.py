@@ -35,8 +35,10 @@ def read_properties(path: str) -> dict[str, str]:
     try:
         text = Path(path).read_text()
     except OSError as error:
-        raise UsageError(f"{settings.KAFKA_PROPERTIES.name}={path}: cannot read it ({error.strerror}): fix the path") \
-            from None
+        raise UsageError(
+            f"{settings.KAFKA_PROPERTIES.name}={path}: cannot read it "
+            f"({error.strerror}): fix the path"
+        ) from None
     found = {}
     for line in text.splitlines():
         line = line.strip()
@@ -67,37 +69,63 @@ class KafkaConnection:
         """The connection the settings describe; a :class:`UsageError` naming the one missing."""
         servers = settings.KAFKA_BOOTSTRAP_SERVERS.value()
         if not servers:
-            raise UsageError(f"no Kafka brokers are set: set {settings.KAFKA_BOOTSTRAP_SERVERS.name} (host:port,...)")
+            raise UsageError(
+                "no Kafka brokers are set: set "
+                f"{settings.KAFKA_BOOTSTRAP_SERVERS.name} (host:port,...)"
+            )
         username = settings.KAFKA_USERNAME.value()
-        protocol = settings.KAFKA_SECURITY_PROTOCOL.value() or ("SASL_PLAINTEXT" if username else "PLAINTEXT")
+        protocol = settings.KAFKA_SECURITY_PROTOCOL.value() or (
+            "SASL_PLAINTEXT" if username else "PLAINTEXT"
+        )
         mechanism = settings.KAFKA_SASL_MECHANISM.value()
         if protocol not in _PROTOCOLS:
-            raise UsageError(f"{settings.KAFKA_SECURITY_PROTOCOL.name}={protocol!r}: use one of {', '.join(_PROTOCOLS)}")
+            raise UsageError(
+                f"{settings.KAFKA_SECURITY_PROTOCOL.name}={protocol!r}: use one of "
+                f"{', '.join(_PROTOCOLS)}"
+            )
         if mechanism not in _LOGIN_MODULES:
-            raise UsageError(f"{settings.KAFKA_SASL_MECHANISM.name}={mechanism!r}: use one of {', '.join(_LOGIN_MODULES)}")
-        connection = cls(servers, protocol, mechanism, username, settings.KAFKA_PASSWORD.value(),
-                         settings.KAFKA_PROPERTIES.value())
+            raise UsageError(
+                f"{settings.KAFKA_SASL_MECHANISM.name}={mechanism!r}: use one of "
+                f"{', '.join(_LOGIN_MODULES)}"
+            )
+        connection = cls(
+            servers,
+            protocol,
+            mechanism,
+            username,
+            settings.KAFKA_PASSWORD.value(),
+            settings.KAFKA_PROPERTIES.value(),
+        )
         if connection.properties_file:
-            read_properties(connection.properties_file)  # one that cannot be read is refused here, naming the setting
+            # one that cannot be read is refused here, naming the setting
+            read_properties(connection.properties_file)
         return connection
 
     @staticmethod
     def _passed(properties: dict[str, str], dialect: str) -> dict[str, str]:
-        """The properties file's keys for one client (``java`` or ``librdkafka``), TLS files aside."""
+        """The properties file's keys for one client (``java`` or ``librdkafka``),
+        TLS files aside.
+        """
         other = "librdkafka." if dialect == "java" else "java."
-        return {key.removeprefix(f"{dialect}."): value for key, value in properties.items()
-                if key not in TLS_KEYS and not key.startswith(other)}
+        return {
+            key.removeprefix(f"{dialect}."): value
+            for key, value in properties.items()
+            if key not in TLS_KEYS and not key.startswith(other)
+        }
 
     def _java_tls(self, properties: dict[str, str]) -> dict[str, str]:
         """The TLS files as Java's PEM trust store and key store (the key store one file holding
-        the key and the certificate, made once in the platform's cache, readable by its owner only)."""
+        the key and the certificate, made once in the platform's cache, readable by
+        its owner only)."""
         found = {}
         ca, certificate, key = (properties.get(name) for name in TLS_KEYS[:3])
         if ca:
             found.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
         if certificate and key:
             pem = Path(key).read_bytes() + b"\n" + Path(certificate).read_bytes()
-            store = settings.cache_dir() / "kafka-tls" / f"{hashlib.sha256(pem).hexdigest()[:16]}.pem"
+            store = (
+                settings.cache_dir() / "kafka-tls" / f"{hashlib.sha256(pem).hexdigest()[:16]}.pem"
+            )
             if not store.exists():
                 store.parent.mkdir(parents=True, exist_ok=True)
                 descriptor = os.open(store, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -114,10 +142,18 @@ class KafkaConnection:
 
     def client_config(self) -> dict[str, str]:
         """librdkafka's properties (``confluent_kafka``'s clients)."""
-        config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        config = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
         if self._sasl:
-            config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.username,
-                           "sasl.password": self.password})
+            config.update(
+                {
+                    "sasl.mechanism": self.sasl_mechanism,
+                    "sasl.username": self.username,
+                    "sasl.password": self.password,
+                }
+            )
         properties = self.properties
         config.update({key: value for key, value in properties.items() if key in TLS_KEYS})
         config.update(self._passed(properties, "librdkafka"))
@@ -125,26 +161,50 @@ class KafkaConnection:
 
     def spark_options(self) -> dict[str, str]:
         """The Java client's properties as options of Spark's Kafka source (``kafka.`` prefixed)."""
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers, "kafka.security.protocol": self.security_protocol}
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.security.protocol": self.security_protocol,
+        }
         if self._sasl:
-            quoted = [value.replace("\\", "\\\\").replace('"', '\\"') for value in (self.username, self.password)]
-            options.update({
-                "kafka.sasl.mechanism": self.sasl_mechanism,
-                "kafka.sasl.jaas.config": (f'{_LOGIN_MODULES[self.sasl_mechanism]} required '
-                                           f'username="{quoted[0]}" password="{quoted[1]}";'),
-            })
+            quoted = [
+                value.replace("\\", "\\\\").replace('"', '\\"')
+                for value in (self.username, self.password)
+            ]
+            options.update(
+                {
+                    "kafka.sasl.mechanism": self.sasl_mechanism,
+                    "kafka.sasl.jaas.config": (
+                        f"{_LOGIN_MODULES[self.sasl_mechanism]} required "
+                        f'username="{quoted[0]}" password="{quoted[1]}";'
+                    ),
+                }
+            )
         properties = self.properties
-        options.update({f"kafka.{key}": value
-                        for key, value in {**self._java_tls(properties), **self._passed(properties, "java")}.items()})
+        options.update(
+            {
+                f"kafka.{key}": value
+                for key, value in {
+                    **self._java_tls(properties),
+                    **self._passed(properties, "java"),
+                }.items()
+            }
+        )
         return options
 
     def env(self) -> dict[str, str]:
         """The settings that describe this connection (for a process to start with)."""
-        values = {settings.KAFKA_BOOTSTRAP_SERVERS: self.bootstrap_servers,
-                  settings.KAFKA_SECURITY_PROTOCOL: self.security_protocol}
+        values = {
+            settings.KAFKA_BOOTSTRAP_SERVERS: self.bootstrap_servers,
+            settings.KAFKA_SECURITY_PROTOCOL: self.security_protocol,
+        }
         if self._sasl:
-            values.update({settings.KAFKA_SASL_MECHANISM: self.sasl_mechanism, settings.KAFKA_USERNAME: self.username,
-                           settings.KAFKA_PASSWORD: self.password})
+            values.update(
+                {
+                    settings.KAFKA_SASL_MECHANISM: self.sasl_mechanism,
+                    settings.KAFKA_USERNAME: self.username,
+                    settings.KAFKA_PASSWORD: self.password,
+                }
+            )
         if self.properties_file:
             values[settings.KAFKA_PROPERTIES] = self.properties_file
         return {setting.name: value for setting, value in values.items()}
@@ -178,11 +238,15 @@ class AvroValues:
         if given is None:
             return None
         if raw.get("topic") is None and raw.get("topic_pattern") is None:
-            raise UsageError(f"{subject} has avro but reads no topic: remove it (landing files are read as text)")
+            raise UsageError(
+                f"{subject} has avro but reads no topic: remove it (landing files are read as text)"
+            )
         unknown = sorted(set(given) - set(_AVRO_KEYS))
         if unknown or "schema" not in given:
-            raise UsageError(f"{subject} has avro {given!r}: give `{{schema: <file>.avsc}}` (and `header: confluent` "
-                             "for values with Confluent's header)")
+            raise UsageError(
+                f"{subject} has avro {given!r}: give `{{schema: <file>.avsc}}` (and `header: "
+                "confluent` for values with Confluent's header)"
+            )
         header = given.get("header", "none")
         if header not in _HEADERS:
             raise UsageError(f"{subject} has avro header {header!r}: use {' or '.join(_HEADERS)}")
@@ -191,9 +255,17 @@ class AvroValues:
             text = path.read_text(encoding="utf-8")
             schema = json.loads(text)
         except (OSError, ValueError) as error:
-            raise UsageError(f"{subject}: avro schema {path} is not readable JSON ({error}): fix the path (relative "
-                             "to the spec's folder) or the file") from None
-        if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("fields"), list):
-            raise UsageError(f"{subject}: avro schema {path} is not a record schema: its values must be records "
-                             '(`{"type": "record", "name": ..., "fields": [...]}`)')
+            raise UsageError(
+                f"{subject}: avro schema {path} is not readable JSON ({error}): fix the path "
+                "(relative to the spec's folder) or the file"
+            ) from None
+        if (
+            not isinstance(schema, dict)
+            or schema.get("type") != "record"
+            or not isinstance(schema.get("fields"), list)
+        ):
+            raise UsageError(
+                f"{subject}: avro schema {path} is not a record schema: its values must be records "
+                '(`{"type": "record", "name": ..., "fields": [...]}`)'
+            )
         return cls(text, header == "confluent")

@@ -1,10 +1,10 @@
 """Hop kinds: what each kind of hop reads and what it can do, declared once.
 
-The spec's checks, the control layer (rollback, repairs, state rebuilds) and the engine's
-registry of a Source and a Sink per kind all ask the kind's :class:`HopKind`, never its name.
-Adding a kind is one descriptor here (:func:`register`) and one Sink in the engine (plus a
-Source when it reads something new); ``tests/spark/test_kinds.py`` checks that the engine pairs every
-declared kind, and only those, with a Source and a Sink.
+The spec's checks, the control layer (rollback, repairs, state rebuilds) and the engine's registry
+of a Source and a Sink per kind all ask the kind's :class:`HopKind`, never its name. Adding a kind
+is one descriptor here (:func:`register`) and one Sink in the engine (plus a Source when it reads
+something new); ``tests/spark/test_kinds.py`` checks that the engine pairs every declared kind, and
+only those, with a Source and a Sink.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def register(kind: HopKind) -> HopKind:
     if kind.name in KINDS and KINDS[kind.name] != kind:
         raise ValueError(f"hop kind {kind.name!r} is declared already")
     if kind.reads not in (LANDING, TABLE, TABLES):
-        raise ValueError(f"hop kind {kind.name!r} reads {kind.reads!r}: use one of {LANDING}, {TABLE}, {TABLES}")
+        raise ValueError(
+            f"hop kind {kind.name!r} reads {kind.reads!r}: use one of {LANDING}, {TABLE}, {TABLES}"
+        )
     KINDS[kind.name] = kind
     return kind

@@ -22,7 +22,7 @@ def lakehouse_home(create: bool = True) -> str:
     """
     home = settings.HOME.value()
     if home.startswith("s3://"):
-        home = "s3a://" + home[len("s3://"):]
+        home = "s3a://" + home[len("s3://") :]
     if "://" not in home:
         home = str(Path(home).expanduser().resolve())
         if create:
@@ -43,7 +43,9 @@ class Lake:
 
     @classmethod
     def named(cls, pipeline: str) -> Lake:
-        """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
+        """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming
+        the known ones).
+        """
         return cls.open(get_spec(pipeline))
 
     def path(self, relative: str) -> str:
@@ -55,7 +57,8 @@ class Lake:
 
     def archive_of(self, hop: HopSpec) -> str:
         """Where ``retention.expired_landing: archive`` moves the ingest ``hop``'s landing files:
-        ``_archive/<the landing folder>`` in the lake, the same names below it (a backfill reads it too)."""
+        ``_archive/<the landing folder>`` in the lake, the same names below it (a
+        backfill reads it too)."""
         return self.path(f"_archive/{self.spec.landing_of(hop)}")
 
     @property

@@ -56,7 +56,8 @@ class RunRecord:
     quality: dict | None = None  # the gate's summary (spark_jobs.engine.quality), once checked
     # The streaming query's fingerprint (spark_jobs.control.fingerprint): code, query, state.
     fingerprint: dict | None = None
-    # A backfill a run made after its stream (spark_jobs.control.join_repairs), not one a user asked for.
+    # A backfill a run made after its stream (spark_jobs.control.join_repairs), not one
+    # a user asked for.
     repair: bool = False
     # The gate's counts, taken as the run's batches wrote their rows (spark_jobs.engine.quality.
     # counted_rules): the suite's digest, "batches", "rows" and each rule's "u<i>"/"c<i>".
@@ -82,7 +83,8 @@ def new_maintenance_id() -> str:
 @dataclass
 class MaintenanceRecord:
     """What one ``lakehouse maintain`` did (or with ``dry_run``, would do): one entry per table
-    (:func:`spark_jobs.engine.maintenance.maintain_table`), kept in ``_ops/maintenance/<pipeline>/``."""
+    (:func:`spark_jobs.engine.maintenance.maintain_table`), kept in
+    ``_ops/maintenance/<pipeline>/``."""
 
     pipeline: str
     maintenance_id: str = field(default_factory=new_maintenance_id)
@@ -91,8 +93,10 @@ class MaintenanceRecord:
     ended_at: float | None = None
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
-    state: list[dict] = field(default_factory=list)  # per hop whose old state files went (control.maintenance)
-    landing: list[dict] = field(default_factory=list)  # per landing folder (spark_jobs.control.maintenance.pruning)
+    # per hop whose old state files went (control.maintenance)
+    state: list[dict] = field(default_factory=list)
+    # per landing folder (spark_jobs.control.maintenance.pruning)
+    landing: list[dict] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 
     def finish(self) -> None:
@@ -100,15 +104,29 @@ class MaintenanceRecord:
         self.duration_s = round(self.ended_at - self.started_at, 3)
 
     def totals(self) -> dict[str, int]:
-        """Over every table: current files and stored bytes before and after, files compacted away and
-        files (and bytes) vacuumed, log files deleted; state files deleted, landing files and records
-        pruned (0 in a dry run)."""
-        keys = ("files_before", "files_after", "stored_before", "stored_after", "files_compacted", "files_vacuumed",
-                "bytes_vacuumed", "log_files_deleted")
+        """Over every table: current files and stored bytes before and after, files compacted away
+        and files (and bytes) vacuumed, log files deleted; state files deleted, landing files and
+        records pruned (0 in a dry run)."""
+        keys = (
+            "files_before",
+            "files_after",
+            "stored_before",
+            "stored_after",
+            "files_compacted",
+            "files_vacuumed",
+            "bytes_vacuumed",
+            "log_files_deleted",
+        )
         totals = {key: sum(int(table.get(key) or 0) for table in self.tables) for key in keys}
-        return totals | {"state_files_deleted": 0 if self.dry_run else sum(int(entry["state_files"]) for entry in self.state),
-                         "landing_pruned": 0 if self.dry_run else sum(int(entry["files"]) for entry in self.landing),
-                         "records_pruned": 0 if self.dry_run else sum(self.records.values())}
+        return totals | {
+            "state_files_deleted": 0
+            if self.dry_run
+            else sum(int(entry["state_files"]) for entry in self.state),
+            "landing_pruned": 0
+            if self.dry_run
+            else sum(int(entry["files"]) for entry in self.landing),
+            "records_pruned": 0 if self.dry_run else sum(self.records.values()),
+        }
 
     def to_dict(self) -> dict:
         return asdict(self) | {"totals": self.totals()}

@@ -26,7 +26,8 @@ DEFAULT_BATCHES = 100  # Spark's minBatchesToRetain default
 DEFAULT_RECORDS = "90 days"
 EXPIRED_LANDING = ("archive", "delete")
 _WEEK_MS = 7 * 24 * 3600 * 1000
-_EPOCH = dt.datetime(2026, 1, 5)  # a Monday: runs are counted from a fixed point, the same every time
+# a Monday: runs are counted from a fixed point, the same every time
+_EPOCH = dt.datetime(2026, 1, 5)
 
 
 def runs_in(schedule: str, window_ms: int) -> int | None:
@@ -48,12 +49,17 @@ def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
     keep for it; a :class:`UsageError` naming the fix when the window cannot be had."""
     window_ms = duration_ms(rollback)
     if window_ms > DELTA_LOG_DAYS * 24 * 3600 * 1000:
-        raise UsageError(f"{where} has retention.rollback {rollback!r}, longer than the {DELTA_LOG_DAYS} days Delta "
-                         "keeps a table's log: use at most 30 days")
+        raise UsageError(
+            f"{where} has retention.rollback {rollback!r}, longer than the {DELTA_LOG_DAYS} days "
+            "Delta keeps a table's log: use at most 30 days"
+        )
     runs = runs_in(schedule, window_ms)
     if runs is None:
-        raise UsageError(f"{where} has retention.rollback {rollback!r} and schedule {schedule!r}, whose runs cannot be "
-                         "counted: give a cron schedule (e.g. `*/30 * * * *`) or remove retention.rollback")
+        raise UsageError(
+            f"{where} has retention.rollback {rollback!r} and schedule {schedule!r}, whose runs "
+            "cannot be counted: give a cron schedule (e.g. `*/30 * * * *`) or "
+            "remove retention.rollback"
+        )
     return runs, runs * BATCHES_PER_RUN
 
 
@@ -62,11 +68,15 @@ def check_retention(retention: dict, where: str) -> None:
     ``records`` retention shorter than the rollback window (a rollback reads its records)."""
     action = retention.get("expired_landing", EXPIRED_LANDING[0])
     if action not in EXPIRED_LANDING:
-        raise UsageError(f"{where} has retention.expired_landing {action!r}: use `archive` or `delete`")
+        raise UsageError(
+            f"{where} has retention.expired_landing {action!r}: use `archive` or `delete`"
+        )
     rollback, records = retention.get("rollback"), retention.get("records", DEFAULT_RECORDS)
     if rollback is not None and duration_ms(str(records)) < duration_ms(str(rollback)):
-        raise UsageError(f"{where} keeps records for {records}, less than its rollback window of {rollback}: raise "
-                         f"retention.records to at least {rollback}")
+        raise UsageError(
+            f"{where} keeps records for {records}, less than its rollback window of {rollback}: "
+            f"raise retention.records to at least {rollback}"
+        )
 
 
 def records_ms(retention: dict) -> int:
@@ -76,9 +86,9 @@ def records_ms(retention: dict) -> int:
 
 def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
     """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need (at least
-    Spark's default, 100) when the spec gives no number, the spec's number when it is enough (None: neither is given); a
-    :class:`UsageError` with the number needed otherwise (or when :func:`check_retention` refuses
-    the ``retention`` mapping)."""
+    Spark's default, 100) when the spec gives no number, the spec's number when it is enough
+    (None: neither is given); a :class:`UsageError` with the number needed otherwise (or when
+    :func:`check_retention` refuses the ``retention`` mapping)."""
     check_retention(raw.get("retention") or {}, where)
     rollback = (raw.get("retention") or {}).get("rollback")
     given = raw.get("min_batches_to_retain")
@@ -86,7 +96,10 @@ def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
         return given
     runs, needed = needed_batches(str(rollback), schedule, where)
     if given is not None and given < needed:
-        raise UsageError(f"{where} keeps {given} batches (min_batches_to_retain), but a rollback window of {rollback} "
-                         f"at schedule {schedule!r} needs {needed} ({runs} runs of up to {BATCHES_PER_RUN} batches): "
-                         f"raise min_batches_to_retain to {needed}, or leave it out, or shorten retention.rollback")
+        raise UsageError(
+            f"{where} keeps {given} batches (min_batches_to_retain), but a rollback window of "
+            f"{rollback} at schedule {schedule!r} needs {needed} ({runs} runs of up to "
+            f"{BATCHES_PER_RUN} batches): raise min_batches_to_retain to {needed}, or leave it "
+            "out, or shorten retention.rollback"
+        )
     return given if given is not None else max(DEFAULT_BATCHES, needed)

@@ -19,7 +19,13 @@ from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
 from spark_jobs.model.spec_checks import check_join, check_topic, check_zorder
-from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS, PIPELINE_NAME, RETENTION_KEYS, check_keys
+from spark_jobs.model.spec_keys import (
+    HOP_KEYS,
+    PIPELINE_KEYS,
+    PIPELINE_NAME,
+    RETENTION_KEYS,
+    check_keys,
+)
 from spark_jobs.model.times import duration_ms
 
 
@@ -47,8 +53,8 @@ class HopSpec:
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
     # An ingest hop that reads a Kafka topic instead (``topic``), or every topic a regular
-    # expression finds in the name of (``topic_pattern``: Spark's ``subscribePattern``), from where on
-    # its first run, and how many records a batch takes at most (None: all there are).
+    # expression finds in the name of (``topic_pattern``: Spark's ``subscribePattern``), from where
+    # on its first run, and how many records a batch takes at most (None: all there are).
     topic: str | None = None
     topic_pattern: str | None = None
     starting_offsets: str = "earliest"
@@ -104,7 +110,9 @@ class HopSpec:
 
     @property
     def reads_landing(self) -> bool:
-        """True when the hop reads landing files (through a file source, whose log lists each file)."""
+        """True when the hop reads landing files (through a file source, whose log
+        lists each file).
+        """
         return self.ingests and not self.reads_topic
 
     @property
@@ -116,17 +124,27 @@ class HopSpec:
     def subscription(self) -> tuple[str, str]:
         """How Spark's Kafka source subscribes a topic-fed hop: ``("subscribe", topic)`` or
         ``("subscribePattern", pattern)``."""
-        return ("subscribe", self.topic) if self.topic is not None else ("subscribePattern", self.topic_pattern)
+        return (
+            ("subscribe", self.topic)
+            if self.topic is not None
+            else ("subscribePattern", self.topic_pattern)
+        )
 
     @property
     def topics_read(self) -> str:
-        """A topic-fed hop's topic, or ``topics matching <pattern>`` (status, the Lakehouse page)."""
+        """A topic-fed hop's topic, or ``topics matching <pattern>`` (status, the
+        Lakehouse page).
+        """
         return self.topic if self.topic is not None else f"topics matching {self.topic_pattern}"
 
     @property
     def topic_label(self) -> str:
         """A topic-fed hop's topics in a sentence: ``topic t`` or ``the topics matching 'p'``."""
-        return f"topic {self.topic}" if self.topic is not None else f"the topics matching '{self.topic_pattern}'"
+        return (
+            f"topic {self.topic}"
+            if self.topic is not None
+            else f"the topics matching '{self.topic_pattern}'"
+        )
 
     @property
     def reads(self) -> str:
@@ -179,8 +197,11 @@ class PipelineSpec:
         """The spec as hop ``name`` sees it: its own ``window`` and ``allowed_lateness`` where it
         sets them (what its transform reads as ``spec.window`` and ``spec.allowed_lateness``)."""
         hop = self.hop(name)
-        return replace(self, window=hop.window or self.window,
-                       allowed_lateness=hop.allowed_lateness or self.allowed_lateness)
+        return replace(
+            self,
+            window=hop.window or self.window,
+            allowed_lateness=hop.allowed_lateness or self.allowed_lateness,
+        )
 
     @property
     def hop_names(self) -> tuple[str, ...]:
@@ -192,7 +213,8 @@ class PipelineSpec:
             if hop.name == name:
                 return hop
         raise UsageError(
-            f"unknown hop {name!r} for pipeline {self.name!r}: use one of {', '.join(self.hop_names)} or all"
+            f"unknown hop {name!r} for pipeline {self.name!r}: use one of "
+            f"{', '.join(self.hop_names)} or all"
         )
 
     def select_hops(self, name: str | None) -> tuple[HopSpec, ...]:
@@ -204,8 +226,10 @@ class PipelineSpec:
     def input(self, name: str) -> str:
         """The path (relative to the lake's home) of the static input ``name``."""
         if name not in self.inputs:
-            raise UsageError(f"{self.source or self.name}: pipeline {self.name} needs the input {name!r}: add "
-                             f"`inputs: {{{name}: <path under LAKEHOUSE_HOME>}}` to its spec")
+            raise UsageError(
+                f"{self.source or self.name}: pipeline {self.name} needs the input {name!r}: add "
+                f"`inputs: {{{name}: <path under LAKEHOUSE_HOME>}}` to its spec"
+            )
         return self.inputs[name]
 
     def landing_of(self, hop: HopSpec) -> str:
@@ -243,20 +267,28 @@ class PipelineSpec:
 def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     missing = [key.name for key in HOP_KEYS if key.required and key.name not in raw]
     if missing:
-        raise UsageError(f"{source}: hop {raw.get('name', '?')} lacks {', '.join(missing)}: add it to the spec")
+        raise UsageError(
+            f"{source}: hop {raw.get('name', '?')} lacks {', '.join(missing)}: add it to the spec"
+        )
     kind = kind_named(raw["kind"], f"{source}: hop {raw['name']} has ")
     check_keys(raw, HOP_KEYS, f"{source}: hop {raw['name']}")
     if raw.get("unique") and not kind.takes_unique:
         takers = " and ".join(name for name, kind in KINDS.items() if kind.takes_unique)
-        raise UsageError(f"{source}: hop {raw['name']} has unique: {raw['unique']!r}, which only {takers} hops take: "
-                         "remove it (an aggregate's keys are unique already)")
+        raise UsageError(
+            f"{source}: hop {raw['name']} has unique: {raw['unique']!r}, which only {takers} hops "
+            "take: remove it (an aggregate's keys are unique already)"
+        )
     upstream = raw.get("upstream")
     return HopSpec(
         name=raw["name"],
         kind=raw["kind"],
         table=raw["table"],
         time_column=raw["time_column"],
-        upstreams=() if upstream is None else (upstream,) if isinstance(upstream, str) else tuple(upstream),
+        upstreams=()
+        if upstream is None
+        else (upstream,)
+        if isinstance(upstream, str)
+        else tuple(upstream),
         within=raw.get("within"),
         quarantine=raw.get("quarantine"),
         partition_by=tuple(raw.get("partition_by") or ()),
@@ -276,7 +308,6 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
     )
 
 
-
 def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> None:
     """Hop names are unique; a hop that reads tables names hops listed above it as its
     ``upstream`` (hops run top to bottom, so no cycle can be written): one, or for a join two or
@@ -292,13 +323,21 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
             check_join(hop, path)
         for upstream in hop.upstreams:
             if upstream not in names[:index]:
-                where = "below it: hops run top to bottom, so list it above" if upstream in names else "not a hop of this spec"
-                raise UsageError(f"{path}: hop {hop.name} has upstream {upstream!r}, which is {where}")
+                where = (
+                    "below it: hops run top to bottom, so list it above"
+                    if upstream in names
+                    else "not a hop of this spec"
+                )
+                raise UsageError(
+                    f"{path}: hop {hop.name} has upstream {upstream!r}, which is {where}"
+                )
             above = hops[names.index(upstream)].kind_of
             if not above.feeds_streams:
-                raise UsageError(f"{path}: hop {hop.name} reads {upstream!r}, a {above.name} hop, whose batches rewrite "
-                                 "rows in place: no hop can stream its table yet; read it in a transform as a static "
-                                 "input (STATIC_INPUTS) instead")
+                raise UsageError(
+                    f"{path}: hop {hop.name} reads {upstream!r}, a {above.name} hop, whose batches "
+                    "rewrite rows in place: no hop can stream its table yet; read it in a "
+                    "transform as a static input (STATIC_INPUTS) instead"
+                )
 
 
 def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
@@ -308,16 +347,25 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
         check_topic(hop, path)
         return
     if hop.landing is not None and not hop.reads_landing:
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
-                         "remove its landing key")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) reads a table, not a landing folder: "
+            "remove its landing key"
+        )
     if hop.reads_landing and not (hop.landing or landing):
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) has no landing folder: add `landing: <path "
-                         "under LAKEHOUSE_HOME>` to the hop or to the pipeline")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) has no landing folder: add `landing: <path "
+            "under LAKEHOUSE_HOME>` to the hop or to the pipeline"
+        )
     if hop.reads_landing and hop.upstreams:
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not "
-                         f"{', '.join(hop.upstreams)!r}: remove its upstream key")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) reads the landing files, not "
+            f"{', '.join(hop.upstreams)!r}: remove its upstream key"
+        )
     if not hop.reads_landing and not hop.upstreams:
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add `upstream: <a hop above it>`")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) reads a table: add "
+            "`upstream: <a hop above it>`"
+        )
 
 
 # The pipeline keys that are PipelineSpec fields as they are written (the rest are read below).
@@ -329,26 +377,39 @@ def load_spec(path: Path) -> PipelineSpec:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
-        raise UsageError(f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file") from None
+        raise UsageError(
+            f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file"
+        ) from None
     if not isinstance(raw, dict) or "name" not in raw or not raw.get("hops"):
         raise UsageError(f"{path}: not a pipeline spec (needs name and hops)")
     check_keys(raw, PIPELINE_KEYS, f"{path}: the pipeline")
     check_keys(raw.get("retention") or {}, RETENTION_KEYS, f"{path}: retention")
     if not PIPELINE_NAME.fullmatch(raw["name"]):
-        raise UsageError(f"{path}: the pipeline's name {raw['name']!r} is not allowed: use lower-case letters, "
-                         "digits and _, starting with a letter (it names modules, tables and DAG ids)")
+        raise UsageError(
+            f"{path}: the pipeline's name {raw['name']!r} is not allowed: use lower-case letters, "
+            "digits and _, starting with a letter (it names modules, tables and DAG ids)"
+        )
     if not all(isinstance(hop, dict) for hop in raw["hops"]):
-        raise UsageError(f"{path}: hops must be a list of mappings (name, kind, table, time_column)")
+        raise UsageError(
+            f"{path}: hops must be a list of mappings (name, kind, table, time_column)"
+        )
     hops = tuple(_hop_from_dict(hop, path) for hop in raw["hops"])
     _check_graph(hops, path, raw.get("landing"))
     inputs = dict(raw.get("inputs") or {})
-    if "campaigns" in raw:  # specs written before `inputs:` named the campaigns folder at the top level
+    # specs written before `inputs:` named the campaigns folder at the top level
+    if "campaigns" in raw:
         inputs.setdefault("campaigns", raw["campaigns"])
-    knobs = {key: str(raw[key]) if key == "backfill_start" else raw[key] for key in _KNOBS if key in raw}
-    retained = batches_to_retain(raw, raw.get("schedule", PipelineSpec.schedule), f"{path}: the pipeline")
+    knobs = {
+        key: str(raw[key]) if key == "backfill_start" else raw[key] for key in _KNOBS if key in raw
+    }
+    retained = batches_to_retain(
+        raw, raw.get("schedule", PipelineSpec.schedule), f"{path}: the pipeline"
+    )
     if retained is not None:
         knobs["min_batches_to_retain"] = retained
-    return PipelineSpec(name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path, **knobs)
+    return PipelineSpec(
+        name=raw["name"], landing=raw.get("landing"), hops=hops, inputs=inputs, source=path, **knobs
+    )
 
 
 def spec_files(folders: tuple[Path, ...] | None = None) -> list[Path]:
@@ -373,7 +434,10 @@ def scan_specs(directory: Path | None = None) -> tuple[list[PipelineSpec], dict[
             broken[str(path)] = str(error)
             continue
         if spec.name in specs:
-            broken[str(path)] = f"{path}: pipeline {spec.name!r} is also defined in {specs[spec.name].source}: rename one"
+            broken[str(path)] = (
+                f"{path}: pipeline {spec.name!r} is also defined in "
+                f"{specs[spec.name].source}: rename one"
+            )
             continue
         specs[spec.name] = spec
     return sorted(specs.values(), key=lambda spec: spec.name), broken
@@ -385,7 +449,9 @@ def list_specs(directory: Path | None = None) -> list[PipelineSpec]:
 
 
 def get_spec(name: str, directory: Path | None = None) -> PipelineSpec:
-    """The spec called ``name``; a :class:`UsageError` with its file's problem, or listing the known ones."""
+    """The spec called ``name``; a :class:`UsageError` with its file's problem, or listing
+    the known ones.
+    """
     specs, broken = scan_specs(directory)
     for spec in specs:
         if spec.name == name:
@@ -394,7 +460,12 @@ def get_spec(name: str, directory: Path | None = None) -> PipelineSpec:
         if Path(path).stem == name:
             raise UsageError(problem)
     known = ", ".join(spec.name for spec in specs) or "none"
-    unreadable = f"; specs that do not load: {', '.join(Path(path).name for path in broken)}" if broken else ""
+    unreadable = (
+        f"; specs that do not load: {', '.join(Path(path).name for path in broken)}"
+        if broken
+        else ""
+    )
     where = ", ".join(str(folder) for folder in ((directory,) if directory else pipelines_dirs()))
-    raise UsageError(f"unknown pipeline {name!r}: known pipelines are {known} (specs in {where})"
-                     + unreadable)
+    raise UsageError(
+        f"unknown pipeline {name!r}: known pipelines are {known} (specs in {where})" + unreadable
+    )

@@ -13,46 +13,64 @@ STARTING_OFFSETS = ("earliest", "latest")
 
 
 def check_topic(hop, path: Path) -> None:
-    """A topic-fed hop names one topic or a pattern that compiles, no landing folder and no upstream,
-    and starts at earliest or latest."""
+    """A topic-fed hop names one topic or a pattern that compiles, no landing folder and no
+    upstream, and starts at earliest or latest."""
     import re
 
-    reads = f"topic {hop.topic!r}" if hop.topic is not None else f"topic_pattern {hop.topic_pattern!r}"
+    reads = (
+        f"topic {hop.topic!r}" if hop.topic is not None else f"topic_pattern {hop.topic_pattern!r}"
+    )
     if hop.topic is not None and hop.topic_pattern is not None:
-        raise UsageError(f"{path}: hop {hop.name} has topic {hop.topic!r} and topic_pattern {hop.topic_pattern!r}: "
-                         "keep one")
+        raise UsageError(
+            f"{path}: hop {hop.name} has topic {hop.topic!r} and topic_pattern "
+            f"{hop.topic_pattern!r}: keep one"
+        )
     if hop.topic_pattern is not None:
         try:
             re.compile(hop.topic_pattern)
         except re.error as error:
-            raise UsageError(f"{path}: hop {hop.name} has topic_pattern {hop.topic_pattern!r}, which is no regular "
-                             f"expression ({error}): fix it") from None
+            raise UsageError(
+                f"{path}: hop {hop.name} has topic_pattern {hop.topic_pattern!r}, which is no "
+                f"regular expression ({error}): fix it"
+            ) from None
     if hop.landing is not None:
-        raise UsageError(f"{path}: hop {hop.name} reads {reads} and landing folder {hop.landing!r}: "
-                         "keep one (a second source is a second ingest hop)")
+        raise UsageError(
+            f"{path}: hop {hop.name} reads {reads} and landing folder {hop.landing!r}: "
+            "keep one (a second source is a second ingest hop)"
+        )
     if hop.upstreams:
-        raise UsageError(f"{path}: hop {hop.name} reads {reads}, not {', '.join(hop.upstreams)!r}: "
-                         "remove its upstream key")
+        raise UsageError(
+            f"{path}: hop {hop.name} reads {reads}, not {', '.join(hop.upstreams)!r}: "
+            "remove its upstream key"
+        )
     if hop.starting_offsets not in STARTING_OFFSETS:
-        raise UsageError(f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "
-                         f"{' or '.join(STARTING_OFFSETS)}")
+        raise UsageError(
+            f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "
+            f"{' or '.join(STARTING_OFFSETS)}"
+        )
 
 
 def check_join(hop, path: Path) -> None:
     """A join reads two or more different hops and has a bound; only a join reads several."""
     if not hop.kind_of.reads_several:
         several = " or ".join(name for name, kind in KINDS.items() if kind.reads_several)
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) reads one table, not {list(hop.upstreams)}: "
-                         f"name one upstream, or use kind {several}")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) reads one table, not {list(hop.upstreams)}: "
+            f"name one upstream, or use kind {several}"
+        )
     if len(set(hop.upstreams)) < 2 or not hop.within:
-        raise UsageError(f"{path}: hop {hop.name} (kind {hop.kind}) needs `upstream: [<hop>, <hop>]` (two or more "
-                         "different hops above it) and `within: <duration>` (how far apart in event time two "
-                         "joined rows can be)")
+        raise UsageError(
+            f"{path}: hop {hop.name} (kind {hop.kind}) needs `upstream: [<hop>, <hop>]` (two or "
+            "more different hops above it) and `within: <duration>` (how far apart in event time "
+            "two joined rows can be)"
+        )
 
 
 def check_zorder(hop, path: Path) -> None:
     """Z-order columns are not partition columns (a file holds one value of those already)."""
     both = [column for column in hop.zorder_by if column in hop.partition_by]
     if both:
-        raise UsageError(f"{path}: hop {hop.name} has zorder_by {both!r}, which it partitions by too: each file holds "
-                         "one value of a partition column already; remove them from zorder_by")
+        raise UsageError(
+            f"{path}: hop {hop.name} has zorder_by {both!r}, which it partitions by too: each file "
+            "holds one value of a partition column already; remove them from zorder_by"
+        )

@@ -9,7 +9,13 @@ import time
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.settings import CLOCK_SHIFT
 
-_UNIT_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+_UNIT_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+}
 
 
 def parse_time(text: str, flag: str) -> int:
@@ -17,7 +23,10 @@ def parse_time(text: str, flag: str) -> int:
     try:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"{flag} {text!r} is not an ISO-8601 date or time: use e.g. 2026-01-31 or 2026-01-31T12:00:00")
+        raise UsageError(
+            f"{flag} {text!r} is not an ISO-8601 date or time: use e.g. 2026-01-31 "
+            "or 2026-01-31T12:00:00"
+        )
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     return int(moment.timestamp() * 1000)
@@ -53,7 +62,9 @@ def now_s() -> float:
     try:
         moved = duration_ms(shift) if shift else 0
     except (ValueError, KeyError):
-        raise UsageError(f"{CLOCK_SHIFT.name}={shift!r} is not a duration: use e.g. `8 days`, or unset it") from None
+        raise UsageError(
+            f"{CLOCK_SHIFT.name}={shift!r} is not a duration: use e.g. `8 days`, or unset it"
+        ) from None
     return time.time() + moved / 1000
 
 

@@ -45,21 +45,31 @@ class PipelineCode:
         """A :class:`UsageError` naming the module and the fix when a hop of ``spec`` has no
         transform, or an ingest hop no ``split_ingested``: before any query starts."""
         transforms = getattr(self.module, "TRANSFORMS", {})
-        missing = [hop.name for hop in spec.hops if hop.name not in transforms and not hop.transform_optional]
+        missing = [
+            hop.name
+            for hop in spec.hops
+            if hop.name not in transforms and not hop.transform_optional
+        ]
         if missing:
-            raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {', '.join(missing)}: "
-                             f"add `{missing[0]!r}: fn(frame, spec, inputs)` to it")
+            raise UsageError(
+                f"{self.module.__file__}: TRANSFORMS has no transform for hop "
+                f"{', '.join(missing)}: add `{missing[0]!r}: fn(frame, spec, inputs)` to it"
+            )
         parsed_here = any(hop.ingests and hop.format is None for hop in spec.hops)
         if parsed_here and not callable(getattr(self.module, "split_ingested", None)):
-            raise UsageError(f"{self.module.__file__}: the ingest hop needs split_ingested(parsed) -> (valid, invalid): "
-                             "define it")
+            raise UsageError(
+                f"{self.module.__file__}: the ingest hop needs split_ingested(parsed) -> (valid, "
+                "invalid): define it"
+            )
 
     def transform(self, hop, frame, spec, inputs: dict):
         transforms = getattr(self.module, "TRANSFORMS", {})
         if hop.name not in transforms and hop.transform_optional:
             return frame
         if hop.name not in transforms:
-            raise UsageError(f"{self.module.__file__}: TRANSFORMS has no transform for hop {hop.name!r}: add it")
+            raise UsageError(
+                f"{self.module.__file__}: TRANSFORMS has no transform for hop {hop.name!r}: add it"
+            )
         return transforms[hop.name](frame, spec, inputs)
 
     def static_inputs(self, spark, lake, hop) -> dict:
@@ -83,14 +93,21 @@ class PipelineCode:
         the pipeline module's package (its siblings; the sample data left out) and of
         ``spark_jobs.transforms``. Equal hashes: the queries are the same, no plan to compare."""
         package = self.module.__name__.rpartition(".")[0]
-        modules = sorted((name, module) for name, module in list(sys.modules.items())
-                         if getattr(module, "__file__", None) and not name.endswith("_sample")
-                         and name.startswith((package + ".", "spark_jobs.transforms.")))
+        modules = sorted(
+            (name, module)
+            for name, module in list(sys.modules.items())
+            if getattr(module, "__file__", None)
+            and not name.endswith("_sample")
+            and name.startswith((package + ".", "spark_jobs.transforms."))
+        )
         digest = hashlib.sha256()
         for name, module in modules:
-            # The loader's source: spark-submit ships the package as a zip, where no file can be opened.
+            # The loader's source: spark-submit ships the package as a zip, where no
+            # file can be opened.
             source = module.__spec__.loader.get_source(module.__name__) if module.__spec__ else None
-            digest.update(name.rpartition(".")[2].encode() + b"\0" + (source or module.__file__).encode())
+            digest.update(
+                name.rpartition(".")[2].encode() + b"\0" + (source or module.__file__).encode()
+            )
         if spec.source:
             digest.update(spec.source.read_bytes())
         return digest.hexdigest()[:16]
@@ -101,6 +118,8 @@ def pipeline_code(spec: PipelineSpec) -> PipelineCode:
     module = companion_module(spec)
     if module is None:
         where = spec.source.parent / f"{spec.name}.py" if spec.source else f"{spec.name}.py"
-        raise UsageError(f"pipeline {spec.name!r} has a spec but no code: add {where} (`lakehouse new` writes a "
-                         "skeleton)")
+        raise UsageError(
+            f"pipeline {spec.name!r} has a spec but no code: add {where} (`lakehouse new` writes a "
+            "skeleton)"
+        )
     return PipelineCode(spec.name, module)

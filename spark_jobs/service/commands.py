@@ -31,11 +31,14 @@ def stderr(message: str) -> None:
 
 
 def open_lake(pipeline: str) -> Lake:
-    """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming the known ones)."""
+    """The lake of the pipeline called ``pipeline`` (a :class:`UsageError` naming
+    the known ones).
+    """
     return Lake.named(pipeline)
 
 
 # -- checks shared by the writers ------------------------------------------------------------------
+
 
 def checked_run_id(run_id: str | None) -> str:
     """``run_id`` when it is safe in file names, a new one when None."""
@@ -70,9 +73,19 @@ def _session(lake: Lake, action: str):
 
 # -- the operations --------------------------------------------------------------------------------
 
-def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None, start_ms: int | None = None,
-             bad_fraction: float = 0.0, late_fraction: float = 0.0):
-    """Write sample events to the pipeline's landing folder (:class:`~spark_jobs.control.writers.samples.GenerateResult`)."""
+
+def generate(
+    pipeline: str,
+    events: int,
+    files: int = 1,
+    seed: int | None = None,
+    start_ms: int | None = None,
+    bad_fraction: float = 0.0,
+    late_fraction: float = 0.0,
+):
+    """Write sample events to the pipeline's landing folder
+    (:class:`~spark_jobs.control.writers.samples.GenerateResult`).
+    """
     from spark_jobs.control.writers.samples import generate as write_events
 
     if events < 0 or files < 1:
@@ -80,7 +93,9 @@ def generate(pipeline: str, events: int, files: int = 1, seed: int | None = None
     for flag, value in (("--bad-fraction", bad_fraction), ("--late-fraction", late_fraction)):
         if not 0 <= value <= 1:
             raise UsageError(f"{flag} {value} is outside 0..1")
-    return write_events(open_lake(pipeline), events, files, seed, start_ms, bad_fraction, late_fraction)
+    return write_events(
+        open_lake(pipeline), events, files, seed, start_ms, bad_fraction, late_fraction
+    )
 
 
 def setup() -> dict:
@@ -94,32 +109,64 @@ def setup() -> dict:
 
     jars = resolve_jars()
     archive = build_archive() if sharing() else None
-    return {"jars_dir": str(jars_dir()), "jars": [jar.name for jar in jars], "jvm_archive": str(archive) if archive else None}
+    return {
+        "jars_dir": str(jars_dir()),
+        "jars": [jar.name for jar in jars],
+        "jvm_archive": str(archive) if archive else None,
+    }
 
 
 def new(name: str, fmt: str = "json"):
-    """Write a runnable skeleton pipeline ``name`` (:class:`~spark_jobs.control.writers.skeleton.NewPipeline`):
-    a pipeline folder of its own (spec, code, sample data, suites, a test) in the pipelines folder,
-    its sample landing as ``fmt`` (``json`` or ``csv``)."""
+    """Write a runnable skeleton pipeline ``name``
+    (:class:`~spark_jobs.control.writers.skeleton.NewPipeline`): a pipeline folder of its own (spec,
+    code, sample data, suites, a test) in the pipelines folder, its sample landing as ``fmt``
+    (``json`` or ``csv``)."""
     from spark_jobs.control.writers.skeleton import new_pipeline
 
     return new_pipeline(name, fmt)
 
 
-def run(pipeline: str, hop: str = "all", *, run_id: str | None = None, max_files_per_trigger: int | None = None,
-        quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
-        progress: Progress = stderr) -> RunResult:
+def run(
+    pipeline: str,
+    hop: str = "all",
+    *,
+    run_id: str | None = None,
+    max_files_per_trigger: int | None = None,
+    quality: str = "gate",
+    wait_s: float = 0.0,
+    continuous: bool = False,
+    trigger_interval: str = "10 seconds",
+    progress: Progress = stderr,
+) -> RunResult:
     """Process what is new: each hop run-once (``availableNow``) then its gate, or always-on with
     ``continuous`` until SIGINT/SIGTERM."""
     lake = open_lake(pipeline)
-    return _run(lake, lake.spec.select_hops(hop), run_id=run_id, max_files_per_trigger=max_files_per_trigger,
-                quality=quality, wait_s=wait_s, continuous=continuous, trigger_interval=trigger_interval,
-                progress=progress)
+    return _run(
+        lake,
+        lake.spec.select_hops(hop),
+        run_id=run_id,
+        max_files_per_trigger=max_files_per_trigger,
+        quality=quality,
+        wait_s=wait_s,
+        continuous=continuous,
+        trigger_interval=trigger_interval,
+        progress=progress,
+    )
 
 
-def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: int | None = None,
-         quality: str = "gate", wait_s: float = 0.0, continuous: bool = False, trigger_interval: str = "10 seconds",
-         progress: Progress = stderr, first: Callable[[], None] | None = None) -> RunResult:
+def _run(
+    lake: Lake,
+    hops: tuple,
+    *,
+    run_id: str | None,
+    max_files_per_trigger: int | None = None,
+    quality: str = "gate",
+    wait_s: float = 0.0,
+    continuous: bool = False,
+    trigger_interval: str = "10 seconds",
+    progress: Progress = stderr,
+    first: Callable[[], None] | None = None,
+) -> RunResult:
     """The hops run under the pipeline's lock (:func:`spark_jobs.engine.pipeline_run.run_hops`);
     ``first`` is called once it is held, before anything else."""
     from spark_jobs.engine.pipeline_run import run_hops
@@ -131,23 +178,42 @@ def _run(lake: Lake, hops: tuple, *, run_id: str | None, max_files_per_trigger: 
     with _writer(lake, "run", run_id, wait_s, progress) as fence:
         if first is not None:
             first()
-        return run_hops(lake, hops, run_id, quality, progress, fence, max_files_per_trigger=max_files_per_trigger,
-                        continuous=continuous, trigger_interval=trigger_interval)
+        return run_hops(
+            lake,
+            hops,
+            run_id,
+            quality,
+            progress,
+            fence,
+            max_files_per_trigger=max_files_per_trigger,
+            continuous=continuous,
+            trigger_interval=trigger_interval,
+        )
 
 
-def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: str | None = None,
-            dry_run: bool = False, quality: str = "gate", wait_s: float = 0.0,
-            progress: Progress = stderr) -> tuple[RollbackResult, RunResult | None]:
+def refresh(
+    pipeline: str,
+    hop: str,
+    *,
+    from_ms: int | None = None,
+    from_text: str | None = None,
+    dry_run: bool = False,
+    quality: str = "gate",
+    wait_s: float = 0.0,
+    progress: Progress = stderr,
+) -> tuple[RollbackResult, RunResult | None]:
     """Recompute ``hop`` and every hop below it with the code as it is now: a rollback of them to
-    the start (or to the batches committed by ``from_ms``), then a run of those hops. From a
-    point, a hop whose new code changed what its state was built by has its state rebuilt there
-    with the new code first (:mod:`spark_jobs.control.rollback.rebuild`). ``dry_run``: the plan only."""
+    the start (or to the batches committed by ``from_ms``), then a run of those hops. From a point,
+    a hop whose new code changed what its state was built by has its state rebuilt there with the
+    new code first (:mod:`spark_jobs.control.rollback.rebuild`). ``dry_run``: the plan only."""
     from spark_jobs.control.rollback import lineage, rebuild
     from spark_jobs.logs import checkpoint_log
 
     lake = open_lake(pipeline)
     target = lake.spec.hop(hop)
-    hops = tuple(each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop))
+    hops = tuple(
+        each for each in lake.spec.hops if each == target or each in lake.spec.downstream_of(hop)
+    )
     rebuilt: list[str] = []
     if from_ms is not None:
         from spark_jobs.engine.pipeline_run import refresh_rebuilds
@@ -158,30 +224,61 @@ def refresh(pipeline: str, hop: str, *, from_ms: int | None = None, from_text: s
             if reason:
                 raise UsageError(reason)
     # Planned afresh: the new code recomputes whatever the hops read now.
-    undone = rollback(pipeline, hop, to_batch=-1 if from_ms is None else None, to_time_ms=from_ms,
-                      to_time_text=from_text, replan=True, dry_run=dry_run, wait_s=wait_s, progress=progress)
+    undone = rollback(
+        pipeline,
+        hop,
+        to_batch=-1 if from_ms is None else None,
+        to_time_ms=from_ms,
+        to_time_text=from_text,
+        replan=True,
+        dry_run=dry_run,
+        wait_s=wait_s,
+        progress=progress,
+    )
     targets = {step.hop: step.target_batch for step in undone.plan.hops}
     for name in rebuilt:
-        batch = targets.get(name, (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1])
+        batch = targets.get(
+            name,
+            (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1],
+        )
         if batch >= 0:
-            undone.plan.notes.append(f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
-                                        "is one the old state cannot follow), then the batches after it are replayed")
+            undone.plan.notes.append(
+                f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
+                "is one the old state cannot follow), then the batches after it are replayed"
+            )
     if dry_run:
         return undone, None
 
-    def rebuild_states() -> None:  # under the run's lock: no other writer between the swap and the run
+    # under the run's lock: no other writer between the swap and the run
+    def rebuild_states() -> None:
         for name in rebuilt:
             each = lake.spec.hop(name)
             committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
             if committed:
                 rebuild.restart_at(lake, each, committed[-1], set(lineage.query_ids(lake, each)))
 
-    return undone, _run(lake, hops, run_id=None, quality=quality, wait_s=wait_s, progress=progress,
-                        first=rebuild_states)
+    return undone, _run(
+        lake,
+        hops,
+        run_id=None,
+        quality=quality,
+        wait_s=wait_s,
+        progress=progress,
+        first=rebuild_states,
+    )
 
 
-def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run_id: str | None = None,
-             quality: str = "gate", wait_s: float = 0.0, progress: Progress = stderr) -> RunResult:
+def backfill(
+    pipeline: str,
+    start_ms: int,
+    end_ms: int,
+    hop: str = "all",
+    *,
+    run_id: str | None = None,
+    quality: str = "gate",
+    wait_s: float = 0.0,
+    progress: Progress = stderr,
+) -> RunResult:
     """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms; waits (up to
     ``wait_s``) while a hop's stream has not read what is upstream of it."""
     from spark_jobs.control.maintenance.pruning import backfill_refusal
@@ -191,7 +288,9 @@ def backfill(pipeline: str, start_ms: int, end_ms: int, hop: str = "all", *, run
     lake = open_lake(pipeline)
     hops = lake.spec.select_hops(hop)
     if start_ms >= end_ms:
-        raise UsageError(f"--start {iso(start_ms)} is not before --end {iso(end_ms)}: the range is [start, end)")
+        raise UsageError(
+            f"--start {iso(start_ms)} is not before --end {iso(end_ms)}: the range is [start, end)"
+        )
     if refused := backfill_refusal(lake, hops, start_ms, end_ms):
         raise UsageError(refused)
     run_id = checked_run_id(run_id)
@@ -218,10 +317,21 @@ def status(pipeline: str, hop: str | None = None) -> dict:
     return pipeline_status(lake, hop)
 
 
-def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: str | None = None,
-             to_time_ms: int | None = None, to_time_text: str | None = None, cascade: bool = True,
-             replan: bool = False, exact: bool = False, dry_run: bool = False, wait_s: float = 0.0,
-             progress: Progress = stderr) -> RollbackResult:
+def rollback(
+    pipeline: str,
+    hop: str,
+    *,
+    to_batch: int | None = None,
+    to_run: str | None = None,
+    to_time_ms: int | None = None,
+    to_time_text: str | None = None,
+    cascade: bool = True,
+    replan: bool = False,
+    exact: bool = False,
+    dry_run: bool = False,
+    wait_s: float = 0.0,
+    progress: Progress = stderr,
+) -> RollbackResult:
     """Undo the hop's batches after a target (and the hops below that read them, with ``cascade``);
     the next run replays from the batch after each target. An unfinished rollback of the same
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
@@ -237,17 +347,23 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     if journal and not journal.plan.request.same_target(request):
         rollbacks.refuse_if_pending(lake)
     if dry_run:
-        return RollbackResult(journal.plan if journal else planner.plan(lake, request), executed=False)
+        return RollbackResult(
+            journal.plan if journal else planner.plan(lake, request), executed=False
+        )
     with pipeline_lock(lake, "rollback", wait_s=wait_s) as fence:
         journal = rollbacks.pending(lake)
         resumed = bool(journal and journal.plan.request.same_target(request))
         if resumed:
             plan = journal.plan
-            progress(f"[rollback] finishing {plan.rollback_id} ({len(journal.done)} steps were done)")
+            progress(
+                f"[rollback] finishing {plan.rollback_id} ({len(journal.done)} steps were done)"
+            )
         else:
             journal, plan = None, planner.plan(lake, request)
         if plan.refused:
-            raise RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan.refused)}", plan)
+            raise RollbackRefused(
+                f"rollback refused, nothing changed: {'; '.join(plan.refused)}", plan
+            )
         if plan.nothing_to_do:
             return RollbackResult(plan, executed=False)
         progress(plan.text())
@@ -256,11 +372,18 @@ def rollback(pipeline: str, hop: str, *, to_batch: int | None = None, to_run: st
     return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
 
 
-def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: float = 0.0,
-             progress: Progress = stderr) -> MaintainResult:
+def maintain(
+    pipeline: str,
+    hop: str = "all",
+    *,
+    dry_run: bool = False,
+    wait_s: float = 0.0,
+    progress: Progress = stderr,
+) -> MaintainResult:
     """Compact each table's small files and VACUUM what no rollback in the window and no stream
-    reading the table still needs (:mod:`spark_jobs.control.maintenance.tables`), then prune expired
-    landing files and records (:mod:`spark_jobs.control.maintenance.pruning`), under the pipeline's lock."""
+    reading the table still needs (:mod:`spark_jobs.control.maintenance.tables`), then prune
+    expired landing files and records (:mod:`spark_jobs.control.maintenance.pruning`), under the
+    pipeline's lock."""
     from spark_jobs.engine.maintenance import maintain_lake
     from spark_jobs.model.records import MaintenanceRecord
 
@@ -273,7 +396,9 @@ def maintain(pipeline: str, hop: str = "all", *, dry_run: bool = False, wait_s: 
 
 
 def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
-    """Check the hop's suite on the rows one succeeded run wrote (default: its last); the summary."""
+    """Check the hop's suite on the rows one succeeded run wrote (default: its
+    last); the summary.
+    """
     from spark_jobs.control.suites import load_suite, suite_path
     from spark_jobs.engine import quality as gates
     from spark_jobs.logs.ops import read_records
@@ -281,20 +406,33 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
     lake = open_lake(pipeline)
     spec_hop = lake.spec.hop(hop)
     if load_suite(lake.spec, spec_hop) is None:
-        raise UsageError(f"hop {spec_hop.name} has no quality suite: add {suite_path(lake.spec, spec_hop)}")
-    runs = [r for r in read_records(lake, spec_hop.name) if r.get("status") == "succeeded" and r.get("mode") != "continuous"]
+        raise UsageError(
+            f"hop {spec_hop.name} has no quality suite: add {suite_path(lake.spec, spec_hop)}"
+        )
+    runs = [
+        r
+        for r in read_records(lake, spec_hop.name)
+        if r.get("status") == "succeeded" and r.get("mode") != "continuous"
+    ]
     if run:
         runs = [r for r in runs if r["run_id"] == run]
         if not runs:
-            raise UsageError(f"no succeeded run {run!r} of {spec_hop.name}: see `lakehouse status {lake.spec.name}`")
+            raise UsageError(
+                f"no succeeded run {run!r} of {spec_hop.name}: see `lakehouse "
+                f"status {lake.spec.name}`"
+            )
     elif not runs:
-        raise UsageError(f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first")
+        raise UsageError(
+            f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run "
+            f"{lake.spec.name}` first"
+        )
     return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1], data_docs=True)
 
 
 def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) -> dict:
     """What the quarantine of each hop that has one holds (or of ``hop``; of one ``run``'s writes,
-    if given): counts by reason and file, samples, and the backfills that ingest fixed files again."""
+    if given): counts by reason and file, samples, and the backfills that ingest
+    fixed files again."""
     from spark_jobs.control.quarantine import report
 
     return report(open_lake(pipeline), hop, run)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_jobs.control.coordination.driver import (  # the shared driver's wire: plain sockets and files
+# the shared driver's wire: plain sockets and files
+from spark_jobs.control.coordination.driver import (
     DriverAddress,
     DriverGone,
     code_stamp,
@@ -18,8 +19,20 @@ from spark_jobs.control.coordination.driver import (  # the shared driver's wire
     wait_for_address,
 )
 
-__all__ = ["DriverAddress", "DriverGone", "code_stamp", "delta_confs", "driver_dir", "driver_java_options",
-           "driver_key", "jars", "machine", "send", "starting", "wait_for_address"]
+__all__ = [
+    "DriverAddress",
+    "DriverGone",
+    "code_stamp",
+    "delta_confs",
+    "driver_dir",
+    "driver_java_options",
+    "driver_key",
+    "jars",
+    "machine",
+    "send",
+    "starting",
+    "wait_for_address",
+]
 
 
 def jars() -> list[Path]:

@@ -23,8 +23,11 @@ def new_data(lake: Lake) -> dict[str, str | None]:
 
 
 def plan_rollback(lake: Lake, hop: str, **target) -> Plan:
-    """A rollback's plan (nothing changes): ``to_batch``, ``to_run`` or ``to_time``, and the options."""
+    """A rollback's plan (nothing changes): ``to_batch``, ``to_run`` or ``to_time``,
+    and the options.
+    """
     from spark_jobs.control.rollback import planner
+
     return planner.plan_request(lake, hop, **target)
 
 
@@ -37,6 +40,7 @@ def rollback_journals(lake: Lake) -> list[Journal]:
 def rollback_problems(lake: Lake, journal: Journal) -> list[str]:
     """What is not as the journal says it left it (empty: the rollback is complete and on disk)."""
     from spark_jobs.control.rollback import execute
+
     return execute.verify(lake, journal)
 
 
@@ -47,18 +51,22 @@ def takes_away(lake: Lake, plan: Plan) -> list[dict]:
     return summary(lake, plan)
 
 
-# -- quality gates ----------------------------------------------------------------------------------
+# -- quality gates ---------------------------------------------------------------------------------
 
 
 def quality_suite(spec: PipelineSpec, hop: HopSpec) -> tuple[dict | None, str]:
     """The hop's suite (None: it has none) and where it is looked for."""
     from spark_jobs.control import suites
+
     return suites.load_suite(spec, hop), suites.suite_path(spec, hop)
 
 
 def quality_summaries(lake: Lake, run_id: str, hop: str) -> tuple[dict | None, list[dict]]:
-    """The gate's summary of the rows a run wrote (None: not checked), and its repairs' summaries."""
+    """The gate's summary of the rows a run wrote (None: not checked), and its
+    repairs' summaries.
+    """
     from spark_jobs.control import suites
+
     return suites.read_summary(lake, run_id, hop), suites.read_repair_summaries(lake, run_id, hop)
 
 
@@ -100,13 +108,18 @@ def quality_results(lake: Lake) -> list[dict]:
     for path in listing(filesystem(folder), folder):
         name = path.rsplit("/", 1)[-1]
         if name.endswith(".json") and not name.endswith(".result.json"):
-            summary = read_json(f"{folder}/{name}")  # the folder's spelling: s3fs lists paths without a scheme
+            # the folder's spelling: s3fs lists paths without a scheme
+            summary = read_json(f"{folder}/{name}")
             summary["page"] = name[: -len(".json")] + ".html" if summary.get("data_docs") else None
-            summary.setdefault("checked_at", _modified(f"{folder}/{name}"))  # when the gate wrote it
+            # when the gate wrote it
+            summary.setdefault("checked_at", _modified(f"{folder}/{name}"))
             summaries.append(summary)
     # Newest first, by when each was checked (run ids of several kinds do not sort by time).
-    return sorted(summaries, key=lambda summary: (summary.get("checked_at") or 0, summary.get("hop") or ""),
-                  reverse=True)
+    return sorted(
+        summaries,
+        key=lambda summary: (summary.get("checked_at") or 0, summary.get("hop") or ""),
+        reverse=True,
+    )
 
 
 def _modified(path: str) -> float | None:
@@ -125,7 +138,13 @@ def data_docs_path(lake: Lake, name: str) -> str | None:
     name with a folder part, ``..``, a hidden file or another kind of file)."""
     from spark_jobs.control.suites import results_dir
 
-    if "/" in name or "\\" in name or name.startswith(".") or ".." in name or not name.endswith(".html"):
+    if (
+        "/" in name
+        or "\\" in name
+        or name.startswith(".")
+        or ".." in name
+        or not name.endswith(".html")
+    ):
         return None
     return f"{results_dir(lake)}/{name}"
 
@@ -144,14 +163,16 @@ def data_docs_page(lake: Lake, name: str) -> bytes | None:
         from spark_jobs.engine.quality import render_data_docs  # GX's renderer: no JVM
 
         hop = name.removesuffix(".html").rsplit(".", 1)[-1]
-        render_data_docs(result, path, lake.spec.hop(hop).time_column if hop in lake.spec.hop_names else None)
+        render_data_docs(
+            result, path, lake.spec.hop(hop).time_column if hop in lake.spec.hop_names else None
+        )
     if not fs.isfile(path):
         return None
     with fs.open(path, "rb") as handle:
         return handle.read()
 
 
-# -- the Lakehouse page, run records, alerts ----------------------------------------------------------
+# -- the Lakehouse page, run records, alerts -------------------------------------------------------
 
 
 def pipeline_overview(lake: Lake) -> dict:
@@ -163,6 +184,7 @@ def pipeline_overview(lake: Lake) -> dict:
 def hop_overview(lake: Lake, hop: str) -> dict:
     """A hop's figures and its series for the charts."""
     from spark_jobs.control import overview
+
     return {"figures": overview.hop_overview(lake, hop), "series": overview.hop_series(lake, hop)}
 
 

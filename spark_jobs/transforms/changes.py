@@ -14,9 +14,13 @@ def debezium_columns(document: Column, fields: dict[str, str]) -> list[Column]:
     ``changes`` hop) and ``changed_at`` (``ts_ms`` as a timestamp). A field, ``op`` or ``lsn`` that
     is missing or of another type is null: the parse's checks quarantine such a row."""
     envelope = F.coalesce(F.try_variant_get(document, "$.payload", "variant"), document)
-    image = F.when(F.try_variant_get(envelope, "$.op", "string") == "d", F.try_variant_get(envelope, "$.before", "variant")
-                   ).otherwise(F.try_variant_get(envelope, "$.after", "variant"))
-    return [*[F.try_variant_get(image, f"$.{name}", kind).alias(name) for name, kind in fields.items()],
-            F.try_variant_get(envelope, "$.op", "string").alias("op"),
-            F.try_variant_get(envelope, "$.source.lsn", "long").alias("lsn"),
-            F.timestamp_millis(F.try_variant_get(envelope, "$.ts_ms", "long")).alias("changed_at")]
+    image = F.when(
+        F.try_variant_get(envelope, "$.op", "string") == "d",
+        F.try_variant_get(envelope, "$.before", "variant"),
+    ).otherwise(F.try_variant_get(envelope, "$.after", "variant"))
+    return [
+        *[F.try_variant_get(image, f"$.{name}", kind).alias(name) for name, kind in fields.items()],
+        F.try_variant_get(envelope, "$.op", "string").alias("op"),
+        F.try_variant_get(envelope, "$.source.lsn", "long").alias("lsn"),
+        F.timestamp_millis(F.try_variant_get(envelope, "$.ts_ms", "long")).alias("changed_at"),
+    ]

@@ -34,11 +34,19 @@ def file_lines(files: DataFrame, fmt: FormatSpec) -> DataFrame:
         text, broken = F.decode(F.col("content"), fmt.charset), F.lit(False)
     # A byte order mark is no part of the first column's name.
     lines = F.split(F.regexp_replace(text, "^\ufeff", ""), r"\r?\n")
-    exploded = files.select("_source_file", F.element_at(lines, 1).alias(HEADER), broken.alias("_broken"),
-                            F.posexplode(lines).alias("_line", "value"))
+    exploded = files.select(
+        "_source_file",
+        F.element_at(lines, 1).alias(HEADER),
+        broken.alias("_broken"),
+        F.posexplode(lines).alias("_line", "value"),
+    )
     first = 1 if fmt.header else 0
     return exploded.where((F.col("_line") >= first) & (F.col("value") != "")).select(
-        "value", "_source_file", HEADER, (F.col("_broken") & F.col("value").contains("\ufffd")).alias(UNDECODABLE))
+        "value",
+        "_source_file",
+        HEADER,
+        (F.col("_broken") & F.col("value").contains("\ufffd")).alias(UNDECODABLE),
+    )
 
 
 def _fields(line: Column, fmt: FormatSpec) -> Column:
@@ -50,10 +58,13 @@ def _fields(line: Column, fmt: FormatSpec) -> Column:
     pattern = f"{sep}({quote}(?:[^{quote}]|{quote}{quote})*{quote}|[^{sep}]*)"
     raw = F.regexp_extract_all(F.concat(F.lit(fmt.delimiter), line), F.lit(pattern), 1)
     q = F.lit(fmt.quote)
-    return F.transform(raw, lambda field: F.when(
-        (F.length(field) >= 2) & field.startswith(q) & field.endswith(q),
-        F.replace(F.substring(field, F.lit(2), F.length(field) - 2), F.lit(fmt.quote * 2), q),
-    ).otherwise(field))
+    return F.transform(
+        raw,
+        lambda field: F.when(
+            (F.length(field) >= 2) & field.startswith(q) & field.endswith(q),
+            F.replace(F.substring(field, F.lit(2), F.length(field) - 2), F.lit(fmt.quote * 2), q),
+        ).otherwise(field),
+    )
 
 
 def _not_a(name: str, type_name: str) -> str:
@@ -62,8 +73,10 @@ def _not_a(name: str, type_name: str) -> str:
 
 
 def _cast_failure(name: str, type_name: str, text: Column, typed: Column) -> Column:
-    return F.when(text.isNotNull() & typed.isNull(), F.concat(F.lit(_not_a(name, type_name)), F.substring(text, 1, 80),
-                                                               F.lit("'")))
+    return F.when(
+        text.isNotNull() & typed.isNull(),
+        F.concat(F.lit(_not_a(name, type_name)), F.substring(text, 1, 80), F.lit("'")),
+    )
 
 
 def parse_csv(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
@@ -72,26 +85,52 @@ def parse_csv(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
     declared = F.array(*[F.lit(name) for name in fmt.names])
     header = _fields(F.col(HEADER), fmt) if fmt.header else declared
     undecodable = F.col(UNDECODABLE) if UNDECODABLE in lines.columns else F.lit(False)
-    split = lines.select("value", "_source_file", _fields(F.col("value"), fmt).alias("_fields"), header.alias("_names"),
-                         undecodable.alias(UNDECODABLE))
+    split = lines.select(
+        "value",
+        "_source_file",
+        _fields(F.col("value"), fmt).alias("_fields"),
+        header.alias("_names"),
+        undecodable.alias(UNDECODABLE),
+    )
     # ``get`` is null past either end: a column the header lacks has position 0.
-    texts = {name: F.nullif(F.get(fields, F.array_position(names, name).cast("int") - 1), F.lit(""))
-             for name in fmt.names}
-    typed = {name: texts[name] if type_name == "string" else texts[name].try_cast(type_name)
-             for name, type_name in fmt.columns}
+    texts = {
+        name: F.nullif(F.get(fields, F.array_position(names, name).cast("int") - 1), F.lit(""))
+        for name in fmt.names
+    }
+    typed = {
+        name: texts[name] if type_name == "string" else texts[name].try_cast(type_name)
+        for name, type_name in fmt.columns
+    }
     # The fields whose header name no column declares (of a name given twice, the first), by name.
-    entries = F.filter(F.transform(names, lambda name, index: F.struct(name.alias("key"), F.get(fields, index).alias(
-        "value"))), lambda entry, index: ~F.array_contains(declared, entry["key"])
-        & (F.array_position(names, entry["key"]) == index + 1))
+    entries = F.filter(
+        F.transform(
+            names,
+            lambda name, index: F.struct(name.alias("key"), F.get(fields, index).alias("value")),
+        ),
+        lambda entry, index: (
+            ~F.array_contains(declared, entry["key"])
+            & (F.array_position(names, entry["key"]) == index + 1)
+        ),
+    )
     extra = F.map_from_entries(entries)
     twice = F.filter(names, lambda name, index: F.array_position(names, name) != index + 1)
-    reason = F.when(F.col(UNDECODABLE), F.lit(f"not valid {fmt.charset}")).when(F.size(twice) > 0, F.concat(
-        F.lit("the file's header names "), F.element_at(twice, 1), F.lit(" twice")))
+    reason = F.when(F.col(UNDECODABLE), F.lit(f"not valid {fmt.charset}")).when(
+        F.size(twice) > 0,
+        F.concat(F.lit("the file's header names "), F.element_at(twice, 1), F.lit(" twice")),
+    )
     named_by = "the header has " if fmt.header else "the columns are "
-    reason = reason.when(F.size(fields) != F.size(names), F.concat(
-        F.size(fields).cast("string"), F.lit(f" fields, {named_by}"), F.size(names).cast("string")))
+    reason = reason.when(
+        F.size(fields) != F.size(names),
+        F.concat(
+            F.size(fields).cast("string"),
+            F.lit(f" fields, {named_by}"),
+            F.size(names).cast("string"),
+        ),
+    )
     for name in fmt.names:
-        reason = reason.when(~F.array_contains(names, name), F.lit(f"no column {name} in the file's header"))
+        reason = reason.when(
+            ~F.array_contains(names, name), F.lit(f"no column {name} in the file's header")
+        )
     for name, type_name in fmt.columns:
         failure = _cast_failure(name, type_name, texts[name], typed[name])
         reason = reason.when(failure.isNotNull(), failure)
@@ -105,13 +144,22 @@ def parse_json(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
     doc = F.col("_doc")
     split = lines.select("value", "_source_file", F.try_parse_json(F.col("value")).alias("_doc"))
     fields = {name: F.try_variant_get(doc, f"$['{name}']", "variant") for name in fmt.names}
-    typed = {name: F.try_variant_get(doc, f"$['{name}']", type_name) for name, type_name in fmt.columns}
+    typed = {
+        name: F.try_variant_get(doc, f"$['{name}']", type_name) for name, type_name in fmt.columns
+    }
     reason = F.when(doc.isNull(), F.lit("not JSON")).when(
-        F.try_variant_get(doc, "$", "map<string,variant>").isNull(), F.lit("not a JSON object"))
+        F.try_variant_get(doc, "$", "map<string,variant>").isNull(), F.lit("not a JSON object")
+    )
     for name, type_name in fmt.columns:
         present = fields[name].isNotNull() & ~F.is_variant_null(fields[name])
-        failure = F.when(present & typed[name].isNull(), F.concat(
-            F.lit(_not_a(name, type_name)), F.substring(F.to_json(fields[name]), 1, 80), F.lit("'")))
+        failure = F.when(
+            present & typed[name].isNull(),
+            F.concat(
+                F.lit(_not_a(name, type_name)),
+                F.substring(F.to_json(fields[name]), 1, 80),
+                F.lit("'"),
+            ),
+        )
         reason = reason.when(failure.isNotNull(), failure)
     return _parsed(split, typed, rescued(doc, fmt.names), reason)
 
@@ -119,8 +167,13 @@ def parse_json(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
 def _parsed(split: DataFrame, typed: dict[str, Column], extra: Column, reason: Column) -> DataFrame:
     """The declared columns, ``_rescued``, ``raw_line`` (the line, which the hop's transform may
     still refuse), ``_source_file`` and ``reason``."""
-    return split.select(*[column.alias(name) for name, column in typed.items()], extra.alias(RESCUED),
-                        F.col("value").alias("raw_line"), "_source_file", reason.alias("reason"))
+    return split.select(
+        *[column.alias(name) for name, column in typed.items()],
+        extra.alias(RESCUED),
+        F.col("value").alias("raw_line"),
+        "_source_file",
+        reason.alias("reason"),
+    )
 
 
 def parse(lines: DataFrame, fmt: FormatSpec) -> DataFrame:

@@ -43,6 +43,8 @@ def rescued(document: Column, known: tuple[str, ...]) -> Column:
     line's spelling, are what is kept; the line itself stays in its landing file.
     """
     names = F.array(*[F.lit(name) for name in known])
-    extra = F.map_filter(F.try_variant_get(document, "$", "map<string,variant>"),
-                         lambda key, _value: ~F.array_contains(names, key))
+    extra = F.map_filter(
+        F.try_variant_get(document, "$", "map<string,variant>"),
+        lambda key, _value: ~F.array_contains(names, key),
+    )
     return F.when(F.size(extra) > 0, F.to_json(extra))

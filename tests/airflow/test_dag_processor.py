@@ -20,8 +20,11 @@ def manager_class(airflow_in_process, monkeypatch):
     """Airflow's DAG processor manager class, restored after the test."""
     from airflow.dag_processing.manager import DagFileProcessorManager
 
-    monkeypatch.setattr(DagFileProcessorManager, "_service_processor_sockets",
-                        DagFileProcessorManager._service_processor_sockets)
+    monkeypatch.setattr(
+        DagFileProcessorManager,
+        "_service_processor_sockets",
+        DagFileProcessorManager._service_processor_sockets,
+    )
     return DagFileProcessorManager
 
 

@@ -38,7 +38,9 @@ def factory(airflow_in_process):
 
 
 def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str], dict]:
-    """Render ``task``'s templates, execute it with the submit replaced; the argv and environment the hook built."""
+    """Render ``task``'s templates, execute it with the submit replaced; the argv and environment
+    the hook built.
+    """
     calls = []
 
     def submit(hook, application: str = "", **_kwargs) -> None:
@@ -52,12 +54,14 @@ def submitted(task, context: dict, master: str = "local[2]") -> tuple[list[str],
 
 
 def _split(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """spark-submit's options (each flag with its values, in order) and what follows the application."""
+    """spark-submit's options (each flag with its values, in order) and what follows
+    the application.
+    """
     application = argv.index(str(ROOT / "spark_jobs" / "submit.py"))
     options: dict[str, list[str]] = {}
     for flag, value in zip(argv[1:application:2], argv[2:application:2]):
         options.setdefault(flag, []).append(value)
-    return options, argv[application + 1:]
+    return options, argv[application + 1 :]
 
 
 def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") -> None:
@@ -66,7 +70,9 @@ def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") 
 
     jars = sorted(str(path) for path in jars_dir().glob("*.jar"))
     assert options["--master"] == [master] and options["--name"] == [name]
-    assert sorted(options["--jars"][0].split(",")) == jars and any("delta-spark" in jar for jar in jars)
+    assert sorted(options["--jars"][0].split(",")) == jars and any(
+        "delta-spark" in jar for jar in jars
+    )
     (archive,) = options["--py-files"]
     assert Path(archive).parent == cache_dir() / "dist" and Path(archive).suffix == ".zip"
     confs = dict(conf.split("=", 1) for conf in options["--conf"])
@@ -76,8 +82,11 @@ def _common(options: dict[str, list[str]], name: str, master: str = "local[2]") 
     shared = archive_path()
     assert shared.exists()  # `lakehouse setup` built it
     assert f"-XX:SharedArchiveFile={shared} " in confs["spark.driver.extraJavaOptions"]
-    # the lean JIT and GC options of a short-lived driver (spark_jobs/engine/jvm.py), as written there
-    assert {"-XX:+UseSerialGC", "-XX:Tier4InvocationThreshold=50000"} <= set(confs["spark.driver.extraJavaOptions"].split())
+    # the lean JIT and GC options of a short-lived driver (spark_jobs/engine/jvm.py),
+    # as written there
+    assert {"-XX:+UseSerialGC", "-XX:Tier4InvocationThreshold=50000"} <= set(
+        confs["spark.driver.extraJavaOptions"].split()
+    )
 
 
 @pytest.mark.parametrize("hop", ["bronze", "silver", "gold"])
@@ -87,18 +96,41 @@ def test_stream_hop_task_submits_run_once_of_its_hop(factory, hop, lake_home):
     argv, env = submitted(task, {"run_id": RUN_ID, "params": {}})
     options, arguments = _split(argv)
     _common(options, "lakehouse-ad_events-run")
-    assert arguments == ["run", "ad_events", "--hop", hop, f"--run-id={RUN_ID}", "--quality=report", "--wait", "900"]
+    assert arguments == [
+        "run",
+        "ad_events",
+        "--hop",
+        hop,
+        f"--run-id={RUN_ID}",
+        "--quality=report",
+        "--wait",
+        "900",
+    ]
     assert env["LAKEHOUSE_HOME"] == str(lake_home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
 
 
 def test_backfill_task_covers_the_data_interval_or_the_params(factory):
     dag_factory, spec = factory
-    interval = {"data_interval_start": pendulum.datetime(2026, 3, 3, tz="UTC"),
-                "data_interval_end": pendulum.datetime(2026, 3, 4, tz="UTC"), "run_id": RUN_ID}
+    interval = {
+        "data_interval_start": pendulum.datetime(2026, 3, 3, tz="UTC"),
+        "data_interval_end": pendulum.datetime(2026, 3, 4, tz="UTC"),
+        "run_id": RUN_ID,
+    }
     task = dag_factory.build_backfill_dag(spec).get_task("silver")
-    _options, arguments = _split(submitted(task, {**interval, "params": {"start": None, "end": None}})[0])
-    assert arguments == ["backfill", "ad_events", "--hop", "silver", "--start=2026-03-03T00:00:00",
-                         "--end=2026-03-04T00:00:00", f"--run-id=ad_events__backfill__{RUN_ID}", "--wait", "900"]
+    _options, arguments = _split(
+        submitted(task, {**interval, "params": {"start": None, "end": None}})[0]
+    )
+    assert arguments == [
+        "backfill",
+        "ad_events",
+        "--hop",
+        "silver",
+        "--start=2026-03-03T00:00:00",
+        "--end=2026-03-04T00:00:00",
+        f"--run-id=ad_events__backfill__{RUN_ID}",
+        "--wait",
+        "900",
+    ]
     task = dag_factory.build_backfill_dag(spec).get_task("gold")
     params = {"start": "2026-02-01", "end": "2026-02-02T06:00:00"}
     _options, arguments = _split(submitted(task, {**interval, "params": params})[0])
@@ -115,29 +147,76 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
 
     task = dag_factory.build_rollback_dag(spec).get_task("execute")
     params = {"hop": "bronze", "cascade": False, "replan": False, "exact": False}
-    options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
+    options, arguments = _split(
+        submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0]
+    )
     _common(options, "lakehouse-ad_events-rollback", master)
-    assert arguments == ["rollback", "ad_events", "--hop", "bronze", "--to-batch", "4", "--no-cascade", "--no-replan",
-                         "--no-exact", "--wait", "900"]
-    for params, flags in (({"hop": "bronze", "cascade": True, "replan": True, "exact": False}, ["--replan", "--no-exact"]),
-                          ({"hop": "bronze", "cascade": True, "replan": False, "exact": True}, ["--no-replan", "--exact"])):
-        task = dag_factory.build_rollback_dag(spec).get_task("execute")  # rendering fills the task's arguments in
-        _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0])
+    assert arguments == [
+        "rollback",
+        "ad_events",
+        "--hop",
+        "bronze",
+        "--to-batch",
+        "4",
+        "--no-cascade",
+        "--no-replan",
+        "--no-exact",
+        "--wait",
+        "900",
+    ]
+    for params, flags in (
+        (
+            {"hop": "bronze", "cascade": True, "replan": True, "exact": False},
+            ["--replan", "--no-exact"],
+        ),
+        (
+            {"hop": "bronze", "cascade": True, "replan": False, "exact": True},
+            ["--no-replan", "--exact"],
+        ),
+    ):
+        # rendering fills the task's arguments in
+        task = dag_factory.build_rollback_dag(spec).get_task("execute")
+        _options, arguments = _split(
+            submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0]
+        )
         assert arguments[-5:] == ["--cascade", *flags, "--wait", "900"]
 
     task = dag_factory.build_stream_dag(spec).get_task("undo")
-    _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}, "ti": ti}, master)[0])
-    assert arguments == ["rollback", "ad_events", "--hop", "silver", f"--to-run={RUN_ID}", "--cascade", "--wait", "900"]
+    _options, arguments = _split(
+        submitted(task, {"run_id": RUN_ID, "params": {}, "ti": ti}, master)[0]
+    )
+    assert arguments == [
+        "rollback",
+        "ad_events",
+        "--hop",
+        "silver",
+        f"--to-run={RUN_ID}",
+        "--cascade",
+        "--wait",
+        "900",
+    ]
 
 
-@pytest.mark.parametrize("from_time, expected", [(None, ""), ("2026-03-01T10:00:00", "2026-03-01T10:00:00")],
-                         ids=["from-the-start", "from-a-time"])
+@pytest.mark.parametrize(
+    "from_time, expected",
+    [(None, ""), ("2026-03-01T10:00:00", "2026-03-01T10:00:00")],
+    ids=["from-the-start", "from-a-time"],
+)
 def test_refresh_task_submits_refresh_of_the_hop(factory, from_time, expected):
     dag_factory, spec = factory
     task = dag_factory.build_refresh_dag(spec).get_task("refresh")
     params = {"hop": "gold", "from_time": from_time, "dry_run": False}
     options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": params})[0])
-    assert arguments == ["refresh", "ad_events", "--hop", "gold", "--from", expected, "--wait", "900"]
+    assert arguments == [
+        "refresh",
+        "ad_events",
+        "--hop",
+        "gold",
+        "--from",
+        expected,
+        "--wait",
+        "900",
+    ]
 
 
 def test_maintenance_task_submits_maintain_of_the_pipeline(factory):
@@ -147,12 +226,15 @@ def test_maintenance_task_submits_maintain_of_the_pipeline(factory):
     assert arguments == ["maintain", "ad_events", "--wait", "900"]
 
 
-def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(factory, tmp_path):
+def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(
+    factory, tmp_path
+):
     """``make run-cluster``'s master wants Spark's shared secret: spark-submit reads it from the
     cluster's properties file (``$LAKEHOUSE_SPARK_PROPERTIES``), so the argv names only the file."""
     dag_factory, spec = factory
     master = "spark://127.0.0.1:7077"
-    bronze = lambda: dag_factory.build_stream_dag(spec).get_task("bronze")  # a new task: the operator keeps its hook
+    # a new task: the operator keeps its hook
+    bronze = lambda: dag_factory.build_stream_dag(spec).get_task("bronze")
     argv, _env = submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
     assert "--properties-file" not in argv  # no cluster file in this process's environment
     secret = "a-generated-secret-" + RUN_ID[-8:]
@@ -165,23 +247,31 @@ def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_sec
     assert not any(secret in word for word in argv)
 
 
-def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_submit_options(factory, lake_home, tmp_path,
-                                                                                           monkeypatch):
+def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_submit_options(
+    factory, lake_home, tmp_path, monkeypatch
+):
     """The shared driver's spark-submit argv is a hop task's own (master, jars, confs, shipped
     package, environment) with ``serve`` for the command; every Spark task of one DAG run names
     the same driver, another run or lake another; the run's last hop and ``undo`` release it, and
     the rollback DAG's one Spark task submits its own application."""
     dag_factory, spec = factory
     monkeypatch.setenv("LAKEHOUSE_DRIVER_DIR", str(tmp_path / "drivers"))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077"}),
+    )
     plans = {("plan_undo", "return_value"): "silver"}
     ti = SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": plans[(task_ids, key)])
 
     def driver(build, task_id: str, run_id: str = RUN_ID) -> tuple[Path, list[str], dict]:
         dag = build(spec)  # a fresh task each time, as each task instance's execution has
         task = dag.get_task(task_id)
-        context = {"run_id": run_id, "params": {"start": "2026-03-03", "end": "2026-03-04"}, "ti": ti,
-                   "dag_run": SimpleNamespace(dag_id=dag.dag_id, run_id=run_id)}
+        context = {
+            "run_id": run_id,
+            "params": {"start": "2026-03-03", "end": "2026-03-04"},
+            "ti": ti,
+            "dag_run": SimpleNamespace(dag_id=dag.dag_id, run_id=run_id),
+        }
         task.render_template_fields({"dag": dag, **context})
         task.prepare()
         assert task._uses_shared_driver()
@@ -192,27 +282,49 @@ def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_subm
     options, arguments = _split(argv)
     _common(options, "lakehouse-ad_events-ad_events__stream", "spark://127.0.0.1:7077")
     assert address.parent == tmp_path / "drivers" and address.suffix == ".json"
-    assert arguments == ["serve", "--address", str(address), "--idle", "60", "--log", str(address.with_suffix(".log"))]
+    assert arguments == [
+        "serve",
+        "--address",
+        str(address),
+        "--idle",
+        "60",
+        "--log",
+        str(address.with_suffix(".log")),
+    ]
     assert env["LAKEHOUSE_HOME"] == str(lake_home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert {driver(stream, task_id)[0] for task_id in ("silver", "gold", "undo")} == {address}
     assert driver(stream, "gold", run_id="manual__other")[0] != address
     assert driver(backfill, "bronze")[0] == driver(backfill, "gold")[0] != address
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "another-lake"))
     assert driver(stream, "silver")[0] != address
-    releases = {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
-                if getattr(task, "releases_driver", False)}
+    releases = {
+        task.task_id
+        for dag in (stream(spec), backfill(spec))
+        for task in dag.tasks
+        if getattr(task, "releases_driver", False)
+    }
     assert releases == {"gold", "undo"}  # in both DAGs, gold is the last hop
-    assert all(task.releases() for dag in (stream(spec), backfill(spec)) for task in dag.tasks
-               if getattr(task, "releases_driver", False))
+    assert all(
+        task.releases()
+        for dag in (stream(spec), backfill(spec))
+        for task in dag.tasks
+        if getattr(task, "releases_driver", False)
+    )
     # Kept warm (`make run`): the DAG's runs share its driver, which only `undo` ends, until the
     # pipeline code changes; it waits that long idle.
     monkeypatch.setenv("LAKEHOUSE_DRIVER_KEEP_WARM", "600")
     warm, warm_argv, _ = driver(stream, "bronze")
     assert warm != address and driver(stream, "gold", run_id="manual__other")[0] == warm
     assert _split(warm_argv)[1][:5] == ["serve", "--address", str(warm), "--idle", "600"]
-    assert driver(backfill, "gold", run_id="manual__other")[0] == driver(backfill, "bronze")[0] != warm
-    assert {task.task_id for dag in (stream(spec), backfill(spec)) for task in dag.tasks
-            if getattr(task, "releases", None) and task.releases()} == {"undo"}
+    assert (
+        driver(backfill, "gold", run_id="manual__other")[0] == driver(backfill, "bronze")[0] != warm
+    )
+    assert {
+        task.task_id
+        for dag in (stream(spec), backfill(spec))
+        for task in dag.tasks
+        if getattr(task, "releases", None) and task.releases()
+    } == {"undo"}
     pipelines = tmp_path / "team"
     example_copy(pipelines, "shop")
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(pipelines))
@@ -226,16 +338,25 @@ def test_the_hop_tasks_of_a_dag_run_share_one_driver_started_with_their_own_subm
     assert not execute.shares_driver and not execute._uses_shared_driver()
     with mock.patch.dict("os.environ", {"LAKEHOUSE_DRIVER": "task"}):
         assert not stream(spec).get_task("bronze")._uses_shared_driver()
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:7077",
-                                                                 "extra": {"deploy-mode": "cluster"}}))
-    assert not dag_factory.build_stream_dag(spec).get_task("bronze")._uses_shared_driver()  # the driver is not here
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "spark",
+                "host": "spark://127.0.0.1:7077",
+                "extra": {"deploy-mode": "cluster"},
+            }
+        ),
+    )
+    # the driver is not here
+    assert not dag_factory.build_stream_dag(spec).get_task("bronze")._uses_shared_driver()
 
 
 def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
     """Each ingest hop after the new-data check, any other hop after its upstream's gate (its
     upstream itself in the backfill); every gate before the undo planner, the leaves' gates before
-    the final marker.
-    Branches that never meet have no last hop: no hop task releases the driver (its idle end does)."""
+    the final marker. Branches that never meet have no last hop: no hop task releases the driver
+    (its idle end does)."""
     from spark_jobs.model.spec import load_spec
     from tests.spark.test_graph import SPEC
 
@@ -243,20 +364,38 @@ def test_a_graph_spec_becomes_a_graph_of_tasks(factory, tmp_path):
     (tmp_path / "forks.yaml").write_text(SPEC)
     spec = load_spec(tmp_path / "forks.yaml")
     stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
-    above = {"bronze_a": None, "bronze_b": None, "positive_a": "bronze_a", "other_a": "bronze_a",
-             "positive_b": "bronze_b", "gold_a": "positive_a", "gold_b": "positive_b"}
+    above = {
+        "bronze_a": None,
+        "bronze_b": None,
+        "positive_a": "bronze_a",
+        "other_a": "bronze_a",
+        "positive_b": "bronze_b",
+        "gold_a": "positive_a",
+        "gold_b": "positive_b",
+    }
     gates = sorted(f"gate_{hop}" for hop in above)
     assert {task.task_id: sorted(task.upstream_task_ids) for task in stream.tasks} == {
-        "check_new_data": [], "plan_undo": gates, "undo": ["plan_undo"],
+        "check_new_data": [],
+        "plan_undo": gates,
+        "undo": ["plan_undo"],
         "all_gates_passed": ["gate_gold_a", "gate_gold_b", "gate_other_a"],
         **{hop: [f"gate_{up}" if up else "check_new_data"] for hop, up in above.items()},
-        **{f"gate_{hop}": [hop] for hop in above}}
+        **{f"gate_{hop}": [hop] for hop in above},
+    }
     assert {task.task_id: sorted(task.upstream_task_ids) for task in backfill.tasks} == {
-        hop: [up] if up else [] for hop, up in above.items()}
-    assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
-        == {"undo"}
-    # Inlets on a table's producing task (the stream's gate, the backfill's hop): the graph's lineage.
-    assert [asset.name for asset in stream.get_task("gate_bronze_b").inlets] == ["forks.landing:landing/forks_b"]
+        hop: [up] if up else [] for hop, up in above.items()
+    }
+    assert {
+        task.task_id
+        for dag in (stream, backfill)
+        for task in dag.tasks
+        if getattr(task, "releases_driver", False)
+    } == {"undo"}
+    # Inlets on a table's producing task (the stream's gate, the backfill's hop): the
+    # graph's lineage.
+    assert [asset.name for asset in stream.get_task("gate_bronze_b").inlets] == [
+        "forks.landing:landing/forks_b"
+    ]
     assert [asset.name for asset in backfill.get_task("gold_a").inlets] == ["forks.positive_a"]
 
 
@@ -267,17 +406,36 @@ def test_shops_join_runs_after_each_of_its_upstreams_and_its_sink_releases_the_d
     dag_factory, _ = factory
     spec = load_spec(EXAMPLES / "shop" / "shop.yaml")
     stream, backfill = dag_factory.build_stream_dag(spec), dag_factory.build_backfill_dag(spec)
-    assert sorted(stream.get_task("bronze_orders").upstream_task_ids) == \
-        sorted(stream.get_task("bronze_payments").upstream_task_ids) == ["check_new_data"]
-    assert sorted(stream.get_task("silver_paid").upstream_task_ids) == ["gate_bronze_payments", "gate_silver_orders"]
-    assert sorted(backfill.get_task("silver_paid").upstream_task_ids) == ["bronze_payments", "silver_orders"]
-    assert sorted(stream.get_task("all_gates_passed").upstream_task_ids) == ["gate_gold_merchant_revenue"]
-    assert [asset.name for asset in stream.get_task("gate_silver_paid").inlets] == ["shop.silver_orders",
-                                                                               "shop.bronze_payments"]
-    assert [asset.name for asset in stream.get_task("gate_bronze_payments").inlets] == ["shop.landing:landing/shop/payments"]
+    assert (
+        sorted(stream.get_task("bronze_orders").upstream_task_ids)
+        == sorted(stream.get_task("bronze_payments").upstream_task_ids)
+        == ["check_new_data"]
+    )
+    assert sorted(stream.get_task("silver_paid").upstream_task_ids) == [
+        "gate_bronze_payments",
+        "gate_silver_orders",
+    ]
+    assert sorted(backfill.get_task("silver_paid").upstream_task_ids) == [
+        "bronze_payments",
+        "silver_orders",
+    ]
+    assert sorted(stream.get_task("all_gates_passed").upstream_task_ids) == [
+        "gate_gold_merchant_revenue"
+    ]
+    assert [asset.name for asset in stream.get_task("gate_silver_paid").inlets] == [
+        "shop.silver_orders",
+        "shop.bronze_payments",
+    ]
+    assert [asset.name for asset in stream.get_task("gate_bronze_payments").inlets] == [
+        "shop.landing:landing/shop/payments"
+    ]
     # The aggregate below the join is reached from every hop: it ends the DAG run's driver.
-    assert {task.task_id for dag in (stream, backfill) for task in dag.tasks if getattr(task, "releases_driver", False)} \
-        == {"gold_merchant_revenue", "undo"}
+    assert {
+        task.task_id
+        for dag in (stream, backfill)
+        for task in dag.tasks
+        if getattr(task, "releases_driver", False)
+    } == {"gold_merchant_revenue", "undo"}
 
 
 @pytest.mark.quality
@@ -300,9 +458,22 @@ def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(factory, tmp_pa
 
     def summary(run_id: str, hop: str, gate: str) -> None:
         failed = ["expect_column_values_to_not_be_null(amount)"] if gate == "failed" else []
-        (folder / f"{run_id}.{hop}.json").write_text(json.dumps({
-            "run_id": run_id, "hop": hop, "gate": gate, "failed": failed, "warned": [], "rules": [],
-            "suite": f"shop.{hop}", "rows": 3, "versions": [4, 5], "seconds": 0.1}))
+        (folder / f"{run_id}.{hop}.json").write_text(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "hop": hop,
+                    "gate": gate,
+                    "failed": failed,
+                    "warned": [],
+                    "rules": [],
+                    "suite": f"shop.{hop}",
+                    "rows": 3,
+                    "versions": [4, 5],
+                    "seconds": 0.1,
+                }
+            )
+        )
 
     class Recorder:
         def __init__(self):
@@ -324,13 +495,18 @@ def test_a_stream_runs_gate_fails_when_one_of_its_repairs_failed(factory, tmp_pa
 
     summary("R.repair-2", "silver_paid", "failed")
     assert [each["run_id"] for each in suites.read_repair_summaries(lake, "R", "silver_paid")] == [
-        "R.repair-1", "R.repair-2"]
+        "R.repair-1",
+        "R.repair-2",
+    ]
     with pytest.raises(AirflowFailException, match="failed on the run's repair R.repair-2"):
         quality_gate("shop", "silver_paid", "R", Recorder())
-    assert plan_undo("shop", "R") == "silver_paid"  # the first hop, in the spec's order, whose gate failed
+    # the first hop, in the spec's order, whose gate failed
+    assert plan_undo("shop", "R") == "silver_paid"
 
 
-def test_a_master_on_another_machine_needs_the_address_its_executors_reach_the_driver_at(factory, monkeypatch):
+def test_a_master_on_another_machine_needs_the_address_its_executors_reach_the_driver_at(
+    factory, monkeypatch
+):
     """Argument building only (spark-submit replaced): without ``LAKEHOUSE_SPARK_DRIVER_HOST`` the
     task fails before it submits, naming the setting; with it, the driver binds and is reached
     there (or binds to ``LAKEHOUSE_SPARK_DRIVER_BIND``). A driver the cluster places gets none."""
@@ -349,11 +525,16 @@ def test_a_master_on_another_machine_needs_the_address_its_executors_reach_the_d
     monkeypatch.setenv("LAKEHOUSE_SPARK_DRIVER_BIND", "0.0.0.0")
     argv, env = submitted(bronze(), {"run_id": RUN_ID, "params": {}}, master)
     confs = dict(value.split("=", 1) for value in _split(argv)[0]["--conf"])
-    assert (confs["spark.driver.host"], confs["spark.driver.bindAddress"], env["SPARK_LOCAL_IP"]) == \
-        ("10.1.2.9", "0.0.0.0", "0.0.0.0")
+    assert (
+        confs["spark.driver.host"],
+        confs["spark.driver.bindAddress"],
+        env["SPARK_LOCAL_IP"],
+    ) == ("10.1.2.9", "0.0.0.0", "0.0.0.0")
     monkeypatch.delenv("LAKEHOUSE_SPARK_DRIVER_HOST")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": master,
-                                                                 "extra": {"deploy-mode": "cluster"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "cluster"}}),
+    )
     task = bronze()
     task.render_template_fields({"dag": task.dag, "run_id": RUN_ID, "params": {}})
     task.prepare()  # the cluster places the driver: no address of this machine's

@@ -14,22 +14,30 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from kafka_server import KafkaServer  # include/scripts (tests/conftest.py puts it on the path)
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a Kafka broker is a JVM: not in `make test-fast`
+# a Kafka broker is a JVM: not in `make test-fast`
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUIET = {"log_level": 0}
 
 
 def _end_offsets(config: dict, topic: str, partitions: int) -> list[int]:
     """Each partition's end offset; a broker that has just started may say for a moment that it is
-    not yet the leader of a partition (a retriable error), so the probe asks again for up to 30 s."""
+    not yet the leader of a partition (a retriable error), so the probe asks again
+    for up to 30 s."""
     consumer = Consumer({**config, **QUIET, "group.id": "probe", "enable.auto.commit": False})
     deadline = time.monotonic() + 30
     try:
         while True:
             try:
-                return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+                return [
+                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    for p in range(partitions)
+                ]
             except KafkaException as error:
-                moving = error.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+                moving = error.args[0].code() in (
+                    KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE,
+                )
                 if not (error.args[0].retriable() or moving) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
@@ -42,8 +50,11 @@ def test_kafka_on_loopback_behind_a_password_stopped_by_pid_and_restartable(tmp_
     process = server.start()
     try:
         assert stat.S_IMODE((tmp_path / "kafka" / "kafka.json").stat().st_mode) == 0o600
-        listening = [c.laddr for c in psutil.Process(process.pid).net_connections("inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c.laddr
+            for c in psutil.Process(process.pid).net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
         assert listening and all(address.ip == "127.0.0.1" for address in listening), listening
 
         config = server.connection().client_config()
@@ -62,7 +73,10 @@ def test_kafka_on_loopback_behind_a_password_stopped_by_pid_and_restartable(tmp_
             anonymous.list_topics(timeout=5)
     finally:
         server.stop()
-    assert not psutil.pid_exists(process.pid) or psutil.Process(process.pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(process.pid)
+        or psutil.Process(process.pid).status() == psutil.STATUS_ZOMBIE
+    )
 
     again = KafkaServer(tmp_path / "kafka")
     again.start()

@@ -1,5 +1,6 @@
 """The pipeline lock on an object-store lake: a lease object written with S3
-conditional writes, against the real S3 server (SeaweedFS on loopback, ``include/scripts/s3_server.py``).
+conditional writes, against the real S3 server (SeaweedFS on loopback,
+``include/scripts/s3_server.py``).
 
 Three ways it must hold: two processes contending never hold it at once; a holder killed with
 SIGKILL stops renewing, its lease expires and the next job proceeds; a holder paused past its
@@ -27,7 +28,11 @@ LEASE_S = 3
 @pytest.fixture
 def s3_lake(s3, monkeypatch, request) -> dict[str, str]:
     """An S3 lake of its own for this test: the environment a job on it gets."""
-    env = {**s3.env(), "LAKEHOUSE_HOME": f"s3://{BUCKET}/{request.node.name[:40]}", "LAKEHOUSE_LEASE_SECONDS": str(LEASE_S)}
+    env = {
+        **s3.env(),
+        "LAKEHOUSE_HOME": f"s3://{BUCKET}/{request.node.name[:40]}",
+        "LAKEHOUSE_LEASE_SECONDS": str(LEASE_S),
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {**os.environ, **env}
@@ -58,8 +63,15 @@ for turn in range(int(sys.argv[2])):
 
 def test_two_processes_contending_never_hold_the_lease_at_once(s3_lake, tmp_path):
     log = tmp_path / "turns.log"
-    jobs = [subprocess.Popen([sys.executable, "-c", CONTENDER, name, "4", str(log)], env=s3_lake,
-                             stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONTENDER, name, "4", str(log)],
+            env=s3_lake,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
     for job in jobs:
         assert job.wait(timeout=180) == 0, job.stderr.read()[-2000:]
     lines = log.read_text().splitlines()
@@ -88,8 +100,14 @@ except LeaseLost as error:
 
 
 def _start_holder(env, path: str, log) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, path, str(log)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, path, str(log)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert holder.stdout.readline().strip() == "held", holder.stderr.read()[-2000:]
     return holder
 
@@ -101,7 +119,9 @@ def test_a_killed_holders_lease_expires_and_the_next_job_proceeds(s3_lake, tmp_p
     job = _start_holder(s3_lake, lease_path(lake), tmp_path / "commits.log")
     try:
         assert holder(lake)["pid"] == job.pid
-        with pytest.raises(PipelineBusy, match=f"is busy: holder h \\(pid {job.pid} on .*\\.lease; wait for it"):
+        with pytest.raises(
+            PipelineBusy, match=f"is busy: holder h \\(pid {job.pid} on .*\\.lease; wait for it"
+        ):
             with pipeline_lock(lake, "run"):
                 pass
         time.sleep(LEASE_S)  # renewed meanwhile: still busy
@@ -127,9 +147,11 @@ def test_a_paused_holder_past_its_expiry_does_not_commit_after_a_takeover(s3_lak
     log = tmp_path / "commits.log"
     job = _start_holder(s3_lake, lease_path(lake), log)
     try:
-        while job.stdout.readline().strip() != "sleeping" or not log.exists():  # it has committed at least once
+        # it has committed at least once
+        while job.stdout.readline().strip() != "sleeping" or not log.exists():
             pass
-        os.killpg(job.pid, signal.SIGSTOP)  # paused between commits, as a long GC pause or a frozen VM would be
+        # paused between commits, as a long GC pause or a frozen VM would be
+        os.killpg(job.pid, signal.SIGSTOP)
         commits_before = log.read_text().count("commit")
         taker = Lease(lease_path(lake))
         deadline = time.time() + LEASE_S * 4

@@ -1,5 +1,5 @@
-"""The embedded PostgreSQL of ``make run`` (``include/scripts/metadata_db.py``): on loopback, behind a
-password, stopped by PID."""
+"""The embedded PostgreSQL of ``make run`` (``include/scripts/metadata_db.py``): on loopback, behind
+a password, stopped by PID."""
 
 from __future__ import annotations
 
@@ -21,16 +21,28 @@ def test_embedded_postgres_listens_on_loopback_behind_a_password_and_stops_by_pi
     server = restarted = metadata_db.Postgres(tmp_path / "postgres")
     try:
         process = server.start()
-        listening = [line for line in subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout.splitlines()
-                     if f":{server.port} " in line]
+        listening = [
+            line
+            for line in subprocess.run(
+                ["ss", "-ltnH"], capture_output=True, text=True
+            ).stdout.splitlines()
+            if f":{server.port} " in line
+        ]
         assert listening and all("127.0.0.1:" in line for line in listening), listening
         assert psutil.Process(process.pid).username() != "root"
         with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
-            psycopg2.connect(host="127.0.0.1", port=server.port, user="airflow", password="guess", dbname="airflow")
+            psycopg2.connect(
+                host="127.0.0.1",
+                port=server.port,
+                user="airflow",
+                password="guess",
+                dbname="airflow",
+            )
         password = server.password()
         assert (tmp_path / "postgres/password").stat().st_mode & 0o077 == 0
-        connection = psycopg2.connect(host="127.0.0.1", port=server.port, user="airflow", password=password,
-                                      dbname="airflow")
+        connection = psycopg2.connect(
+            host="127.0.0.1", port=server.port, user="airflow", password=password, dbname="airflow"
+        )
         with connection, connection.cursor() as cursor:
             cursor.execute("CREATE TABLE kept (n int)")
         connection.close()
@@ -40,8 +52,13 @@ def test_embedded_postgres_listens_on_loopback_behind_a_password_and_stops_by_pi
         restarted = metadata_db.Postgres(tmp_path / "postgres")
         restarted.start()
         assert restarted.password() == password
-        connection = psycopg2.connect(host="127.0.0.1", port=restarted.port, user="airflow", password=password,
-                                      dbname="airflow")
+        connection = psycopg2.connect(
+            host="127.0.0.1",
+            port=restarted.port,
+            user="airflow",
+            password=password,
+            dbname="airflow",
+        )
         with connection, connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM kept")
             assert cursor.fetchone() == (0,)

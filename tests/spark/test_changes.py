@@ -19,6 +19,7 @@ from testkit.paths import killed_mid_run
 # two-column test changes the code and checks the order alone: without suites, a sixth shorter.
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
+
 def quiet(_line: str) -> None:
     pass
 
@@ -29,7 +30,9 @@ def _key(row: dict) -> tuple:
 
 @pytest.mark.quality
 @pytest.mark.parametrize("seed", [3], ids=lambda seed: f"seed{seed}")
-def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(spark, tmp_path, monkeypatch, seed):
+def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
+    spark, tmp_path, monkeypatch, seed
+):
     from spark_jobs import service
     from spark_jobs.model.errors import CodeChanged
 
@@ -45,17 +48,23 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     arrived = deleted = 0
     sizes = cuts(seed, len(arrival), 4)
     for number, size in enumerate(sizes):
-        lines = [change.line() for change in arrival[arrived:arrived + size]]
+        lines = [change.line() for change in arrival[arrived : arrived + size]]
         if number == 1:
             lines.insert(rng.randrange(len(lines)), '{"op": "u", "after": {"name": "no key"}}')
         (landing / f"changes-{number:03d}.json").write_text("\n".join(lines) + "\n")
         arrived += size
         if number == len(sizes) - 1:
-            # The last file's run is SIGKILLed while the changes hops apply it; the next run finishes it.
+            # The last file's run is SIGKILLed while the changes hops apply it; the next
+            # run finishes it.
             delay = rng.uniform(0.5, 4.0)
-            killed, _code, _out = killed_mid_run(["run", "crm"], delay,
-                                                 after=home / f"checkpoints/crm/bronze_customers/commits/{number}")
-            assert killed, f"the run ended within {delay:.1f} s of bronze's batch: not a mid-run kill"
+            killed, _code, _out = killed_mid_run(
+                ["run", "crm"],
+                delay,
+                after=home / f"checkpoints/crm/bronze_customers/commits/{number}",
+            )
+            assert killed, (
+                f"the run ended within {delay:.1f} s of bronze's batch: not a mid-run kill"
+            )
         before = tables(spark, home) if number else ([], [])
         result = service.run("crm", progress=quiet)
         result.raise_for_gate()
@@ -63,14 +72,26 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
         assert after == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
         # Each hop's live keys: the model's rows (type 1) and its open versions (type 2).
         live = [len(after[0]), sum(row["valid_to"] is None for row in after[1])]
-        assert [record.live_keys for record in result.records if record.hop.startswith("customers")] == live
-        if number < len(sizes) - 1:  # (the killed run's rows deleted are split between it and this one)
-            # Each run's rows deleted: the rows (by key; by key and first sequence in the history) gone.
-            gone = [len({_key(row) for row in old} - {_key(row) for row in new}) for old, new in zip(before, after)]
-            assert [record.rows_deleted for record in result.records if record.hop.startswith("customers")] == gone
+        assert [
+            record.live_keys for record in result.records if record.hop.startswith("customers")
+        ] == live
+        # (the killed run's rows deleted are split between it and this one)
+        if number < len(sizes) - 1:
+            # Each run's rows deleted: the rows (by key; by key and first sequence in
+            # the history) gone.
+            gone = [
+                len({_key(row) for row in old} - {_key(row) for row in new})
+                for old, new in zip(before, after)
+            ]
+            assert [
+                record.rows_deleted
+                for record in result.records
+                if record.hop.startswith("customers")
+            ] == gone
             deleted += sum(gone)
     expected = (scd1(arrival), scd2(arrival))
-    assert expected[0] and any(row["valid_to"] is not None for row in expected[1])  # deletes and versions were made
+    # deletes and versions were made
+    assert expected[0] and any(row["valid_to"] is not None for row in expected[1])
     assert deleted > 0, "no run deleted a row: the rows-deleted counts were not put to the test"
     _pages_show_the_rows_deleted(result)
 
@@ -85,11 +106,14 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(sp
     service.backfill("crm", middle, middle + 20_000, progress=quiet)
     assert tables(spark, home) == expected
 
-    # Other rules cannot go on with a table the old ones built: refused before any query, naming refresh.
+    # Other rules cannot go on with a table the old ones built: refused before any query,
+    # naming refresh.
     spec = tmp_path / "pipelines" / "crm" / "crm.yaml"
     rules = spec.read_text()
     spec.write_text(rules.replace("track_history: [tier]", "track_history: [tier, name]"))
-    with pytest.raises(CodeChanged, match="customers_history's query changed .* other change rules"):
+    with pytest.raises(
+        CodeChanged, match="customers_history's query changed .* other change rules"
+    ):
         service.run("crm", progress=quiet)
     spec.write_text(rules)
 
@@ -118,8 +142,14 @@ def _pages_show_the_rows_deleted(result) -> None:
         shown = f'<span class="deleted">{record.rows_deleted} deleted</span>' in cell
         assert shown == bool(record.rows_deleted), cell  # none shown where none were deleted
         if record.hop.startswith("customers"):
-            html = render("hop.html", pipeline="crm", charts=[], hop=hop_overview(lake, record.hop), batches=[],
-                          quarantine=None)
+            html = render(
+                "hop.html",
+                pipeline="crm",
+                charts=[],
+                hop=hop_overview(lake, record.hop),
+                batches=[],
+                quarantine=None,
+            )
             assert f'<td class="num deleted">{record.rows_deleted}</td>' in html
             assert f'<td class="num live">{record.live_keys}</td>' in html
             assert f'<span class="live">{record.live_keys} live keys</span>' in cell
@@ -133,13 +163,17 @@ def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_pa
 
     pipeline = example_copy(tmp_path / "pipelines", "crm", HOPS)
     code = (pipeline / "crm.py").read_text()
-    (pipeline / "crm.py").write_text(code.replace("transforms.parse_changes(frame),", "_split(transforms.parse_changes(frame)),")
-                                     + "\n\ndef _split(frame):\n    from pyspark.sql import functions as F\n\n"
-                                       "    return frame.withColumn('lsn_epoch', F.floor(F.col('lsn') / 10))"
-                                       ".withColumn('lsn_step', F.col('lsn') % 10)\n")
+    (pipeline / "crm.py").write_text(
+        code.replace("transforms.parse_changes(frame),", "_split(transforms.parse_changes(frame)),")
+        + "\n\ndef _split(frame):\n    from pyspark.sql import functions as F\n\n"
+        "    return frame.withColumn('lsn_epoch', F.floor(F.col('lsn') / 10))"
+        ".withColumn('lsn_step', F.col('lsn') % 10)\n"
+    )
     spec = (pipeline / "crm.yaml").read_text()
     assert spec.count("sequence_by: lsn") == 2
-    (pipeline / "crm.yaml").write_text(spec.replace("sequence_by: lsn", "sequence_by: [lsn_epoch, lsn_step]"))
+    (pipeline / "crm.yaml").write_text(
+        spec.replace("sequence_by: lsn", "sequence_by: [lsn_epoch, lsn_step]")
+    )
     home = tmp_path / "lake"
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
@@ -154,13 +188,21 @@ def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_pa
     def both() -> tuple[list[dict], list[dict]]:
         latest = spark.read.format("delta").load(str(home / "tables/silver/crm_customers"))
         history = spark.read.format("delta").load(str(home / "tables/silver/crm_customers_history"))
-        return ([row.asDict() for row in latest.select(*COLUMNS).orderBy("customer_id").collect()],
-                [row.asDict() for row in history.selectExpr(*COLUMNS, pair("valid_from"), pair("valid_to"))
-                 .orderBy("customer_id", "valid_from").collect()])
+        return (
+            [row.asDict() for row in latest.select(*COLUMNS).orderBy("customer_id").collect()],
+            [
+                row.asDict()
+                for row in history.selectExpr(*COLUMNS, pair("valid_from"), pair("valid_to"))
+                .orderBy("customer_id", "valid_from")
+                .collect()
+            ],
+        )
 
     half = len(arrival) // 2
     for number, part in enumerate((arrival[:half], arrival[half:])):
-        (landing / f"changes-{number:03d}.json").write_text("".join(change.line() + "\n" for change in part))
+        (landing / f"changes-{number:03d}.json").write_text(
+            "".join(change.line() + "\n" for change in part)
+        )
         service.run("crm", progress=quiet).raise_for_gate()
     expected = (scd1(arrival), scd2(arrival))
     assert both() == expected
@@ -183,20 +225,44 @@ def _tier_at_orders(landing) -> dict[str, tuple]:
     spec.loader.exec_module(crm_sample)
 
     def events(folder: str, bad: tuple[str, ...]) -> list[dict]:
-        return [json.loads(line) for path in sorted((landing / folder).iterdir())
-                for line in path.read_text().splitlines() if line not in bad]
+        return [
+            json.loads(line)
+            for path in sorted((landing / folder).iterdir())
+            for line in path.read_text().splitlines()
+            if line not in bad
+        ]
 
-    # The model's sequences are small numbers (its times are T0_MS + sequence seconds): log positions less T0_MS.
-    changes = [Change(row["customer_id"], event["source"]["lsn"] - T0_MS, event["op"], row["name"], row["tier"])
-               for event in events("customers", crm_sample.BAD_LINES) for row in [event["after"] or event["before"]]]
+    # The model's sequences are small numbers (its times are T0_MS + sequence seconds): log
+    # positions less T0_MS.
+    changes = [
+        Change(
+            row["customer_id"],
+            event["source"]["lsn"] - T0_MS,
+            event["op"],
+            row["name"],
+            row["tier"],
+        )
+        for event in events("customers", crm_sample.BAD_LINES)
+        for row in [event["after"] or event["before"]]
+    ]
     versions = scd2(changes)
     orders = {}
     for event in events("orders", crm_sample.BAD_ORDERS):
         order, lsn = event["after"], event["source"]["lsn"] - T0_MS
-        tiers = [version["tier"] for version in versions if version["customer_id"] == order["customer_id"]
-                 and version["valid_from"] <= lsn and (version["valid_to"] is None or lsn < version["valid_to"])]
+        tiers = [
+            version["tier"]
+            for version in versions
+            if version["customer_id"] == order["customer_id"]
+            and version["valid_from"] <= lsn
+            and (version["valid_to"] is None or lsn < version["valid_to"])
+        ]
         assert len(tiers) <= 1, f"versions overlap at {lsn}: {tiers}"
-        orders[order["order_id"]] = (order["customer_id"], order["amount"], lsn + T0_MS, tiers[0] if tiers else None)
+        orders[order["order_id"]] = (
+            order["customer_id"],
+            order["amount"],
+            lsn + T0_MS,
+            tiers[0] if tiers else None,
+        )
     return orders
 
 
@@ -213,23 +279,39 @@ def test_gold_orders_carry_the_tier_each_customer_had_when_ordering(spark, tmp_p
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(EXAMPLES))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
     bad = 0
-    for part in range(2):  # ten minutes apart: the second part's late changes fall before any of its orders
-        made = service.generate("crm", 300, seed=part, start_ms=T0_MS + part * 600_000, bad_fraction=0.03,
-                                late_fraction=0.05)
+    # ten minutes apart: the second part's late changes fall before any of its orders
+    for part in range(2):
+        made = service.generate(
+            "crm",
+            300,
+            seed=part,
+            start_ms=T0_MS + part * 600_000,
+            bad_fraction=0.03,
+            late_fraction=0.05,
+        )
         bad += made.bad_lines
         records = {record.hop: record for record in service.run("crm", progress=quiet).records}
-        assert records["customers"].rows_in == records["customers_history"].rows_in == records["bronze_customers"].rows_out
+        assert (
+            records["customers"].rows_in
+            == records["customers_history"].rows_in
+            == records["bronze_customers"].rows_out
+        )
     expected = _tier_at_orders(home / "landing" / "crm")
-    assert {tier for *_rest, tier in expected.values()} == {"bronze", "silver", "gold", None}  # a customer unknown too
+    # a customer unknown too
+    assert {tier for *_rest, tier in expected.values()} == {"bronze", "silver", "gold", None}
 
     def gold() -> dict[str, tuple]:
         frame = spark.read.format("delta").load(str(home / "tables/gold/crm_orders"))
-        return {row.order_id: (row.customer_id, row.amount, row.lsn, row.tier)
-                for row in frame.select("order_id", "customer_id", "amount", "lsn", "tier").collect()}
+        return {
+            row.order_id: (row.customer_id, row.amount, row.lsn, row.tier)
+            for row in frame.select("order_id", "customer_id", "amount", "lsn", "tier").collect()
+        }
 
     assert gold() == expected
-    quarantined = sum(spark.read.format("delta").load(str(home / f"tables/quarantine/crm_{name}")).count()
-                      for name in ("customers", "orders"))
+    quarantined = sum(
+        spark.read.format("delta").load(str(home / f"tables/quarantine/crm_{name}")).count()
+        for name in ("customers", "orders")
+    )
     assert quarantined == bad > 0
     service.rollback("crm", "gold_orders", to_batch=0, progress=quiet)
     assert gold() != expected

@@ -1,4 +1,6 @@
-"""``lakehouse checkpoint validate`` on real checkpoints, damaged one way at a time (docs/concepts/checkpoints.md)."""
+"""``lakehouse checkpoint validate`` on real checkpoints, damaged one way at a time
+(docs/concepts/checkpoints.md).
+"""
 
 from __future__ import annotations
 
@@ -35,22 +37,66 @@ def _write(path: Path, data: bytes) -> None:
 
 
 DAMAGE = {
-    "empty offsets": (lambda c: _write(_last(c / "silver/offsets"), b""), "damaged-offsets", "empty file"),
-    "version line only": (lambda c: _write(_last(c / "silver/commits"), b"v1\n"), "damaged-commits", "version line only"),
-    "truncated JSON": (lambda c: _write(_last(c / "gold/commits"), b'v1\n{"nextBatchWatermarkMs":17'),
-                       "damaged-commits", "truncated"),
-    "garbage": (lambda c: _write(_last(c / "bronze/offsets"), b"\x00\xff\xfe garbage"), "damaged-offsets", "garbage"),
-    "unknown version": (lambda c: _write(_last(c / "bronze/commits"), b'v9\n{"nextBatchWatermarkMs":0}'),
-                        "damaged-commits", "INVALID_LOG_VERSION"),
-    "commits lag": (lambda c: [_drop(_last(c / "gold/commits")) for _ in range(2)], "commits-lag", "are lost"),
-    "commits ahead": (lambda c: _drop(_last(c / "silver/offsets")), "commit-without-offsets", "CONCURRENT"),
-    "missing compact": (lambda c: _drop(c / "bronze/sources/0/1.compact"), "missing-compact", "1.compact"),
-    "orphan crc": (lambda c: _last(c / "bronze/offsets").unlink(), "orphan-crc", "checksum without its file"),
-    "missing state": (lambda c: [_drop(p) for p in (c / "gold/state/0").glob("*/*.delta")
-                                 if int(p.name.split(".")[0]) == max(int(q.name.split(".")[0])
-                                                                      for q in p.parent.glob("*.delta"))],
-                      "missing-state", "cannot be loaded"),
-    "missing metadata": (lambda c: (c / "silver/metadata").unlink(), "missing-metadata", "MISSING_METADATA"),
+    "empty offsets": (
+        lambda c: _write(_last(c / "silver/offsets"), b""),
+        "damaged-offsets",
+        "empty file",
+    ),
+    "version line only": (
+        lambda c: _write(_last(c / "silver/commits"), b"v1\n"),
+        "damaged-commits",
+        "version line only",
+    ),
+    "truncated JSON": (
+        lambda c: _write(_last(c / "gold/commits"), b'v1\n{"nextBatchWatermarkMs":17'),
+        "damaged-commits",
+        "truncated",
+    ),
+    "garbage": (
+        lambda c: _write(_last(c / "bronze/offsets"), b"\x00\xff\xfe garbage"),
+        "damaged-offsets",
+        "garbage",
+    ),
+    "unknown version": (
+        lambda c: _write(_last(c / "bronze/commits"), b'v9\n{"nextBatchWatermarkMs":0}'),
+        "damaged-commits",
+        "INVALID_LOG_VERSION",
+    ),
+    "commits lag": (
+        lambda c: [_drop(_last(c / "gold/commits")) for _ in range(2)],
+        "commits-lag",
+        "are lost",
+    ),
+    "commits ahead": (
+        lambda c: _drop(_last(c / "silver/offsets")),
+        "commit-without-offsets",
+        "CONCURRENT",
+    ),
+    "missing compact": (
+        lambda c: _drop(c / "bronze/sources/0/1.compact"),
+        "missing-compact",
+        "1.compact",
+    ),
+    "orphan crc": (
+        lambda c: _last(c / "bronze/offsets").unlink(),
+        "orphan-crc",
+        "checksum without its file",
+    ),
+    "missing state": (
+        lambda c: [
+            _drop(p)
+            for p in (c / "gold/state/0").glob("*/*.delta")
+            if int(p.name.split(".")[0])
+            == max(int(q.name.split(".")[0]) for q in p.parent.glob("*.delta"))
+        ],
+        "missing-state",
+        "cannot be loaded",
+    ),
+    "missing metadata": (
+        lambda c: (c / "silver/metadata").unlink(),
+        "missing-metadata",
+        "MISSING_METADATA",
+    ),
 }
 
 
@@ -91,7 +137,10 @@ def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake
     _write(_last(checkpoints / "silver/commits"), b"v1\n")
     (checkpoints / "silver/metadata").unlink()
     code, report = _validate(capsys, "--repair")
-    assert code == 0 and {f["kind"] for f in report["findings"]} == {"damaged-commits", "missing-metadata"}
+    assert code == 0 and {f["kind"] for f in report["findings"]} == {
+        "damaged-commits",
+        "missing-metadata",
+    }
     assert all(finding["repaired"] for finding in report["findings"])
     assert _validate(capsys) == (0, {"pipeline": "ad_events", "consistent": True, "findings": []})
 
@@ -106,7 +155,9 @@ def test_repair_then_run_and_rollback_to_the_suggested_batch(spark, damaged_lake
     assert_tables_match_landing(damaged_lake)
 
 
-def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(spark, three_increments, capsys):
+def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(
+    spark, three_increments, capsys
+):
     """After a rollback and before the next run, the checkpoint's query id is the rollback's new
     one, which no run record names yet: restoring the last run's id instead would make Delta skip
     the replayed batches (the txn trap). With no record at all, the table's log still names it."""
@@ -126,9 +177,12 @@ def test_a_lost_metadata_gets_the_id_of_the_last_rollback_or_the_table_log(spark
     shutil.rmtree(home / "_ops")
     gold = home / "checkpoints/ad_events/gold"
     (gold / "metadata").unlink()
-    stream_ids = [action["txn"]["appId"]
-                  for log in sorted((home / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
-                  for action in map(json.loads, log.read_text().splitlines()) if "txn" in action]
+    stream_ids = [
+        action["txn"]["appId"]
+        for log in sorted((home / "tables/gold/campaign_views_10s/_delta_log").glob("*.json"))
+        for action in map(json.loads, log.read_text().splitlines())
+        if "txn" in action
+    ]
     code, report = _validate(capsys, "--repair")
     assert code == 0 and report["findings"][0]["repaired"]
     assert json.loads((gold / "metadata").read_text())["id"] == stream_ids[-1]

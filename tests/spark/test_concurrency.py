@@ -1,4 +1,5 @@
-"""Backfills and streams over the same days, in every order the lock allows: no row twice, none lost.
+"""Backfills and streams over the same days, in every order the lock allows: no row
+twice, none lost.
 
 Expected tables come from the landing files in plain Python (``assert_tables_match_landing``).
 """
@@ -18,8 +19,20 @@ from testkit.paths import VENV_BIN, lakehouse
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 # 3,000 events at 100/s in three files from 23:59:45: the middle file straddles midnight.
-MIDNIGHT_DATA = ["generate", "ad_events", "--events", "3000", "--files", "3", "--seed", "21",
-                 "--start", "2026-03-02T23:59:45", "--bad-fraction", "0.02"]
+MIDNIGHT_DATA = [
+    "generate",
+    "ad_events",
+    "--events",
+    "3000",
+    "--files",
+    "3",
+    "--seed",
+    "21",
+    "--start",
+    "2026-03-02T23:59:45",
+    "--bad-fraction",
+    "0.02",
+]
 DAY = ["--start", "2026-03-03", "--end", "2026-03-04"]
 
 
@@ -36,11 +49,27 @@ def test_backfill_before_the_stream_reaches_its_files(spark, lake_home):
     assert main(["backfill", "ad_events", *DAY]) == 0
     assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(lake_home)
-    assert _bronze_batch_ids(spark, lake_home) == [-1, 0]  # both wrote rows: the backfill and batch 0
+    # both wrote rows: the backfill and batch 0
+    assert _bronze_batch_ids(spark, lake_home) == [-1, 0]
 
     # New files for the backfilled day reach bronze through the stream, and the hops below.
-    assert main(["generate", "ad_events", "--events", "400", "--files", "2", "--seed", "22",
-                 "--start", "2026-03-03T06:00:00"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "ad_events",
+                "--events",
+                "400",
+                "--files",
+                "2",
+                "--seed",
+                "22",
+                "--start",
+                "2026-03-03T06:00:00",
+            ]
+        )
+        == 0
+    )
     assert main(["run", "ad_events"]) == 0
     assert_tables_match_landing(lake_home)
 
@@ -58,7 +87,21 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
     assert main(MIDNIGHT_DATA) == 0
     assert main(["run", "ad_events", "--hop", "bronze"]) == 0
     assert main(["run", "ad_events", "--hop", "silver"]) == 0
-    assert main(["generate", "ad_events", "--events", "300", "--seed", "23", "--start", "2026-03-03T00:01:00"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "ad_events",
+                "--events",
+                "300",
+                "--seed",
+                "23",
+                "--start",
+                "2026-03-03T00:01:00",
+            ]
+        )
+        == 0
+    )
     assert main(["run", "ad_events", "--hop", "bronze"]) == 0
 
     refused = lakehouse("backfill", "ad_events", *DAY, check=False)
@@ -66,10 +109,16 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
     assert "silver's stream has not read bronze version" in refused.stderr
     assert "lakehouse run ad_events --hop silver" in refused.stderr
 
-    waiting = subprocess.Popen([str(VENV_BIN / "lakehouse"), "backfill", "ad_events", *DAY, "--wait", "600"],
-                               env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [str(VENV_BIN / "lakehouse"), "backfill", "ad_events", *DAY, "--wait", "600"],
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        said = []  # until it says it waits (a fixed sleep was too short for its start on a loaded machine)
+        # until it says it waits (a fixed sleep was too short for its start on a loaded machine)
+        said = []
         for line in waiting.stderr:
             said.append(line)
             if "backfill waits: silver's stream has not read bronze" in line:
@@ -89,8 +138,12 @@ def test_backfill_waits_for_a_stream_that_has_not_read_its_upstream(spark, lake_
 def _silver_aggregate(spark, home) -> Counter:
     """Views per (campaign, 10-s window) counted in plain Python from silver's rows."""
     counts: Counter = Counter()
-    for campaign, event_time in spark.read.format("delta").load(str(home / "tables/silver/ad_views")).select(
-            "campaign_id", "event_time").collect():
+    for campaign, event_time in (
+        spark.read.format("delta")
+        .load(str(home / "tables/silver/ad_views"))
+        .select("campaign_id", "event_time")
+        .collect()
+    ):
         if campaign is not None:
             counts[(campaign, event_time - event_time % 10_000)] += 1
     return counts
@@ -99,20 +152,38 @@ def _silver_aggregate(spark, home) -> Counter:
 def test_late_events_into_windows_only_a_backfill_wrote_count_in_full(spark, lake_home):
     """Gold's stream state never saw what a backfill wrote. Late events (within the allowed
     lateness) into such windows must add to the backfilled counts, not replace them."""
+
     def generate(seed: int, start: str, events: int, files: int = 1) -> None:
-        assert main(["generate", "ad_events", "--events", str(events), "--files", str(files), "--seed", str(seed),
-                     "--start", start]) == 0
+        assert (
+            main(
+                [
+                    "generate",
+                    "ad_events",
+                    "--events",
+                    str(events),
+                    "--files",
+                    str(files),
+                    "--seed",
+                    str(seed),
+                    "--start",
+                    start,
+                ]
+            )
+            == 0
+        )
 
     def gold_is_silver_aggregated() -> None:
         assert gold_counter(spark, lake_home) == _silver_aggregate(spark, lake_home)
 
-    generate(31, "2026-05-01T00:00:00", 400)                    # streamed: in gold's state, 0-4 s
+    generate(31, "2026-05-01T00:00:00", 400)  # streamed: in gold's state, 0-4 s
     assert main(["run", "ad_events"]) == 0
-    generate(32, "2026-05-01T00:00:05", 300, files=2)           # the same windows, backfilled first
+    generate(32, "2026-05-01T00:00:05", 300, files=2)  # the same windows, backfilled first
     window = ["--start", "2026-05-01T00:00:00", "--end", "2026-05-01T00:01:00"]
-    assert main(["backfill", "ad_events", *window]) == 0        # rewrites what the stream wrote there
+    # rewrites what the stream wrote there
+    assert main(["backfill", "ad_events", *window]) == 0
     gold_is_silver_aggregated()
-    generate(33, "2026-05-01T00:00:09", 50)                     # late (within a minute), same windows
+    # late (within a minute), same windows
+    generate(33, "2026-05-01T00:00:09", 50)
     assert main(["run", "ad_events"]) == 0
     gold_is_silver_aggregated()
     assert_tables_match_landing(lake_home)

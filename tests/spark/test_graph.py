@@ -42,7 +42,7 @@ hops:
      time_column: window_start}}
   - {{name: gold_b, kind: aggregate, upstream: positive_b, table: tables/gold/{NAME}_b, keys: [kind, window_start],
      time_column: window_start, window: 3 minutes, allowed_lateness: 5 minutes}}
-"""
+"""  # noqa: E501
 # gold_b's own event time (the pipeline's is gold_a's): its windows and its watermark delay, in ms.
 EVENT_TIME = {"gold_a": (60_000, 60_000), "gold_b": (180_000, 300_000)}
 MODULE = f"""\
@@ -67,7 +67,7 @@ STATIC_INPUTS = {{"gold_b": lambda spark, lake: {{"kinds": spark.createDataFrame
 
 def split_ingested(parsed):
     return transforms.valid(parsed), transforms.invalid(parsed)
-"""
+"""  # noqa: E501
 START_MS = 1_772_323_200_000
 
 
@@ -90,32 +90,52 @@ def _expected(home: Path) -> dict[str, object]:
                 found[key] = (count + 1, total + Decimal(str(event["amount"])))
         return found
 
-    return {"bronze_a": sorted(e["id"] for e in a), "bronze_b": sorted(e["id"] for e in b),
-            "positive_a": positive(a), "other_a": sorted(e["id"] for e in a if Decimal(str(e["amount"])) <= 0),
-            "positive_b": positive(b), "gold_a": gold(a, EVENT_TIME["gold_a"][0]),
-            "gold_b": gold(b, EVENT_TIME["gold_b"][0])}
+    return {
+        "bronze_a": sorted(e["id"] for e in a),
+        "bronze_b": sorted(e["id"] for e in b),
+        "positive_a": positive(a),
+        "other_a": sorted(e["id"] for e in a if Decimal(str(e["amount"])) <= 0),
+        "positive_b": positive(b),
+        "gold_a": gold(a, EVENT_TIME["gold_a"][0]),
+        "gold_b": gold(b, EVENT_TIME["gold_b"][0]),
+    }
 
 
 def _actual(home: Path) -> dict[str, object]:
     """The tables as delta-rs reads them (:func:`testkit.expected.delta_rows`)."""
-    found = {hop: sorted(row_id for row_id, in delta_rows(home, table, "id")) for hop, table in (
-        ("bronze_a", f"tables/bronze/{NAME}_a"), ("bronze_b", f"tables/bronze/{NAME}_b"),
-        ("positive_a", f"tables/silver/{NAME}_positive_a"), ("other_a", f"tables/silver/{NAME}_other_a"),
-        ("positive_b", f"tables/silver/{NAME}_positive_b"))}
+    found = {
+        hop: sorted(row_id for (row_id,) in delta_rows(home, table, "id"))
+        for hop, table in (
+            ("bronze_a", f"tables/bronze/{NAME}_a"),
+            ("bronze_b", f"tables/bronze/{NAME}_b"),
+            ("positive_a", f"tables/silver/{NAME}_positive_a"),
+            ("other_a", f"tables/silver/{NAME}_other_a"),
+            ("positive_b", f"tables/silver/{NAME}_positive_b"),
+        )
+    }
     for hop in ("gold_a", "gold_b"):
-        found[hop] = {(kind, utc_ms(start)): (events, amount) for kind, start, events, amount
-                      in delta_rows(home, f"tables/gold/{NAME}_{hop[-1]}", "kind", "window_start", "events", "amount")}
+        found[hop] = {
+            (kind, utc_ms(start)): (events, amount)
+            for kind, start, events, amount in delta_rows(
+                home, f"tables/gold/{NAME}_{hop[-1]}", "kind", "window_start", "events", "amount"
+            )
+        }
     return found
 
 
 def _watermarks_follow_each_hops_lateness(home: Path) -> None:
     """Each gold's watermark after its last batch is the newest event it read less its own delay."""
     for hop, source in (("gold_a", "a"), ("gold_b", "b")):
-        newest = max(e["event_time"] for e in _valid_events(home / f"landing/{NAME}_{source}")
-                     if Decimal(str(e["amount"])) > 0)
+        newest = max(
+            e["event_time"]
+            for e in _valid_events(home / f"landing/{NAME}_{source}")
+            if Decimal(str(e["amount"])) > 0
+        )
         checkpoint = str(home / f"checkpoints/{NAME}/{hop}")
         last = checkpoint_log.commit_batch_ids(checkpoint)[-1]
-        assert checkpoint_log.read_commit_watermark(checkpoint, last) == newest - EVENT_TIME[hop][1], hop
+        assert (
+            checkpoint_log.read_commit_watermark(checkpoint, last) == newest - EVENT_TIME[hop][1]
+        ), hop
 
 
 def _land(home: Path, source: str, seed: int, offset: int) -> None:
@@ -123,7 +143,9 @@ def _land(home: Path, source: str, seed: int, offset: int) -> None:
     the first ingest hop's; the file is moved where it belongs)."""
     from spark_jobs import service
 
-    written = service.generate(NAME, 120, files=1, seed=seed, start_ms=START_MS + offset * 120_000, bad_fraction=0.05)
+    written = service.generate(
+        NAME, 120, files=1, seed=seed, start_ms=START_MS + offset * 120_000, bad_fraction=0.05
+    )
     target = home / f"landing/{NAME}_{source}"
     target.mkdir(parents=True, exist_ok=True)
     for path in written.files:
@@ -165,8 +187,15 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     for offset, source in enumerate("aab"):
         _land(home, source, seed=offset, offset=offset)
     lake = Lake.open(get_spec(NAME))
-    assert set(pending_work(lake)) == {"bronze_a", "bronze_b", "positive_a", "other_a", "positive_b", "gold_a",
-                                       "gold_b"}
+    assert set(pending_work(lake)) == {
+        "bronze_a",
+        "bronze_b",
+        "positive_a",
+        "other_a",
+        "positive_b",
+        "gold_a",
+        "gold_b",
+    }
     assert main(["run", NAME]) == 0
     assert _actual(home) == _expected(home)
     _watermarks_follow_each_hops_lateness(home)
@@ -177,8 +206,14 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     _land(home, "b", seed=7, offset=3)
     assert _status(capsys)["landing"] == {"files": 4, "new_files": 1}
     assert {hop: bool(reason) for hop, reason in pending_work(lake).items()} == {
-        "bronze_a": False, "bronze_b": True, "positive_a": False, "other_a": False, "positive_b": False,
-        "gold_a": False, "gold_b": False}
+        "bronze_a": False,
+        "bronze_b": True,
+        "positive_a": False,
+        "other_a": False,
+        "positive_b": False,
+        "gold_a": False,
+        "gold_b": False,
+    }
 
     # Bronze_a's batch 1 is read by positive_a on its own, then batch 2 by both: other_a's batch
     # 1 reads bronze_a's batches 1 and 2 together. Undoing batch 2 alone would cut through it,
@@ -190,9 +225,13 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     _land(home, "a", seed=11, offset=5)
     assert main(["run", NAME]) == 0
     assert _actual(home) == _expected(home)
-    b_branch = _versions(home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b", f"tables/gold/{NAME}_b")
-    b_offsets = {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
-                 for hop in ("bronze_b", "positive_b", "gold_b")}
+    b_branch = _versions(
+        home, f"tables/bronze/{NAME}_b", f"tables/silver/{NAME}_positive_b", f"tables/gold/{NAME}_b"
+    )
+    b_offsets = {
+        hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
+        for hop in ("bronze_b", "positive_b", "gold_b")
+    }
     capsys.readouterr()
     assert main(["rollback", NAME, "--hop", "bronze_a", "--to-batch", "1", "--no-cascade"]) != 0
     refusal = capsys.readouterr()
@@ -205,14 +244,34 @@ def test_a_graph_of_hops_runs_rolls_back_one_branch_and_replays_exactly(spark, f
     assert steps["bronze_a"]["undone"] == [1, 2] and steps["other_a"]["undone"] == [1]
     assert steps["positive_a"]["undone"] == [1, 2]
     assert document["plan"]["notes"] == [
-        "bronze_a: back to batch 0 instead of 1, because other_a batch 1 read bronze_a's table across that point"]
+        "bronze_a: back to batch 0 instead of 1, because other_a batch 1 read bronze_a's "
+        "table across that point"
+    ]
     assert _versions(home, *b_branch) == b_branch
-    assert {hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}")) for hop in b_offsets} == b_offsets
+    assert {
+        hop: checkpoint_log.offset_batch_ids(str(home / f"checkpoints/{NAME}/{hop}"))
+        for hop in b_offsets
+    } == b_offsets
     assert main(["run", NAME]) == 0
     assert _actual(home) == _expected(home)
     _watermarks_follow_each_hops_lateness(home)
     # A backfill of gold_b from the middle of one of its three-minute windows recomputes whole
     # windows of its own size (the pipeline's one-minute window would split 00:03-00:06).
-    assert main(["backfill", NAME, "--hop", "gold_b", "--start", "2026-03-01T00:04:30Z",
-                 "--end", "2026-03-01T00:09:00Z", "--quality", "off"]) == 0
+    assert (
+        main(
+            [
+                "backfill",
+                NAME,
+                "--hop",
+                "gold_b",
+                "--start",
+                "2026-03-01T00:04:30Z",
+                "--end",
+                "2026-03-01T00:09:00Z",
+                "--quality",
+                "off",
+            ]
+        )
+        == 0
+    )
     assert _actual(home) == _expected(home)

@@ -21,7 +21,7 @@ assert "SharedArchiveFile" in options, "no archive for this Java and Spark: make
 spark = build_session("jvm-test", 2, java_options=f"{options} -Xshare:on -Xlog:class+load=info:file={sys.argv[1]}")
 spark.range(3).count()
 spark.stop()
-"""
+"""  # noqa: E501
 
 
 def test_a_driver_started_like_every_job_loads_spark_from_the_archive(tmp_path):
@@ -29,17 +29,27 @@ def test_a_driver_started_like_every_job_loads_spark_from_the_archive(tmp_path):
     refuses to start, so this fails when the key misses something; the class-load log then says
     where each class came from."""
     log = tmp_path / "classes.log"
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(log)], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(log)], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     # Spark's classes from its jars (lambdas are generated as the JVM runs; Delta's come from
     # --jars, through Spark's class loader, which the archive leaves out)
-    spark_classes = [line for line in log.read_text().splitlines()
-                     if " org.apache.spark." in line and "$$Lambda" not in line and "delta-spark" not in line]
+    spark_classes = [
+        line
+        for line in log.read_text().splitlines()
+        if " org.apache.spark." in line and "$$Lambda" not in line and "delta-spark" not in line
+    ]
     from_archive = [line for line in spark_classes if "source: shared objects file (top)" in line]
-    assert len(spark_classes) > 3000 and len(from_archive) > 0.95 * len(spark_classes), (len(from_archive), len(spark_classes))
+    assert len(spark_classes) > 3000 and len(from_archive) > 0.95 * len(spark_classes), (
+        len(from_archive),
+        len(spark_classes),
+    )
 
 
-def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readlink(spark, lake_home, tmp_path):
+def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readlink(
+    spark, lake_home, tmp_path
+):
     """Without Hadoop's native library, a FileContext rename on a local disk starts `readlink`
     processes (spark_jobs/engine/session.py, ``NO_SHELL_CONFS``): a run's checkpoint and Delta
     log files go through the FileSystem API, whose rename starts none. Java Flight Recorder's
@@ -60,8 +70,13 @@ def test_a_run_renames_its_checkpoint_and_delta_log_files_without_starting_readl
     dump = jvm.java.io.File(str(tmp_path / "processes.jfr")).toPath()
     recording.dump(dump)
     recording.close()
-    commands = [event.getString("command") for event in jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)]
-    assert (lake_home / "tables/gold/campaign_views_10s/_delta_log/00000000000000000001.json").exists()
+    commands = [
+        event.getString("command")
+        for event in jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)
+    ]
+    assert (
+        lake_home / "tables/gold/campaign_views_10s/_delta_log/00000000000000000001.json"
+    ).exists()
     ours = [command for command in commands if str(lake_home) in command]
     # 4 per rename (source, target, their checksum files) before; a `chmod` per created file stays.
     assert ours and not [command for command in ours if command.startswith("readlink")], ours[:5]
@@ -77,7 +92,9 @@ def test_a_large_read_is_split_evenly_and_small_files_are_not_a_task_each(spark,
     cores, size = spark.sparkContext.defaultParallelism, 128 * 1024 * 1024
     with open(tmp_path / "big.txt", "wb") as handle:  # sparse: only its size counts when planning
         handle.truncate(size)
-    assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() >= size // MAX_SPLIT_BYTES
+    assert (
+        spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() >= size // MAX_SPLIT_BYTES
+    )
     small = tmp_path / "small"
     small.mkdir()
     for number in range(8):
@@ -86,6 +103,7 @@ def test_a_large_read_is_split_evenly_and_small_files_are_not_a_task_each(spark,
     ours = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.unset("spark.sql.files.maxPartitionBytes")
     try:
-        assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() <= cores + 1  # Spark's own
+        # Spark's own
+        assert spark.read.text(str(tmp_path / "big.txt")).rdd.getNumPartitions() <= cores + 1
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", ours)

@@ -1,9 +1,10 @@
-"""What Spark's Kafka source does, the ground a topic-fed hop stands on (docs/concepts/checkpoints.md):
-plain Structured Streaming against a real broker, none of the platform's code.
+"""What Spark's Kafka source does, the ground a topic-fed hop stands on
+(docs/concepts/checkpoints.md): plain Structured Streaming against a real broker, none of the
+platform's code.
 
 - ``availableNow`` reads up to the end offsets it finds when it starts, in batches of at most
-  ``maxOffsetsPerTrigger`` records, and logs each batch's end as ``{"topic": {"partition": offset}}``
-  in ``offsets/N``: the checkpoint alone says which records each batch read.
+  ``maxOffsetsPerTrigger`` records, and logs each batch's end as ``{"topic": {"partition":
+  offset}}`` in ``offsets/N``: the checkpoint alone says which records each batch read.
 - A producer that keeps writing while a run reads does not keep the run going: it stops at the end
   offsets it fixed when it started, and the next run reads the rest, each record once.
 - A batch whose ``offsets/N`` is put back without its commit runs again over exactly its logged
@@ -34,16 +35,25 @@ def _produce(kafka, topic: str, numbers: range) -> None:
     assert producer.flush(30) == 0
 
 
-def _run(spark, kafka, topic: str, out: Path, checkpoint: Path, once: bool = False, per_batch: int = 40) -> None:
+def _run(
+    spark, kafka, topic: str, out: Path, checkpoint: Path, once: bool = False, per_batch: int = 40
+) -> None:
     from pyspark.sql import functions as F
 
     def write(batch, batch_id):
-        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(str(out))
+        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(
+            str(out)
+        )
 
-    records = (spark.readStream.format("kafka").options(**kafka.connection().spark_options())
-               .option("subscribe", topic).option("startingOffsets", "earliest")
-               .option("maxOffsetsPerTrigger", per_batch).load()
-               .selectExpr("CAST(value AS STRING) AS value", "partition", "offset"))
+    records = (
+        spark.readStream.format("kafka")
+        .options(**kafka.connection().spark_options())
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", per_batch)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
+    )
     writer = records.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
     writer = writer.trigger(once=True) if once else writer.trigger(availableNow=True)
     writer.start().awaitTermination()
@@ -51,15 +61,19 @@ def _run(spark, kafka, topic: str, out: Path, checkpoint: Path, once: bool = Fal
 
 def _rows(spark, out: Path) -> list[tuple[int, int, int, int]]:
     """(value, partition, offset, batch) of every output row."""
-    return sorted((int(row.value), row.partition, row.offset, row.batch)
-                  for row in spark.read.format("delta").load(str(out)).collect())
+    return sorted(
+        (int(row.value), row.partition, row.offset, row.batch)
+        for row in spark.read.format("delta").load(str(out)).collect()
+    )
 
 
 def _logged(checkpoint: Path, batch: int) -> dict:
     return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])
 
 
-def test_available_now_reads_in_bounded_batches_and_logs_each_batchs_end_offsets(spark, kafka, tmp_path):
+def test_available_now_reads_in_bounded_batches_and_logs_each_batchs_end_offsets(
+    spark, kafka, tmp_path
+):
     kafka.create_topic("facts_batches", 2)
     _produce(kafka, "facts_batches", range(100))
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -78,7 +92,8 @@ def test_available_now_reads_in_bounded_batches_and_logs_each_batchs_end_offsets
 
     _produce(kafka, "facts_batches", range(100, 130))
     _run(spark, kafka, "facts_batches", out, checkpoint)
-    assert sorted(value for value, *_ in _rows(spark, out)) == list(range(130))  # the next run reads what is new
+    # the next run reads what is new
+    assert sorted(value for value, *_ in _rows(spark, out)) == list(range(130))
 
 
 def test_a_run_stops_at_the_ends_it_fixed_while_a_producer_keeps_writing(spark, kafka, tmp_path):
@@ -101,7 +116,8 @@ def test_a_run_stops_at_the_ends_it_fixed_while_a_producer_keeps_writing(spark, 
     try:
         writer.start()
         before = sum(admin_consumer("facts_busy").values())
-        _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=100)  # returns: it does not chase the producer
+        # returns: it does not chase the producer
+        _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=100)
         after = sum(admin_consumer("facts_busy").values())
     finally:
         stop.set()
@@ -109,8 +125,10 @@ def test_a_run_stops_at_the_ends_it_fixed_while_a_producer_keeps_writing(spark, 
     last = max(int(path.name) for path in (checkpoint / "offsets").iterdir() if path.name.isdigit())
     read_to = sum(_logged(checkpoint, last)["facts_busy"].values())
     values = [value for value, *_ in _rows(spark, out)]
-    assert before <= read_to == len(values) < after and len(set(values)) == len(values)  # a prefix, each once
-    _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=1000)  # the rest, once the producer stopped
+    # a prefix, each once
+    assert before <= read_to == len(values) < after and len(set(values)) == len(values)
+    # the rest, once the producer stopped
+    _run(spark, kafka, "facts_busy", out, checkpoint, per_batch=1000)
     assert sorted(value for value, *_ in _rows(spark, out)) == list(range(produced[0]))
 
 
@@ -122,7 +140,10 @@ def _watermark_reader(kafka):
 
     def ends(topic: str) -> dict[int, int]:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
 
     return ends
 
@@ -146,21 +167,30 @@ def test_a_logged_batch_put_back_reads_exactly_its_range_again(spark, kafka, tmp
     (checkpoint / "offsets" / "1").write_text(kept)
     _run(spark, kafka, "facts_replay", out, checkpoint, once=True)
     replayed = _rows(spark, out)
-    assert replayed == [row for row in original if row[3] <= 1]  # batch 1's records, nothing produced since
+    # batch 1's records, nothing produced since
+    assert replayed == [row for row in original if row[3] <= 1]
 
     _run(spark, kafka, "facts_replay", out, checkpoint)  # then what is new
     assert sorted(value for value, *_ in _rows(spark, out)) == list(range(150))
 
 
-def test_records_gone_from_the_broker_fail_the_next_run_rather_than_being_skipped(spark, kafka, tmp_path):
+def test_records_gone_from_the_broker_fail_the_next_run_rather_than_being_skipped(
+    spark, kafka, tmp_path
+):
     kafka.create_topic("facts_loss", 1)
     _produce(kafka, "facts_loss", range(50))
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     _run(spark, kafka, "facts_loss", out, checkpoint, per_batch=1000)
     _produce(kafka, "facts_loss", range(50, 80))
     admin = AdminClient({**kafka.connection().client_config(), **QUIET})
-    admin.delete_records([TopicPartition("facts_loss", 0, 60)])[TopicPartition("facts_loss", 0, 60)].result(30)
+    admin.delete_records([TopicPartition("facts_loss", 0, 60)])[
+        TopicPartition("facts_loss", 0, 60)
+    ].result(30)
 
-    with pytest.raises(Exception, match="(?i)data may have been lost|offset.*out of range|failOnDataLoss"):
+    with pytest.raises(
+        Exception, match="(?i)data may have been lost|offset.*out of range|failOnDataLoss"
+    ):
         _run(spark, kafka, "facts_loss", out, checkpoint)
-    assert sorted(int(row.value) for row in spark.read.format("delta").load(str(out)).collect()) == list(range(50))
+    assert sorted(
+        int(row.value) for row in spark.read.format("delta").load(str(out)).collect()
+    ) == list(range(50))

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 def test_the_engine_pairs_exactly_the_declared_kinds():
     from spark_jobs.engine import hops
+
     assert set(hops.SINKS) == set(kinds.KINDS)
     assert {kind.reads for kind in kinds.KINDS.values()} <= set(hops.SOURCES)
 
@@ -32,9 +33,14 @@ def test_a_spec_names_only_declared_kinds(tmp_path):
     from spark_jobs.model.spec import load_spec
 
     spec = tmp_path / "toy.yaml"
-    spec.write_text("name: toy\nlanding: landing/toy\nhops:\n"
-                    "  - {name: bronze, kind: copy, table: tables/toy, time_column: t}\n")
-    with pytest.raises(UsageError, match="hop bronze has kind 'copy': use one of ingest, append, aggregate, join, changes$"):
+    spec.write_text(
+        "name: toy\nlanding: landing/toy\nhops:\n"
+        "  - {name: bronze, kind: copy, table: tables/toy, time_column: t}\n"
+    )
+    with pytest.raises(
+        UsageError,
+        match="hop bronze has kind 'copy': use one of ingest, append, aggregate, join, changes$",
+    ):
         load_spec(spec)
 
 
@@ -48,7 +54,9 @@ class CopySink(Sink):
 
         def write_batch(batch, batch_id: int) -> None:
             run.fence()
-            batch.write.format("delta").mode("append").options(txnAppId=query_id, txnVersion=str(batch_id)).save(table)
+            batch.write.format("delta").mode("append").options(
+                txnAppId=query_id, txnVersion=str(batch_id)
+            ).save(table)
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
 
@@ -58,7 +66,9 @@ class CopySink(Sink):
         frame = self.run.transformed_range(start_ms, end_ms, inputs)
         in_range = range_predicate(frame, self.run.hop.time_column, start_ms, end_ms)
         self.run.fence()
-        frame.where(in_range).write.format("delta").mode("overwrite").option("replaceWhere", in_range).save(self.table)
+        frame.where(in_range).write.format("delta").mode("overwrite").option(
+            "replaceWhere", in_range
+        ).save(self.table)
 
 
 def _positive_ids(landing) -> list[str]:
@@ -70,8 +80,13 @@ def _positive_ids(landing) -> list[str]:
                 event = json.loads(line)
             except ValueError:
                 continue
-            valid = (isinstance(event, dict) and isinstance(event.get("id"), str) and event.get("kind") in "abc"
-                     and isinstance(event.get("amount"), (int, float)) and isinstance(event.get("event_time"), int))
+            valid = (
+                isinstance(event, dict)
+                and isinstance(event.get("id"), str)
+                and event.get("kind") in "abc"
+                and isinstance(event.get("amount"), (int, float))
+                and isinstance(event.get("event_time"), int)
+            )
             if valid and len(event["kind"]) == 1 and Decimal(str(event["amount"])) > 0:
                 ids.append(event["id"])
     return sorted(ids)
@@ -80,12 +95,14 @@ def _positive_ids(landing) -> list[str]:
 def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_path, monkeypatch):
     from spark_jobs import service
     from spark_jobs.engine import hops
+
     monkeypatch.setitem(kinds.KINDS, "copy", kinds.HopKind("copy", kinds.TABLE))
     monkeypatch.setitem(hops.SINKS, "copy", CopySink)
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     service.new("toy")
-    suites = Path(os.environ["LAKEHOUSE_QUALITY"]) / "toy"  # the skeleton's suites: not what is tested here
+    # the skeleton's suites: not what is tested here
+    suites = Path(os.environ["LAKEHOUSE_QUALITY"]) / "toy"
     shutil.rmtree(suites)
     spec = tmp_path / "pipelines" / "toy" / "toy.yaml"
     text = spec.read_text()
@@ -94,10 +111,13 @@ def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_
     spec.write_text(text.replace("    kind: append ", "    kind: copy ").split("  - name: gold")[0])
 
     silver = lambda home: sorted(  # noqa: E731
-        row.id for row in spark.read.format("delta").load(str(home / "tables/silver/toy")).collect())
+        row.id for row in spark.read.format("delta").load(str(home / "tables/silver/toy")).collect()
+    )
     landing, home = tmp_path / "lake" / "landing" / "toy", tmp_path / "lake"
     for seed in (1, 2):
-        service.generate("toy", 300, seed=seed, start_ms=1_772_323_200_000 + seed * 60_000, bad_fraction=0.05)
+        service.generate(
+            "toy", 300, seed=seed, start_ms=1_772_323_200_000 + seed * 60_000, bad_fraction=0.05
+        )
         service.run("toy", progress=lambda line: None).raise_for_gate()
     assert silver(home) == _positive_ids(landing) != []
     service.rollback("toy", "bronze", to_batch=0)
@@ -109,7 +129,9 @@ def test_a_kind_added_by_one_descriptor_and_one_sink_runs_end_to_end(spark, tmp_
     monkeypatch.setenv("LAKEHOUSE_HOME", str(fresh))
     (fresh / "landing").mkdir(parents=True)
     (fresh / "landing" / "toy").symlink_to(landing)
-    service.backfill("toy", 1_772_323_200_000, 1_772_323_200_000 + 3_600_000, progress=lambda line: None)
+    service.backfill(
+        "toy", 1_772_323_200_000, 1_772_323_200_000 + 3_600_000, progress=lambda line: None
+    )
     assert silver(fresh) == _positive_ids(landing)
 
 
@@ -121,6 +143,9 @@ def test_a_sink_that_does_not_subclass_the_contract_is_refused_by_name():
             self.run = run
 
     before = dict(hops.SINKS)
-    with pytest.raises(TypeError, match="the sink of hop kind 'append' must subclass spark_jobs.engine.contracts.Sink"):
+    with pytest.raises(
+        TypeError,
+        match="the sink of hop kind 'append' must subclass spark_jobs.engine.contracts.Sink",
+    ):
         hops.register_sink("append", Loose)
     assert hops.SINKS == before

@@ -38,7 +38,10 @@ def _cli(capsys, *argv: str) -> tuple[int, dict | None]:
 
 def _rows(spark, home: Path) -> dict[str, list]:
     tables = sorted(str(path.parent) for path in home.glob("tables/*/*/_delta_log"))
-    return {table: sorted(map(tuple, spark.read.format("delta").load(table).collect()), key=repr) for table in tables}
+    return {
+        table: sorted(map(tuple, spark.read.format("delta").load(table).collect()), key=repr)
+        for table in tables
+    }
 
 
 def _example_hops() -> list[dict]:
@@ -68,16 +71,30 @@ def _by_table(document: dict) -> dict[str, dict]:
     return {lineage.table_label(entry["table"]): entry for entry in document["tables"]}
 
 
-def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_increments, tmp_path, monkeypatch,
-                                                                   capsys):
-    hops = [hop | {"zorder_by": ["ad_id"]} if hop["name"] == "silver" else hop for hop in _example_hops()]
+def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
+    spark, three_increments, tmp_path, monkeypatch, capsys
+):
+    hops = [
+        hop | {"zorder_by": ["ad_id"]} if hop["name"] == "silver" else hop
+        for hop in _example_hops()
+    ]
     # Gold's few files (a file per shuffle partition a batch) are compacted too: its MERGEs of new
     # windows only insert, so only a compaction leaves files of its that a later vacuum deletes.
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(spec_copy(tmp_path / "pipelines", source_log_compact_interval=2,
-                                                              retention={"rollback": "1 day", "landing": "1 day"},
-                                                              compact_min_files=4, hops=hops)))
+    monkeypatch.setenv(
+        "LAKEHOUSE_PIPELINES",
+        str(
+            spec_copy(
+                tmp_path / "pipelines",
+                source_log_compact_interval=2,
+                retention={"rollback": "1 day", "landing": "1 day"},
+                compact_min_files=4,
+                hops=hops,
+            )
+        ),
+    )
     increment(3, hop="bronze")
-    service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()  # gold lags behind silver
+    # gold lags behind silver
+    service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()
     lake = Lake.open(get_spec("ad_events"))
     horizons = {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
     rows = _rows(spark, three_increments)
@@ -86,7 +103,11 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     # names is deleted (only what appends of no rows left, which no commit names).
     code, document = _cli(capsys, "maintain", "ad_events")
     assert code == 0
-    compacted = [entry for entry in document["tables"] if entry["files_before"] >= lake.spec.compact_min_files]
+    compacted = [
+        entry
+        for entry in document["tables"]
+        if entry["files_before"] >= lake.spec.compact_min_files
+    ]
     assert compacted, "no table had enough files to compact: the test exercises nothing"
     assert document["totals"]["landing_pruned"] == 0 and document["landing"][0]["files"] == 0
     for entry in document["tables"]:
@@ -98,7 +119,10 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     silver_table = lake.table(lake.spec.hop("silver"))
     assert "Z-ordered by ad_id" in _by_table(document)["silver/ad_views"]["compacted"]
     optimized = delta_log.commit_info(silver_table, delta_log.table_version(silver_table))
-    assert optimized["operation"] == "OPTIMIZE" and "ad_id" in optimized["operationParameters"]["zOrderBy"], optimized
+    assert (
+        optimized["operation"] == "OPTIMIZE"
+        and "ad_id" in optimized["operationParameters"]["zOrderBy"]
+    ), optimized
 
     # Two days later every batch is older than the window: what is left is what readers need.
     monkeypatch.setenv("LAKEHOUSE_CLOCK_SHIFT", "2 days")
@@ -110,14 +134,18 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     tables = _by_table(document)
     gold, silver = tables["gold/campaign_views_10s"], tables["silver/ad_views"]
     assert gold["files_vacuumed"] > 0 and _data_files(gold["table"]) == gold["files_after"]
-    assert silver["held_by"].startswith("gold's stream"), silver  # gold has not read silver's last batch
-    assert _data_files(silver["table"]) > silver["files_after"]  # the compacted files gold may still read
+    # gold has not read silver's last batch
+    assert silver["held_by"].startswith("gold's stream"), silver
+    # the compacted files gold may still read
+    assert _data_files(silver["table"]) > silver["files_after"]
     # Gold's window shrank to its last batches: a rollback inside it plans, one outside is refused
     # (naming the vacuumed file) and changes nothing.
     reach = lineage.horizon(lake, lake.spec.hop("gold"))
     assert reach > horizons["gold"]
     tree = file_tree(three_increments)
-    assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach), "--dry-run"]) == 0
+    assert (
+        main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach), "--dry-run"]) == 0
+    )
     capsys.readouterr()
     assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach - 1)]) == 2
     assert "vacuumed" in capsys.readouterr().err
@@ -132,23 +160,53 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(spark, three_
     assert sorted(path.name for path in archive.iterdir()) == landed
     assert not list((three_increments / "landing" / "ad_events").iterdir())
     ingested = _ingested(spark, lake)
-    assert main(["backfill", "ad_events", "--hop", "bronze", "--start", "2026-04-01T00:00:00",
-                 "--end", "2026-04-02T00:00:00"]) == 0
+    assert (
+        main(
+            [
+                "backfill",
+                "ad_events",
+                "--hop",
+                "bronze",
+                "--start",
+                "2026-04-01T00:00:00",
+                "--end",
+                "2026-04-02T00:00:00",
+            ]
+        )
+        == 0
+    )
     assert _ingested(spark, lake) == ingested and "/landing/ad_events/" in repr(ingested)
     bronze = lake.spec.hop("bronze")
-    assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", str(lineage.horizon(lake, bronze) - 1),
-                 "--dry-run"]) == 2
+    assert (
+        main(
+            [
+                "rollback",
+                "ad_events",
+                "--hop",
+                "bronze",
+                "--to-batch",
+                str(lineage.horizon(lake, bronze) - 1),
+                "--dry-run",
+            ]
+        )
+        == 2
+    )
     refused = capsys.readouterr().out
     assert "read landing file" in refused and "_archive/" in refused, refused
 
     _code, status = _cli(capsys, "status", "ad_events")
     assert status["last_maintenance"]["maintenance_id"] == document["maintenance_id"]
-    assert pipeline_overview(lake)["maintenance"] == status["last_maintenance"]  # the Lakehouse page's line
+    # the Lakehouse page's line
+    assert pipeline_overview(lake)["maintenance"] == status["last_maintenance"]
 
     # A file the lagging reader has yet to read, gone (by hand: maintain keeps it): its run refuses
     # before reading anything, naming the file and the command that recovers.
     unread = unread_upstream_versions(lake, lake.spec.hop("gold"))
-    added = [action["add"]["path"] for action in delta_log.read_commit(silver["table"], unread[0]) if "add" in action]
+    added = [
+        action["add"]["path"]
+        for action in delta_log.read_commit(silver["table"], unread[0])
+        if "add" in action
+    ]
     hidden = Path(silver["table"], added[0])
     hidden.rename(hidden.with_name("hidden"))
     offsets = checkpoint_log.offset_batch_ids(lake.checkpoint(lake.spec.hop("gold")))
@@ -190,7 +248,9 @@ def test_an_append_of_no_rows_leaves_a_data_file_no_commit_names(spark, tmp_path
     assert spark.read.format("delta").load(table).count() == 3
 
 
-def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_before_it(spark, tmp_path):
+def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_before_it(
+    spark, tmp_path
+):
     """Plain Spark and Delta, none of the platform's code: a stream restarting asks its Delta
     source for its last logged batch again, from the offsets of the batch before it (committed,
     here), and fails when that version has left the upstream's log, though every later version is
@@ -201,18 +261,31 @@ def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_b
     upstream, out, checkpoint = tmp_path / "up", tmp_path / "out", tmp_path / "checkpoint"
     for n in range(6):  # versions 0..5, a Delta checkpoint every 2 commits
         spark.range(n, n + 1).write.format("delta").mode("append").option(
-            "delta.checkpointInterval", "2").save(str(upstream))
+            "delta.checkpointInterval", "2"
+        ).save(str(upstream))
 
     def run() -> None:
-        stream = spark.readStream.format("delta").option("startingVersion", "0").option("maxFilesPerTrigger", "2")
-        (stream.load(str(upstream)).writeStream.format("delta").option("checkpointLocation", str(checkpoint))
-         .trigger(availableNow=True).start(str(out)).awaitTermination())
+        stream = (
+            spark.readStream.format("delta")
+            .option("startingVersion", "0")
+            .option("maxFilesPerTrigger", "2")
+        )
+        (
+            stream.load(str(upstream))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start(str(out))
+            .awaitTermination()
+        )
 
     run()
     last = max(int(path.name) for path in (checkpoint / "offsets").iterdir() if path.name.isdigit())
 
     def version(batch: int) -> int:
-        return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])["reservoirVersion"]
+        return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])[
+            "reservoirVersion"
+        ]
 
     before, at = version(last - 1), version(last)
     assert before < at
@@ -222,11 +295,15 @@ def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_b
     saved = tmp_path / "saved-log"
     shutil.copytree(logs, saved)
 
-    def cut_log_below(first: int) -> None:  # as a log clean-up does: JSON commits and checkpoints before ``first``
+    # as a log clean-up does: JSON commits and checkpoints before ``first``
+    def cut_log_below(first: int) -> None:
         shutil.rmtree(logs)
         shutil.copytree(saved, logs)
-        kept = max(int(path.name.split(".")[0]) for path in logs.glob("*.checkpoint.parquet")
-                   if int(path.name.split(".")[0]) <= first)
+        kept = max(
+            int(path.name.split(".")[0])
+            for path in logs.glob("*.checkpoint.parquet")
+            if int(path.name.split(".")[0]) <= first
+        )
         for path in logs.iterdir():
             if path.name[:20].isdigit() and int(path.name[:20]) < kept:
                 path.unlink()
@@ -239,4 +316,6 @@ def test_a_restarting_delta_stream_reads_its_last_batch_again_from_the_offsets_b
     cut_log_below(before)  # the batch before the last one's version kept: the restart reads on
     assert min(delta_log.versions(str(upstream))) <= before
     run()
-    assert sorted(row.id for row in spark.read.format("delta").load(str(out)).collect()) == list(range(10))
+    assert sorted(row.id for row in spark.read.format("delta").load(str(out)).collect()) == list(
+        range(10)
+    )

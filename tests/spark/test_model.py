@@ -29,7 +29,9 @@ SEQUENCES = [
 
 
 @pytest.mark.parametrize("seed,steps", SEQUENCES, ids=[f"seed{seed}" for seed, _ in SEQUENCES])
-def test_random_sequences_keep_every_table_equal_to_the_landing_files(spark, tmp_path, monkeypatch, seed, steps):
+def test_random_sequences_keep_every_table_equal_to_the_landing_files(
+    spark, tmp_path, monkeypatch, seed, steps
+):
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_spec(tmp_path / "pipelines")))
     steps = int(os.environ.get("MODEL_STEPS", steps))
@@ -46,15 +48,21 @@ KAFKA_SEQUENCES = [
 ]
 
 
-@pytest.mark.parametrize("seed,steps", KAFKA_SEQUENCES, ids=[f"seed{seed}" for seed, _ in KAFKA_SEQUENCES])
-def test_random_sequences_on_a_topic_keep_every_table_equal_to_its_records(spark, tmp_path, monkeypatch, seed, steps):
+@pytest.mark.parametrize(
+    "seed,steps", KAFKA_SEQUENCES, ids=[f"seed{seed}" for seed, _ in KAFKA_SEQUENCES]
+)
+def test_random_sequences_on_a_topic_keep_every_table_equal_to_its_records(
+    spark, tmp_path, monkeypatch, seed, steps
+):
     from testkit.model import started_broker
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_spec(tmp_path / "pipelines", kafka=True)))
     steps = int(os.environ.get("MODEL_STEPS", steps))
     with started_broker(tmp_path / "kafka") as broker:  # its settings in the environment meanwhile
-        sequence = run_sequence(spark, str(tmp_path / "lake"), seed, steps, kafka=broker, maintain=True)
+        sequence = run_sequence(
+            spark, str(tmp_path / "lake"), seed, steps, kafka=broker, maintain=True
+        )
     print(sequence.transcript())
     assert sequence.settles >= 1 and sequence.counts["maintain"] >= 1
     between = sequence.counts["maintain"] + sequence.counts["advance"] + sequence.counts["switch"]
@@ -64,19 +72,31 @@ def test_random_sequences_on_a_topic_keep_every_table_equal_to_its_records(spark
 # Events beyond the allowed lateness: after every rollback's replay, each table equals a twin lake
 # that never rolled back, late drops included (testkit/model_late.py).
 LATE_SEQUENCES = [
-    (4, 12),  # two rollbacks replayed (gold alone; bronze with silver and gold below), a refusal to run out of order
+    # two rollbacks replayed (gold alone; bronze with silver and gold below), a refusal to
+    # run out of order
+    (4, 12),
 ]
 
 
-@pytest.mark.parametrize("seed,steps", LATE_SEQUENCES, ids=[f"seed{seed}" for seed, _ in LATE_SEQUENCES])
-def test_random_sequences_with_late_events_equal_a_twin_that_never_rolled_back(spark, tmp_path, monkeypatch, seed,
-                                                                              steps):
+@pytest.mark.parametrize(
+    "seed,steps", LATE_SEQUENCES, ids=[f"seed{seed}" for seed, _ in LATE_SEQUENCES]
+)
+def test_random_sequences_with_late_events_equal_a_twin_that_never_rolled_back(
+    spark, tmp_path, monkeypatch, seed, steps
+):
     from testkit.model_late import run_sequence, write_spec
 
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(write_spec(tmp_path / "pipelines")))
     steps = int(os.environ.get("MODEL_STEPS", steps))
-    sequence, dropped_late = run_sequence(spark, str(tmp_path / "lake"), str(tmp_path / "twin"), seed, steps)
+    sequence, dropped_late = run_sequence(
+        spark, str(tmp_path / "lake"), str(tmp_path / "twin"), seed, steps
+    )
     print(sequence.transcript())
-    taken = [step for step in sequence.steps if step.operation == "rollback" and step.outcome == "ok"]
-    assert len(taken) >= 2 and sequence.settles >= 1 and dropped_late > 0, (len(taken), dropped_late)
+    taken = [
+        step for step in sequence.steps if step.operation == "rollback" and step.outcome == "ok"
+    ]
+    assert len(taken) >= 2 and sequence.settles >= 1 and dropped_late > 0, (
+        len(taken),
+        dropped_late,
+    )

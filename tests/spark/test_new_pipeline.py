@@ -24,13 +24,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 def _skeleton_test(folder: Path, name: str):
     """The test function of ``folder/test_<name>.py``, imported by its path."""
-    spec = importlib.util.spec_from_file_location(f"skeleton_test_{folder.name}", folder / f"test_{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"skeleton_test_{folder.name}", folder / f"test_{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.test_sample_files_run_through_every_hop
 
 
-def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(spark, tmp_path, monkeypatch, capsys):
+def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(
+    spark, tmp_path, monkeypatch, capsys
+):
     specs = tmp_path / "team" / "pipelines"
     example_copy(specs, "ad_events")
     monkeypatch.delenv("LAKEHOUSE_PIPELINES")
@@ -38,13 +42,27 @@ def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(spark, 
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(specs))
     monkeypatch.delenv("LAKEHOUSE_QUALITY")  # the suites go into the pipeline's own folder
     assert main(["new", "orders"]) == 0
-    written = {str(Path(path).relative_to(specs)) for path in capsys.readouterr().out.split() if "/team/" in path}
-    assert written == {"orders/orders.yaml", "orders/orders.py", "orders/orders_transforms.py",
-                       "orders/orders_sample.py", "orders/test_orders.py",
-                       "orders/quality/bronze.json", "orders/quality/silver.json", "orders/quality/gold.json"}
+    written = {
+        str(Path(path).relative_to(specs))
+        for path in capsys.readouterr().out.split()
+        if "/team/" in path
+    }
+    assert written == {
+        "orders/orders.yaml",
+        "orders/orders.py",
+        "orders/orders_transforms.py",
+        "orders/orders_sample.py",
+        "orders/test_orders.py",
+        "orders/quality/bronze.json",
+        "orders/quality/silver.json",
+        "orders/quality/gold.json",
+    }
     assert sorted(path.name for path in (specs / "orders").rglob("*") if path.is_file()) == sorted(
-        Path(path).name for path in written)
-    assert "__pipeline__" not in "".join(path.read_text() for path in (specs / "orders").rglob("*.*"))
+        Path(path).name for path in written
+    )
+    assert "__pipeline__" not in "".join(
+        path.read_text() for path in (specs / "orders").rglob("*.*")
+    )
     # Refusals change nothing: the name is taken; a name that cannot name modules and tables.
     before = sorted((tmp_path / "team").rglob("*"))
     assert main(["new", "orders"]) == 2 and "exists already" in capsys.readouterr().err
@@ -60,7 +78,9 @@ def test_new_writes_a_pipeline_that_runs_at_once_and_whose_test_can_fail(spark, 
     shutil.copytree(specs / "orders", broken / "orders")
     code = (broken / "orders" / "orders_transforms.py").read_text()
     assert 'F.sum("amount")' in code
-    (broken / "orders" / "orders_transforms.py").write_text(code.replace('F.sum("amount")', 'F.max("amount")'))
+    (broken / "orders" / "orders_transforms.py").write_text(
+        code.replace('F.sum("amount")', 'F.max("amount")')
+    )
     with pytest.raises(AssertionError):
         _skeleton_test(broken / "orders", "orders")(tmp_path / "run-broken", monkeypatch)
 
@@ -76,12 +96,19 @@ def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, 
     module = tmp_path / "pipelines" / "clicks" / "clicks.py"
     module.write_text(module.read_text().replace('    "gold": ', '    # "gold": '))
     service.generate("clicks", 50, seed=1)
-    with pytest.raises(UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"):
+    with pytest.raises(
+        UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"
+    ):
         service.run("clicks")
-    assert not (tmp_path / "lake" / "tables").exists() and not (tmp_path / "lake" / "checkpoints").exists()
+    assert (
+        not (tmp_path / "lake" / "tables").exists()
+        and not (tmp_path / "lake" / "checkpoints").exists()
+    )
 
 
-def test_new_with_csv_writes_a_pipeline_without_a_line_parser_whose_test_passes(spark, tmp_path, monkeypatch, capsys):
+def test_new_with_csv_writes_a_pipeline_without_a_line_parser_whose_test_passes(
+    spark, tmp_path, monkeypatch, capsys
+):
     """``new --format csv``: the sample lands as CSV files with a header, the spec declares
     bronze's columns and the platform parses them; the pipeline module has no parser and no
     ``split_ingested``, and the skeleton's test (which reads the CSV files with Python's csv

@@ -33,16 +33,24 @@ def test_the_quarantine_is_counted_by_reason_and_file_for_all_runs_or_one(spark,
     assert first and every - first, "the generator writes invalid lines in both increments"
 
     bronze, silver = _quarantine(capsys)["hops"]
-    assert (bronze["hop"], silver["hop"]) == ("bronze", "silver") and silver["rows"] == 0  # no drop rule without suites
+    # no drop rule without suites
+    assert (bronze["hop"], silver["hop"]) == ("bronze", "silver") and silver["rows"] == 0
     assert bronze["rows"] == sum(every.values())
     assert sum(reason["rows"] for reason in bronze["reasons"]) == bronze["rows"]
-    assert {each["value"].rsplit("/", 1)[-1]: each["rows"] for each in bronze["files"]} == dict(every)
-    assert all(len(bronze["samples"][reason["value"]]) == min(reason["rows"], 3) for reason in bronze["reasons"])
+    assert {each["value"].rsplit("/", 1)[-1]: each["rows"] for each in bronze["files"]} == dict(
+        every
+    )
+    assert all(
+        len(bronze["samples"][reason["value"]]) == min(reason["rows"], 3)
+        for reason in bronze["reasons"]
+    )
     assert {again["start"][:10] for again in bronze["ingest_again"]} == {"2026-04-01"}
 
     [one] = _quarantine(capsys, "--hop", "bronze", "--run", "r1")["hops"]
     assert one["run_id"] == "r1"
-    assert {each["value"].rsplit("/", 1)[-1]: each["rows"] for each in one["files"]} == dict(every - first)
+    assert {each["value"].rsplit("/", 1)[-1]: each["rows"] for each in one["files"]} == dict(
+        every - first
+    )
 
     assert main(["quarantine", "ad_events", "--hop", "gold"]) == 2
     assert "gold has no quarantine table" in capsys.readouterr().err

@@ -27,7 +27,9 @@ T0 = dt.datetime(2026, 3, 1, 12, 0)
 
 def _append(spark, table: Path, rows: list[tuple[int, int]]) -> None:
     """Rows (id, minutes after T0) appended to the source table."""
-    frame = spark.createDataFrame([(key, T0 + dt.timedelta(minutes=minute)) for key, minute in rows], "id INT, ts TIMESTAMP")
+    frame = spark.createDataFrame(
+        [(key, T0 + dt.timedelta(minutes=minute)) for key, minute in rows], "id INT, ts TIMESTAMP"
+    )
     frame.write.format("delta").mode("append").save(str(table))
 
 
@@ -35,19 +37,29 @@ def _run(spark, source: Path, out: Path, checkpoint: Path, once: bool = False) -
     from pyspark.sql import functions as F
 
     def write(batch, batch_id):
-        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(str(out))
+        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(
+            str(out)
+        )
 
-    deduplicated = (spark.readStream.format("delta").load(str(source)).withWatermark("ts", "10 minutes")
-                    .dropDuplicates(["id", "ts"]))
-    writer = deduplicated.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
+    deduplicated = (
+        spark.readStream.format("delta")
+        .load(str(source))
+        .withWatermark("ts", "10 minutes")
+        .dropDuplicates(["id", "ts"])
+    )
+    writer = deduplicated.writeStream.foreachBatch(write).option(
+        "checkpointLocation", str(checkpoint)
+    )
     writer = writer.trigger(once=True) if once else writer.trigger(availableNow=True)
     writer.start().awaitTermination()
 
 
 def _rows(spark, out: Path) -> list[tuple[int, int, int]]:
     """(id, minutes after T0, batch) of every output row."""
-    return sorted((row.id, int((row.ts - T0).total_seconds() // 60), row.batch)
-                  for row in spark.read.format("delta").load(str(out)).collect())
+    return sorted(
+        (row.id, int((row.ts - T0).total_seconds() // 60), row.batch)
+        for row in spark.read.format("delta").load(str(out)).collect()
+    )
 
 
 def _ids(rows: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
@@ -77,16 +89,20 @@ def _version(spark, table: Path) -> int:
     return spark.sql(f"DESCRIBE HISTORY delta.`{table}`").agg({"version": "max"}).first()[0]
 
 
-def test_a_logged_batch_put_back_runs_again_with_its_offsets_and_watermark_and_once_stops_after_it(spark, tmp_path):
+def test_a_logged_batch_put_back_runs_again_with_its_offsets_and_watermark_and_once_stops_after_it(
+    spark, tmp_path
+):
     source, out, checkpoint = tmp_path / "source", tmp_path / "out", tmp_path / "checkpoint"
     _append(spark, source, [(1, 0), (2, 30)])
     _run(spark, source, out, checkpoint)
-    assert _batch_ids(checkpoint, "commits") == [0, 1]  # the rows, then a no-data batch: the watermark to minute 20
+    # the rows, then a no-data batch: the watermark to minute 20
+    assert _batch_ids(checkpoint, "commits") == [0, 1]
     before_batch_2 = _version(spark, out)
     _append(spark, source, [(3, 5), (4, 25), (5, 40)])  # 3 is later than the watermark: dropped
     _run(spark, source, out, checkpoint)
     original = _rows(spark, out)
-    assert [(key, minute) for key, minute, batch in original if batch == 2] == [(4, 25), (5, 40)]  # watermark now 30
+    # watermark now 30
+    assert [(key, minute) for key, minute, batch in original if batch == 2] == [(4, 25), (5, 40)]
     # Batch 2 read the rows, and batch 3, a no-data batch, moved the watermark to minute 30: the
     # later rows a batch drops are those older than the watermark the batch before it left.
     assert _batch_ids(checkpoint, "commits") == [0, 1, 2, 3]
@@ -114,7 +130,8 @@ def test_a_logged_batch_put_back_runs_again_with_its_offsets_and_watermark_and_o
         replayed = _ids(_rows(spark, lake / "out"))
         if replay_exactly:
             assert replayed == never_rolled_back
-        else:  # planned afresh: one batch reads both arrivals after batch 1's watermark, and keeps (7, 25)
+        # planned afresh: one batch reads both arrivals after batch 1's watermark, and keeps (7, 25)
+        else:
             assert replayed == sorted([*never_rolled_back, (7, 25)])
 
 
@@ -127,29 +144,51 @@ def _run_files(spark, landing: Path, out: Path, checkpoint: Path, once: bool = F
     from pyspark.sql import functions as F
 
     def write(batch, batch_id):
-        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(str(out))
+        batch.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(
+            str(out)
+        )
 
-    writer = (spark.readStream.schema("id INT").json(str(landing)).writeStream.foreachBatch(write)
-              .option("checkpointLocation", str(checkpoint)))
-    (writer.trigger(once=True) if once else writer.trigger(availableNow=True)).start().awaitTermination()
+    writer = (
+        spark.readStream.schema("id INT")
+        .json(str(landing))
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    (
+        writer.trigger(once=True) if once else writer.trigger(availableNow=True)
+    ).start().awaitTermination()
 
 
-def test_a_file_batch_put_back_with_its_source_log_reads_its_files_again_not_what_landed_since(spark, tmp_path):
+def test_a_file_batch_put_back_with_its_source_log_reads_its_files_again_not_what_landed_since(
+    spark, tmp_path
+):
     """A file source takes an uncommitted logged batch's files from its log (``sources/0/N``, or
     ``N.compact`` at a compaction batch), not from a listing: put back with its offsets, the batch
     reads exactly the files it read, though others have landed since; cut from the log, those
     files are new again and the next batch reads them with whatever else landed."""
     landing, out, checkpoint = tmp_path / "landing", tmp_path / "out", tmp_path / "checkpoint"
-    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "2")  # batch 1 writes 1.compact
+    # batch 1 writes 1.compact
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "2")
     try:
         for batch, name in enumerate("abc"):
             _land(landing, name, range(batch * 10, batch * 10 + 10))
             _run_files(spark, landing, out, checkpoint)
-        original = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(out)).collect())
+        original = sorted(
+            (row.id, row.batch) for row in spark.read.format("delta").load(str(out)).collect()
+        )
         assert {batch for _id, batch in original} == {0, 1, 2}
-        logs = {log: {path.name: path.read_text() for path in (checkpoint / log).iterdir() if path.name[0].isdigit()
-                      and not path.name.startswith("0")} for log in ("offsets", "sources/0")}
-        assert sorted(logs["sources/0"]) == ["1.compact", "2"] and sorted(logs["offsets"]) == ["1", "2"]
+        logs = {
+            log: {
+                path.name: path.read_text()
+                for path in (checkpoint / log).iterdir()
+                if path.name[0].isdigit() and not path.name.startswith("0")
+            }
+            for log in ("offsets", "sources/0")
+        }
+        assert sorted(logs["sources/0"]) == ["1.compact", "2"] and sorted(logs["offsets"]) == [
+            "1",
+            "2",
+        ]
         _land(landing, "d", range(30, 40))  # landed after the original run
         for exactly in (True, False):
             lake = tmp_path / ("exact" if exactly else "afresh")
@@ -164,16 +203,29 @@ def test_a_file_batch_put_back_with_its_source_log_reads_its_files_again_not_wha
             spark.sql(f"RESTORE TABLE delta.`{lake / 'out'}` TO VERSION AS OF 0")
             if exactly:
                 for batch, source_log in (("1", "1.compact"), ("2", "2")):
-                    (lake / "checkpoint" / "sources/0" / source_log).write_text(logs["sources/0"][source_log])
+                    (lake / "checkpoint" / "sources/0" / source_log).write_text(
+                        logs["sources/0"][source_log]
+                    )
                     (lake / "checkpoint" / "offsets" / batch).write_text(logs["offsets"][batch])
                     _run_files(spark, landing, lake / "out", lake / "checkpoint", once=True)
-                replayed = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(lake / "out")).collect())
+                replayed = sorted(
+                    (row.id, row.batch)
+                    for row in spark.read.format("delta").load(str(lake / "out")).collect()
+                )
                 assert replayed == original
             _run_files(spark, landing, lake / "out", lake / "checkpoint")
-            rows = sorted((row.id, row.batch) for row in spark.read.format("delta").load(str(lake / "out")).collect())
+            rows = sorted(
+                (row.id, row.batch)
+                for row in spark.read.format("delta").load(str(lake / "out")).collect()
+            )
             if exactly:  # the files as they were batched, then what landed since
                 assert rows == sorted([*original, *((key, 3) for key in range(30, 40))])
             else:  # the cut files read again with the new one, in one batch
-                assert rows == sorted([*(row for row in original if row[1] == 0), *((key, 1) for key in range(10, 40))])
+                assert rows == sorted(
+                    [
+                        *(row for row in original if row[1] == 0),
+                        *((key, 1) for key in range(10, 40)),
+                    ]
+                )
     finally:
         spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")

@@ -19,8 +19,25 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 
 def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_path, monkeypatch):
-    assert main(["generate", "ad_events", "--events", "2400", "--files", "6", "--seed", "21",
-                 "--start", "2026-03-05T12:00:00", "--bad-fraction", "0.02"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "ad_events",
+                "--events",
+                "2400",
+                "--files",
+                "6",
+                "--seed",
+                "21",
+                "--start",
+                "2026-03-05T12:00:00",
+                "--bad-fraction",
+                "0.02",
+            ]
+        )
+        == 0
+    )
     reference = tmp_path / "reference"
     shutil.copytree(lake_home / "landing", reference / "landing")
 
@@ -28,8 +45,11 @@ def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_pa
     # killed at a seeded random moment after its first committed batch and before it ends.
     seed = int(os.environ.get("KILL_SEED", random.randrange(10**6)))
     extra = random.Random(seed).uniform(0, 4)
-    killed, code, _out = killed_mid_run(["run", "ad_events", "--max-files-per-trigger", "2"], extra,
-                                        after=lake_home / "checkpoints/ad_events/bronze/commits/0")
+    killed, code, _out = killed_mid_run(
+        ["run", "ad_events", "--max-files-per-trigger", "2"],
+        extra,
+        after=lake_home / "checkpoints/ad_events/bronze/commits/0",
+    )
     print(f"KILL_SEED={seed}: killed {extra:.1f} s after bronze's first commit (exit {code})")
     assert killed and code == -signal.SIGKILL, "the run ended before the kill: not a mid-run kill"
     time.sleep(1)
@@ -49,6 +69,10 @@ def test_killed_run_then_rerun_equals_uninterrupted_run(spark, lake_home, tmp_pa
     for hop in ("bronze", "silver", "gold"):
         assert table_rows(lake_home, hop) == table_rows(reference, hop), hop
     assert gold_counter(spark, lake_home) == expected_gold(lake_home)
-    quarantine = lambda home: sorted(r.raw_line for r in spark.read.format("delta").load(
-        str(home / "tables/quarantine/ad_events")).collect())
+    quarantine = lambda home: sorted(
+        r.raw_line
+        for r in spark.read.format("delta")
+        .load(str(home / "tables/quarantine/ad_events"))
+        .collect()
+    )
     assert quarantine(lake_home) == quarantine(reference)

@@ -25,33 +25,55 @@ subprocess.Popen([sys.executable, "-c",
 
 
 def test_the_meter_counts_the_cpu_of_orphaned_descendants():
-    done = subprocess.run([sys.executable, "-m", "bench.meter", "--", sys.executable, "-c", ORPHAN], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.meter", "--", sys.executable, "-c", ORPHAN],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exit_code"] == 0
     assert found["cpu_s"] >= 0.9  # the orphan's second is counted, not lost with it
     assert found["wall_s"] < found["cpu_s"] + 30
-    assert "python" in " ".join(found["processes"]) or any(name.startswith("python") for name in found["processes"])
+    assert "python" in " ".join(found["processes"]) or any(
+        name.startswith("python") for name in found["processes"]
+    )
     split = found["cpu_s_by_process"]
-    assert sum(seconds for name, seconds in split.items() if name.startswith("python")) >= 0.8  # the orphan, by name
+    # the orphan, by name
+    assert sum(seconds for name, seconds in split.items() if name.startswith("python")) >= 0.8
     assert sum(split.values()) == pytest.approx(found["cpu_s"], abs=0.2)
 
 
 def test_cpu_by_process_groups_instances_and_keeps_the_unsampled_rest():
     from bench.meter import _group, by_process
 
-    cpu = {(10, 1.0): (_group("airflow worker -- LocalExecutor: 01a2"), 2.0),
-           (11, 1.5): (_group("airflow worker -- 01a3"), 1.5),
-           (10, 9.0): (_group("java"), 30.0),  # pid 10 used again: another process
-           (12, 2.0): (_group("airflow api_server -- host:127.0.0.1 port:1"), 4.0)}
+    cpu = {
+        (10, 1.0): (_group("airflow worker -- LocalExecutor: 01a2"), 2.0),
+        (11, 1.5): (_group("airflow worker -- 01a3"), 1.5),
+        (10, 9.0): (_group("java"), 30.0),  # pid 10 used again: another process
+        (12, 2.0): (_group("airflow api_server -- host:127.0.0.1 port:1"), 4.0),
+    }
     found = by_process(cpu, total=40.0)
-    assert found == {"java": 30.0, "airflow api_ser": 4.0, "airflow worker": 3.5, "(not sampled)": 2.5}
+    assert found == {
+        "java": 30.0,
+        "airflow api_ser": 4.0,
+        "airflow worker": 3.5,
+        "(not sampled)": 2.5,
+    }
     assert list(found)[:3] == ["java", "airflow api_ser", "airflow worker"]  # largest first
 
 
 def test_the_meter_stops_an_always_on_command_and_reports_its_exit():
-    done = subprocess.run([sys.executable, "-m", "bench.meter", "--stop-after", "1", "--", "sleep", "30"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.meter", "--stop-after", "1", "--", "sleep", "30"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exit_code"] == -15 and 0.9 <= found["wall_s"] < 10
 
@@ -66,9 +88,12 @@ def test_gold_watermark_reads_window_ends_from_the_delta_log_stats(tmp_path):
 
     watcher = GoldWatermark(tmp_path)
     assert watcher.poll() is None
-    (log / "00000000000000000000.json").write_text(json.dumps({"commitInfo": {}}) + "\n" + add("2026-11-22T10:00:10.000Z"))
+    (log / "00000000000000000000.json").write_text(
+        json.dumps({"commitInfo": {}}) + "\n" + add("2026-11-22T10:00:10.000Z")
+    )
     assert watcher.poll() == 1_795_341_610_000
-    (log / "00000000000000000001.json").write_text(add("2026-11-22T10:00:00.000Z"))  # an older window updated
+    # an older window updated
+    (log / "00000000000000000001.json").write_text(add("2026-11-22T10:00:00.000Z"))
     assert watcher.poll() == 1_795_341_610_000
 
 
@@ -78,14 +103,20 @@ def test_files_land_on_their_own_clock_while_a_job_holds_the_main_thread(tmp_pat
         folder.mkdir()
     arrivals, landed = [], {"files": 0, "events": 0}
     began = time.time()
-    thread = threading.Thread(target=_trickle, args=(landing, 10, 0.2, began, 1.0, arrivals, landed), daemon=True)
+    thread = threading.Thread(
+        target=_trickle, args=(landing, 10, 0.2, began, 1.0, arrivals, landed), daemon=True
+    )
     thread.start()
     time.sleep(1.3)  # the main thread is busy (a run-once job) for the whole trickle
     thread.join(timeout=5)
     names = sorted(path.name for path in landing[0].iterdir())
-    assert len(names) == landed["files"] == len(arrivals) >= 4 and landed["events"] == 2 * landed["files"]
+    assert (
+        len(names) == landed["files"] == len(arrivals) >= 4
+        and landed["events"] == 2 * landed["files"]
+    )
     assert names == sorted(path.name for path in landing[1].iterdir())  # both lakes get every file
-    assert all(arrivals[n] - began >= 0.2 * n - 0.05 for n in range(len(arrivals)))  # on the trickle's clock
+    # on the trickle's clock
+    assert all(arrivals[n] - began >= 0.2 * n - 0.05 for n in range(len(arrivals)))
     assert arrivals[-1] - began < 1.0 + 0.2
 
 
@@ -102,16 +133,39 @@ def test_the_benchmarks_page_shows_each_soak_part_from_the_newest_run_that_ran_i
     from bench.soak import markdown, newest_parts
 
     def part(steps: int, seed: int) -> dict:
-        return {"steps": steps, "sequences": 1, "seeds": [seed], "operations": {"run": steps}, "failures": [],
-                "seconds": 60.0, "settles": 1}
+        return {
+            "steps": steps,
+            "sequences": 1,
+            "seeds": [seed],
+            "operations": {"run": steps},
+            "failures": [],
+            "seconds": 60.0,
+            "settles": 1,
+        }
 
     def run(started: str, kafka: int, changes: int) -> dict:
-        return {"started": started, "soak": {**part(0, 0), "refusals": {}, "shop": part(0, 0),
-                                             "kafka": part(kafka, 7), "changes": part(changes, 8)}}
+        return {
+            "started": started,
+            "soak": {
+                **part(0, 0),
+                "refusals": {},
+                "shop": part(0, 0),
+                "kafka": part(kafka, 7),
+                "changes": part(changes, 8),
+            },
+        }
 
     documents = [run("first", 200, 0), run("second", 0, 0), run("third", 0, 150)]
     shown = newest_parts(documents)
-    assert (shown["kafka"]["steps"], shown["changes"]["steps"], shown["recorded"]) == (200, 150, {"kafka": "first"})
+    assert (shown["kafka"]["steps"], shown["changes"]["steps"], shown["recorded"]) == (
+        200,
+        150,
+        {"kafka": "first"},
+    )
     text = markdown(shown)
-    assert "Kafka (bronze fed by a topic" in text and "crm (a change feed" in text and "kafka (first)" in text
+    assert (
+        "Kafka (bronze fed by a topic" in text
+        and "crm (a change feed" in text
+        and "kafka (first)" in text
+    )
     assert "shop (" not in text  # no run ran it

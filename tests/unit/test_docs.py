@@ -15,10 +15,32 @@ from testkit.paths import ROOT
 
 pytestmark = [pytest.mark.unit]
 
-PRODUCT = ("README.md", "docs", "spark_jobs", "plugins", "include", "dags", "examples", "requirements.txt",
-           "pyproject.toml", "Makefile", "docker-compose.yaml", "testkit")
-# Dates that are example data: sample events, spec defaults, placeholders, the valid event-time range.
-EXAMPLE_DATES = {"2026-01-01", "2026-01-31", "2026-03-01", "2026-03-02", "2026-04-01", "2026-04-02", "2000-01-01", "2100-01-01"}
+PRODUCT = (
+    "README.md",
+    "docs",
+    "spark_jobs",
+    "plugins",
+    "include",
+    "dags",
+    "examples",
+    "requirements.txt",
+    "pyproject.toml",
+    "Makefile",
+    "docker-compose.yaml",
+    "testkit",
+)
+# Dates that are example data: sample events, spec defaults, placeholders, the valid
+# event-time range.
+EXAMPLE_DATES = {
+    "2026-01-01",
+    "2026-01-31",
+    "2026-03-01",
+    "2026-03-02",
+    "2026-04-01",
+    "2026-04-02",
+    "2000-01-01",
+    "2100-01-01",
+}
 HISTORY = re.compile(r"(?i)\b(session|issue) [0-9]")
 DATE = re.compile(r"\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b")
 HASH = re.compile(r"`[0-9a-f]{7,40}`")
@@ -30,23 +52,43 @@ BESIDE = ("bench", "tests", ".ci")
 
 
 def _product_files(*folders: str) -> list[str]:
-    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *folders], cwd=ROOT,
-                             capture_output=True, text=True, check=True)
-    return [name for name in tracked.stdout.split()
-            if name.endswith((".md", ".py", ".yaml", ".yml", ".toml", ".html", ".json", ".xml", ".txt", "Makefile"))
-            or name.startswith(".ci/")]
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *folders],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [
+        name
+        for name in tracked.stdout.split()
+        if name.endswith(
+            (".md", ".py", ".yaml", ".yml", ".toml", ".html", ".json", ".xml", ".txt", "Makefile")
+        )
+        or name.startswith(".ci/")
+    ]
 
 
 def _history(name: str, dates: bool) -> list[str]:
     text = (ROOT / name).read_text(errors="ignore")
-    found = [match.group(0) for match in HISTORY.finditer(text)] + [match.group(0) for match in HASH.finditer(text)]
-    found += [match.group(0) for match in DATE.finditer(text) if dates and match.group(0) not in EXAMPLE_DATES]
+    found = [match.group(0) for match in HISTORY.finditer(text)] + [
+        match.group(0) for match in HASH.finditer(text)
+    ]
+    found += [
+        match.group(0)
+        for match in DATE.finditer(text)
+        if dates and match.group(0) not in EXAMPLE_DATES
+    ]
     return [f"{name}: {what}" for what in found]
 
 
 def test_the_product_says_nothing_of_how_it_was_made():
     found = [line for name in _product_files(*PRODUCT) for line in _history(name, dates=True)]
-    found += [line for name in _product_files(*BESIDE) for line in _history(name, dates=name.endswith(".md"))]
+    found += [
+        line
+        for name in _product_files(*BESIDE)
+        for line in _history(name, dates=name.endswith(".md"))
+    ]
     assert found == []
 
 
@@ -55,7 +97,8 @@ def test_the_readme_is_a_front_door():
     assert len(readme.splitlines()) < 250
     for command in ("make run", "make test"):
         assert command in readme
-    for link in re.findall(r"\]\((docs/[^)#]+)", readme):  # a file in the repository: right on its web view too
+    # a file in the repository: right on its web view too
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).is_file(), link
 
 
@@ -87,8 +130,12 @@ def test_every_field_of_a_spec_is_a_declared_key():
     from spark_jobs.model.changes import ChangesSpec
     from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
 
-    hop_fields = {field.name for field in dataclasses.fields(spec.HopSpec)} - {"upstreams", "changes"} | {"upstream"}
-    hop_fields |= {field.name for field in dataclasses.fields(ChangesSpec)}  # a changes hop's, flat in the spec
+    hop_fields = {field.name for field in dataclasses.fields(spec.HopSpec)} - {
+        "upstreams",
+        "changes",
+    } | {"upstream"}
+    # a changes hop's, flat in the spec
+    hop_fields |= {field.name for field in dataclasses.fields(ChangesSpec)}
     hop_fields -= {"sequence_columns"}  # what sequence_by names, one column or several
     hop_fields |= {"columns", "csv"}  # a format's (FormatSpec), as the spec spells them
     pipeline_fields = {field.name for field in dataclasses.fields(spec.PipelineSpec)} - {"source"}
@@ -100,13 +147,18 @@ def test_every_setting_the_sources_read_is_declared_with_a_meaning():
     from spark_jobs.model.settings import SETTINGS
 
     assert len({setting.name for setting in SETTINGS}) == len(SETTINGS)
-    assert all(setting.name.startswith("LAKEHOUSE_") and setting.meaning.endswith(".") for setting in SETTINGS)
+    assert all(
+        setting.name.startswith("LAKEHOUSE_") and setting.meaning.endswith(".")
+        for setting in SETTINGS
+    )
     named = _hooks().names_in_sources()
     assert named and set(named) - {setting.name for setting in SETTINGS} == set()
 
 
 def test_every_test_the_manual_names_exists():
-    """The manual says which test checks each fact: a test renamed or moved must not leave it naming nothing."""
+    """The manual says which test checks each fact: a test renamed or moved must not leave
+    it naming nothing.
+    """
     named = re.compile(r"\b((?:tests|examples)/[\w/]+\.py)::(\w+)")
     missing = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:

@@ -11,20 +11,39 @@ pytestmark = pytest.mark.unit
 
 
 def test_a_change_older_than_a_delete_does_not_bring_its_key_back_in_either_type():
-    feed = [Change("a", 1, "c", "Ada", "gold"), Change("a", 3, "d", "Ada", "gold"), Change("a", 2, "u", "Bo", "gold")]
+    feed = [
+        Change("a", 1, "c", "Ada", "gold"),
+        Change("a", 3, "d", "Ada", "gold"),
+        Change("a", 2, "u", "Bo", "gold"),
+    ]
     assert scd1(feed) == []
-    assert [(row["name"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [("Bo", 1, 3)]
+    assert [(row["name"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [
+        ("Bo", 1, 3)
+    ]
 
 
 def test_twins_of_one_sequence_count_once_a_delete_first_else_the_greatest_values():
     assert scd1([Change("a", 1, "c", "Ada", "gold"), Change("a", 1, "d", "Ada", "gold")]) == []
-    assert [row["name"] for row in scd1([Change("a", 1, "c", None, "gold"), Change("a", 1, "c", "Ada", "gold"),
-                                         Change("a", 1, "u", "Ada", "gold")])] == ["Ada"]
+    assert [
+        row["name"]
+        for row in scd1(
+            [
+                Change("a", 1, "c", None, "gold"),
+                Change("a", 1, "c", "Ada", "gold"),
+                Change("a", 1, "u", "Ada", "gold"),
+            ]
+        )
+    ] == ["Ada"]
 
 
-def test_a_late_change_splits_a_history_at_its_sequence_and_untracked_changes_stay_in_their_version():
-    feed = [Change("a", 1, "c", "Ada", "gold"), Change("a", 5, "u", "Ada", "silver"), Change("a", 2, "u", "Bo", "gold"),
-            Change("a", 3, "u", "Cy", "bronze")]
-    assert [(row["name"], row["tier"], row["valid_from"], row["valid_to"]) for row in scd2(feed)] == [
-        ("Bo", "gold", 1, 3), ("Cy", "bronze", 3, 5), ("Ada", "silver", 5, None)]
+def test_a_late_change_splits_a_history_at_its_sequence_and_untracked_changes_stay_in_their_version():  # noqa: E501
+    feed = [
+        Change("a", 1, "c", "Ada", "gold"),
+        Change("a", 5, "u", "Ada", "silver"),
+        Change("a", 2, "u", "Bo", "gold"),
+        Change("a", 3, "u", "Cy", "bronze"),
+    ]
+    assert [
+        (row["name"], row["tier"], row["valid_from"], row["valid_to"]) for row in scd2(feed)
+    ] == [("Bo", "gold", 1, 3), ("Cy", "bronze", 3, 5), ("Ada", "silver", 5, None)]
     assert [(row["name"], row["lsn"]) for row in scd1(feed)] == [("Ada", 5)]

@@ -27,7 +27,9 @@ def test_a_version_is_supported_exactly_when_the_metadata_admits_it(version):
     else:
         with pytest.raises(UnsupportedAirflow) as refused:
             check_airflow(version)
-        assert str(refused.value).count("\n") == 0 and f"Airflow {version} is not supported" in str(refused.value)
+        assert str(refused.value).count("\n") == 0 and f"Airflow {version} is not supported" in str(
+            refused.value
+        )
         assert "3.2 and 3.3" in str(refused.value)
     assert {(3, 2), (3, 3)} <= set(SUPPORTED)
 

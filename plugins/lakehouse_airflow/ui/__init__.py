@@ -30,5 +30,7 @@ class LazyApp:
 
 
 def data_docs_address(base_url: str, pipeline: str, page_path: str) -> str:
-    """The address of a gate's Data Docs page through the Lakehouse app (the gate tasks' extra link)."""
-    return f"{base_url.rstrip('/')}{URL_PREFIX}/pipelines/{pipeline}/quality/{page_path.rsplit('/', 1)[-1]}"
+    """The address of a gate's Data Docs page through the Lakehouse app (the gate
+    tasks' extra link).
+    """
+    return f"{base_url.rstrip('/')}{URL_PREFIX}/pipelines/{pipeline}/quality/{page_path.rsplit('/', 1)[-1]}"  # noqa: E501

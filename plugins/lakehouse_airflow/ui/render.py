@@ -12,8 +12,10 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                        autoescape=select_autoescape(["html"]))
+TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(["html"]),
+)
 
 
 def _moment(value) -> dt.datetime | None:
@@ -40,7 +42,9 @@ def when(value) -> str:
 
 
 def age(seconds) -> str:
-    """A duration in one unit a person reads at a glance: ``45 s``, ``12 min``, ``3.5 h``, ``2.0 d``."""
+    """A duration in one unit a person reads at a glance: ``45 s``, ``12 min``, ``3.5
+    h``, ``2.0 d``.
+    """
     if seconds is None:
         return "-"
     seconds = max(float(seconds), 0.0)
@@ -63,7 +67,13 @@ def number(value) -> str:
     """A count with thousands separators (``12,480``)."""
     if value is None or value == "":
         return "-"
-    return f"{value:,}" if isinstance(value, int) else f"{float(value):,.4g}" if isinstance(value, float) else str(value)
+    return (
+        f"{value:,}"
+        if isinstance(value, int)
+        else f"{float(value):,.4g}"
+        if isinstance(value, float)
+        else str(value)
+    )
 
 
 _RUN = re.compile(r"^(?P<kind>[a-z_]+?)__(?P<time>\d{4}-\d\d-\d\dT[\d:.]+)")
@@ -87,7 +97,7 @@ def in_lake(path: str | None, home: str | None) -> str:
     if not path:
         return "-"
     base = str(home or "").rstrip("/")
-    return path[len(base) + 1:] if base and path.startswith(base + "/") else path
+    return path[len(base) + 1 :] if base and path.startswith(base + "/") else path
 
 
 def lake_name(home: str | None) -> str:
@@ -95,10 +105,21 @@ def lake_name(home: str | None) -> str:
     return str(home or "").rstrip("/").rsplit("/", 1)[-1] or str(home or "")
 
 
-TEMPLATES.filters.update(when=when, age=age, ago=ago, number=number, run_label=run_label, in_lake=in_lake,
-                         lake_name=lake_name)
+TEMPLATES.filters.update(
+    when=when,
+    age=age,
+    ago=ago,
+    number=number,
+    run_label=run_label,
+    in_lake=in_lake,
+    lake_name=lake_name,
+)
 
 
 def render(template: str, root: str = "", **values) -> str:
-    """``template`` rendered for an app mounted at ``root`` (Airflow's own pages are one level up)."""
-    return TEMPLATES.get_template(template).render(root=root, airflow=root.rsplit("/", 1)[0], **values)
+    """``template`` rendered for an app mounted at ``root`` (Airflow's own pages
+    are one level up).
+    """
+    return TEMPLATES.get_template(template).render(
+        root=root, airflow=root.rsplit("/", 1)[0], **values
+    )

@@ -55,7 +55,9 @@ def driver_dir() -> Path:
     ``$AIRFLOW_HOME``, else in the temporary folder; created with mode 0700."""
     folder = settings.DRIVER_DIR.value()
     if not folder:
-        base = os.environ.get("AIRFLOW_HOME") or os.path.join(tempfile.gettempdir(), f"lakehouse-{os.getuid()}")
+        base = os.environ.get("AIRFLOW_HOME") or os.path.join(
+            tempfile.gettempdir(), f"lakehouse-{os.getuid()}"
+        )
         folder = os.path.join(base, "drivers")
     path = Path(folder)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -141,8 +143,12 @@ def starting(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def wait_for_address(path: Path, process_alive: Callable[[], bool], timeout_s: float) -> DriverAddress | None:
-    """The address a starting driver writes, or ``None`` when its process ended or ``timeout_s`` passed."""
+def wait_for_address(
+    path: Path, process_alive: Callable[[], bool], timeout_s: float
+) -> DriverAddress | None:
+    """The address a starting driver writes, or ``None`` when its process ended or
+    ``timeout_s`` passed.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         address = DriverAddress.read(path)
@@ -156,8 +162,14 @@ def wait_for_address(path: Path, process_alive: Callable[[], bool], timeout_s: f
 
 # -- the client ------------------------------------------------------------------------------------
 
-def send(address: DriverAddress, argv: list[str], release: bool, emit: Callable[[str], None],
-         on_connect: Callable[[socket.socket], None] = lambda sock: None) -> int:
+
+def send(
+    address: DriverAddress,
+    argv: list[str],
+    release: bool,
+    emit: Callable[[str], None],
+    on_connect: Callable[[socket.socket], None] = lambda sock: None,
+) -> int:
     """Run ``lakehouse argv`` on the driver; each output line goes to ``emit``; its exit code.
 
     :raises DriverGone: the driver did not take the command (start another).
@@ -169,7 +181,9 @@ def send(address: DriverAddress, argv: list[str], release: bool, emit: Callable[
         raise DriverGone(f"driver pid {address.pid} does not answer ({error})") from None
     with sock:
         on_connect(sock)
-        sock.sendall((json.dumps({"token": address.token, "argv": argv, "release": release}) + "\n").encode())
+        sock.sendall(
+            (json.dumps({"token": address.token, "argv": argv, "release": release}) + "\n").encode()
+        )
         sock.settimeout(None)  # a command runs as long as it runs
         accepted = False
         for line in sock.makefile("r", encoding="utf-8"):
@@ -182,10 +196,13 @@ def send(address: DriverAddress, argv: list[str], release: bool, emit: Callable[
                 return int(message["exit"])
     if not accepted:
         raise DriverGone(f"driver pid {address.pid} closed before taking the command")
-    raise DriverDied(f"the shared driver (pid {address.pid}) ended during the command; its log: {address.log}")
+    raise DriverDied(
+        f"the shared driver (pid {address.pid}) ended during the command; its log: {address.log}"
+    )
 
 
 # -- the driver ------------------------------------------------------------------------------------
+
 
 class _Lines(io.TextIOBase):
     """A text stream whose complete lines go to the client as ``{"line": ...}`` messages."""
@@ -248,7 +265,9 @@ def _serve_one(connection: socket.socket, token: str, handler: Callable[[list[st
         request = json.loads(connection.makefile("r", encoding="utf-8").readline() or "{}")
     except (OSError, ValueError):
         return False
-    if not hmac.compare_digest(str(request.get("token", "")), token) or not isinstance(request.get("argv"), list):
+    if not hmac.compare_digest(str(request.get("token", "")), token) or not isinstance(
+        request.get("argv"), list
+    ):
         return False  # not ours: say nothing
     connection.settimeout(None)
     sending = threading.Lock()

@@ -1,8 +1,8 @@
 """A pipeline lock that works across machines: a lease object on the object store.
 
-The local lock (:mod:`spark_jobs.control.coordination.lock`) is an ``flock``, which only one machine sees. On
-an object-store lake the lock is an object, ``_ops/locks/<pipeline>.lease``, written with S3
-conditional writes, so that of two writers exactly one wins:
+The local lock (:mod:`spark_jobs.control.coordination.lock`) is an ``flock``, which only one machine
+sees. On an object-store lake the lock is an object, ``_ops/locks/<pipeline>.lease``, written with
+S3 conditional writes, so that of two writers exactly one wins:
 
 - **take**: create it with ``If-None-Match: *``; when it exists and its expiry has passed (its
   holder died or stalled), replace it with ``If-Match: <the ETag read>``; two takers of one
@@ -49,14 +49,20 @@ def _precondition_failed(error: OSError) -> bool:
 
 
 class Lease:
-    """The lease object at ``path`` (an ``s3://`` URI), held by this process while :meth:`take` is in effect."""
+    """The lease object at ``path`` (an ``s3://`` URI), held by this process while
+    :meth:`take` is in effect.
+    """
 
-    def __init__(self, path: str, duration_s: float | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self, path: str, duration_s: float | None = None, clock: Callable[[], float] = time.time
+    ):
         self.path = path
         self.fs = filesystem(path)
         if not hasattr(self.fs, "call_s3"):
-            raise UsageError(f"{path}: a lake at a URI needs S3 (s3:// or s3a://) for its lock, which is a lease "
-                             "object written with S3 conditional writes: use a local path or an S3 URI")
+            raise UsageError(
+                f"{path}: a lake at a URI needs S3 (s3:// or s3a://) for its lock, which is a "
+                "lease object written with S3 conditional writes: use a local path or an S3 URI"
+            )
         self.bucket, _, self.key = self.fs._strip_protocol(path).partition("/")
         self.duration_s = duration_s or float(settings.LEASE_SECONDS.value() or DURATION_S)
         self.clock = clock
@@ -73,7 +79,9 @@ class Lease:
         """Write ``info`` if ``condition`` holds; its new ETag, or None when it did not hold."""
         body = json.dumps(info).encode()
         try:
-            return self.fs.call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=body, **condition)["ETag"]
+            return self.fs.call_s3(
+                "put_object", Bucket=self.bucket, Key=self.key, Body=body, **condition
+            )["ETag"]
         except OSError as error:
             if _precondition_failed(error):
                 return None
@@ -102,8 +110,14 @@ class Lease:
 
     def _info(self, details: dict) -> dict:
         now = self.clock()
-        return {**details, "owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                "since": details.get("since", now), "expires": now + self.duration_s}
+        return {
+            **details,
+            "owner": self.owner,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": details.get("since", now),
+            "expires": now + self.duration_s,
+        }
 
     def try_take(self, details: dict) -> dict | None:
         """Take the lease if it is free or expired: None when taken, else what the holder wrote."""
@@ -156,8 +170,10 @@ class Lease:
         if self.lost:
             raise LeaseLost(f"{self.path}: {self.lost}; nothing more is written by this job")
         if self.clock() >= self.expires:
-            raise LeaseLost(f"{self.path}: the lease expired before it was renewed (the job was paused or cut off "
-                            "from the store); nothing more is written by this job")
+            raise LeaseLost(
+                f"{self.path}: the lease expired before it was renewed (the job was paused or cut "
+                "off from the store); nothing more is written by this job"
+            )
 
     def release(self) -> None:
         """Stop renewing and delete the lease if it is still ours."""
@@ -166,7 +182,9 @@ class Lease:
             self._renewer.join()
         if self.etag is not None and not self.lost:
             try:
-                self.fs.call_s3("delete_object", Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
+                self.fs.call_s3(
+                    "delete_object", Bucket=self.bucket, Key=self.key, IfMatch=self.etag
+                )
             except OSError as error:
                 if not _precondition_failed(error):
                     raise

@@ -7,10 +7,10 @@ another's ``flock``, a lease object ``_ops/locks/<pipeline>.lease`` written with
 writes (:mod:`spark_jobs.control.coordination.lease`): it expires when its holder stops renewing it.
 Both refuse, wait and name the holder the same way.
 
-The block holding the lock gets a **fence**: a callable the writers call before each commit (a
-Delta write, a rollback step). It never refuses for ``flock``, which a live process cannot lose;
-for a lease it raises :class:`~spark_jobs.control.coordination.lease.LeaseLost` once the lease expired or was
-taken over, so a job that was paused or cut off from the store writes nothing more.
+The block holding the lock gets a **fence**: a callable the writers call before each commit (a Delta
+write, a rollback step). It never refuses for ``flock``, which a live process cannot lose; for a
+lease it raises :class:`~spark_jobs.control.coordination.lease.LeaseLost` once the lease expired or
+was taken over, so a job that was paused or cut off from the store writes nothing more.
 """
 
 from __future__ import annotations
@@ -83,8 +83,16 @@ class _FileLock:
             return _read_info(self.handle)
         self.handle.seek(0)
         self.handle.truncate()
-        self.handle.write(json.dumps({**self.details, "pid": os.getpid(), "host": socket.gethostname(),
-                                      "since": time.time()}))
+        self.handle.write(
+            json.dumps(
+                {
+                    **self.details,
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "since": time.time(),
+                }
+            )
+        )
         self.handle.flush()
         return None
 
@@ -118,8 +126,14 @@ class _LeaseLock:
         self.lease.release()
 
 
-def _take(lock, lake: Lake, action: str, wait_s: float, ready: Callable[[], str | None] | None,
-          progress: Callable[[str], None] | None) -> None:
+def _take(
+    lock,
+    lake: Lake,
+    action: str,
+    wait_s: float,
+    ready: Callable[[], str | None] | None,
+    progress: Callable[[str], None] | None,
+) -> None:
     """Take ``lock`` (and have ``ready`` agree) within ``wait_s``, or :class:`PipelineBusy`."""
     deadline = time.monotonic() + max(wait_s, 0)
     told = None
@@ -131,16 +145,20 @@ def _take(lock, lake: Lake, action: str, wait_s: float, ready: Callable[[], str 
                 return
             lock.let_go()
             if time.monotonic() >= deadline:
-                raise PipelineBusy(f"{action} of {lake.spec.name} cannot start yet: {reason} "
-                                   "(pass --wait SECONDS to wait for it)")
+                raise PipelineBusy(
+                    f"{action} of {lake.spec.name} cannot start yet: {reason} "
+                    "(pass --wait SECONDS to wait for it)"
+                )
             if progress is not None and reason != told:
                 progress(f"{action} waits: {reason}")
                 told = reason
             time.sleep(2)
             continue
         if time.monotonic() >= deadline:
-            raise PipelineBusy(f"pipeline {lake.spec.name} is busy: {_describe(holding)} holds {lock.where}; "
-                               "wait for it to end (or pass --wait SECONDS)")
+            raise PipelineBusy(
+                f"pipeline {lake.spec.name} is busy: {_describe(holding)} holds {lock.where}; "
+                "wait for it to end (or pass --wait SECONDS)"
+            )
         if progress is not None and told != "busy":  # once: a task log says why it waits
             progress(f"{action} waits for the pipeline's lock: {_describe(holding)} holds it")
             told = "busy"
@@ -148,8 +166,14 @@ def _take(lock, lake: Lake, action: str, wait_s: float, ready: Callable[[], str 
 
 
 @contextmanager
-def pipeline_lock(lake: Lake, action: str, run_id: str | None = None, wait_s: float = 0.0,
-                  ready: Callable[[], str | None] | None = None, progress: Callable[[str], None] | None = None):
+def pipeline_lock(
+    lake: Lake,
+    action: str,
+    run_id: str | None = None,
+    wait_s: float = 0.0,
+    ready: Callable[[], str | None] | None = None,
+    progress: Callable[[str], None] | None = None,
+):
     """Hold the pipeline's lock for the block, which gets the fence to call before each commit;
     :class:`PipelineBusy` after ``wait_s`` seconds.
 

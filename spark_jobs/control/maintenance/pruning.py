@@ -2,13 +2,13 @@
 (docs/guides/maintenance.md): landing files past ``retention.landing``, and records past
 ``retention.records``.
 
-A landing file goes when every hop reading its folder has committed it in a batch no rollback
-inside the window replays (at or before the hop's :func:`~spark_jobs.control.maintenance.tables.window_targets`),
-and its modification time is older than ``retention.landing``. The file source's log keeps its
-entry, so a restart neither reads it again nor misses it. A backfill of the ingest hop reads
-every landing file: over event times the pruned files held, it would replace their rows with
-nothing, so the pruned span is recorded first (``_ops/landing/<pipeline>/<hop>.json``) and such
-a backfill is refused (:func:`backfill_refusal`).
+A landing file goes when every hop reading its folder has committed it
+in a batch no rollback inside the window replays (at or before the hop's
+:func:`~spark_jobs.control.maintenance.tables.window_targets`), and its modification time is older
+than ``retention.landing``. The file source's log keeps its entry, so a restart neither reads it
+again nor misses it. A backfill of the ingest hop reads every landing file: over event times the
+pruned files held, it would replace their rows with nothing, so the pruned span is recorded first
+(``_ops/landing/<pipeline>/<hop>.json``) and such a backfill is refused (:func:`backfill_refusal`).
 """
 
 from __future__ import annotations
@@ -38,18 +38,26 @@ class LandingPlan:
     through_batch: dict[str, int]
 
 
-def _expired(lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | None) -> tuple[set[str], int]:
+def _expired(
+    lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | None
+) -> tuple[set[str], int]:
     """The files ``hop`` read in batches no rollback in the window replays (at or before
     ``target``), modified before ``now_ms - keep_ms``; and the last such batch (-1: none)."""
     if target is None or target < 0:
         return set(), -1
     entries = file_source_log.file_source_entries(lake.checkpoint(hop))
-    files = {file_source_log.listed_path(entry["path"]) for entry in entries
-             if int(entry["batchId"]) <= target and int(entry.get("timestamp") or now_ms) < now_ms - keep_ms}
+    files = {
+        file_source_log.listed_path(entry["path"])
+        for entry in entries
+        if int(entry["batchId"]) <= target
+        and int(entry.get("timestamp") or now_ms) < now_ms - keep_ms
+    }
     return files, target
 
 
-def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, targets=None) -> list[LandingPlan]:
+def landing_plan(
+    lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, targets=None
+) -> list[LandingPlan]:
     """Per landing folder an ingest hop of ``hops`` reads: the files that may go (none without
     ``retention.landing``). Every hop reading the folder must be done with a file."""
     declared = lake.spec.retention.get("landing")
@@ -68,12 +76,20 @@ def landing_plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, infos_of, t
             continue
         expired, through = None, {}
         for reader in readers:
-            files, through[reader.name] = _expired(lake, reader, now_ms, keep_ms, targets[reader.name])
+            files, through[reader.name] = _expired(
+                lake, reader, now_ms, keep_ms, targets[reader.name]
+            )
             expired = files if expired is None else expired & files
         present = set(file_source_log.landing_files(lake, readers[0]))
-        plans.append(LandingPlan(tuple(reader.name for reader in readers), folder,
-                                 lake.archive_of(readers[0]) if archive else None,
-                                 tuple(sorted((expired or set()) & present)), through))
+        plans.append(
+            LandingPlan(
+                tuple(reader.name for reader in readers),
+                folder,
+                lake.archive_of(readers[0]) if archive else None,
+                tuple(sorted((expired or set()) & present)),
+                through,
+            )
+        )
     return plans
 
 
@@ -87,29 +103,53 @@ def pruned_span(lake: Lake, hop: str) -> dict | None:
     return read_json(f"{horizons_folder(lake)}/{hop}.json")
 
 
-def prune_landing(lake: Lake, plan: LandingPlan, span: tuple[int | None, int | None], dry_run: bool) -> dict:
+def prune_landing(
+    lake: Lake, plan: LandingPlan, span: tuple[int | None, int | None], dry_run: bool
+) -> dict:
     """Move (or delete) the plan's files; first widen each reading hop's recorded pruned span by
     ``span`` (the event times of their rows), so a crash in between refuses too much, never too
     little. One entry for the maintenance record."""
     fs = filesystem(plan.folder)
     size = sum(int(fs.size(path) or 0) for path in plan.files)
-    done = {"landing": plan.folder, "hops": list(plan.hops), "archive": plan.archive, "files": len(plan.files),
-            "bytes": size, "first_ms": span[0], "last_ms": span[1], "through_batch": plan.through_batch}
-    verb = ("would archive" if plan.archive else "would delete") if dry_run else ("archived" if plan.archive else "deleted")
+    done = {
+        "landing": plan.folder,
+        "hops": list(plan.hops),
+        "archive": plan.archive,
+        "files": len(plan.files),
+        "bytes": size,
+        "first_ms": span[0],
+        "last_ms": span[1],
+        "through_batch": plan.through_batch,
+    }
+    verb = (
+        ("would archive" if plan.archive else "would delete")
+        if dry_run
+        else ("archived" if plan.archive else "deleted")
+    )
     done["pruned"] = f"{verb} {len(plan.files)} landing files ({size} bytes)" + (
-        f" to {plan.archive}" if plan.archive and plan.files else "")
+        f" to {plan.archive}" if plan.archive and plan.files else ""
+    )
     if dry_run or not plan.files:
         return done
     for hop in plan.hops:
         before = pruned_span(lake, hop) or {}
         firsts = [value for value in (before.get("first_ms"), span[0]) if value is not None]
         lasts = [value for value in (before.get("last_ms"), span[1]) if value is not None]
-        write_json(horizons_folder(lake), f"{hop}.json", {
-            "hop": hop, "landing": plan.folder, "archive": plan.archive, "files": int(before.get("files", 0)) + len(plan.files),
-            "first_ms": min(firsts, default=None), "last_ms": max(lasts, default=None)})
+        write_json(
+            horizons_folder(lake),
+            f"{hop}.json",
+            {
+                "hop": hop,
+                "landing": plan.folder,
+                "archive": plan.archive,
+                "files": int(before.get("files", 0)) + len(plan.files),
+                "first_ms": min(firsts, default=None),
+                "last_ms": max(lasts, default=None),
+            },
+        )
     for path in plan.files:
         if plan.archive:
-            target = plan.archive + path[len(plan.folder):]
+            target = plan.archive + path[len(plan.folder) :]
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             fs.mv(path, target)
         else:
@@ -123,17 +163,30 @@ def backfill_refusal(lake: Lake, hops, start_ms: int, end_ms: int) -> str | None
     backfill reads archived files where they were moved)."""
     for hop in hops:
         span = pruned_span(lake, hop.name) if hop.reads_landing else None
-        if (not span or span.get("archive") or span.get("last_ms") is None or span["last_ms"] < start_ms
-                or span["first_ms"] >= end_ms):
+        if (
+            not span
+            or span.get("archive")
+            or span.get("last_ms") is None
+            or span["last_ms"] < start_ms
+            or span["first_ms"] >= end_ms
+        ):
             continue
-        return (f"{hop.name}'s landing files with events from {iso(span['first_ms'])} to {iso(span['last_ms'])} were "
-                f"deleted by retention.landing (expired_landing: delete): a backfill over them would replace their rows "
-                f"with nothing. Backfill from {iso(span['last_ms'] + 1)} on")
+        return (
+            f"{hop.name}'s landing files with events from {iso(span['first_ms'])} to "
+            f"{iso(span['last_ms'])} were deleted by retention.landing (expired_landing: delete): "
+            "a backfill over them would replace their rows with nothing. Backfill from "
+            f"{iso(span['last_ms'] + 1)} on"
+        )
     return None
 
 
 # The records ``retention.records`` bounds: (Lake property or ``_ops`` folder, the time field).
-_RECORDS = (("runs", "started_at"), ("rollbacks", "created_at"), ("maintenance", "started_at"), ("alerts", "at"))
+_RECORDS = (
+    ("runs", "started_at"),
+    ("rollbacks", "created_at"),
+    ("maintenance", "started_at"),
+    ("alerts", "at"),
+)
 
 
 def _seconds(value) -> float | None:
@@ -152,7 +205,8 @@ def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
     kind went."""
     cutoff = (now_ms - records_ms(lake.spec.retention)) / 1000
     counts: dict[str, int] = {}
-    newest = {record.get("hop"): record.get("run_id") for record in read_records(lake)}  # oldest first: the last wins
+    # oldest first: the last wins
+    newest = {record.get("hop"): record.get("run_id") for record in read_records(lake)}
     for kind, field in _RECORDS:
         folder = getattr(lake, kind)
         fs = filesystem(folder)
@@ -176,15 +230,22 @@ def _finished(kind: str, document: dict, newest: dict[str, str]) -> bool:
     """Whether a record may go by age: not a hop's newest run record, not a backfill's (a rollback
     past it must know to run it again), not an unfinished rollback."""
     if kind == "runs":
-        return newest.get(document.get("hop")) != document.get("run_id") and document.get("mode") != "backfill"
+        return (
+            newest.get(document.get("hop")) != document.get("run_id")
+            and document.get("mode") != "backfill"
+        )
     return kind != "rollbacks" or document.get("status") == "succeeded"
 
 
 def _quality_files(lake: Lake, record: dict) -> list[str]:
-    """The quality gate's files of one run record (summary, GX result, Data Docs page), where present."""
+    """The quality gate's files of one run record (summary, GX result, Data Docs
+    page), where present.
+    """
     from spark_jobs.control.suites import results_dir
 
     folder = results_dir(lake)
     fs = filesystem(folder)
     stem = f"{folder}/{record.get('run_id')}.{record.get('hop')}"
-    return [path for path in (f"{stem}.json", f"{stem}.result.json", f"{stem}.html") if fs.exists(path)]
+    return [
+        path for path in (f"{stem}.json", f"{stem}.result.json", f"{stem}.html") if fs.exists(path)
+    ]

@@ -39,7 +39,8 @@ class TablePlan:
     latest: int
     keep_from: int
     held_by: str
-    keep_from_ms: int | None  # the commit time of keep_from (None: its commit is no longer in the log)
+    # the commit time of keep_from (None: its commit is no longer in the log)
+    keep_from_ms: int | None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,7 +52,9 @@ def _committed_ms(text: str | None) -> int | None:
     return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-def target_batch(lake: Lake, hop: HopSpec, infos: list[lineage.BatchInfo], now_ms: int) -> int | None:
+def target_batch(
+    lake: Lake, hop: HopSpec, infos: list[lineage.BatchInfo], now_ms: int
+) -> int | None:
     """The oldest batch a rollback of ``hop`` must still reach (-1: before its first; None:
     none, the hop has no batch a rollback can reach): its horizon now, or with a declared
     ``retention.rollback``, the last batch committed before the window began, if that is later."""
@@ -61,8 +64,11 @@ def target_batch(lake: Lake, hop: HopSpec, infos: list[lineage.BatchInfo], now_m
         return horizon
     start = now_ms - duration_ms(str(declared))
     # A batch whose commit time cannot be read counts as inside the window: kept, never cut.
-    before = [info.batch_id for info in infos
-              if info.committed and info.committed_at and _committed_ms(info.committed_at) < start]
+    before = [
+        info.batch_id
+        for info in infos
+        if info.committed and info.committed_at and _committed_ms(info.committed_at) < start
+    ]
     return max(horizon, max(before, default=-1))
 
 
@@ -90,20 +96,31 @@ def window_targets(lake: Lake, now_ms: int, infos_of) -> dict[str, int | None]:
     return targets
 
 
-def _own_need(lake: Lake, hop: HopSpec, table: str, target: int | None, latest: int) -> tuple[int, str]:
+def _own_need(
+    lake: Lake, hop: HopSpec, table: str, target: int | None, latest: int
+) -> tuple[int, str]:
     """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
     if target is None:
         return latest, "nothing (no batch a rollback can reach)"
     ids = lineage.query_ids(lake, hop)
     # A rollback that undoes every commit of the hop empties the table (no old version read): the
     # oldest version needed is the one the first rollback inside the window that restores reads.
-    for batch in [target, *(b for b in checkpoint_log.commit_batch_ids(lake.checkpoint(hop)) if b > target)]:
+    for batch in [
+        target,
+        *(b for b in checkpoint_log.commit_batch_ids(lake.checkpoint(hop)) if b > target),
+    ]:
         cut = lineage.cut_version(table, ids, batch)
         if cut is None:
             break
         if cut >= 0:
-            return _restored_from(table, cut), f"{hop.name}'s rollback window (back to batch {batch})"
-    return latest, f"nothing ({hop.name}'s batches after {target} wrote no commit here, or a rollback empties it)"
+            return _restored_from(
+                table, cut
+            ), f"{hop.name}'s rollback window (back to batch {batch})"
+    return (
+        latest,
+        f"nothing ({hop.name}'s batches after {target} wrote no commit here, or "
+        "a rollback empties it)",
+    )
 
 
 def _restored_from(table: str, version: int) -> int:
@@ -112,12 +129,16 @@ def _restored_from(table: str, version: int) -> int:
     (:func:`lineage.cut_version`), so that version's log and files must stay (shop's model with
     late events, seed 4: a log that began at a RESTORE to a version gone cut a hop's window)."""
     present = set(delta_log.versions(table))
-    while version in present and delta_log.commit_info(table, version).get("operation") == "RESTORE":
+    while (
+        version in present and delta_log.commit_info(table, version).get("operation") == "RESTORE"
+    ):
         version = lineage.restore_target(table, version)
     return version
 
 
-def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> list[tuple[int, str]]:
+def _reader_needs(
+    lake: Lake, hop: HopSpec, targets: dict[str, int | None]
+) -> list[tuple[int, str]]:
     """Per stream reading ``hop``'s table, the oldest version a batch it may replay (or its next
     batch) reads from: the ``reservoirVersion`` of its offsets from the batch before its own oldest
     reachable batch on. A restarting stream asks its Delta source for its last logged batch again,
@@ -132,14 +153,19 @@ def _reader_needs(lake: Lake, hop: HopSpec, targets: dict[str, int | None]) -> l
         target = targets[reader.name]
         kept = [batch_id for batch_id in logged if target is not None and batch_id >= target]
         first = logged.index(kept[0]) if kept else len(logged) - 1
-        for batch_id in logged[max(first - 1, 0):]:
+        for batch_id in logged[max(first - 1, 0) :]:
             try:
                 sources = checkpoint_log.read_offsets(checkpoint, batch_id).sources
             except (ValueError, IndexError):
                 continue
             source = lineage.upstream_offset(lake, reader, hop.name, sources)
             if source and "reservoirVersion" in source:
-                needs.append((int(source["reservoirVersion"]), f"{reader.name}'s stream (offsets of batch {batch_id})"))
+                needs.append(
+                    (
+                        int(source["reservoirVersion"]),
+                        f"{reader.name}'s stream (offsets of batch {batch_id})",
+                    )
+                )
     return needs
 
 
@@ -163,30 +189,47 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, targets=None) -> li
             if not present:
                 continue
             latest = present[-1]
-            needs = [_own_need(lake, hop, table, target, latest), (latest, "the current version"),
-                     *(readers if table == lake.table(hop) else [])]
+            needs = [
+                _own_need(lake, hop, table, target, latest),
+                (latest, "the current version"),
+                *(readers if table == lake.table(hop) else []),
+            ]
             keep_from, held_by = min(needs, key=lambda need: need[0])
             keep_from = max(keep_from, present[0])
-            stamp = delta_log.commit_info(table, keep_from).get("timestamp") if keep_from in present else None
-            plans.append(TablePlan(hop.name, table, latest, keep_from, held_by, int(stamp) if stamp else None))
+            stamp = (
+                delta_log.commit_info(table, keep_from).get("timestamp")
+                if keep_from in present
+                else None
+            )
+            plans.append(
+                TablePlan(
+                    hop.name, table, latest, keep_from, held_by, int(stamp) if stamp else None
+                )
+            )
     return plans
 
 
 def table_line(done: dict) -> str:
     """One table of a maintenance record, as ``maintain`` and ``status`` print it."""
-    return (f"{done['hop']} {lineage.table_label(done['table'])}: {done['files_before']} files -> {done['files_after']}; "
-            f"compaction: {done.get('compacted')}; vacuum: {done.get('vacuumed')}; log: {done.get('log', '-')}; "
-            f"{describe_keep(done)}")
+    return (
+        f"{done['hop']} {lineage.table_label(done['table'])}: {done['files_before']} files -> "
+        f"{done['files_after']}; compaction: {done.get('compacted')}; vacuum: "
+        f"{done.get('vacuumed')}; log: {done.get('log', '-')}; {describe_keep(done)}"
+    )
 
 
 def describe_keep(done: dict) -> str:
-    """``keeps version 12 (committed ...) and later: held by gold's stream (offsets of batch 5)``."""
+    """``keeps version 12 (committed ...) and later: held by gold's stream
+    (offsets of batch 5)``.
+    """
     when = f", committed {iso(done['keep_from_ms'])}" if done.get("keep_from_ms") else ""
     return f"keeps version {done['keep_from']}{when} and later: held by {done['held_by']}"
 
 
 def stored_bytes(table: str) -> int:
-    """Bytes under the table's folder: its current files, removed ones not yet vacuumed, and its log."""
+    """Bytes under the table's folder: its current files, removed ones not yet
+    vacuumed, and its log.
+    """
     return int(filesystem(table).du(table))
 
 
@@ -206,12 +249,19 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
     if not dry_run:
         for path in found:
             folder, name = path.rsplit("/", 1)
-            checksum = f"{folder}/.{name}.crc"  # Hadoop's local file system writes one beside each file
+            # Hadoop's local file system writes one beside each file
+            checksum = f"{folder}/.{name}.crc"
             fs.rm([path, checksum] if fs.exists(checksum) else [path])
     named_by_none = f", {len(unnamed)} of them named by no commit" if unnamed else ""
-    return {"vacuumed": f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} bytes){named_by_none}",
-            "files_vacuumed": 0 if dry_run else len(found), "bytes_vacuumed": 0 if dry_run else size,
-            "files_named_by_none": 0 if dry_run else len(unnamed)}
+    return {
+        "vacuumed": (
+            f"{'would delete' if dry_run else 'deleted'} {len(found)} files ({size} "
+            f"bytes){named_by_none}"
+        ),
+        "files_vacuumed": 0 if dry_run else len(found),
+        "bytes_vacuumed": 0 if dry_run else size,
+        "files_named_by_none": 0 if dry_run else len(unnamed),
+    }
 
 
 def _backfill_write(commit: lineage.TableCommit) -> bool:
@@ -227,7 +277,12 @@ def backfill_writes(table: str) -> bool:
     if not found or found[0].version == 0:
         return recent
     cleaned = delta_log.cleaned_record(table)
-    return recent or cleaned is None or cleaned.get("first_kept") != found[0].version or cleaned["backfill_writes"]
+    return (
+        recent
+        or cleaned is None
+        or cleaned.get("first_kept") != found[0].version
+        or cleaned["backfill_writes"]
+    )
 
 
 def clean_log(step: TablePlan, dry_run: bool) -> dict:
@@ -239,7 +294,11 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
     if not dry_run and old:
         # First what the commits about to go said of backfills (a bronze stream compares its rows
         # with a backfill's only when one ever wrote), then the files.
-        earlier = any(_backfill_write(commit) for commit in lineage.commits(step.table) if commit.version < base)
+        earlier = any(
+            _backfill_write(commit)
+            for commit in lineage.commits(step.table)
+            if commit.version < base
+        )
         # And the last batch of each stream whose commit, still in effect, goes: a rollback to
         # before it must restore a version that goes too (refused), not the first one left.
         chain = lineage.effective_commits(step.table)
@@ -250,11 +309,22 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
         for commit in chain:
             if commit.version < base and commit.app_id and commit.batch_id is not None:
                 hidden[commit.app_id] = max(hidden.get(commit.app_id, -1), commit.batch_id)
-        write_json(step.table, delta_log.CLEANED, {"first_kept": base, "hidden_batches": hidden,
-                                                   "backfill_writes": earlier or backfill_writes(step.table)})
+        write_json(
+            step.table,
+            delta_log.CLEANED,
+            {
+                "first_kept": base,
+                "hidden_batches": hidden,
+                "backfill_writes": earlier or backfill_writes(step.table),
+            },
+        )
         filesystem(step.table).rm(old)
-    said = (f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its checkpoint at version {base}"
-            if old else f"nothing older than a checkpoint at or before version {step.keep_from}")
+    said = (
+        f"{'would delete' if dry_run else 'deleted'} {len(old)} files older than its "
+        f"checkpoint at version {base}"
+        if old
+        else f"nothing older than a checkpoint at or before version {step.keep_from}"
+    )
     return {"log": said, "log_files_deleted": 0 if dry_run else len(old)}
 
 
@@ -276,7 +346,10 @@ def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
         first = version + 1 if complete else version
         present = delta_log.versions(table)
         if present and first < present[0]:
-            return f"{name}'s versions {first}..{present[0] - 1} (its log starts at version {present[0]})"
+            return (
+                f"{name}'s versions {first}..{present[0] - 1} (its log starts at "
+                f"version {present[0]})"
+            )
         fs = filesystem(table)
         for commit in lineage.commits(table, after=first - 1):
             if not commit.appends_only:
@@ -316,9 +389,11 @@ def check_readable(lake: Lake, hops) -> None:
     for hop in hops:
         gap = stream_gap(lake, hop)
         if gap:
-            raise DataGone(f"{hop.name}'s stream has yet to read {gap}, which is gone; nothing was read. Recompute "
-                           f"{hop.name} from its upstream's table as it is now: `lakehouse refresh {lake.spec.name} "
-                           f"--hop {hop.name}`")
+            raise DataGone(
+                f"{hop.name}'s stream has yet to read {gap}, which is gone; nothing was read. "
+                f"Recompute {hop.name} from its upstream's table as it is now: `lakehouse refresh "
+                f"{lake.spec.name} --hop {hop.name}`"
+            )
 
 
 def prune_state(lake: Lake, hop: HopSpec, target: int | None, dry_run: bool) -> dict:
@@ -337,5 +412,9 @@ def prune_state(lake: Lake, hop: HopSpec, target: int | None, dry_run: bool) -> 
         for path in old:
             folder, name = path.rstrip("/").rsplit("/", 1)
             fs.rm([path, f"{folder}/.{name}.crc"] if fs.exists(f"{folder}/.{name}.crc") else [path])
-    return {"hop": hop.name, "state_files": len(old), "state": f"{'would delete' if dry_run else 'deleted'} "
-            f"{len(old)} state files older than what a rollback to batch {target} loads"}
+    return {
+        "hop": hop.name,
+        "state_files": len(old),
+        "state": f"{'would delete' if dry_run else 'deleted'} "
+        f"{len(old)} state files older than what a rollback to batch {target} loads",
+    }

@@ -1,4 +1,5 @@
-"""Carry out a rollback plan (:mod:`spark_jobs.control.rollback.planner`) and check it (docs/concepts/rollback.md).
+"""Carry out a rollback plan (:mod:`spark_jobs.control.rollback.planner`) and check it
+(docs/concepts/rollback.md).
 
 :func:`execute` works under the pipeline's lock, as a journal of steps in
 ``_ops/rollbacks/<pipeline>/<id>.json`` (also the audit record): every step can be repeated, so
@@ -15,7 +16,14 @@ from collections.abc import Callable
 
 from spark_jobs.control.rollback import lineage, replays
 from spark_jobs.control.rollback.journals import read_rollbacks, write_journal
-from spark_jobs.control.rollback.plans import HopStep, Journal, JournalStatus, Plan, Replay, TableStep
+from spark_jobs.control.rollback.plans import (
+    HopStep,
+    Journal,
+    JournalStatus,
+    Plan,
+    Replay,
+    TableStep,
+)
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
 from spark_jobs.model import settings
@@ -39,8 +47,10 @@ def refuse_if_pending(lake: Lake) -> None:
     """Runs call this: a half-done rollback leaves checkpoints and tables out of step."""
     journal = pending(lake)
     if journal:
-        raise RollbackRefused(f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
-                              f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`")
+        raise RollbackRefused(
+            f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
+            f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`"
+        )
 
 
 def _crash_point(done: int) -> None:
@@ -50,8 +60,14 @@ def _crash_point(done: int) -> None:
         os._exit(97)
 
 
-def execute(restore: Restore, lake: Lake, plan: Plan, journal: Journal | None = None,
-            progress: Progress = print, fence: Callable[[], None] = lambda: None) -> Journal:
+def execute(
+    restore: Restore,
+    lake: Lake,
+    plan: Plan,
+    journal: Journal | None = None,
+    progress: Progress = print,
+    fence: Callable[[], None] = lambda: None,
+) -> Journal:
     """Carry out ``plan`` (or finish ``journal``'s); the caller holds the pipeline's lock and
     gives its ``fence``, checked before each step, and the ``restore`` of one table."""
     if plan.refused:
@@ -82,9 +98,17 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     step = journal.plan.step(hop_name)
     hop = lake.spec.hop(hop_name)
     checkpoint, target = step.checkpoint, step.target_batch
-    if step.replay == Replay.EXACT:  # the undone batches' offsets, for the next run to replay as logged
-        follows = {up: {"old": replays.writer(above), "new": above.new_query_id, "target": above.target_batch}
-                   for up in step.restored_upstreams for above in [journal.plan.step(up)]}
+    # the undone batches' offsets, for the next run to replay as logged
+    if step.replay == Replay.EXACT:
+        follows = {
+            up: {
+                "old": replays.writer(above),
+                "new": above.new_query_id,
+                "target": above.target_batch,
+            }
+            for up in step.restored_upstreams
+            for above in [journal.plan.step(up)]
+        }
         replays.keep(lake, hop, step, journal.rollback_id, follows)
     else:
         replays.forget(lake, hop)
@@ -92,7 +116,9 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
     if target < 0 and hop.reads_topic:  # where the first batch began: the next one starts afresh
         checkpoint_log.drop_source_logs(checkpoint)
     if step.source_log_cut is not None:
-        file_source_log.truncate_file_source(checkpoint, step.source_log_cut, lake.spec.source_log_compact_interval)
+        file_source_log.truncate_file_source(
+            checkpoint, step.source_log_cut, lake.spec.source_log_compact_interval
+        )
     if step.state_version is not None:
         state_store.drop_state_after(checkpoint, step.state_version)
     _move_past_restores(lake, journal, step, hop)
@@ -109,7 +135,9 @@ def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpe
     skips = dict(step.skip_versions)
     if step.skip_to_version is not None:
         skips[hop.upstreams[0]] = step.skip_to_version
-    restored_upstreams = step.restored_upstreams or (list(hop.upstreams[:1]) if step.skip_upstream_restore else [])
+    restored_upstreams = step.restored_upstreams or (
+        list(hop.upstreams[:1]) if step.skip_upstream_restore else []
+    )
     for upstream in restored_upstreams:
         version = journal.restored.get(lake.table(lake.spec.hop(upstream)))
         if version is not None:
@@ -121,8 +149,10 @@ def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpe
             index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
             if index is not None:
                 moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
-        checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
-            target, offsets.watermark_ms, offsets.timestamp_ms, moved))
+        checkpoint_log.write_offsets(
+            checkpoint,
+            checkpoint_log.BatchOffsets(target, offsets.watermark_ms, offsets.timestamp_ms, moved),
+        )
 
 
 def verify(lake: Lake, journal: Journal) -> list[str]:
@@ -133,9 +163,14 @@ def verify(lake: Lake, journal: Journal) -> list[str]:
     for step in journal.plan.hops:
         offsets = checkpoint_log.offset_batch_ids(step.checkpoint)
         finished = journal.finished_at or 0
-        replayed = any((run.get("started_at") or 0) > finished for run in read_records(lake, step.hop))
+        replayed = any(
+            (run.get("started_at") or 0) > finished for run in read_records(lake, step.hop)
+        )
         if offsets and offsets[-1] > step.target_batch and not replayed:
-            problems.append(f"{step.hop}: offsets reach batch {offsets[-1]}, past the target {step.target_batch}")
+            problems.append(
+                f"{step.hop}: offsets reach batch {offsets[-1]}, past the "
+                f"target {step.target_batch}"
+            )
         if checkpoint_log.query_id(step.checkpoint) != step.new_query_id:
             problems.append(f"{step.hop}: query id is not the new one")
         for table in step.tables:

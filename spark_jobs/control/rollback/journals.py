@@ -1,5 +1,5 @@
-"""Where rollbacks are recorded: one journal per rollback in ``_ops/rollbacks/<pipeline>/<id>.json``,
-its steps and status (also the audit record)."""
+"""Where rollbacks are recorded: one journal per rollback in
+``_ops/rollbacks/<pipeline>/<id>.json``, its steps and status (also the audit record)."""
 
 from __future__ import annotations
 

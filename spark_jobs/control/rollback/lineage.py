@@ -1,4 +1,5 @@
-"""Each hop's micro-batches joined to the Delta versions they wrote and read (docs/concepts/rollback.md).
+"""Each hop's micro-batches joined to the Delta versions they wrote and read
+(docs/concepts/rollback.md).
 
 Plain files only (no JVM): the checkpoint's logs say what each batch read, the tables'
 ``_delta_log`` says which commit each batch made (its ``txn``: appId = the checkpoint's query
@@ -50,10 +51,22 @@ def commits(table: str, after: int = -1) -> list[TableCommit]:
             adds = adds or bool(action.get("add", {}).get("dataChange"))
             removes = removes or bool(action.get("remove", {}).get("dataChange"))
         operation = info.get("operation", "")
-        empties = operation == "DELETE" and (info.get("operationParameters") or {}).get("predicate") in _WHOLE_TABLE
-        found.append(TableCommit(version, operation, (txn or {}).get("appId"),
-                                 int(txn["version"]) if txn else None, int(info.get("timestamp") or 0),
-                                 adds and not removes, empties, adds or removes))
+        empties = (
+            operation == "DELETE"
+            and (info.get("operationParameters") or {}).get("predicate") in _WHOLE_TABLE
+        )
+        found.append(
+            TableCommit(
+                version,
+                operation,
+                (txn or {}).get("appId"),
+                int(txn["version"]) if txn else None,
+                int(info.get("timestamp") or 0),
+                adds and not removes,
+                empties,
+                adds or removes,
+            )
+        )
     return found
 
 
@@ -99,7 +112,9 @@ def undone_after(table: str, start: int, end: int) -> bool:
     """Whether a RESTORE or an emptying committed after version ``end`` undid a commit that
     appended data in ``(start, end]``."""
     found = commits(table)
-    appended = [commit.version for commit in found if start < commit.version <= end and commit.appends_only]
+    appended = [
+        commit.version for commit in found if start < commit.version <= end and commit.appends_only
+    ]
     for commit in found:
         if commit.version > end and (commit.operation == "RESTORE" or commit.empties):
             target = -1 if commit.empties else restore_target(table, commit.version)
@@ -114,8 +129,13 @@ def restore_target(table: str, version: int) -> int:
     if parameters.get("version") not in (None, "", "null"):
         return int(parameters["version"])
     stamp = parameters.get("timestamp")
-    moment = dt.datetime.fromisoformat(str(stamp).replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp() * 1000
-    earlier = [c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < version]
+    moment = (
+        dt.datetime.fromisoformat(str(stamp).replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp()
+        * 1000
+    )
+    earlier = [
+        c.version for c in commits(table) if c.timestamp_ms <= moment and c.version < version
+    ]
     return max(earlier, default=-1)
 
 
@@ -138,8 +158,15 @@ def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, i
     undone = [c.version for c in later if c.appends_only and c.version not in kept]
     if not undone:
         return "ok", None
-    restore = min((c.version for c in later if c.operation == "RESTORE" and c.version > max(undone)), default=None)
-    skipped_but_kept = [c for c in later if c.appends_only and c.version in kept and restore is not None and c.version < restore]
+    restore = min(
+        (c.version for c in later if c.operation == "RESTORE" and c.version > max(undone)),
+        default=None,
+    )
+    skipped_but_kept = [
+        c
+        for c in later
+        if c.appends_only and c.version in kept and restore is not None and c.version < restore
+    ]
     if restore is None or skipped_but_kept or not complete:
         return "reset", None
     return "jump", restore
@@ -148,8 +175,9 @@ def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, i
 @dataclass(frozen=True)
 class Lineage:
     """The query ids a hop's checkpoint has had: the current one and those rollbacks replaced
-    (``ids``), and those a state rebuild replaced (``folded``, :mod:`spark_jobs.control.rollback.rebuild`):
-    the rebuilt query's batch 0 stands for all of their batches, so theirs count as batch 0."""
+    (``ids``), and those a state rebuild replaced (``folded``,
+    :mod:`spark_jobs.control.rollback.rebuild`): the rebuilt query's batch 0 stands for all of their
+    batches, so theirs count as batch 0."""
 
     ids: frozenset[str]
     folded: frozenset[str] = frozenset()
@@ -179,7 +207,9 @@ def query_ids(lake: Lake, hop: HopSpec) -> Lineage:
 
 def batch_versions(table: str, ids: Lineage) -> dict[int, int]:
     """``{batch id: table version}`` of the batches of this checkpoint still in the table."""
-    return {batch: c.version for c in effective_commits(table) if (batch := ids.batch_of(c)) is not None}
+    return {
+        batch: c.version for c in effective_commits(table) if (batch := ids.batch_of(c)) is not None
+    }
 
 
 def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
@@ -189,11 +219,26 @@ def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     backfill) are undone with them. Undoing every batch (a start over): -1, emptied, when that
     version is gone; the plan lists the backfills that went with it to run again."""
     chain = effective_commits(table)
-    undone = [c.version for c in chain if (batch := ids.batch_of(c)) is not None and batch > after_batch]
+    undone = [
+        c.version for c in chain if (batch := ids.batch_of(c)) is not None and batch > after_batch
+    ]
     cut = min(undone) - 1 if undone else None
-    if chain and chain[0].version > 0 and not chain[0].empties and after_batch < _last_gone(table, chain, ids):
-        cut = chain[0].version - 1 if chain[0].operation != "RESTORE" else restore_target(table, chain[0].version)
-    return -1 if after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0] else cut
+    if (
+        chain
+        and chain[0].version > 0
+        and not chain[0].empties
+        and after_batch < _last_gone(table, chain, ids)
+    ):
+        cut = (
+            chain[0].version - 1
+            if chain[0].operation != "RESTORE"
+            else restore_target(table, chain[0].version)
+        )
+    return (
+        -1
+        if after_batch < 0 and cut is not None and 0 <= cut < delta_log.versions(table)[0]
+        else cut
+    )
 
 
 def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
@@ -203,7 +248,10 @@ def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
     if chain[0].operation == "RESTORE":
         seen = [batch for c in chain if (batch := ids.batch_of(c)) is not None]
         return min(seen) - 1 if seen else -1
-    return max((batch for app, batch in delta_log.hidden_transactions(table).items() if app in ids), default=-1)
+    return max(
+        (batch for app, batch in delta_log.hidden_transactions(table).items() if app in ids),
+        default=-1,
+    )
 
 
 def table_label(table: str) -> str:
@@ -225,7 +273,7 @@ def restore_problem(table: str, version: int) -> str | None:
         return f"{table_label(table)} log starts at version {oldest}, not {version} (log retention)"
     fs = filesystem(table)
     added_later, removed_later = set(), set()
-    for later in present[present.index(version) + 1:]:
+    for later in present[present.index(version) + 1 :]:
         for action in delta_log.read_commit(table, later):
             if "add" in action:
                 added_later.add(action["add"]["path"])
@@ -234,7 +282,9 @@ def restore_problem(table: str, version: int) -> str | None:
     for path in sorted(removed_later - added_later):
         full = delta_log.file_path(table, path)
         if full and not fs.exists(full):
-            return f"data file {path} of version {version} is gone (vacuumed: deleted-file retention)"
+            return (
+                f"data file {path} of version {version} is gone (vacuumed: deleted-file retention)"
+            )
     return None
 
 
@@ -276,7 +326,9 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     entries_by_log: dict[int, list[str]] = {}
     if hop.reads_landing:
         for entry in file_source_log.file_source_entries(checkpoint):
-            entries_by_log.setdefault(int(entry["batchId"]), []).append(file_source_log.listed_path(entry["path"]))
+            entries_by_log.setdefault(int(entry["batchId"]), []).append(
+                file_source_log.listed_path(entry["path"])
+            )
     found = []
     previous: dict | None = None
     for batch_id in offsets:
@@ -284,20 +336,24 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
             source = checkpoint_log.read_offsets(checkpoint, batch_id).sources[0]
         except (ValueError, IndexError):
             source = None
-        info = BatchInfo(batch_id, batch_id in committed, previous, source,
-                         table_version=versions.get(batch_id))
+        info = BatchInfo(
+            batch_id, batch_id in committed, previous, source, table_version=versions.get(batch_id)
+        )
         if hop.reads_landing and source is not None:
             end = int(source["logOffset"])
             # The offsets of the batch before may be past retention: then count this log entry only.
             start = int(previous["logOffset"]) if previous else (-1 if batch_id == 0 else end - 1)
-            info.files = [path for log in range(start + 1, end + 1)
-                          for path in entries_by_log.get(log, [])]
+            info.files = [
+                path for log in range(start + 1, end + 1) for path in entries_by_log.get(log, [])
+            ]
         if info.committed:
             try:
                 info.watermark_ms = checkpoint_log.read_commit_watermark(checkpoint, batch_id)
             except ValueError:
                 info.watermark_ms = None
-            info.committed_at = _modified(fs, checkpoint_log.batch_file(checkpoint, "commits", batch_id))
+            info.committed_at = _modified(
+                fs, checkpoint_log.batch_file(checkpoint, "commits", batch_id)
+            )
         info.rows, info.run_id = by_batch.get(batch_id, (None, None))
         found.append(info)
         previous = source
@@ -324,20 +380,31 @@ def upstream_offset(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> d
 
 
 def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:
-    """Fill ``read_by``: for each batch's table version, the batch of each hop below that read it."""
+    """Fill ``read_by``: for each batch's table version, the batch of each hop
+    below that read it.
+    """
     for below in lake.spec.feeds(hop.name):
         checkpoint = lake.checkpoint(below)
         ends = []
         for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
             try:
-                source = upstream_offset(lake, below, hop.name, checkpoint_log.read_offsets(checkpoint, batch_id).sources)
+                source = upstream_offset(
+                    lake, below, hop.name, checkpoint_log.read_offsets(checkpoint, batch_id).sources
+                )
                 ends.append((batch_id, checkpoint_log.delta_position(source)))
             except (ValueError, IndexError):
                 continue
         for info in infos:
             if info.table_version is None:
                 continue
-            reader = next((batch_id for batch_id, (version, _complete) in ends if version >= info.table_version), None)
+            reader = next(
+                (
+                    batch_id
+                    for batch_id, (version, _complete) in ends
+                    if version >= info.table_version
+                ),
+                None,
+            )
             if reader is not None:
                 info.read_by[below.name] = reader
 
@@ -354,32 +421,43 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
     return rows
 
 
-def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None) -> list[str]:
-    """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of docs/concepts/checkpoints.md:
-    ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state version N+1 must exist, and each
-    table restorable to the version before the undone batches (:func:`cut_version`)."""
+def reach_problems(
+    lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None
+) -> list[str]:
+    """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of
+    docs/concepts/checkpoints.md: ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state
+    version N+1 must exist, and each table restorable to the version before the undone batches
+    (:func:`cut_version`)."""
     checkpoint = lake.checkpoint(hop)
     problems = []
     if batch_id >= 0:
         offsets = set(checkpoint_log.offset_batch_ids(checkpoint))
         commits_ = set(checkpoint_log.commit_batch_ids(checkpoint))
-        needed = [("offsets", batch_id), ("commits", batch_id)] + ([("offsets", batch_id - 1)] if batch_id else [])
+        needed = [("offsets", batch_id), ("commits", batch_id)] + (
+            [("offsets", batch_id - 1)] if batch_id else []
+        )
         for log, number in needed:
             if number not in (offsets if log == "offsets" else commits_):
-                problems.append(f"{hop.name} {log}/{number} is gone (minBatchesToRetain keeps the last "
-                                f"{lake.spec.min_batches_to_retain} batches)")
+                problems.append(
+                    f"{hop.name} {log}/{number} is gone (minBatchesToRetain keeps the last "
+                    f"{lake.spec.min_batches_to_retain} batches)"
+                )
         for partition, state in state_store.state_files(checkpoint).items():
             if not state_store.state_loadable(state, batch_id + 1):
-                problems.append(f"{hop.name} state version {batch_id + 1} cannot be loaded from "
-                                f"{partition[len(checkpoint) + 1:]} (state files past retention)")
+                problems.append(
+                    f"{hop.name} state version {batch_id + 1} cannot be loaded from "
+                    f"{partition[len(checkpoint) + 1 :]} (state files past retention)"
+                )
                 break
     gone = file_source_log.missing_landing(lake, hop, batch_id, landing)
     if gone:
         batch, path = gone[0]
-        problems.append(f"{hop.name} batch {batch} read landing file {path}, which is gone"
-                        + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
-                        + ": a replay would not find it; put it back in the landing folder (retention.landing moves "
-                        "expired files to the lake's _archive/)")
+        problems.append(
+            f"{hop.name} batch {batch} read landing file {path}, which is gone"
+            + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
+            + ": a replay would not find it; put it back in the landing folder (retention.landing "
+            "moves expired files to the lake's _archive/)"
+        )
     ids = query_ids(lake, hop)
     for table in lake.tables_of(hop):
         cut = cut_version(table, ids, batch_id)
@@ -391,8 +469,13 @@ def reach_problems(lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | 
 
 def horizon(lake: Lake, hop: HopSpec, batches: list[BatchInfo] | None = None) -> int | None:
     """The oldest batch the hop can still be rolled back to (-1: to before its first batch)."""
-    committed = [info.batch_id for info in (batches if batches is not None else hop_batches(lake, hop)) if info.committed]
-    landing = set(file_source_log.landing_files(lake, hop)) if hop.reads_landing else None  # listed once, not per batch
+    committed = [
+        info.batch_id
+        for info in (batches if batches is not None else hop_batches(lake, hop))
+        if info.committed
+    ]
+    # listed once, not per batch
+    landing = set(file_source_log.landing_files(lake, hop)) if hop.reads_landing else None
     oldest = None
     for batch_id in sorted(committed, reverse=True) + [-1]:
         if reach_problems(lake, hop, batch_id, landing):

@@ -1,14 +1,16 @@
 """Plan a rollback of a pipeline to a chosen micro-batch, across hops (docs/concepts/rollback.md).
 
-:func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes nothing: which batches
-each hop undoes, the version each table returns to, what will be read again, and what lies beyond retention, as a
-:class:`~spark_jobs.control.rollback.plans.Plan`; :mod:`spark_jobs.control.rollback.execute` carries a plan out.
-Why each step (docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed batches
-would be skipped under the old query id: each rolled-back checkpoint gets a new one. RESTORE also leaves the undone
-commits in the log and adds a commit of its own, so a hop reading that table moves its source offset past the restore.
-A hop below is rolled back to the last batch that read nothing undone; when its batches straddle the cut, the hop
-above is taken back further to a batch boundary the one below shares (or, failing that, the hop below starts over from
-the restored table's snapshot), so no data is read twice or skipped.
+:func:`plan` reads plain files only (checkpoints, Delta logs, run records) and changes
+nothing: which batches each hop undoes, the version each table returns to, what will be read
+again, and what lies beyond retention, as a :class:`~spark_jobs.control.rollback.plans.Plan`;
+:mod:`spark_jobs.control.rollback.execute` carries a plan out. Why each step
+(docs/concepts/checkpoints.md): RESTORE does not bring back Delta's ``txn`` marker, so replayed
+batches would be skipped under the old query id: each rolled-back checkpoint gets a new one. RESTORE
+also leaves the undone commits in the log and adds a commit of its own, so a hop reading that table
+moves its source offset past the restore. A hop below is rolled back to the last batch that read
+nothing undone; when its batches straddle the cut, the hop above is taken back further to a batch
+boundary the one below shares (or, failing that, the hop below starts over from the restored table's
+snapshot), so no data is read twice or skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from spark_jobs.control import source_switch, topics
 from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.join_repairs import backfilled, widened
 from spark_jobs.control.rollback import lineage, replays
-from spark_jobs.control.rollback.plans import Backfill, HopStep, Plan, Replay, Request, TableAction, TableStep
+from spark_jobs.control.rollback.plans import (
+    Backfill,
+    HopStep,
+    Plan,
+    Replay,
+    Request,
+    TableAction,
+    TableStep,
+)
 from spark_jobs.control.status import window_line
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.ops import read_records
@@ -31,21 +41,32 @@ from spark_jobs.model.times import iso, merged_spans, parse_time
 
 # -- targets ------------------------------------------------------------------------------------
 
-def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str | None, to_time: int | None) -> int:
+
+def resolve_target(
+    lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str | None, to_time: int | None
+) -> int:
     """The batch id the hop rolls back to (the last one kept; -1: none)."""
     checkpoint = lake.checkpoint(hop)
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     if to_batch is not None:
         if to_batch < -1:
-            raise UsageError(f"--to-batch {to_batch} is not a batch id: use -1 (before the first batch) or more")
+            raise UsageError(
+                f"--to-batch {to_batch} is not a batch id: use -1 (before the first batch) or more"
+            )
         return to_batch
     if to_run is not None:
         records = [record for record in read_records(lake) if record.get("run_id") == to_run]
         if not records:
             recent = sorted({record["run_id"] for record in read_records(lake)})[-5:]
-            raise UsageError(f"unknown run id {to_run!r} for pipeline {lake.spec.name}: recent runs are "
-                             f"{', '.join(recent) or 'none'} (see lakehouse status)")
-        mine = [record for record in records if record.get("hop") == hop.name and record.get("batch_ids")]
+            raise UsageError(
+                f"unknown run id {to_run!r} for pipeline {lake.spec.name}: recent runs are "
+                f"{', '.join(recent) or 'none'} (see lakehouse status)"
+            )
+        mine = [
+            record
+            for record in records
+            if record.get("hop") == hop.name and record.get("batch_ids")
+        ]
         if not mine:
             return committed[-1] if committed else -1  # the run wrote no batch in this hop
         record = mine[0]
@@ -57,13 +78,17 @@ def resolve_target(lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str |
     fs = checkpoint_log.filesystem(checkpoint)
     target = -1
     for batch_id in committed:
-        stamp = int(fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp() * 1000)
+        stamp = int(
+            fs.modified(checkpoint_log.batch_file(checkpoint, "commits", batch_id)).timestamp()
+            * 1000
+        )
         if stamp <= to_time:
             target = batch_id
     return target
 
 
 # -- planning -----------------------------------------------------------------------------------
+
 
 class _HopView(HopState):
     """What planning needs of one hop, read once: its state, query ids and read positions."""
@@ -83,11 +108,14 @@ class _HopView(HopState):
         if (batch_id, name) not in self._positions:
             sources = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources
             self._positions[(batch_id, name)] = checkpoint_log.delta_position(
-                lineage.upstream_offset(self.lake, self.hop, name, sources))
+                lineage.upstream_offset(self.lake, self.hop, name, sources)
+            )
         return self._positions[(batch_id, name)]
 
     def last_clean_batch(self, cut: int, upstream: str | None = None) -> int:
-        """The last committed batch that read nothing of ``upstream``'s table past version ``cut``."""
+        """The last committed batch that read nothing of ``upstream``'s table past
+        version ``cut``.
+        """
         kept = -1
         for batch_id in self.committed:
             if self.position(batch_id, upstream)[0] > cut:
@@ -99,20 +127,24 @@ class _HopView(HopState):
         return lineage.cut_version(self.table, self.ids, batch_id)
 
     def same_rows(self, cut: int) -> tuple[int, int]:
-        """The versions of this hop's table that hold the rows of ``cut`` (:func:`lineage.same_rows`)."""
+        """The versions of this hop's table that hold the rows of ``cut``
+        (:func:`lineage.same_rows`).
+        """
         if cut not in self._same:
             self._same[cut] = lineage.same_rows(self.table, cut)
         return self._same[cut]
 
     def read_up_to(self, batch_id: int, upstream: "_HopView", cut: int) -> bool:
-        """Whether this hop, after ``batch_id``, had read ``upstream``'s table exactly up to the rows
-        of version ``cut``: all of a version that holds them, no more, no less."""
+        """Whether this hop, after ``batch_id``, had read ``upstream``'s table exactly up to the
+        rows of version ``cut``: all of a version that holds them, no more, no less."""
         version, complete = self.position(batch_id, upstream.hop.name)
         low, high = upstream.same_rows(cut)
         return complete and low <= version <= high
 
 
-def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: dict[str, int]) -> dict[str, int]:
+def _targets(
+    views: list[_HopView], requested: int, notes: list[str], bounds: dict[str, int]
+) -> dict[str, int]:
     """Each hop's target batch, consistent along every edge of the graph below the first view
     (see the module doc); ``views`` are in the spec's order, so a hop's upstreams come first. A
     join below is constrained by each of its upstreams that rolls back. ``bounds``: the highest
@@ -124,17 +156,29 @@ def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: di
     while changed:
         changed = False
         for down in views[1:]:
-            ups = [by_name[name] for name in down.hop.upstreams if name in targets and name in by_name]
+            ups = [
+                by_name[name] for name in down.hop.upstreams if name in targets and name in by_name
+            ]
             cuts = [(up, up.cut(targets[up.hop.name])) for up in ups]
-            cuts = [(up, cut) for up, cut in cuts if cut is not None]  # None: the hop above keeps every version
+            # None: the hop above keeps every version
+            cuts = [(up, cut) for up, cut in cuts if cut is not None]
             if not cuts:
                 targets.pop(down.hop.name, None)
                 continue
-            # A batch that read past the cut only into commits of no rows (a no-data batch's) is clean.
-            target = min([down.last_clean_batch(up.same_rows(cut)[1], up.hop.name) for up, cut in cuts]
-                         + [targets.get(down.hop.name, never), bounds.get(down.hop.name, never)])
-            straddled = next(((up, cut) for up, cut in cuts
-                              if target != -1 and not down.read_up_to(target, up, cut)), None)
+            # A batch that read past the cut only into commits of no rows (a no-data
+            # batch's) is clean.
+            target = min(
+                [down.last_clean_batch(up.same_rows(cut)[1], up.hop.name) for up, cut in cuts]
+                + [targets.get(down.hop.name, never), bounds.get(down.hop.name, never)]
+            )
+            straddled = next(
+                (
+                    (up, cut)
+                    for up, cut in cuts
+                    if target != -1 and not down.read_up_to(target, up, cut)
+                ),
+                None,
+            )
             if straddled is None:
                 targets[down.hop.name] = target
                 continue
@@ -143,16 +187,27 @@ def _targets(views: list[_HopView], requested: int, notes: list[str], bounds: di
             up, cut = straddled
             position = down.position(target, up.hop.name)
             earlier = [b for b in up.committed if b < targets[up.hop.name]] + [-1]
-            match = next((b for b in sorted(earlier, reverse=True)
-                          if position[1] and up.cut(b) is not None and up.cut(b) == position[0]), None)
+            match = next(
+                (
+                    b
+                    for b in sorted(earlier, reverse=True)
+                    if position[1] and up.cut(b) is not None and up.cut(b) == position[0]
+                ),
+                None,
+            )
             if match is not None:
-                notes.append(f"{up.hop.name}: back to batch {match} instead of {targets[up.hop.name]}, because "
-                             f"{down.hop.name} batch {target + 1} read {up.hop.name}'s table across that point")
+                notes.append(
+                    f"{up.hop.name}: back to batch {match} instead of {targets[up.hop.name]}, "
+                    f"because {down.hop.name} batch {target + 1} read {up.hop.name}'s "
+                    "table across that point"
+                )
                 targets[up.hop.name] = match
                 targets[down.hop.name] = target
             else:
-                notes.append(f"{down.hop.name}: starts over from {up.hop.name}'s restored table, because its "
-                             f"batches do not end where {up.hop.name}'s do")
+                notes.append(
+                    f"{down.hop.name}: starts over from {up.hop.name}'s restored table, because "
+                    f"its batches do not end where {up.hop.name}'s do"
+                )
                 targets[down.hop.name] = -1
             changed = True
             break
@@ -174,11 +229,21 @@ def plan(lake: Lake, request: Request) -> Plan:
     for name, target in targets.items():
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
-        switch = source_switch.rollback_problems(lake, view.hop, target, request.replan)  # only a start over
-        problems = [] if not undone else switch if switch is not None else (
-            lineage.reach_problems(lake, view.hop, target)  # a topic's broker must hold the records too
-            + topics.replay_problems(lake, view.hop, target, request.replan))
-        if problems:  # beyond retention: say why and how far back it does reach; plan nothing for the hop
+        # only a start over
+        switch = source_switch.rollback_problems(lake, view.hop, target, request.replan)
+        problems = (
+            []
+            if not undone
+            else switch
+            if switch is not None
+            # a topic's broker must hold the records too
+            else (
+                lineage.reach_problems(lake, view.hop, target)
+                + topics.replay_problems(lake, view.hop, target, request.replan)
+            )
+        )
+        # beyond retention: say why and how far back it does reach; plan nothing for the hop
+        if problems:
             refused.extend([*problems, window_line(lake, view.hop)])
             hops.append(HopStep(name, target, undone, refused=problems))
             continue
@@ -194,25 +259,55 @@ def plan(lake: Lake, request: Request) -> Plan:
         notes.extend(_repairs_kept(lake, [view.hop for view in chain], request.to_run, hops))
     if backfills:
         commands = "; ".join(f"`{each.command_line(lake.spec.name)}`" for each in backfills)
-        notes.append(f"after the next run, backfill again, in this order, what this rollback undoes and the stream "
-                     f"will not bring back: {commands}")
+        notes.append(
+            "after the next run, backfill again, in this order, what this rollback undoes and the "
+            f"stream will not bring back: {commands}"
+        )
     refused.extend(why for step in hops if request.exact and (why := step.not_as_logged()))
-    rollback_id = "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    rollback_id = (
+        "rb-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    )
     return Plan(rollback_id, lake.spec.name, request, requested, hops, notes, refused, backfills)
 
 
-def plan_request(lake: Lake, hop_name: str, *, to_batch: int | None = None, to_run: str | None = None,
-                 to_time: str | None = None, cascade: bool = True, replan: bool = False, exact: bool = False) -> Plan:
+def plan_request(
+    lake: Lake,
+    hop_name: str,
+    *,
+    to_batch: int | None = None,
+    to_run: str | None = None,
+    to_time: str | None = None,
+    cascade: bool = True,
+    replan: bool = False,
+    exact: bool = False,
+) -> Plan:
     """:func:`plan` from one target as a person gives it (``to_time`` as ISO-8601 text), as the
-    rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless exactly one is given."""
-    given = {key: value for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
-             if value not in (None, "")}
+    rollback DAG and the Lakehouse page take it; a :class:`UsageError` unless
+    exactly one is given."""
+    given = {
+        key: value
+        for key, value in (("to_batch", to_batch), ("to_run", to_run), ("to_time", to_time))
+        if value not in (None, "")
+    }
     ms = parse_time(given["to_time"], "to_time") if "to_time" in given else None
-    return plan(lake, Request(hop_name, given.get("to_batch"), given.get("to_run"), ms, given.get("to_time"), cascade,
-                              replan, exact))
+    return plan(
+        lake,
+        Request(
+            hop_name,
+            given.get("to_batch"),
+            given.get("to_run"),
+            ms,
+            given.get("to_time"),
+            cascade,
+            replan,
+            exact,
+        ),
+    )
 
 
-def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tuple[dict, dict, list[str]]:
+def _consistent_targets(
+    lake: Lake, chain: list[_HopView], requested: int
+) -> tuple[dict, dict, list[str]]:
     """The targets (:func:`_targets`), then each hop's history check against the upstreams this
     rollback does not restore (for the head, all of them; below it, a join's other upstreams):
     a hop that must start over is bounded to -1 and the targets are worked out again.
@@ -244,13 +339,20 @@ def _consistent_targets(lake: Lake, chain: list[_HopView], requested: int) -> tu
         bounds.update({name: -1 for name in resets})
 
 
-def _restored_upstreams(hop: HopSpec, views: dict[str, _HopView], targets: dict[str, int]) -> list[str]:
+def _restored_upstreams(
+    hop: HopSpec, views: dict[str, _HopView], targets: dict[str, int]
+) -> list[str]:
     """The upstreams of ``hop`` whose tables this rollback restores (a target with a cut)."""
-    return [upstream for upstream in hop.upstreams
-            if upstream in targets and views[upstream].cut(targets[upstream]) is not None]
+    return [
+        upstream
+        for upstream in hop.upstreams
+        if upstream in targets and views[upstream].cut(targets[upstream]) is not None
+    ]
 
 
-def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]) -> tuple[dict | None, list[str]]:
+def _history_check(
+    lake: Lake, view: _HopView, target: int, upstreams: list[str]
+) -> tuple[dict | None, list[str]]:
     """A Delta-fed hop rolled back to a batch that read an upstream table up to version p must
     not re-read upstream appends that an earlier RESTORE undid after p, nor skip rows the table
     still holds: jump past that RESTORE only when the batch read all of p and no kept append
@@ -261,15 +363,27 @@ def _history_check(lake: Lake, view: _HopView, target: int, upstreams: list[str]
     jumps, notes = {}, []
     for upstream in upstreams:
         version, complete = view.position(target, upstream)
-        verdict, restore = lineage.replay_from(lake.table(lake.spec.hop(upstream)), version, complete)
+        verdict, restore = lineage.replay_from(
+            lake.table(lake.spec.hop(upstream)), version, complete
+        )
         if verdict == "reset":
-            why = ("batch {0} read only part of version {1}" if not complete else
-                   "appends it still holds lie between version {1}, where batch {0} stopped, and them").format(target, version)
-            return None, [f"{view.hop.name}: starts over from {upstream}'s table: an earlier rollback undid appends "
-                          f"there, and {why}"]
+            why = (
+                "batch {0} read only part of version {1}"
+                if not complete
+                else (
+                    "appends it still holds lie between version {1}, where batch "
+                    "{0} stopped, and them"
+                )
+            ).format(target, version)
+            return None, [
+                f"{view.hop.name}: starts over from {upstream}'s table: an earlier rollback undid "
+                f"appends there, and {why}"
+            ]
         if verdict == "jump":
-            notes.append(f"{view.hop.name}: goes on after {upstream}'s version {restore} (a RESTORE), "
-                         "skipping appends it undid")
+            notes.append(
+                f"{view.hop.name}: goes on after {upstream}'s version {restore} (a RESTORE), "
+                "skipping appends it undid"
+            )
             jumps[upstream] = restore
     return jumps, notes
 
@@ -291,17 +405,30 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
     if hop.ingests:
         return []
     ranges, main = set(), lake.table(hop)
-    undone = {int(commit.split()[0]) for table in step.tables if table.table == main
-              for commit in table.other_writers_undone}
-    start = delta_log.versions(main)[0] if any(t.table == main and t.restore_to < 0 for t in step.tables) else 0
+    undone = {
+        int(commit.split()[0])
+        for table in step.tables
+        if table.table == main
+        for commit in table.other_writers_undone
+    }
+    start = (
+        delta_log.versions(main)[0]
+        if any(t.table == main and t.restore_to < 0 for t in step.tables)
+        else 0
+    )
     for record in read_records(lake, hop.name):
         after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
-        if (span := backfilled(record)) and (after in undone or after is not None and after < start):
+        if (span := backfilled(record)) and (
+            after in undone or after is not None and after < start
+        ):
             ranges.add(span)
     for upstream in map(lake.spec.hop, hop.upstreams):
         if step.target_batch == -1 and step.undone and upstream.ingests:
-            ranges.update(widened(span, hop.within_ms) for record in read_records(lake, upstream.name)
-                          if (span := backfilled(record)))
+            ranges.update(
+                widened(span, hop.within_ms)
+                for record in read_records(lake, upstream.name)
+                if (span := backfilled(record))
+            )
     return [[iso(start), iso(end)] for start, end in sorted(ranges)]
 
 
@@ -310,19 +437,28 @@ def _repairs_kept(lake: Lake, hops: list[HopSpec], run_id: str, steps: list[HopS
     that the plan's ``steps`` leave in place: a rollback undoes stream batches, and a restore
     past a repair would backfill it again from the same upstream rows (:func:`_rebackfill`), so
     only fixing those rows (or the code) and backfilling changes what it wrote."""
-    restored = {step.hop: {table.table: table.restore_to for table in step.tables} for step in steps}
+    restored = {
+        step.hop: {table.table: table.restore_to for table in step.tables} for step in steps
+    }
     notes = []
     for hop in hops:
         main = lake.table(hop)
         for record in read_records(lake, hop.name):
             after = ((record.get("tables") or {}).get(main) or {}).get("version_after")
             cut = restored.get(hop.name, {}).get(main)
-            if (record.get("repair") and str(record.get("run_id", "")).startswith(f"{run_id}.repair-")
-                    and backfilled(record) and after is not None and (cut is None or cut >= after)):
-                notes.append(f"{hop.name}: the run's repair {record['run_id']} ({record['range_start']} .. "
-                             f"{record['range_end']}) stays: it recomputed rows from the tables above; fix them (or "
-                             f"the code), then `lakehouse backfill {lake.spec.name} --hop {hop.name} --start "
-                             f"{record['range_start']} --end {record['range_end']}`")
+            if (
+                record.get("repair")
+                and str(record.get("run_id", "")).startswith(f"{run_id}.repair-")
+                and backfilled(record)
+                and after is not None
+                and (cut is None or cut >= after)
+            ):
+                notes.append(
+                    f"{hop.name}: the run's repair {record['run_id']} ({record['range_start']} .. "
+                    f"{record['range_end']}) stays: it recomputed rows from the tables above; fix "
+                    f"them (or the code), then `lakehouse backfill {lake.spec.name} --hop "
+                    f"{hop.name} --start {record['range_start']} --end {record['range_end']}`"
+                )
     return notes
 
 
@@ -333,24 +469,37 @@ def _backfills(lake: Lake, steps: list[HopStep]) -> list[Backfill]:
     owed: dict[str, list[tuple[int, int]]] = {}
     for step in steps:
         for hop in (step.hop, *(below.name for below in lake.spec.downstream_of(step.hop))):
-            owed.setdefault(hop, []).extend((parse_time(start, "start"), parse_time(end, "end"))
-                                            for start, end in step.rebackfill)
-    return [Backfill(hop, iso(start), iso(end)) for hop in lake.spec.hop_names for start, end in merged_spans(owed.get(hop, []))]
+            owed.setdefault(hop, []).extend(
+                (parse_time(start, "start"), parse_time(end, "end"))
+                for start, end in step.rebackfill
+            )
+    return [
+        Backfill(hop, iso(start), iso(end))
+        for hop in lake.spec.hop_names
+        for start, end in merged_spans(owed.get(hop, []))
+    ]
 
 
-def _check_no_cascade(up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]) -> None:
+def _check_no_cascade(
+    up: _HopView, down: _HopView, targets: dict[str, int], refused: list[str]
+) -> None:
     cut = up.cut(targets[up.hop.name])
     if cut is None or not down.committed:
         return
     clean = down.last_clean_batch(up.same_rows(cut)[1], up.hop.name)
     if clean < down.committed[-1]:
-        refused.append(f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
-                       f"{up.hop.name} data being undone; roll back with cascade")
+        refused.append(
+            f"--no-cascade: {down.hop.name} batches {clean + 1}..{down.committed[-1]} read "
+            f"{up.hop.name} data being undone; roll back with cascade"
+        )
     elif not down.read_up_to(clean, up, cut):
-        refused.append(f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
-                       "run it first or roll back with cascade")
+        refused.append(
+            f"--no-cascade: {down.hop.name} has not read {up.hop.name} up to version {cut}; "
+            "run it first or roll back with cascade"
+        )
     else:
-        targets[down.hop.name] = clean  # nothing undone below; only its offset moves past the restore
+        # nothing undone below; only its offset moves past the restore
+        targets[down.hop.name] = clean
 
 
 def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> HopStep:
@@ -362,37 +511,76 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         cut = lineage.cut_version(table, view.ids, target)
         if cut is None:
             continue
-        others = [c for c in lineage.effective_commits(table)
-                  if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"]
-        tables.append(TableStep(table, lineage.table_label(table), delta_log.table_version(table), cut,
-                                TableAction.RESTORE if cut >= 0 else TableAction.EMPTY, [f"{c.version} {c.operation}" for c in others]))
+        others = [
+            c
+            for c in lineage.effective_commits(table)
+            if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"
+        ]
+        tables.append(
+            TableStep(
+                table,
+                lineage.table_label(table),
+                delta_log.table_version(table),
+                cut,
+                TableAction.RESTORE if cut >= 0 else TableAction.EMPTY,
+                [f"{c.version} {c.operation}" for c in others],
+            )
+        )
     query_id = checkpoint_log.query_id(view.checkpoint)
     step = HopStep(
-        hop.name, target, undone, tables, kind=hop.kind, checkpoint=view.checkpoint,
+        hop.name,
+        target,
+        undone,
+        tables,
+        kind=hop.kind,
+        checkpoint=view.checkpoint,
         last_batch=view.offsets[-1] if view.offsets else None,
-        old_query_id=query_id, new_query_id=str(uuid.uuid4()) if undone else query_id,
+        old_query_id=query_id,
+        new_query_id=str(uuid.uuid4()) if undone else query_id,
         # The hop keeps batches that read an upstream table up to the version it returns to:
         # its next batch must start after that table's restore commit, not re-read the undone ones.
         skip_upstream_restore=bool(restored) and target >= 0,
         restored_upstreams=list(restored) if target >= 0 else [],
-        state_version=target + 1 if state_store.state_files(view.checkpoint) else None)
-    if hop.reads_landing and source_switch.switched(lake, hop):  # its checkpoint logged another source's offsets
-        step.source_log_cut, step.reread_files, step.reread = -1, [], "every landing file (the hop starts over)"
+        state_version=target + 1 if state_store.state_files(view.checkpoint) else None,
+    )
+    # its checkpoint logged another source's offsets
+    if hop.reads_landing and source_switch.switched(lake, hop):
+        step.source_log_cut, step.reread_files, step.reread = (
+            -1,
+            [],
+            "every landing file (the hop starts over)",
+        )
     elif hop.reads_landing:
         cut = checkpoint_log.file_log_offset(view.checkpoint, target) if target >= 0 else -1
         entries = file_source_log.file_source_entries(view.checkpoint)
-        files = sorted({file_source_log.listed_path(entry["path"]) for entry in entries if int(entry["batchId"]) > cut})
-        step.source_log_cut, step.reread_files, step.reread = cut, files, f"{len(files)} landing files"
+        files = sorted(
+            {
+                file_source_log.listed_path(entry["path"])
+                for entry in entries
+                if int(entry["batchId"]) > cut
+            }
+        )
+        step.source_log_cut, step.reread_files, step.reread = (
+            cut,
+            files,
+            f"{len(files)} landing files",
+        )
     elif hop.reads_topic and undone:
         step.reread = topics.reread(hop, target)
     elif undone:
-        step.reread = "; ".join(_reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams)
+        step.reread = "; ".join(
+            _reread(view, target, upstream, upstream in restored) for upstream in hop.upstreams
+        )
     return step
 
 
 def _reread(view: _HopView, target: int, upstream: str, restored: bool) -> str:
     if restored:
-        return f"what {upstream} writes after its restore" if target >= 0 else f"{upstream}'s restored table from its snapshot"
+        return (
+            f"what {upstream} writes after its restore"
+            if target >= 0
+            else f"{upstream}'s restored table from its snapshot"
+        )
     if target < 0:
         return f"{upstream} table from its current snapshot"
     version, complete = view.position(target, upstream)

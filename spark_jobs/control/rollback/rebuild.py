@@ -9,12 +9,11 @@ new code would have; that batch writes no row (:func:`state_only_batch`: the tab
 what batches up to ``N`` wrote, by the old code). The batches after it are the replay, written by
 the new code. Hops that read landing files have no table snapshot to read from: refused.
 
-The record of which batch fills state only is ``_ops/rebuilds/<pipeline>/<hop>.json``, tied to
-the new query's id (a later rollback gives the hop another id, which ends it). It also names the
-query ids the checkpoint had before: their batches come before the new batch 0, which stands for
-them when a rollback plans (:class:`spark_jobs.control.rollback.lineage.Lineage`): a rollback to batch 0 or
-later keeps them, one to the start undoes them too.
-Plain Python: no JVM here.
+The record of which batch fills state only is ``_ops/rebuilds/<pipeline>/<hop>.json``, tied to the
+new query's id (a later rollback gives the hop another id, which ends it). It also names the query
+ids the checkpoint had before: their batches come before the new batch 0, which stands for them when
+a rollback plans (:class:`spark_jobs.control.rollback.lineage.Lineage`): a rollback to batch 0 or
+later keeps them, one to the start undoes them too. Plain Python: no JVM here.
 """
 
 from __future__ import annotations
@@ -35,8 +34,10 @@ def _folder(lake: Lake) -> str:
 def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
     """Why ``hop``'s state cannot be rebuilt at a point, or None."""
     if not hop.kind_of.state_rebuildable:
-        return (f"--from {from_text}: hop {hop.name} reads landing files, whose stream keeps no snapshot to rebuild "
-                f"its state from: leave out --from to recompute it from the start")
+        return (
+            f"--from {from_text}: hop {hop.name} reads landing files, whose stream keeps no "
+            "snapshot to rebuild its state from: leave out --from to recompute it from the start"
+        )
     return None
 
 
@@ -47,8 +48,17 @@ def restart_at(lake: Lake, hop: HopSpec, batch_id: int, replaced: set[str]) -> s
     new_id = str(uuid.uuid4())
     folder = _folder(lake)
     filesystem(folder).makedirs(folder, exist_ok=True)
-    write_json(folder, f"{hop.name}.json", {"query_id": new_id, "batch_id": 0, "rebuilt_from_batch": batch_id,
-                                            "replaced_query_ids": sorted(replaced), "at": time.time()})
+    write_json(
+        folder,
+        f"{hop.name}.json",
+        {
+            "query_id": new_id,
+            "batch_id": 0,
+            "rebuilt_from_batch": batch_id,
+            "replaced_query_ids": sorted(replaced),
+            "at": time.time(),
+        },
+    )
     checkpoint_log.restart_at(lake.checkpoint(hop), batch_id, new_id)
     return new_id
 

@@ -9,15 +9,15 @@ from that log, not from a listing); the hop's next run puts them back one at a t
 once, and only then reads what is new. Late rows are dropped as the original run dropped them.
 
 Below a hop that replays exactly (a cascade), the upstream's replay writes each undone batch
-again in one commit, as the original batch did (each names its stream and batch id, Delta's idempotent-write
-transaction), so a kept offset into that table moves onto the replay's commits: up to the replay
-of the last undone batch it read, or, for a batch that ended part-way through a commit
+again in one commit, as the original batch did (each names its stream and batch id, Delta's
+idempotent-write transaction), so a kept offset into that table moves onto the replay's commits: up
+to the replay of the last undone batch it read, or, for a batch that ended part-way through a commit
 (``--max-files-per-trigger``), to the same place in the replay's commit once the run has checked
-that it holds the same files. A kept batch that read a snapshot or another writer's commit, or
-is below a hop that plans afresh, plans afresh too (:func:`why_afresh` says why).
+that it holds the same files. A kept batch that read a snapshot or another writer's commit, or is
+below a hop that plans afresh, plans afresh too (:func:`why_afresh` says why).
 
-A kept batch is replayed only while it still reads what it read (:func:`_not_replayable`);
-otherwise the file goes and the run plans afresh, as a rollback with ``--replan`` does, and says why.
+A kept batch is replayed only while it still reads what it read (:func:`_not_replayable`); otherwise
+the file goes and the run plans afresh, as a rollback with ``--replan`` does, and says why.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
 
-def why_afresh(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]) -> str | None:
+def why_afresh(
+    lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]
+) -> str | None:
     """Why a plan's undone batches cannot run again as their offsets logged them, or None: they
     can. They can for a hop back to a batch it keeps, fed by tables that this rollback leaves as
     they are or whose hops replay exactly (``planned``: the steps of the hops above) in a way its
@@ -45,11 +47,15 @@ def why_afresh(lake: Lake, hop: HopSpec, step: HopStep, request: Request, planne
         return "it starts over (back to before its first batch)"
     if step.skip_versions:
         return "it goes on past an earlier RESTORE above"
-    logged = [checkpoint_log.read_offsets(step.checkpoint, batch_id).sources for batch_id in step.undone]
+    logged = [
+        checkpoint_log.read_offsets(step.checkpoint, batch_id).sources for batch_id in step.undone
+    ]
     return _follow_all(lake, hop, step, planned, logged)
 
 
-def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]) -> str | None:
+def _follow_all(
+    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]
+) -> str | None:
     above = {each.hop: each for each in planned}
     for upstream in step.restored_upstreams:
         if above.get(upstream) is None or above[upstream].replay != Replay.EXACT:
@@ -62,9 +68,10 @@ def _follow_all(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep],
 
 def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> str | None:
     """Why the batches to replay (``logged``: their source offsets) cannot follow ``upstream``'s
-    replay, or None: they read its table by its commits (not a snapshot), whole versions or part
-    of one the upstream's replay writes again, and every commit with data past the version it is
-    restored to, up to what they read, is one the upstream's replay writes again (:func:`writer`)."""
+    replay, or None: they read its table by its commits (not a snapshot), whole versions
+    or part of one the upstream's replay writes again, and every commit with data past the
+    version it is restored to, up to what they read, is one the upstream's replay writes again
+    (:func:`writer`)."""
     table = lake.table(lake.spec.hop(upstream.hop))
     cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
     if cut is None:
@@ -76,11 +83,20 @@ def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep)
         if (source or {}).get("isStartingVersion"):
             return f"they read {upstream.hop}'s table as a snapshot"
         if not whole and version <= cut:
-            return f"they read part of version {version} of {upstream.hop}'s table, which the rollback keeps"
+            return (
+                f"they read part of version {version} of {upstream.hop}'s table, "
+                "which the rollback keeps"
+            )
         read = max(read, version)
-    if any(commit.app_id != writer(upstream) for commit in lineage.commits(table, cut)
-           if commit.version <= read and commit.changes_data):
-        return f"they read commits of {upstream.hop}'s table that its replay does not write again (a backfill's)"
+    if any(
+        commit.app_id != writer(upstream)
+        for commit in lineage.commits(table, cut)
+        if commit.version <= read and commit.changes_data
+    ):
+        return (
+            f"they read commits of {upstream.hop}'s table that its replay does not "
+            "write again (a backfill's)"
+        )
     return None
 
 
@@ -94,13 +110,15 @@ def _path(lake: Lake, hop: HopSpec) -> str:
     return f"{lake.replays}/{hop.name}.json"
 
 
-def keep(lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dict | None = None) -> None:
+def keep(
+    lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dict | None = None
+) -> None:
     """Keep the offsets files of the hop's batches after ``target`` (before the rollback drops
     them); a second call of the same rollback (finishing a crashed one) keeps what the first kept.
-    ``follows``: ``{upstream: {"old": query id, "new": query id, "target": batch}}`` of the
-    restored upstreams whose replays these batches follow. The step's ``carried_replay``: the
-    batches an earlier rollback kept (not replayed yet), kept after this one's (:func:`carry_or_drop`).
-    The target's offsets as logged are kept too (``target_text``: the rollback moves them past the
+    ``follows``: ``{upstream: {"old": query id, "new": query id, "target": batch}}`` of the restored
+    upstreams whose replays these batches follow. The step's ``carried_replay``: the batches an
+    earlier rollback kept (not replayed yet), kept after this one's (:func:`carry_or_drop`). The
+    target's offsets as logged are kept too (``target_text``: the rollback moves them past the
     restores above), and the query id whose commits the replay writes again (``writer``)."""
     kept = read_json(_path(lake, hop))
     if kept and kept.get("rollback_id") == rollback_id:
@@ -108,8 +126,10 @@ def keep(lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dic
     target, carried = step.target_batch, step.carried_replay
     earlier = kept if carried else None
     if carried and kept_batches(lake, hop) != list(carried):
-        raise UsageError(f"{hop.name}: the batches an earlier rollback kept for its next run changed since this "
-                         "rollback was planned: plan it again")
+        raise UsageError(
+            f"{hop.name}: the batches an earlier rollback kept for its next run changed since this "
+            "rollback was planned: plan it again"
+        )
     checkpoint = lake.checkpoint(hop)
     fs = filesystem(checkpoint)
     logged = {}
@@ -118,56 +138,79 @@ def keep(lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dic
             with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), "r") as handle:
                 logged[str(batch_id)] = handle.read()
     if earlier:
-        if earlier.get("target_text") and str(earlier["target"]) in logged:  # as logged, not as moved
+        # as logged, not as moved
+        if earlier.get("target_text") and str(earlier["target"]) in logged:
             logged[str(earlier["target"])] = earlier["target_text"]
         logged.update(earlier["batches"])
-    kept = {"rollback_id": rollback_id, "query_id": step.new_query_id, "target": target, "batches": logged,
-            "follows": follows or {}, "writer": writer(step)}
+    kept = {
+        "rollback_id": rollback_id,
+        "query_id": step.new_query_id,
+        "target": target,
+        "batches": logged,
+        "follows": follows or {},
+        "writer": writer(step),
+    }
     if target >= 0:
         with fs.open(checkpoint_log.batch_file(checkpoint, "offsets", target), "r") as handle:
             kept["target_text"] = handle.read()
     if hop.reads_landing:  # the files each undone batch read: the log entries the rollback cuts
         cut = checkpoint_log.file_log_offset(checkpoint, target)
-        kept["source_log"] = [entry for entry in file_source_log.file_source_entries(checkpoint)
-                              if int(entry["batchId"]) > cut] + ((earlier or {}).get("source_log") or [])
+        kept["source_log"] = [
+            entry
+            for entry in file_source_log.file_source_entries(checkpoint)
+            if int(entry["batchId"]) > cut
+        ] + ((earlier or {}).get("source_log") or [])
     write_json(lake.replays, f"{hop.name}.json", kept)
 
 
 def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
     """The batches an earlier rollback kept for the hop's next run to replay, not replayed yet."""
     kept = read_json(_path(lake, hop))
-    return [] if not kept or kept.get("replayed") else sorted(int(batch_id) for batch_id in kept["batches"])
+    return (
+        []
+        if not kept or kept.get("replayed")
+        else sorted(int(batch_id) for batch_id in kept["batches"])
+    )
 
 
-def carry_or_drop(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], replan: bool = False) -> HopStep:
+def carry_or_drop(
+    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], replan: bool = False
+) -> HopStep:
     """The replay an earlier rollback kept for the hop (its next run has not come yet), against a
-    new step of the hop. A step that goes back to a batch it keeps (not before the first, no
-    ``--replan``), right before the kept ones, carries them after its own undone ones (``carried_replay``): nothing
-    ran since, so they follow on from the last batch it undoes, and the next run replays both as
-    logged, the upstreams it restores first (:func:`_carried_follows`). Any other step drops them
-    (``dropped_replay``), and plans its own undone batches afresh too."""
+    new step of the hop. A step that goes back to a batch it keeps (not before the first,
+    no ``--replan``), right before the kept ones, carries them after its own undone ones
+    (``carried_replay``): nothing ran since, so they follow on from the last batch it undoes, and
+    the next run replays both as logged, the upstreams it restores first (:func:`_carried_follows`).
+    Any other step drops them (``dropped_replay``), and plans its own undone batches afresh too."""
     earlier = kept_batches(lake, hop)
     if not earlier:
         return step
     kept = read_json(_path(lake, hop)) or {}
     last = step.undone[-1] if step.undone else step.target_batch
-    if (not (replan or step.skip_versions or step.target_batch < 0) and earlier[0] == last + 1
-            and kept.get("query_id") == step.old_query_id
-            and _carried_follows(lake, hop, step, planned, kept)):
+    if (
+        not (replan or step.skip_versions or step.target_batch < 0)
+        and earlier[0] == last + 1
+        and kept.get("query_id") == step.old_query_id
+        and _carried_follows(lake, hop, step, planned, kept)
+    ):
         step.carried_replay, step.replay, step.afresh_because = earlier, Replay.EXACT, ""
-        step.writer_query_id = kept.get("writer") or _replaced_by(lake, kept["rollback_id"], hop.name)
+        step.writer_query_id = kept.get("writer") or _replaced_by(
+            lake, kept["rollback_id"], hop.name
+        )
     else:
         step.dropped_replay, step.replay = earlier, Replay.AFRESH
     return step
 
 
-def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], kept: dict) -> bool:
+def _carried_follows(
+    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], kept: dict
+) -> bool:
     """Whether the step's undone batches and the kept ones can follow the upstreams it restores
     (``planned``: the steps above) as :func:`_followable` says: each commit they read past the
-    restore, whole or in part, is one an upstream's replay writes again. Kept batches that follow upstreams' replays
-    (a cascade) need the same upstreams restored by steps that carry those very replays (the
-    commits the kept offsets name are the ones those replays write again); kept batches that
-    follow none need what they read still in the tables (no RESTORE since has undone it)."""
+    restore, whole or in part, is one an upstream's replay writes again. Kept batches that follow
+    upstreams' replays (a cascade) need the same upstreams restored by steps that carry those very
+    replays (the commits the kept offsets name are the ones those replays write again); kept batches
+    that follow none need what they read still in the tables (no RESTORE since has undone it)."""
     follows = kept.get("follows") or {}
     if follows and set(follows) != set(step.restored_upstreams):
         return False
@@ -176,35 +219,51 @@ def _carried_follows(lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopS
     above = {each.hop: each for each in planned}
     for upstream, ids in follows.items():
         theirs = read_json(_path(lake, lake.spec.hop(upstream))) or {}
-        if not above[upstream].carried_replay or (theirs.get("query_id"), theirs.get("target")) != (ids["new"], ids["target"]):
+        if not above[upstream].carried_replay or (theirs.get("query_id"), theirs.get("target")) != (
+            ids["new"],
+            ids["target"],
+        ):
             return False
-    if follows and step.undone and "target_text" not in kept:  # its target's offsets moved: as logged is gone
+    # its target's offsets moved: as logged is gone
+    if follows and step.undone and "target_text" not in kept:
         return False
     texts = {str(batch_id): None for batch_id in step.undone} | kept["batches"]
     if step.undone and kept.get("target_text"):
         texts[str(kept["target"])] = kept["target_text"]
-    logged = [checkpoint_log.read_offsets(step.checkpoint, int(batch_id)).sources if text is None
-              else checkpoint_log.text_sources(text) for batch_id, text in texts.items()]
-    if not follows and not all(_still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams):
+    logged = [
+        checkpoint_log.read_offsets(step.checkpoint, int(batch_id)).sources
+        if text is None
+        else checkpoint_log.text_sources(text)
+        for batch_id, text in texts.items()
+    ]
+    if not follows and not all(
+        _still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams
+    ):
         return False
     return _follow_all(lake, hop, step, planned, logged) is None
 
 
 def _still_there(lake: Lake, hop: HopSpec, upstream: str, logged: list[list]) -> bool:
     """Whether no RESTORE or emptying of ``upstream``'s table has undone what the batches read."""
-    read = max(checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, sources))[0]
-               for sources in logged)
+    read = max(
+        checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, sources))[0]
+        for sources in logged
+    )
     return not lineage.undone_after(lake.table(lake.spec.hop(upstream)), -1, read)
 
 
 def _replaced_by(lake: Lake, rollback_id: str, hop_name: str) -> str | None:
-    """The query id the rollback ``rollback_id`` replaced at the hop (kept files that name no writer)."""
+    """The query id the rollback ``rollback_id`` replaced at the hop (kept files that
+    name no writer).
+    """
     journal = next((each for each in read_rollbacks(lake) if each.rollback_id == rollback_id), None)
     step = journal.plan.step(hop_name) if journal else None
     return step.old_query_id if step else None
 
 
-def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict | None], followed: set[str]) -> bool:
+def _reads_kept_versions(
+    lake: Lake, hop: HopSpec, text: str, before: list[dict | None], followed: set[str]
+) -> bool:
     """Whether no upstream version the logged batch reads (after what ``before``, the offsets of the
     batch before it, had read) has been undone since by a RESTORE or an emptying, but those of the
     ``followed`` upstreams, whose replays write them again. (A version undone before the batch
@@ -215,7 +274,9 @@ def _reads_kept_versions(lake: Lake, hop: HopSpec, text: str, before: list[dict 
         if offset is None:
             return False
         end = checkpoint_log.delta_position(offset)[0]
-        start, whole = checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, before))
+        start, whole = checkpoint_log.delta_position(
+            lineage.upstream_offset(lake, hop, upstream, before)
+        )
         table = lake.table(lake.spec.hop(upstream))
         if lineage.undone_after(table, start if whole else start - 1, end):
             return False
@@ -232,29 +293,42 @@ def pending(lake: Lake, hop: HopSpec, say=None) -> list[tuple[int, str]]:
     checkpoint = lake.checkpoint(hop)
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     last = committed[-1] if committed else -1
-    logged = sorted((int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last)
+    logged = sorted(
+        (int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last
+    )
     why = _not_replayable(lake, hop, kept, last, logged)
     if why:
         forget(lake, hop)
         if logged and say is not None:
-            say(f"[{hop.name}] batches {logged[0][0]}..{logged[-1][0]} run afresh, not as logged: {why}")
+            say(
+                f"[{hop.name}] batches {logged[0][0]}..{logged[-1][0]} run afresh, "
+                f"not as logged: {why}"
+            )
         return []
     return logged
 
 
-def _not_replayable(lake: Lake, hop: HopSpec, kept: dict, last: int, logged: list[tuple[int, str]]) -> str | None:
+def _not_replayable(
+    lake: Lake, hop: HopSpec, kept: dict, last: int, logged: list[tuple[int, str]]
+) -> str | None:
     """Why the kept batches no longer read what they read, or None: they can run as logged."""
     checkpoint = lake.checkpoint(hop)
     follows = kept.get("follows") or {}
     # A batch planned but not committed is the first kept one put back by a replay killed since.
-    if (checkpoint_log.query_id(checkpoint) != kept["query_id"] or not logged or logged[0][0] != last + 1
-            or checkpoint_log.planned_batch(checkpoint) not in (None, last + 1)):
+    if (
+        checkpoint_log.query_id(checkpoint) != kept["query_id"]
+        or not logged
+        or logged[0][0] != last + 1
+        or checkpoint_log.planned_batch(checkpoint) not in (None, last + 1)
+    ):
         return "the hop's checkpoint changed since the rollback kept them"
     for upstream, ids in follows.items():
         if not _replayed_by(lake, upstream, ids, kept["rollback_id"]):
             return f"{upstream} did not replay the batches they read"
-    if not all(_reads_kept_versions(lake, hop, text, before, set(follows))
-               for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged))):
+    if not all(
+        _reads_kept_versions(lake, hop, text, before, set(follows))
+        for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged))
+    ):
         return "a rollback since undid upstream data they read"
     if not _landing_kept(lake, hop, kept.get("source_log") or []):
         return "a landing file they read is gone"
@@ -264,7 +338,9 @@ def _not_replayable(lake: Lake, hop: HopSpec, kept: dict, last: int, logged: lis
     return None
 
 
-def _sources_before(checkpoint: str, last: int, logged: list[tuple[int, str]]) -> list[list[dict | None]]:
+def _sources_before(
+    checkpoint: str, last: int, logged: list[tuple[int, str]]
+) -> list[list[dict | None]]:
     """The source offsets each logged batch starts from: the last committed batch's, then each
     logged batch's before it (none before the first batch)."""
     first = checkpoint_log.read_offsets(checkpoint, last).sources if last >= 0 else []
@@ -283,7 +359,9 @@ def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
 _WRITE_TIME = ("_ingest_time",)
 
 
-def _same_files(lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list[tuple[int, str]]) -> bool:
+def _same_files(
+    lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list[tuple[int, str]]
+) -> bool:
     """Whether each upstream version that a kept batch read part of (``--max-files-per-trigger``),
     the upstream's replay wrote again file for file: the same number of files, in the same order,
     each with the same rows by its statistics. A Delta offset into a version names a file by its
@@ -298,8 +376,9 @@ def _same_files(lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list
         if whole or version not in batch_at:
             continue
         written = new.get(batch_at[version])
-        if written is None or delta_log.data_files(table, version, _WRITE_TIME) != delta_log.data_files(
-                table, written, _WRITE_TIME):
+        if written is None or delta_log.data_files(
+            table, version, _WRITE_TIME
+        ) != delta_log.data_files(table, written, _WRITE_TIME):
             return False
     return True
 
@@ -311,11 +390,16 @@ def _replayed_by(lake: Lake, upstream: str, ids: dict, rollback_id: str) -> bool
     going further back, so its replay is matched by what it writes, not by the rollback. False
     when it planned them afresh instead."""
     kept = read_json(_path(lake, lake.spec.hop(upstream)))
-    if not kept or (kept.get("query_id"), kept.get("target")) != (ids.get("new"), ids.get("target")):
+    if not kept or (kept.get("query_id"), kept.get("target")) != (
+        ids.get("new"),
+        ids.get("target"),
+    ):
         return False
     if not kept.get("replayed"):
-        raise UsageError(f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the hops "
-                         f"below it replay after it: run {upstream} first (or the whole pipeline)")
+        raise UsageError(
+            f"{upstream} has yet to replay the batches rollback {rollback_id} undid, which the "
+            f"hops below it replay after it: run {upstream} first (or the whole pipeline)"
+        )
     return True
 
 
@@ -337,24 +421,40 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | N
     moved = list(offsets.sources)
     for upstream, ids in follows.items():
         index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
-        moved[index] = _followed(lake, upstream, ids, offsets.sources[index], previous[index], {} if cache is None else cache)
-    checkpoint_log.write_offsets(checkpoint, checkpoint_log.BatchOffsets(
-        batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved))
+        moved[index] = _followed(
+            lake,
+            upstream,
+            ids,
+            offsets.sources[index],
+            previous[index],
+            {} if cache is None else cache,
+        )
+    checkpoint_log.write_offsets(
+        checkpoint,
+        checkpoint_log.BatchOffsets(batch_id, offsets.watermark_ms, offsets.timestamp_ms, moved),
+    )
 
 
-def _put_back_files(lake: Lake, hop: HopSpec, batch_id: int, text: str, entries: list[dict]) -> None:
+def _put_back_files(
+    lake: Lake, hop: HopSpec, batch_id: int, text: str, entries: list[dict]
+) -> None:
     """The file source log's batches that the logged batch read (after the batch before's), from
     the kept entries: Spark reads the batch's files from them, not from a listing."""
     checkpoint = lake.checkpoint(hop)
     start = checkpoint_log.file_log_offset(checkpoint, batch_id - 1)
     end = int(checkpoint_log.text_sources(text)[0]["logOffset"])
     for log_batch in range(start + 1, end + 1):
-        file_source_log.put_back_entries(checkpoint, log_batch, [entry for entry in entries
-                                                                 if int(entry["batchId"]) == log_batch],
-                                         lake.spec.source_log_compact_interval)
+        file_source_log.put_back_entries(
+            checkpoint,
+            log_batch,
+            [entry for entry in entries if int(entry["batchId"]) == log_batch],
+            lake.spec.source_log_compact_interval,
+        )
 
 
-def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict, cache: dict) -> dict:
+def _followed(
+    lake: Lake, upstream: str, ids: dict, source: dict, previous: dict, cache: dict
+) -> dict:
     """``source``, an offset into ``upstream``'s table as the original run logged it, on the
     upstream's replay: read up to the replay's commit of the last undone batch it read (the
     batch before's offset when it read none)."""
@@ -363,30 +463,44 @@ def _followed(lake: Lake, upstream: str, ids: dict, source: dict, previous: dict
     if not whole:  # part of a batch's commit: the same files of its replay's (:func:`_same_files`)
         batch_id = next((batch_id for batch_id, at in old.items() if at == version), None)
         if batch_id not in new:
-            raise RunFailed(f"{upstream}'s replay did not write its batch {batch_id} again: roll back again with --replan")
+            raise RunFailed(
+                f"{upstream}'s replay did not write its batch {batch_id} again: roll "
+                "back again with --replan"
+            )
         return {**source, "reservoirVersion": new[batch_id]}
     read = [batch_id for batch_id, at in old.items() if at <= version and batch_id > ids["target"]]
     if not read:
         return previous
     if max(read) not in new:
-        raise RunFailed(f"{upstream}'s replay did not write its batch {max(read)} again: roll back again with --replan")
+        raise RunFailed(
+            f"{upstream}'s replay did not write its batch {max(read)} again: roll "
+            "back again with --replan"
+        )
     return checkpoint_log.delta_offset_after(source, new[max(read)])
 
 
-def _replay_commits(lake: Lake, upstream: str, ids: dict, cache: dict) -> tuple[str, dict[int, int], dict[int, int]]:
+def _replay_commits(
+    lake: Lake, upstream: str, ids: dict, cache: dict
+) -> tuple[str, dict[int, int], dict[int, int]]:
     """``upstream``'s table, and the versions of the commits its stream wrote per batch id: the
     original query's (``ids["old"]``) and its replay's (``ids["new"]``). ``cache``: commits read."""
     table = lake.table(lake.spec.hop(upstream))
     if table not in cache:
         cache[table] = lineage.commits(table)
     written = cache[table]
-    old = {c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None}
-    new = {c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None}
+    old = {
+        c.batch_id: c.version for c in written if c.app_id == ids["old"] and c.batch_id is not None
+    }
+    new = {
+        c.batch_id: c.version for c in written if c.app_id == ids["new"] and c.batch_id is not None
+    }
     return table, old, new
 
 
 def done(lake: Lake, hop: HopSpec) -> None:
-    """The hop replayed its kept batches: the hops below that follow them may map onto its commits."""
+    """The hop replayed its kept batches: the hops below that follow them may map
+    onto its commits.
+    """
     kept = read_json(_path(lake, hop))
     if kept:
         write_json(lake.replays, f"{hop.name}.json", {**kept, "batches": {}, "replayed": True})

@@ -19,11 +19,16 @@ RESTORE_CONFS = {"spark.sql.shuffle.partitions": "1", "spark.sql.files.ignoreMis
 def restore_table(spark, step: TableStep) -> int:
     """RESTORE (or empty) the table; return its version after, whose commit readers must skip."""
     if "`" in step.table:
-        raise UsageError(f"table path {step.table} has a backtick; move LAKEHOUSE_HOME to a plain path")
+        raise UsageError(
+            f"table path {step.table} has a backtick; move LAKEHOUSE_HOME to a plain path"
+        )
     if step.action == TableAction.RESTORE:
         problem = restore_problem(step.table, int(step.restore_to))
         if problem:  # deleted since the plan was made (by hand: maintenance waits for the rollback)
-            raise DataGone(f"cannot restore {step.table}: {problem}; put the file back, or roll back to a later target")
+            raise DataGone(
+                f"cannot restore {step.table}: {problem}; put the file back, or roll "
+                "back to a later target"
+            )
         session = spark.newSession()
         for key, value in RESTORE_CONFS.items():
             session.conf.set(key, value)

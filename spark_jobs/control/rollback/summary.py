@@ -13,8 +13,12 @@ from spark_jobs.model.lake import Lake
 def _files_added(table: str, after: int, upto: int | None) -> int:
     if upto is None:
         return 0
-    return sum(1 for version in range(after + 1, upto + 1) for action in delta_log.read_commit(table, version)
-               if "add" in action)
+    return sum(
+        1
+        for version in range(after + 1, upto + 1)
+        for action in delta_log.read_commit(table, version)
+        if "add" in action
+    )
 
 
 def takes_away(lake: Lake, plan: Plan) -> list[dict]:
@@ -25,13 +29,34 @@ def takes_away(lake: Lake, plan: Plan) -> list[dict]:
     for step in plan.hops:
         if not step.undone or step.refused:
             continue
-        tables = [{"table": each.label, "rows": delta_log.rows_written(each.table, each.restore_to, each.version_now),
-                   "files": _files_added(each.table, each.restore_to, each.version_now),
-                   "version_now": each.version_now, "back_to": each.restore_to}
-                  for each in step.tables]
+        tables = [
+            {
+                "table": each.label,
+                "rows": delta_log.rows_written(each.table, each.restore_to, each.version_now),
+                "files": _files_added(each.table, each.restore_to, each.version_now),
+                "version_now": each.version_now,
+                "back_to": each.restore_to,
+            }
+            for each in step.tables
+        ]
         undone = set(step.undone)
-        runs = [{"run_id": record.get("run_id"), "started_at": record.get("started_at"), "mode": record.get("mode")}
-                for record in reversed(read_records(lake, step.hop)) if undone & set(record.get("batch_ids") or [])]
-        found.append({"hop": step.hop, "below": step.hop != plan.request.hop, "batches": sorted(undone), "tables": tables,
-                      "runs": runs, "reread": step.reread})
+        runs = [
+            {
+                "run_id": record.get("run_id"),
+                "started_at": record.get("started_at"),
+                "mode": record.get("mode"),
+            }
+            for record in reversed(read_records(lake, step.hop))
+            if undone & set(record.get("batch_ids") or [])
+        ]
+        found.append(
+            {
+                "hop": step.hop,
+                "below": step.hop != plan.request.hop,
+                "batches": sorted(undone),
+                "tables": tables,
+                "runs": runs,
+                "reread": step.reread,
+            }
+        )
     return found

@@ -80,14 +80,27 @@ def sample_of(spec: PipelineSpec) -> Sample:
     """``<name>_sample.py`` beside the spec; a :class:`UsageError` naming the fix."""
     module = companion_module(spec, "_sample")
     if module is None:
-        where = spec.source.parent / f"{spec.name}_sample.py" if spec.source else f"{spec.name}_sample.py"
-        raise UsageError(f"pipeline {spec.name} has no sample data: add {where} with event(rng, time_ms) and BAD_LINES")
+        where = (
+            spec.source.parent / f"{spec.name}_sample.py"
+            if spec.source
+            else f"{spec.name}_sample.py"
+        )
+        raise UsageError(
+            f"pipeline {spec.name} has no sample data: add {where} with event(rng, "
+            "time_ms) and BAD_LINES"
+        )
     landing_files = getattr(module, "landing_files", None)
     if not callable(getattr(module, "event", None)) and not callable(landing_files):
-        raise UsageError(f"{module.__file__}: define event(rng, time_ms) -> dict (one sample event), or "
-                         "landing_files(rng, start_ms, events, bad_fraction, late_fraction) for several sources")
-    return Sample(getattr(module, "event", None), tuple(getattr(module, "BAD_LINES", ())),
-                  getattr(module, "prepare", lambda lake: None), landing_files)
+        raise UsageError(
+            f"{module.__file__}: define event(rng, time_ms) -> dict (one sample event), or "
+            "landing_files(rng, start_ms, events, bad_fraction, late_fraction) for several sources"
+        )
+    return Sample(
+        getattr(module, "event", None),
+        tuple(getattr(module, "BAD_LINES", ())),
+        getattr(module, "prepare", lambda lake: None),
+        landing_files,
+    )
 
 
 def _fed_topics(lake: Lake) -> dict[str, str]:
@@ -95,11 +108,15 @@ def _fed_topics(lake: Lake) -> dict[str, str]:
     or Avro values."""
     for hop in lake.spec.hops:
         if hop.reads_topic and hop.topic is None:
-            raise UsageError(f"hop {hop.name} reads {hop.topic_label}: the sample cannot tell which of them to "
-                             "produce to; produce to them yourself")
+            raise UsageError(
+                f"hop {hop.name} reads {hop.topic_label}: the sample cannot tell which of them to "
+                "produce to; produce to them yourself"
+            )
         if hop.avro is not None:
-            raise UsageError(f"hop {hop.name} reads Avro values and the sample writes text: produce Avro records "
-                             "yourself")
+            raise UsageError(
+                f"hop {hop.name} reads Avro values and the sample writes text: produce Avro "
+                "records yourself"
+            )
     return {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
 
 
@@ -120,7 +137,10 @@ def generate(
     """
     sample = sample_of(lake.spec)
     if bad_fraction and not sample.bad_lines and sample.landing_files is None:
-        raise UsageError(f"pipeline {lake.spec.name}'s sample has no BAD_LINES: add some, or leave out --bad-fraction")
+        raise UsageError(
+            f"pipeline {lake.spec.name}'s sample has no BAD_LINES: add some, or "
+            "leave out --bad-fraction"
+        )
     rng = random.Random(seed)
     start = int(time.time() * 1000) if start_ms is None else start_ms
     prepared = sample.prepare(lake)
@@ -136,12 +156,16 @@ def generate(
     make = sample.landing_files or (lambda *args: _event_file(sample, first, bad, *args))
     position = 0
     for index, count in enumerate(per_file):
-        made = make(rng, start + position * (1000 // EVENTS_PER_SECOND), count, bad_fraction, late_fraction)
+        made = make(
+            rng, start + position * (1000 // EVENTS_PER_SECOND), count, bad_fraction, late_fraction
+        )
         position += count
         unknown = sorted(set(made.files) - set(folders) - set(fed))
         if unknown:
-            raise UsageError(f"pipeline {lake.spec.name}'s sample writes files for {unknown[0]}, which is not an "
-                             f"ingest hop: use one of {', '.join([*folders, *fed])}")
+            raise UsageError(
+                f"pipeline {lake.spec.name}'s sample writes files for {unknown[0]}, which is not "
+                f"an ingest hop: use one of {', '.join([*folders, *fed])}"
+            )
         for hop, (suffix, text) in made.files.items():
             if hop in fed:
                 topics.produce(fed[hop], text.splitlines())
@@ -165,8 +189,16 @@ def generate(
     )
 
 
-def _event_file(sample: Sample, hop, bad_before: int, rng: random.Random, start_ms: int, events: int,
-                bad_fraction: float, late_fraction: float) -> SampleFiles:
+def _event_file(
+    sample: Sample,
+    hop,
+    bad_before: int,
+    rng: random.Random,
+    start_ms: int,
+    events: int,
+    bad_fraction: float,
+    late_fraction: float,
+) -> SampleFiles:
     """One file of ``sample.event``'s events for the single ingest ``hop``: JSON lines, or a CSV
     file with a header when the hop reads CSV (:func:`csv_text`)."""
     entries, bad, late, times = [], 0, 0, []  # each an event (a dict) or an invalid line (text)
@@ -182,9 +214,13 @@ def _event_file(sample: Sample, hop, bad_before: int, rng: random.Random, start_
         times.append(event_time)
         entries.append(sample.event(rng, event_time))
     if hop.format is not None and hop.format.name == CSV:
-        return SampleFiles({hop.name: (".csv", csv_text(hop.format, entries))}, events, bad, late, times)
-    text = "".join((json.dumps(entry, separators=(",", ":")) if isinstance(entry, dict) else entry) + "\n"
-                   for entry in entries)
+        return SampleFiles(
+            {hop.name: (".csv", csv_text(hop.format, entries))}, events, bad, late, times
+        )
+    text = "".join(
+        (json.dumps(entry, separators=(",", ":")) if isinstance(entry, dict) else entry) + "\n"
+        for entry in entries
+    )
     return SampleFiles({hop.name: (".json", text)}, events, bad, late, times)
 
 
@@ -193,8 +229,14 @@ def csv_text(fmt: FormatSpec, entries: list[dict | str]) -> str:
     any other key the events have (in the order met); each event (a dict) is a row, a missing
     value an empty field; an invalid line (text) is written as it is, where it stood."""
     events = [entry for entry in entries if isinstance(entry, dict)]
-    names = [*fmt.names, *(key for key in dict.fromkeys(key for event in events for key in event)
-                           if key not in fmt.names)]
+    names = [
+        *fmt.names,
+        *(
+            key
+            for key in dict.fromkeys(key for event in events for key in event)
+            if key not in fmt.names
+        ),
+    ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter=fmt.delimiter, quotechar=fmt.quote, lineterminator="\n")
     if fmt.header:

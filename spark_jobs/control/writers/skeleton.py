@@ -38,7 +38,9 @@ def skeleton() -> Traversable:
     return files("spark_jobs.resources") / "skeleton"
 
 
-def _skeleton_files(folder: Traversable, relative: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Traversable]]:
+def _skeleton_files(
+    folder: Traversable, relative: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Traversable]]:
     found = []
     for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
         if entry.name == "__pycache__":
@@ -62,7 +64,9 @@ def _targets(name: str, folder: Path, fmt: str) -> dict[Path, Traversable]:
         if relative[0] == "quality":
             targets[suites.joinpath(*relative[1:])] = source
         else:
-            targets[folder.joinpath(*relative[:-1], relative[-1].replace(PLACEHOLDER, name))] = source
+            targets[folder.joinpath(*relative[:-1], relative[-1].replace(PLACEHOLDER, name))] = (
+                source
+            )
     return targets
 
 
@@ -70,8 +74,10 @@ def _home(folders: tuple[Path, ...]) -> Path:
     """The pipelines folder ``new`` writes to: the first one, never inside the installed package."""
     package = Path(str(files("spark_jobs"))).resolve()
     if folders[0] == package or package in folders[0].parents:
-        raise UsageError(f"{PIPELINES.name} points into the installed package ({folders[0]}): set it to a "
-                         "folder of your own")
+        raise UsageError(
+            f"{PIPELINES.name} points into the installed package ({folders[0]}): set it to a "
+            "folder of your own"
+        )
     return folders[0]
 
 
@@ -82,13 +88,17 @@ def new_pipeline(name: str, fmt: str = JSON) -> NewPipeline:
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one new writes: use json or csv")
     if not PIPELINE_NAME.fullmatch(name):
-        raise UsageError(f"pipeline name {name!r} is not allowed: use lower-case letters, digits and _, "
-                         "starting with a letter (it names modules, tables and DAG ids)")
+        raise UsageError(
+            f"pipeline name {name!r} is not allowed: use lower-case letters, digits and _, "
+            "starting with a letter (it names modules, tables and DAG ids)"
+        )
     folder = _home(pipelines_dirs()) / name
     specs, _broken = scan_specs()
     taken = next((spec for spec in specs if spec.name == name), None)
     if taken is not None:
-        raise UsageError(f"pipeline {name!r} exists already (its spec: {taken.source}): choose another name")
+        raise UsageError(
+            f"pipeline {name!r} exists already (its spec: {taken.source}): choose another name"
+        )
     targets = _targets(name, folder, fmt)
     there = [str(path) for path in targets if path.exists()]
     if there:

@@ -1,4 +1,6 @@
-"""The append (and join) hops' sink: the transformed rows appended, ``drop`` rules' rows to the quarantine."""
+"""The append (and join) hops' sink: the transformed rows appended, ``drop`` rules' rows
+to the quarantine.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
 
 
 class AppendSink(Sink):
-    """Appends the transformed rows; rows a ``drop`` rule fails go to the hop's quarantine, if it has one."""
+    """Appends the transformed rows; rows a ``drop`` rule fails go to the hop's
+    quarantine, if it has one.
+    """
 
     def __init__(self, run):
         super().__init__(run)
@@ -26,24 +30,29 @@ class AppendSink(Sink):
 
         def write_batch(batch, batch_id: int) -> None:
             nonlocal quarantine_exists
-            with held(batch) if run.drops.rules or hop.unique else nullcontext():  # read twice: computed once
-                kept, dropped = run.drops.drop_failing(self._not_held(batch) if hop.unique else batch, None,
-                                                 (hop.time_column,))
+            # read twice: computed once
+            with held(batch) if run.drops.rules or hop.unique else nullcontext():
+                kept, dropped = run.drops.drop_failing(
+                    self._not_held(batch) if hop.unique else batch, None, (hop.time_column,)
+                )
                 kept, counts = run.gate.counting(kept)
                 # The transaction a Delta sink would write: a replayed batch id is skipped.
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
                 kept.write.format("delta").mode("append").partitionBy(*hop.partition_by).options(
-                    **idempotent).save(table)
+                    **idempotent
+                ).save(table)
                 run.gate.counted(counts)
                 if quarantine is None:
                     return
-                if dropped is None:  # no drop rule: nothing to quarantine, and no commit once the table exists
+                # no drop rule: nothing to quarantine, and no commit once the table exists
+                if dropped is None:
                     if quarantine_exists:
                         return
                     dropped = quality.no_quarantine_rows(batch, (hop.time_column,))
-                add_lineage(run.drops.counting(dropped), batch_id).write.format("delta").mode("append").options(
-                    **idempotent).save(quarantine)
+                add_lineage(run.drops.counting(dropped), batch_id).write.format("delta").mode(
+                    "append"
+                ).options(**idempotent).save(quarantine)
                 quarantine_exists = True
 
         return frame.writeStream.foreachBatch(run.each_batch(write_batch))
@@ -83,5 +92,6 @@ class AppendSink(Sink):
         if self.quarantine:
             if dropped is None:
                 dropped = quality.no_quarantine_rows(frame, (hop.time_column,))
-            add_lineage(run.drops.counting(dropped), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
-                "replaceWhere", in_range).save(self.quarantine)
+            add_lineage(run.drops.counting(dropped), BACKFILL_BATCH).write.format("delta").mode(
+                "overwrite"
+            ).option("replaceWhere", in_range).save(self.quarantine)

@@ -29,7 +29,10 @@ def _is_delete(rules):
 
 
 def _orderable(frame, names: list[str]) -> list[str]:
-    """The columns of ``names`` Spark can order by (not a map or a variant, nor anything holding one)."""
+    """The columns of ``names`` Spark can order by (not a map or a variant, nor
+    anything holding one).
+    """
+
     def plain(kind) -> bool:
         name = kind.typeName()
         if name in ("map", "variant"):
@@ -41,7 +44,9 @@ def _orderable(frame, names: list[str]) -> list[str]:
     return [name for name in names if plain(frame.schema[name].dataType)]
 
 
-def _greatest(frame, group: list[str], order: list[str], carried: list[str], more: dict | None = None):
+def _greatest(
+    frame, group: list[str], order: list[str], carried: list[str], more: dict | None = None
+):
     """Per ``group``, the row with the greatest ``order`` columns (compared in turn, nulls first):
     ``group``, ``carried`` and the aggregates ``more`` by name. A hash aggregate, no sort: the
     max of one struct that leads with ``order`` when every column can be ordered, else Spark's
@@ -54,8 +59,12 @@ def _greatest(frame, group: list[str], order: list[str], carried: list[str], mor
         best = F.max(F.struct(*fields))
     else:
         best = F.max_by(F.struct(*carried), F.struct(*order))
-    picked = frame.groupBy(*group).agg(best.alias("_change_row"), *[column.alias(name) for name, column in more.items()])
-    return picked.select(*group, *[F.col(f"_change_row.{name}").alias(name) for name in carried], *more)
+    picked = frame.groupBy(*group).agg(
+        best.alias("_change_row"), *[column.alias(name) for name, column in more.items()]
+    )
+    return picked.select(
+        *group, *[F.col(f"_change_row.{name}").alias(name) for name in carried], *more
+    )
 
 
 def _marked(changes, rules):
@@ -100,11 +109,15 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
         same = same & F.col(name).eqNullSafe(F.lag(name).over(order))
     previous_delete = F.lag(_DELETE).over(order)
     starts = ~F.col(_DELETE) & (previous_delete.isNull() | previous_delete | ~same)
-    marked = (unique.withColumn(_START, starts.cast("int"))
-              .withColumn(_VERSION, F.sum(_START).over(order.rowsBetween(Window.unboundedPreceding, 0)))
-              .withColumn(valid_to, F.lead(seq).over(order))
-              .where(f"NOT {_DELETE}"))
-    versions = _greatest(marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: F.min(seq)})
+    marked = (
+        unique.withColumn(_START, starts.cast("int"))
+        .withColumn(_VERSION, F.sum(_START).over(order.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn(valid_to, F.lead(seq).over(order))
+        .where(f"NOT {_DELETE}")
+    )
+    versions = _greatest(
+        marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: F.min(seq)}
+    )
     return versions.select(*kept)
 
 
@@ -120,16 +133,21 @@ class ChangesSink(Sink):
         """The table's rows of the keys of ``changes`` (all of each key's changes)."""
         hop = self.run.hop
         self.rules.check_columns(changes.columns, self.keys, f"hop {hop.name}")
-        if len(self.rules.sequence_columns) > 1:  # ordered by the struct of them (model.changes.SEQUENCE)
+        # ordered by the struct of them (model.changes.SEQUENCE)
+        if len(self.rules.sequence_columns) > 1:
             from pyspark.sql import functions as F
 
-            changes = changes.withColumn(self.rules.sequence_by, F.struct(*self.rules.sequence_columns))
+            changes = changes.withColumn(
+                self.rules.sequence_by, F.struct(*self.rules.sequence_columns)
+            )
         if self.rules.scd == 1:
             return latest_rows(changes, self.rules, self.keys)
         return history_rows(changes, self.rules, self.keys, hop.time_column)
 
     def changes_of(self, touched, inputs: dict, version: int | None = None):
-        """Every upstream change of the keys in ``touched``, of the table now or as of ``version``."""
+        """Every upstream change of the keys in ``touched``, of the table now or as
+        of ``version``.
+        """
         run = self.run
         frame = run.code.transform(run.hop, run.source.read_all(version), run.spec, inputs)
         return frame.join(touched, on=list(self.keys), how="left_semi")
@@ -139,7 +157,8 @@ class ChangesSink(Sink):
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
 
         def apply_batch(batch, batch_id: int) -> None:
-            # Read once: a batch the plan reads twice counts its rows twice in the stream's progress.
+            # Read once: a batch the plan reads twice counts its rows twice in the
+            # stream's progress.
             with held(batch):
                 if batch.isEmpty():
                     return
@@ -160,13 +179,15 @@ class ChangesSink(Sink):
         from spark_jobs.engine.tables import has_backfill_writes
 
         source = self.run.source
-        return (checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id)
-                and not (source.upstream.ingests and has_backfill_writes(source.table)))
+        return checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id) and not (
+            source.upstream.ingests and has_backfill_writes(source.table)
+        )
 
     def apply(self, changes, touched, transaction: tuple[str, int] | None) -> None:
         """MERGE the recomputed rows of the keys ``touched`` (all their ``changes``): a key's rows
-        replaced by its new ones, its rows that are no longer (deleted, or a version a late change
-        split) deleted. ``transaction``: the stream's (query id, batch id), so a batch commits once."""
+        replaced by its new ones, its rows that are no longer (deleted, or a version a late
+        change split) deleted. ``transaction``: the stream's (query id, batch id), so a
+        batch commits once."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
@@ -190,17 +211,25 @@ class ChangesSink(Sink):
                 current = target.toDF().join(touched, on=list(self.keys), how="left_semi")
                 gone = current.join(rows.select(*match), on=match, how="left_anti")
                 source = rows.withColumn(LIVE, F.lit(True)).unionByName(
-                    gone.withColumn(LIVE, F.lit(None).cast("boolean")))
+                    gone.withColumn(LIVE, F.lit(None).cast("boolean"))
+                )
                 condition = " AND ".join(f"t.`{name}` <=> s.`{name}`" for name in match)
                 columns = {f"`{name}`": f"s.`{name}`" for name in rows.columns}
-                (target.alias("t").merge(source.alias("s"), condition)
-                 .whenMatchedDelete(f"s.{LIVE} IS NULL").whenMatchedUpdate(set=columns)
-                 .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns).execute())
+                (
+                    target.alias("t")
+                    .merge(source.alias("s"), condition)
+                    .whenMatchedDelete(f"s.{LIVE} IS NULL")
+                    .whenMatchedUpdate(set=columns)
+                    .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns)
+                    .execute()
+                )
 
     def finish_record(self, record, change, succeeded: bool) -> None:
         """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
         when it succeeded, the live keys it left."""
-        record.rows_deleted = delta_log.rows_deleted(self.table, change.version_before, change.version_after)
+        record.rows_deleted = delta_log.rows_deleted(
+            self.table, change.version_before, change.version_after
+        )
         if succeeded:
             record.live_keys = self.live_keys()
 
@@ -212,7 +241,9 @@ class ChangesSink(Sink):
         if self.rules.scd == 1 and (rows := delta_log.live_rows(self.table)) is not None:
             return rows
         table = self.run.spark.read.format("delta").load(self.table)
-        return (table if self.rules.scd == 1 else table.where(f"`{self.rules.validity[1]}` IS NULL")).count()
+        return (
+            table if self.rules.scd == 1 else table.where(f"`{self.rules.validity[1]}` IS NULL")
+        ).count()
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Recompute every key a change of ``[start, end)`` touches, from all its changes."""
@@ -238,7 +269,9 @@ def _deletion_vectors(session):
 
 
 class _transaction:
-    """Delta's idempotent DML: a MERGE of a batch id already committed by ``query id`` is skipped."""
+    """Delta's idempotent DML: a MERGE of a batch id already committed by ``query
+    id`` is skipped.
+    """
 
     def __init__(self, session, transaction: tuple[str, int] | None):
         self.conf, self.transaction = session.conf, transaction

@@ -1,4 +1,6 @@
-"""The ingest hop's sink: parsed lines to the table with lineage, every other line to its quarantine."""
+"""The ingest hop's sink: parsed lines to the table with lineage, every other line
+to its quarantine.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +9,13 @@ import datetime as dt
 from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_backfill_writes, held, range_predicate, table_exists
 from spark_jobs.logs import delta_log
-from spark_jobs.transforms.lineage import BACKFILL_BATCH, BATCH_ID, RESCUED, add_lineage, not_yet_written
+from spark_jobs.transforms.lineage import (
+    BACKFILL_BATCH,
+    BATCH_ID,
+    RESCUED,
+    add_lineage,
+    not_yet_written,
+)
 
 
 class IngestSink(Sink):
@@ -38,13 +46,18 @@ class IngestSink(Sink):
                 valid, invalid = run.drops.drop_failing(valid, invalid, ("_source_file",))
                 idempotent = {"txnAppId": query_id, "txnVersion": str(batch_id)}
                 run.fence()
-                # mergeSchema: a column the parse gained (``_rescued``) joins a table written before it.
-                add_lineage(valid, batch_id, ingest_time).write.format("delta").mode("append").partitionBy(
-                    *partition_by).options(**idempotent).option("mergeSchema", "true").save(table)
+                # mergeSchema: a column the parse gained (``_rescued``) joins a table
+                # written before it.
+                add_lineage(valid, batch_id, ingest_time).write.format("delta").mode(
+                    "append"
+                ).partitionBy(*partition_by).options(**idempotent).option(
+                    "mergeSchema", "true"
+                ).save(table)
                 if quarantine_exists and invalid.isEmpty():
                     return
-                add_lineage(run.drops.counting(invalid), batch_id, ingest_time).write.format("delta").mode("append").options(
-                    **idempotent).save(quarantine)
+                add_lineage(run.drops.counting(invalid), batch_id, ingest_time).write.format(
+                    "delta"
+                ).mode("append").options(**idempotent).save(quarantine)
                 quarantine_exists = True
 
         return parsed.writeStream.foreachBatch(run.each_batch(write_batch))
@@ -69,7 +82,9 @@ class IngestSink(Sink):
             if not table_exists(table):
                 return None
             rows = self.run.spark.read.format("delta").load(table)
-            return rows.where((F.col(BATCH_ID) == BACKFILL_BATCH) & F.col("_source_file").isin(files))
+            return rows.where(
+                (F.col(BATCH_ID) == BACKFILL_BATCH) & F.col("_source_file").isin(files)
+            )
 
         bronze = written(self.table)
         if bronze is not None and low is not None:
@@ -81,7 +96,9 @@ class IngestSink(Sink):
 
     def finish_record(self, record, main, succeeded: bool) -> None:
         """The rows whose unparsed fields went to the rescued column, from the table's log."""
-        record.rows_rescued = delta_log.rows_with_value(self.table, RESCUED, main.version_before, main.version_after)
+        record.rows_rescued = delta_log.rows_with_value(
+            self.table, RESCUED, main.version_before, main.version_after
+        )
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Bronze over the range; the quarantine of everything read (every landing file, every
@@ -99,8 +116,12 @@ class IngestSink(Sink):
             valid, invalid = run.drops.drop_failing(valid, invalid, ("_source_file",))
             in_range = range_predicate(valid, run.hop.time_column, start_ms, end_ms)
             run.fence()
-            add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode("overwrite").partitionBy(
-                *run.hop.partition_by).option("replaceWhere", in_range).option("mergeSchema", "true").save(self.table)
+            add_lineage(valid.where(in_range), BACKFILL_BATCH).write.format("delta").mode(
+                "overwrite"
+            ).partitionBy(*run.hop.partition_by).option("replaceWhere", in_range).option(
+                "mergeSchema", "true"
+            ).save(self.table)
             if scope:
-                add_lineage(run.drops.counting(invalid), BACKFILL_BATCH).write.format("delta").mode("overwrite").option(
-                    "replaceWhere", scope).save(self.quarantine)
+                add_lineage(run.drops.counting(invalid), BACKFILL_BATCH).write.format("delta").mode(
+                    "overwrite"
+                ).option("replaceWhere", scope).save(self.quarantine)

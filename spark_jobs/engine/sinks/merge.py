@@ -9,7 +9,9 @@ from spark_jobs.model.times import duration_ms
 
 
 class MergeSink(Sink):
-    """An aggregate kept current by MERGE on the hop's keys, each changed key recounted from upstream."""
+    """An aggregate kept current by MERGE on the hop's keys, each changed key
+    recounted from upstream.
+    """
 
     def stream_writer(self, frame, query_id: str):
         from delta.tables import DeltaTable
@@ -19,9 +21,11 @@ class MergeSink(Sink):
         # query (an empty commit), the append would first read that snapshot in a Spark job (the
         # two took about 0.5 s of a 2.5-s first run of gold).
         exists = table_exists(table)
-        inputs = run.code.static_inputs(run.spark, run.lake, run.hop)  # a recount's transform reads them too
+        # a recount's transform reads them too
+        inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
         condition = " AND ".join(f"t.{key} = s.{key}" for key in run.hop.keys)
-        has_rows = False  # once the table has files, MERGE is right for every later batch of this query
+        # once the table has files, MERGE is right for every later batch of this query
+        has_rows = False
 
         def merge_batch(batch, batch_id: int) -> None:
             nonlocal has_rows
@@ -31,7 +35,11 @@ class MergeSink(Sink):
                 return
             session = batch.sparkSession
             # Merged, then counted for the gate.
-            changed = (batch if self.saw_whole_upstream(batch_id) else self.recomputed(batch, batch_id, inputs)).persist()
+            changed = (
+                batch
+                if self.saw_whole_upstream(batch_id)
+                else self.recomputed(batch, batch_id, inputs)
+            ).persist()
             # Idempotent DML (delta-io/delta#1555): a replayed batch with the same id is skipped.
             session.conf.set("spark.databricks.delta.write.txnAppId", query_id)
             session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -44,11 +52,14 @@ class MergeSink(Sink):
                     # and a batch has each key once, so an append writes what MERGE would,
                     # without MERGE's join against the target.
                     changed.write.format("delta").mode("append").options(
-                        txnAppId=query_id, txnVersion=str(batch_id)).save(table)
+                        txnAppId=query_id, txnVersion=str(batch_id)
+                    ).save(table)
                     has_rows = True
                 else:
                     target = DeltaTable.forPath(session, table).alias("t")
-                    target.merge(changed.alias("s"), condition).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+                    target.merge(
+                        changed.alias("s"), condition
+                    ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
                 run.gate.count_now(changed, tuple(run.hop.keys))  # from the cache the write filled
             finally:
                 session.conf.unset("spark.databricks.delta.write.txnAppId")
@@ -64,8 +75,9 @@ class MergeSink(Sink):
         already the aggregate of every upstream row, which :meth:`recomputed` would read again
         (a first load of 2 M events: gold 5.0 -> 3.4 s). Not over a table that reads landing
         files: its stream leaves out the rows a backfill wrote (``streamed_rows``)."""
-        return (not self.run.source.upstream.ingests
-                and checkpoint_log.saw_whole_table(self.run.checkpoint, batch_id))
+        return not self.run.source.upstream.ingests and checkpoint_log.saw_whole_table(
+            self.run.checkpoint, batch_id
+        )
 
     def recomputed(self, batch, batch_id: int, inputs: dict):
         """The keys the stream's batch changed, each aggregated again from the upstream table.
@@ -87,7 +99,9 @@ class MergeSink(Sink):
         version, _complete = checkpoint_log.delta_position(end)  # a version read in part: all of it
         start_ms = F.unix_millis(F.col(run.hop.time_column))
         low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
-        fresh = run.transformed_range(low, high + duration_ms(run.spec.window), inputs, version=version)
+        fresh = run.transformed_range(
+            low, high + duration_ms(run.spec.window), inputs, version=version
+        )
         return fresh.join(batch.select(*run.hop.keys), on=list(run.hop.keys), how="left_semi")
 
     def backfill_range(self, start_ms: int, end_ms: int) -> tuple[int, int]:

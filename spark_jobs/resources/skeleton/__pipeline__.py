@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from . import __pipeline___transforms as transforms
 
-# {hop name: fn(frame, spec, inputs) -> frame}: the same call for the run-once stream and a backfill.
+# {hop name: fn(frame, spec, inputs) -> frame}: the same call for the run-once stream
+# and a backfill.
 TRANSFORMS = {
     "bronze": lambda frame, spec, inputs: transforms.parse(frame),
     "silver": lambda frame, spec, inputs: transforms.positive(frame),
-    "gold": lambda frame, spec, inputs: transforms.per_minute(frame, spec.window, spec.allowed_lateness),
+    "gold": lambda frame, spec, inputs: transforms.per_minute(
+        frame, spec.window, spec.allowed_lateness
+    ),
 }
 
 

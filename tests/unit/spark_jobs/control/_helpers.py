@@ -1,4 +1,6 @@
-"""What the control layer's unit tests share: the fixture lakes' scenarios, a log folder's batches."""
+"""What the control layer's unit tests share: the fixture lakes' scenarios, a log
+folder's batches.
+"""
 
 from __future__ import annotations
 

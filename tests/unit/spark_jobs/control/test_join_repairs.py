@@ -1,7 +1,7 @@
-"""``spark_jobs/control/join_repairs.py``: what a run repairs after its stream, on plain files, no JVM:
-shop's join (``silver_paid``, ``within`` one hour, below bronze_orders, silver_orders and
-bronze_payments) and the aggregate below it, with run records and checkpoint batches written here.
-The expected ranges follow the rules of docs/concepts/run-and-backfill.md ("A join after a
+"""``spark_jobs/control/join_repairs.py``: what a run repairs after its stream, on plain files,
+no JVM: shop's join (``silver_paid``, ``within`` one hour, below bronze_orders, silver_orders
+and bronze_payments) and the aggregate below it, with run records and checkpoint batches written
+here. The expected ranges follow the rules of docs/concepts/run-and-backfill.md ("A join after a
 backfill"), worked out by hand for each case."""
 
 from __future__ import annotations
@@ -33,19 +33,38 @@ def lake(tmp_path) -> Lake:
     return lake
 
 
-def backfill(lake: Lake, run_id: str, hop: str, start: str, end: str, began_s: float, repair: bool = False) -> None:
+def backfill(
+    lake: Lake, run_id: str, hop: str, start: str, end: str, began_s: float, repair: bool = False
+) -> None:
     """A succeeded backfill of ``[start, end)`` that ran from ``began_s`` for ten seconds."""
-    record = {"run_id": run_id, "hop": hop, "mode": "backfill", "status": "succeeded", "repair": repair,
-              "started_at": began_s, "ended_at": began_s + 10, "range_start": iso(at(start)), "range_end": iso(at(end))}
+    record = {
+        "run_id": run_id,
+        "hop": hop,
+        "mode": "backfill",
+        "status": "succeeded",
+        "repair": repair,
+        "started_at": began_s,
+        "ended_at": began_s + 10,
+        "range_start": iso(at(start)),
+        "range_end": iso(at(end)),
+    }
     Path(lake.runs, f"{run_id}.{hop}.json").write_text(json.dumps(record))
 
 
-def batch(lake: Lake, hop: str, batch_id: int, began_s: float, watermark: str | None = None) -> None:
-    """A committed stream batch of ``hop`` that began at ``began_s`` with this watermark (none: 0)."""
+def batch(
+    lake: Lake, hop: str, batch_id: int, began_s: float, watermark: str | None = None
+) -> None:
+    """A committed stream batch of ``hop`` that began at ``began_s`` with this
+    watermark (none: 0).
+    """
     checkpoint = Path(lake.checkpoint(lake.spec.hop(hop)))
     for log in ("offsets", "commits"):
         (checkpoint / log).mkdir(parents=True, exist_ok=True)
-    header = {"batchWatermarkMs": at(watermark) if watermark else 0, "batchTimestampMs": int(began_s * 1000), "conf": {}}
+    header = {
+        "batchWatermarkMs": at(watermark) if watermark else 0,
+        "batchTimestampMs": int(began_s * 1000),
+        "conf": {},
+    }
     (checkpoint / "offsets" / str(batch_id)).write_text(f"v1\n{json.dumps(header)}\n-\n-")
     (checkpoint / "commits" / str(batch_id)).write_text("v1\n{}")
 
@@ -59,7 +78,8 @@ def test_a_join_owes_a_backfill_above_it_once_a_batch_ran_after_it(lake):
     batch(lake, "silver_paid", 0, began_s=50)
     assert spans(lake, "silver_paid") == []  # its only batch ran before the backfill
     batch(lake, "silver_paid", 1, began_s=200)
-    assert spans(lake, "silver_paid") == [("05:00", "09:00")]  # the range widened by `within` each side
+    # the range widened by `within` each side
+    assert spans(lake, "silver_paid") == [("05:00", "09:00")]
 
 
 def test_a_joins_batch_pairs_nothing_older_than_its_watermark_less_within(lake):
@@ -67,7 +87,8 @@ def test_a_joins_batch_pairs_nothing_older_than_its_watermark_less_within(lake):
     batch(lake, "silver_paid", 0, began_s=200, watermark="07:30")
     assert spans(lake, "silver_paid") == [("06:30", "09:00")]
     batch(lake, "silver_paid", 1, began_s=300, watermark="10:30")
-    assert spans(lake, "silver_paid") == [("06:30", "09:00")]  # past the range: this batch owes nothing more
+    # past the range: this batch owes nothing more
+    assert spans(lake, "silver_paid") == [("06:30", "09:00")]
 
 
 def test_a_backfill_of_the_join_since_the_batch_covers_what_it_owed(lake):

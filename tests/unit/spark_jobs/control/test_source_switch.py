@@ -33,19 +33,29 @@ def _relabelled(lake: Lake, folder: Path, **bronze) -> Lake:
 
 def test_a_landing_hop_now_fed_by_a_topic_is_refused_with_the_command_that_starts_it_over(tmp_path):
     written = fixture_lake("history", tmp_path)
-    assert source_switch.refusal(written, written.spec.hop("bronze")) is None  # the spec it was written with
-    assert all(reason is None or "refresh" not in reason for reason in pending_work(written).values())
+    # the spec it was written with
+    assert source_switch.refusal(written, written.spec.hop("bronze")) is None
+    assert all(
+        reason is None or "refresh" not in reason for reason in pending_work(written).values()
+    )
 
     lake = _relabelled(written, tmp_path / "topic", topic="ad_events_topic")
     bronze = lake.spec.hop("bronze")
     reason = source_switch.refusal(lake, bronze)
-    assert reason.startswith("hop bronze now reads topic ad_events_topic but its checkpoint was written reading "
-                             "landing files") and FIX in reason
+    assert (
+        reason.startswith(
+            "hop bronze now reads topic ad_events_topic but its checkpoint was written reading "
+            "landing files"
+        )
+        and FIX in reason
+    )
     with pytest.raises(CodeChanged, match="hop bronze now reads topic") as refused:
         pending_work(lake)  # the stream DAG's check fails with it: the run would refuse
     assert refused.value.hop == "bronze"
     assert pending_work(lake, strict=False)["bronze"] == reason  # the Lakehouse page says so
-    assert topics.logged_offsets(lake, bronze) is None and topics.initial_offsets(lake, bronze) is None
+    assert (
+        topics.logged_offsets(lake, bronze) is None and topics.initial_offsets(lake, bronze) is None
+    )
 
     # A rollback can only start the hop over; the hops below it follow.
     kept = planner.plan_request(lake, "bronze", to_batch=0)
@@ -63,25 +73,42 @@ def test_a_topic_hop_now_fed_by_its_landing_folder_or_another_topic_is_refused(t
         lines = path.read_text().splitlines()
         lines[-1] = json.dumps({"orders_v1": {"0": 10 * int(path.name), "1": 7}})
         path.write_text("\n".join(lines))
-    landing = Lake(written.home, load_spec(spec_copy(tmp_path / "landing") / "ad_events" / "ad_events.yaml"))
+    landing = Lake(
+        written.home, load_spec(spec_copy(tmp_path / "landing") / "ad_events" / "ad_events.yaml")
+    )
     reason = source_switch.refusal(landing, landing.spec.hop("bronze"))
-    assert reason.startswith("hop bronze now reads landing files but its checkpoint was written reading topic "
-                             "orders_v1") and FIX in reason
+    assert (
+        reason.startswith(
+            "hop bronze now reads landing files but its checkpoint was written reading topic "
+            "orders_v1"
+        )
+        and FIX in reason
+    )
     step = planner.plan_request(landing, "bronze", to_batch=-1, replan=True).step("bronze")
-    assert step.source_log_cut == -1 and step.reread_files == []  # nothing of the topic's log read as files
+    # nothing of the topic's log read as files
+    assert step.source_log_cut == -1 and step.reread_files == []
 
     other = _relabelled(written, tmp_path / "other", topic="orders_v2")
-    assert "now reads topic orders_v2 but its checkpoint was written reading topic orders_v1" in \
-        source_switch.refusal(other, other.spec.hop("bronze"))
+    assert (
+        "now reads topic orders_v2 but its checkpoint was written reading topic orders_v1"
+        in source_switch.refusal(other, other.spec.hop("bronze"))
+    )
     same = _relabelled(written, tmp_path / "same", topic="orders_v1")
     assert source_switch.refusal(same, same.spec.hop("bronze")) is None
     matching = _relabelled(written, tmp_path / "matching", topic_pattern="^orders_")
     bronze = matching.spec.hop("bronze")
-    assert source_switch.refusal(matching, bronze) is None  # no fingerprint names the source: the offsets agree
+    # no fingerprint names the source: the offsets agree
+    assert source_switch.refusal(matching, bronze) is None
 
     # The last run's fingerprint says it read one topic: the pattern is another source.
-    fingerprint.save(matching, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic orders_v1"))
-    assert "now reads topic pattern '^orders_' but its checkpoint was written reading topic orders_v1" in \
-        source_switch.refusal(matching, bronze)
-    fingerprint.save(same, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic pattern"))
+    fingerprint.save(
+        matching, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic orders_v1")
+    )
+    assert (
+        "now reads topic pattern '^orders_' but its checkpoint was written reading topic orders_v1"
+        in source_switch.refusal(matching, bronze)
+    )
+    fingerprint.save(
+        same, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic pattern")
+    )
     assert "written reading a topic pattern" in source_switch.refusal(same, same.spec.hop("bronze"))

@@ -1,5 +1,5 @@
-"""``spark_jobs/engine/continuous.py``: an always-on query that failed or stopped by itself fails the
-session (a stand-in query, no JVM)."""
+"""``spark_jobs/engine/continuous.py``: an always-on query that failed or stopped by itself fails
+the session (a stand-in query, no JVM)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ def test_an_always_on_query_that_stopped_by_itself_fails_the_session():
             return self.error
 
     assert query_failure("gold", Query(active=True)) is None
-    assert query_failure("gold", Query(active=True, error=RuntimeError("boom\nat ..."))) == "gold failed: boom"
-    assert query_failure("gold", Query(active=False, error=RuntimeError("boom"))) == "gold failed: boom"
-    assert query_failure("gold", Query(active=False)).startswith("gold's query stopped without an error")
+    assert (
+        query_failure("gold", Query(active=True, error=RuntimeError("boom\nat ...")))
+        == "gold failed: boom"
+    )
+    assert (
+        query_failure("gold", Query(active=False, error=RuntimeError("boom")))
+        == "gold failed: boom"
+    )
+    assert query_failure("gold", Query(active=False)).startswith(
+        "gold's query stopped without an error"
+    )

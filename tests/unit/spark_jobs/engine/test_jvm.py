@@ -1,6 +1,6 @@
-"""``spark_jobs/engine/jvm.py``: the class-data sharing archive's key changes with whatever makes the
-JVM refuse the archive: a reinstalled virtualenv at the same path has jars of the same names
-but other modification times."""
+"""``spark_jobs/engine/jvm.py``: the class-data sharing archive's key changes with whatever makes
+the JVM refuse the archive: a reinstalled virtualenv at the same path has jars of the same names but
+other modification times."""
 
 from __future__ import annotations
 

@@ -16,12 +16,25 @@ def test_a_rule_gx_refuses_is_one_line_naming_the_suite_and_the_rule():
 
     from spark_jobs.engine.quality import _gx_suite
 
-    one_column = {"type": "expect_compound_columns_to_be_unique", "kwargs": {"column_list": ["order_id"]}}
+    one_column = {
+        "type": "expect_compound_columns_to_be_unique",
+        "kwargs": {"column_list": ["order_id"]},
+    }
     with pytest.raises(UsageError) as refused:
         _gx_suite(gx, {"name": "crm.gold_orders", "expectations": [NOT_NULL, one_column]})
     message = str(refused.value)
     assert "\n" not in message and message.startswith(
-        "quality suite crm.gold_orders: GX refuses expect_compound_columns_to_be_unique(order_id): ")
-    assert "at least two columns" in message and message.endswith("fix the rule in the suite's file")
+        "quality suite crm.gold_orders: GX refuses expect_compound_columns_to_be_unique(order_id): "
+    )
+    assert "at least two columns" in message and message.endswith(
+        "fix the rule in the suite's file"
+    )
     two_columns = {**one_column, "kwargs": {"column_list": ["order_id", "ordered_at"]}}
-    assert len(_gx_suite(gx, {"name": "crm.gold_orders", "expectations": [NOT_NULL, two_columns]}).expectations) == 2
+    assert (
+        len(
+            _gx_suite(
+                gx, {"name": "crm.gold_orders", "expectations": [NOT_NULL, two_columns]}
+            ).expectations
+        )
+        == 2
+    )

@@ -1,5 +1,6 @@
-"""``spark_jobs/logs/file_source_log.py`` on hand-made logs: the file source's log read from its newest
-compaction, truncated as Spark cleaned it up, its paths compared with listed ones (no Spark)."""
+"""``spark_jobs/logs/file_source_log.py`` on hand-made logs: the file source's log read from
+its newest compaction, truncated as Spark cleaned it up, its paths compared with listed
+ones (no Spark)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.unit
 
 def test_file_source_log_reads_newest_compact_then_later_batches(tmp_path):
     ckpt = tmp_path / "ckpt"
-    entry = lambda name, batch: json.dumps({"path": f"file:///land/{name}", "timestamp": 1, "batchId": batch})
+    entry = lambda name, batch: json.dumps(
+        {"path": f"file:///land/{name}", "timestamp": 1, "batchId": batch}
+    )
     _write_log(ckpt / "sources/0/0", ["v1", entry("a", 0)])
     _write_log(ckpt / "sources/0/1.compact", ["v1", entry("a", 0), entry("b", 1)])
     _write_log(ckpt / "sources/0/2", ["v1", entry("c", 2), entry("d", 2)])
@@ -51,7 +54,9 @@ def test_truncating_a_compacted_source_log_rebuilds_what_spark_cleaned_up(tmp_pa
         file_source_log.truncate_file_source(checkpoint, 3, compact_interval=3)
         names = sorted(path.name for path in source.iterdir() if not path.name.startswith("."))
         assert names == ["2.compact", "3"]
-        assert file_source_log.file_source_entries(checkpoint) == [e for e in everything if e["batchId"] <= 3]
+        assert file_source_log.file_source_entries(checkpoint) == [
+            e for e in everything if e["batchId"] <= 3
+        ]
     assert not (source / ".5.compact.crc").exists() and not (source / ".7.crc").exists()
 
     file_source_log.truncate_file_source(checkpoint, -1, compact_interval=3)

@@ -12,13 +12,30 @@ pytestmark = pytest.mark.unit
 
 
 def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
-    spec = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
-                          "sequence_by: lsn, operation: op, scd: 2}\n")
+    spec = load(
+        tmp_path,
+        "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+        "sequence_by: lsn, operation: op, scd: 2}\n",
+    )
     rules = spec.hop("c").changes
     assert (rules.sequence_by, rules.operation, rules.deletes, rules.scd, rules.validity) == (
-        "lsn", "op", ("d", "delete"), 2, ("valid_from", "valid_to"))
+        "lsn",
+        "op",
+        ("d", "delete"),
+        2,
+        ("valid_from", "valid_to"),
+    )
     columns = ["id", "name", "tier", "lsn", "at", "op", "_source_file", "_batch_id", "_ingest_time"]
-    assert rules.kept_columns(columns) == ["id", "name", "tier", "lsn", "at", "_source_file", "valid_from", "valid_to"]
+    assert rules.kept_columns(columns) == [
+        "id",
+        "name",
+        "tier",
+        "lsn",
+        "at",
+        "_source_file",
+        "valid_from",
+        "valid_to",
+    ]
     assert rules.tracked_columns(columns, ("id",), "at") == ["name", "tier"]
     assert spec.hop("bronze").changes is None
 
@@ -26,12 +43,24 @@ def test_a_changes_hop_reads_its_rules_with_their_defaults(tmp_path):
 def test_a_sequence_of_several_columns_orders_by_their_struct_and_keeps_them_as_columns(tmp_path):
     from spark_jobs.model.changes import SEQUENCE
 
-    spec = load(tmp_path, "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
-                          "sequence_by: [lsn, index], scd: 2}\n")
+    spec = load(
+        tmp_path,
+        "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+        "sequence_by: [lsn, index], scd: 2}\n",
+    )
     rules = spec.hop("c").changes
     assert (rules.sequence_by, rules.sequence_columns) == (SEQUENCE, ("lsn", "index"))
     columns = ["id", "tier", "lsn", "index", "at", SEQUENCE]
-    assert rules.kept_columns(columns) == ["id", "tier", "lsn", "index", "at", "valid_from", "valid_to"]
-    assert rules.value_columns(columns, ("id",)) == ["tier", "at"]  # twins of one pair are told apart by these
+    assert rules.kept_columns(columns) == [
+        "id",
+        "tier",
+        "lsn",
+        "index",
+        "at",
+        "valid_from",
+        "valid_to",
+    ]
+    # twins of one pair are told apart by these
+    assert rules.value_columns(columns, ("id",)) == ["tier", "at"]
     with pytest.raises(UsageError, match="the changes have no column 'index'"):
         rules.check_columns(["id", "tier", "lsn", "at"], ("id",), "hop c")

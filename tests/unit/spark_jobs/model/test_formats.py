@@ -1,5 +1,5 @@
-"""``spark_jobs/model/formats.py``: landing formats as the spec declares them, and refusals naming the
-fix (no JVM: the parse itself is tests/spark/test_formats.py)."""
+"""``spark_jobs/model/formats.py``: landing formats as the spec declares them, and refusals naming
+the fix (no JVM: the parse itself is tests/spark/test_formats.py)."""
 
 from __future__ import annotations
 
@@ -17,26 +17,57 @@ COLUMNS = {"id": "string", "t": "timestamp", "v": "decimal(12, 2)"}
 
 
 def test_a_csv_format_has_its_columns_and_options_with_defaults():
-    fmt = FormatSpec.from_raw({"format": "csv", "columns": COLUMNS, "csv": {"delimiter": ";", "encoding": "Latin-1"}},
-                              "hop")
+    fmt = FormatSpec.from_raw(
+        {"format": "csv", "columns": COLUMNS, "csv": {"delimiter": ";", "encoding": "Latin-1"}},
+        "hop",
+    )
     assert fmt.names == ("id", "t", "v") and fmt.columns[2] == ("v", "decimal(12, 2)")
-    assert (fmt.header, fmt.delimiter, fmt.quote, fmt.encoding, fmt.charset) == (True, ";", '"', "iso8859-1",
-                                                                                   "ISO-8859-1")
+    assert (fmt.header, fmt.delimiter, fmt.quote, fmt.encoding, fmt.charset) == (
+        True,
+        ";",
+        '"',
+        "iso8859-1",
+        "ISO-8859-1",
+    )
     assert FormatSpec.from_raw({}, "hop") is None
-    assert FormatSpec.from_raw({"format": "json", "columns": COLUMNS}, "hop").reads_files_whole is False
+    assert (
+        FormatSpec.from_raw({"format": "json", "columns": COLUMNS}, "hop").reads_files_whole
+        is False
+    )
 
 
-@pytest.mark.parametrize("raw,problem", [
-    ({"format": "xml", "columns": COLUMNS}, "has format 'xml': use csv or json"),
-    ({"format": "csv"}, "has format csv but no columns: add `columns:"),
-    ({"columns": COLUMNS}, "has columns but no format: add `format: csv`"),
-    ({"format": "csv", "columns": {"a": "strin"}}, "declares column a as 'strin', which is no type it knows"),
-    ({"format": "json", "columns": COLUMNS, "csv": {"header": False}}, "has csv options but format json"),
-    ({"format": "csv", "columns": COLUMNS, "csv": {"sep": ";"}}, "has csv option 'sep': use header, delimiter"),
-    ({"format": "csv", "columns": COLUMNS, "csv": {"delimiter": ";;"}}, "has csv delimiter ';;': use one character"),
-    ({"format": "csv", "columns": COLUMNS, "csv": {"header": "yes"}}, "has csv header 'yes': use e.g. True"),
-    ({"format": "csv", "columns": COLUMNS, "csv": {"encoding": "cp1252"}}, "has csv encoding 'cp1252': use utf-8"),
-])
+@pytest.mark.parametrize(
+    "raw,problem",
+    [
+        ({"format": "xml", "columns": COLUMNS}, "has format 'xml': use csv or json"),
+        ({"format": "csv"}, "has format csv but no columns: add `columns:"),
+        ({"columns": COLUMNS}, "has columns but no format: add `format: csv`"),
+        (
+            {"format": "csv", "columns": {"a": "strin"}},
+            "declares column a as 'strin', which is no type it knows",
+        ),
+        (
+            {"format": "json", "columns": COLUMNS, "csv": {"header": False}},
+            "has csv options but format json",
+        ),
+        (
+            {"format": "csv", "columns": COLUMNS, "csv": {"sep": ";"}},
+            "has csv option 'sep': use header, delimiter",
+        ),
+        (
+            {"format": "csv", "columns": COLUMNS, "csv": {"delimiter": ";;"}},
+            "has csv delimiter ';;': use one character",
+        ),
+        (
+            {"format": "csv", "columns": COLUMNS, "csv": {"header": "yes"}},
+            "has csv header 'yes': use e.g. True",
+        ),
+        (
+            {"format": "csv", "columns": COLUMNS, "csv": {"encoding": "cp1252"}},
+            "has csv encoding 'cp1252': use utf-8",
+        ),
+    ],
+)
 def test_a_format_spark_cannot_read_as_declared_is_refused_with_the_fix(raw, problem):
     with pytest.raises(UsageError, match="^" + re.escape("hop " + problem)):
         FormatSpec.from_raw(raw, "hop")

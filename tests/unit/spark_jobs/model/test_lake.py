@@ -1,4 +1,6 @@
-"""``spark_jobs/model/lake.py``: the lake's home as the environment gives it (an S3 lake spelt s3a)."""
+"""``spark_jobs/model/lake.py``: the lake's home as the environment gives it (an S3
+lake spelt s3a).
+"""
 
 from __future__ import annotations
 

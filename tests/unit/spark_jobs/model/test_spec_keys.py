@@ -27,14 +27,23 @@ def test_the_spec_reference_lists_every_declared_key_with_the_specs_defaults(tmp
     retention, hops = rest.split("## Hop keys")
     rows = {line.split("|")[1].strip(): line for line in top.splitlines() if line.startswith("| `")}
     assert {f"`{key.name}`" for key in PIPELINE_KEYS} == set(rows)
-    assert {f"`{key.name}`" for key in RETENTION_KEYS} == {line.split("|")[1].strip() for line in retention.splitlines()
-                                                         if line.startswith("| `")}
-    assert {f"`{key.name}`" for key in HOP_KEYS} == {line.split("|")[1].strip() for line in hops.splitlines()
-                                                    if line.startswith("| `")}
+    assert {f"`{key.name}`" for key in RETENTION_KEYS} == {
+        line.split("|")[1].strip() for line in retention.splitlines() if line.startswith("| `")
+    }
+    assert {f"`{key.name}`" for key in HOP_KEYS} == {
+        line.split("|")[1].strip() for line in hops.splitlines() if line.startswith("| `")
+    }
     defaults = PipelineSpec(name="x", landing=None, hops=())
-    for key in ("schedule", "window", "allowed_lateness", "shuffle_partitions", "min_batches_to_retain"):
+    for key in (
+        "schedule",
+        "window",
+        "allowed_lateness",
+        "shuffle_partitions",
+        "min_batches_to_retain",
+    ):
         assert f"| `{getattr(defaults, key)}` |" in rows[f"`{key}`"], rows[f"`{key}`"]
-    assert page.count("<!-- end ") == 3  # each table between its pair of lines, written again in place
+    # each table between its pair of lines, written again in place
+    assert page.count("<!-- end ") == 3
     spec_file = tmp_path / "shop.yaml"
     spec_file.write_text(page.split("```yaml")[1].split("```")[0])
     assert load_spec(spec_file).hop_names[-1] == "gold_merchant_revenue"

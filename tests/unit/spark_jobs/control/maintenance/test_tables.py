@@ -19,8 +19,13 @@ pytestmark = pytest.mark.unit
 
 
 def _vector(number: int) -> dict:
-    return {"storageType": "u", "pathOrInlineDv": f"vector{number:04d}", "offset": 1, "sizeInBytes": 34,
-            "cardinality": 1}
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": f"vector{number:04d}",
+        "offset": 1,
+        "sizeInBytes": 34,
+        "cardinality": 1,
+    }
 
 
 class _Files:
@@ -33,7 +38,13 @@ class _Files:
 
     @staticmethod
     def named(kind: str, path: str, vector: int | None) -> dict:
-        return {kind: {"path": path, "dataChange": True, **({"deletionVector": _vector(vector)} if vector else {})}}
+        return {
+            kind: {
+                "path": path,
+                "dataChange": True,
+                **({"deletionVector": _vector(vector)} if vector else {}),
+            }
+        }
 
     def replace(self, path: str, vector: int | None) -> list[dict]:
         """The file's vector changed in one commit: its remove and add, in either order."""
@@ -43,7 +54,9 @@ class _Files:
         return pair if self.rng.random() < 0.5 else pair[::-1]
 
     def restore(self, path: str, vector: int | None) -> list[dict]:
-        """A RESTORE adds back a file an earlier commit removed (swapping the path's vector back)."""
+        """A RESTORE adds back a file an earlier commit removed (swapping the
+        path's vector back).
+        """
         if (path, vector) not in self.removed or self.live.get(path, -1) == vector:
             return []
         self.removed.remove((path, vector))
@@ -53,15 +66,28 @@ class _Files:
         return [self.named("add", path, vector)]
 
     def commit(self, version: int) -> list[dict]:
-        rng, actions = self.rng, [{"commitInfo": {"timestamp": 1_000 * version, "operation": "WRITE"}}]
-        restores = rng.sample(self.removed, min(len(self.removed), rng.randint(0, 2))) if rng.random() < 0.2 else []
-        gone = rng.sample(sorted(self.live), min(len(self.live), rng.randint(0, 3))) if rng.random() < 0.5 else []
+        rng, actions = (
+            self.rng,
+            [{"commitInfo": {"timestamp": 1_000 * version, "operation": "WRITE"}}],
+        )
+        restores = (
+            rng.sample(self.removed, min(len(self.removed), rng.randint(0, 2)))
+            if rng.random() < 0.2
+            else []
+        )
+        gone = (
+            rng.sample(sorted(self.live), min(len(self.live), rng.randint(0, 3)))
+            if rng.random() < 0.5
+            else []
+        )
         for path in gone:
             actions.append(self.named("remove", path, self.live[path]))
             self.removed.append((path, self.live.pop(path)))
         for path, vector in restores:
             actions.extend(self.restore(path, vector))
-        for path in rng.sample(sorted(set(self.live) - set(gone)), min(len(self.live), rng.randint(0, 2))):
+        for path in rng.sample(
+            sorted(set(self.live) - set(gone)), min(len(self.live), rng.randint(0, 2))
+        ):
             if rng.random() < 0.3:  # rows of the file deleted: a new vector
                 self.serial += 1
                 actions.extend(self.replace(path, self.serial))
@@ -72,11 +98,20 @@ class _Files:
             self.live[path] = None
         if rng.random() < 0.2:
             self.serial += 1
-            actions.append({"cdc": {"path": f"_change_data/cdc-{self.serial:05d}.parquet", "dataChange": False}})
+            actions.append(
+                {
+                    "cdc": {
+                        "path": f"_change_data/cdc-{self.serial:05d}.parquet",
+                        "dataChange": False,
+                    }
+                }
+            )
         return actions
 
 
-def _random_log(table: Path, rng: random.Random, commits: int) -> tuple[list[set[str]], list[list[str]]]:
+def _random_log(
+    table: Path, rng: random.Random, commits: int
+) -> tuple[list[set[str]], list[list[str]]]:
     """Write ``commits`` JSON commits with data files on disk; return each version's snapshot
     (paths as the log spells them) and each version's change-data files. A commit that deletes
     rows of a file removes it and adds it back with a deletion vector, a RESTORE puts an earlier
@@ -91,7 +126,9 @@ def _random_log(table: Path, rng: random.Random, commits: int) -> tuple[list[set
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text("x")
             (file.parent / f".{file.name}.crc").write_text("c")
-        (table / "_delta_log" / f"{version:020d}.json").write_text("\n".join(map(json.dumps, actions)) + "\n")
+        (table / "_delta_log" / f"{version:020d}.json").write_text(
+            "\n".join(map(json.dumps, actions)) + "\n"
+        )
         snapshots.append(set(files.live))
         changes.append([a["cdc"]["path"] for a in actions if "cdc" in a])
     return snapshots, changes
@@ -103,26 +140,32 @@ def test_vacuum_deletes_exactly_what_no_version_from_keep_from_on_uses(tmp_path,
     table = tmp_path / "table"
     snapshots, changes = _random_log(table, rng, rng.randint(1, 25))
     keep_from = rng.randrange(len(snapshots))
-    mentioned = {path for snapshot in snapshots[:keep_from + 1] for path in snapshot}
+    mentioned = {path for snapshot in snapshots[: keep_from + 1] for path in snapshot}
     still_used = set().union(*snapshots[keep_from:])
-    expected = (mentioned - still_used) | {path for cdc in changes[:keep_from + 1] for path in cdc}
+    expected = (mentioned - still_used) | {path for cdc in changes[: keep_from + 1] for path in cdc}
 
     assert set(delta_log.unused_files(str(table), keep_from)) == expected
     assert set(delta_log.live_files(str(table))) == snapshots[-1]
     step = TablePlan("hop", str(table), len(snapshots) - 1, keep_from, "the test", 0)
     assert vacuum(step, dry_run=True)["files_vacuumed"] == 0 and all(
-        (table / unquote(path)).exists() for path in expected)
+        (table / unquote(path)).exists() for path in expected
+    )
     done = vacuum(step, dry_run=False)
     assert done["files_vacuumed"] == len(expected)
     on_disk = {str(path.relative_to(table)) for path in table.rglob("*.parquet")}
     spelt = {unquote(path) for path in still_used}
-    later_changes = {path for cdc in changes[keep_from + 1:] for path in cdc}
-    assert on_disk == spelt | later_changes  # every file a version from keep_from on uses, nothing else
-    assert not [path for path in table.rglob(".*.crc") if not path.with_name(path.name[1:-4]).exists()]
+    later_changes = {path for cdc in changes[keep_from + 1 :] for path in cdc}
+    # every file a version from keep_from on uses, nothing else
+    assert on_disk == spelt | later_changes
+    assert not [
+        path for path in table.rglob(".*.crc") if not path.with_name(path.name[1:-4]).exists()
+    ]
 
 
 def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
-    """The gap check on a lake real runs wrote: gold made to lag (its last batches' logs removed)."""
+    """The gap check on a lake real runs wrote: gold made to lag (its last
+    batches' logs removed).
+    """
     from spark_jobs.control.maintenance.tables import check_readable, stream_gap
     from spark_jobs.control.status import unread_upstream_versions
     from spark_jobs.logs import checkpoint_log
@@ -138,20 +181,29 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
         for log in ("offsets", "commits"):
             Path(lake.checkpoint(gold), log, str(last)).unlink()
         unread = unread_upstream_versions(lake, gold)
-    assert unread and stream_gap(lake, gold) is None  # lagging is fine while what it will read is there
+    # lagging is fine while what it will read is there
+    assert unread and stream_gap(lake, gold) is None
 
-    added = [action["add"]["path"] for action in delta_log.read_commit(silver, unread[0]) if "add" in action]
+    added = [
+        action["add"]["path"]
+        for action in delta_log.read_commit(silver, unread[0])
+        if "add" in action
+    ]
     Path(silver, unquote(added[0])).unlink()
     assert stream_gap(lake, gold) == f"data file {added[0]} of silver's version {unread[0]}"
     with pytest.raises(DataGone, match=r"`lakehouse refresh ad_events --hop gold`"):
         check_readable(lake, lake.spec.hops)
 
-    newest = delta_log.versions(silver)[-1]  # a later commit, then the log cleaned up past gold's place
+    # a later commit, then the log cleaned up past gold's place
+    newest = delta_log.versions(silver)[-1]
     logs = Path(silver, "_delta_log")
     (logs / f"{newest + 1:020d}.json").write_text((logs / f"{newest:020d}.json").read_text())
     for version in range(newest + 1):
         (logs / f"{version:020d}.json").unlink()
-    assert stream_gap(lake, gold) == f"silver's versions {unread[0]}..{newest} (its log starts at version {newest + 1})"
+    assert (
+        stream_gap(lake, gold)
+        == f"silver's versions {unread[0]}..{newest} (its log starts at version {newest + 1})"
+    )
 
 
 def test_an_old_runs_increment_names_what_is_gone(tmp_path):
@@ -165,14 +217,24 @@ def test_an_old_runs_increment_names_what_is_gone(tmp_path):
     versions = delta_log.versions(table)
     assert len(versions) >= 3
     first, middle, latest = versions[0], versions[1], versions[-1]
-    assert increment_gone(table, None, latest) is None and increment_gone(table, latest, latest) is None
-    added = [action["add"]["path"] for action in delta_log.read_commit(table, middle) if "add" in action]
+    assert (
+        increment_gone(table, None, latest) is None
+        and increment_gone(table, latest, latest) is None
+    )
+    added = [
+        action["add"]["path"] for action in delta_log.read_commit(table, middle) if "add" in action
+    ]
     Path(table, unquote(added[0])).unlink()
     assert increment_gone(table, middle, latest) is None  # the runs after it read other files
     label = "bronze/ad_events"
-    assert increment_gone(table, first, latest) == f"data file {added[0]} of {label}'s version {middle}"
+    assert (
+        increment_gone(table, first, latest)
+        == f"data file {added[0]} of {label}'s version {middle}"
+    )
     Path(table, "_delta_log", f"{first:020d}.json").unlink()
-    assert increment_gone(table, None, middle) == f"version {first} of {label} (no longer in its log)"
+    assert (
+        increment_gone(table, None, middle) == f"version {first} of {label} (no longer in its log)"
+    )
 
 
 def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(tmp_path):
@@ -190,24 +252,34 @@ def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(t
         if version in (5, 10):
             DeltaTable(table).create_checkpoint()
     logs = Path(table, "_delta_log")
-    snapshots = {version: sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist())
-                 for version in range(15)}
+    snapshots = {
+        version: sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist())
+        for version in range(15)
+    }
 
     def step(keep_from: int) -> TablePlan:
         return TablePlan("t", table, 14, keep_from, "test", None)
 
-    assert delta_log.log_files_before(table, 4) == (None, [])  # no checkpoint old enough: nothing goes
+    # no checkpoint old enough: nothing goes
+    assert delta_log.log_files_before(table, 4) == (None, [])
     before = sorted(path.name for path in logs.iterdir())
     assert clean_log(step(12), dry_run=True)["log_files_deleted"] == 0
     assert sorted(path.name for path in logs.iterdir()) == before
     assert delta_log.log_files_before(table, 9)[0] == 5
     done = clean_log(step(12), dry_run=False)
-    expected = [name for name in before if name.lstrip(".")[:20].isdigit() and int(name.lstrip(".")[:20]) < 10]
+    expected = [
+        name
+        for name in before
+        if name.lstrip(".")[:20].isdigit() and int(name.lstrip(".")[:20]) < 10
+    ]
     assert done["log_files_deleted"] == len(expected) > 10
     assert sorted(path.name for path in logs.iterdir()) == sorted(set(before) - set(expected))
     assert delta_log.versions(table)[0] == 10
     for version in range(10, 15):
-        assert sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist()) == snapshots[version]
+        assert (
+            sorted(DeltaTable(table, version=version).to_pyarrow_table()["n"].to_pylist())
+            == snapshots[version]
+        )
 
 
 @pytest.mark.parametrize("seed", range(12), ids=[f"seed{seed}" for seed in range(12)])
@@ -240,7 +312,10 @@ def test_files_no_commit_names_are_found_when_older_than_the_bound(tmp_path, see
     assert delta_log.unnamed_files(str(table), bound_s * 1000) == expected
     keep_from = len(snapshots) - 1
     unused = set(delta_log.unused_files(str(table), keep_from))
-    done = vacuum(TablePlan("hop", str(table), keep_from, keep_from, "the test", bound_s * 1000), dry_run=False)
+    done = vacuum(
+        TablePlan("hop", str(table), keep_from, keep_from, "the test", bound_s * 1000),
+        dry_run=False,
+    )
     assert done["files_vacuumed"] == len(unused) + len(expected)
     assert not any(Path(path).exists() for path in expected)
     assert all(Path(path).exists() for path, old in strays.items() if not old)
@@ -254,18 +329,27 @@ def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("replayed", tmp_path)
-    for hop, backfilled in (("bronze", False), ("gold", True)):  # gold's version 2: a backfill's WRITE, no txn
+    # gold's version 2: a backfill's WRITE, no txn
+    for hop, backfilled in (("bronze", False), ("gold", True)):
         table = lake.table(lake.spec.hop(hop))
         assert backfill_writes(table) is backfilled
         latest = delta_log.versions(table)[-1]
-        assert clean_log(TablePlan(hop, table, latest, latest, "test", None), dry_run=False)["log_files_deleted"] > 0
+        assert (
+            clean_log(TablePlan(hop, table, latest, latest, "test", None), dry_run=False)[
+                "log_files_deleted"
+            ]
+            > 0
+        )
         assert delta_log.versions(table)[0] > 0 and backfill_writes(table) is backfilled
-        Path(table, "_lakehouse_cleaned_log.json").unlink()  # cleaned by someone else: assume a backfill wrote
+        # cleaned by someone else: assume a backfill wrote
+        Path(table, "_lakehouse_cleaned_log.json").unlink()
         assert backfill_writes(table) is True
 
 
 def _aged(lake, hours: dict[str, list[float]], start_s: float) -> None:
-    """Set each hop's checkpoint commit files' modification times: batch n at ``start_s + hours[n]`` h."""
+    """Set each hop's checkpoint commit files' modification times: batch n at
+    ``start_s + hours[n]`` h.
+    """
     import os
 
     for hop, stamps in hours.items():
@@ -297,10 +381,15 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
 
     targets = window_targets(lake, now_ms, infos_of)
     assert targets["bronze"] == 0 and targets["silver"] == 0 and targets["gold"] == 0
-    bronze = {step.table: step for step in plan(lake, lake.spec.hops, now_ms, targets)}[lake.table(lake.spec.hop("bronze"))]
+    bronze = {step.table: step for step in plan(lake, lake.spec.hops, now_ms, targets)}[
+        lake.table(lake.spec.hop("bronze"))
+    ]
     # Back to batch 0: the table as batch 0 left it, the version before batch 1's first commit.
-    first_of_batch_1 = min(version for version in delta_log.versions(bronze.table)
-                           if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1)
+    first_of_batch_1 = min(
+        version
+        for version in delta_log.versions(bronze.table)
+        if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1
+    )
     assert bronze.keep_from == first_of_batch_1 - 1 and "back to batch 0" in bronze.held_by, bronze
 
 
@@ -314,8 +403,11 @@ def test_a_window_that_reaches_before_the_first_batch_keeps_the_first_batchs_ver
     targets = {hop.name: -1 for hop in lake.spec.hops}
     steps = {step.table: step for step in plan(lake, lake.spec.hops, 0, targets)}
     bronze = steps[lake.table(lake.spec.hop("bronze"))]
-    first_of_batch_1 = min(version for version in delta_log.versions(bronze.table)
-                           if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1)
+    first_of_batch_1 = min(
+        version
+        for version in delta_log.versions(bronze.table)
+        if (delta_log.transaction(bronze.table, version) or {}).get("version", -1) >= 1
+    )
     assert bronze.keep_from == first_of_batch_1 - 1 and "back to batch 0" in bronze.held_by, bronze
 
 
@@ -336,7 +428,8 @@ def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
 
     logged = sorted(int(path.name) for path in offsets.iterdir() if path.name.isdigit())
     latest = delta_log.versions(lake.table(silver))[-1]
-    while start(logged[-2]) >= min(start(logged[-1]), latest):  # undone by hand: gold lags, its last two apart
+    # undone by hand: gold lags, its last two apart
+    while start(logged[-2]) >= min(start(logged[-1]), latest):
         for log in ("offsets", "commits"):
             Path(lake.checkpoint(gold), log, str(logged[-1])).unlink(missing_ok=True)
         logged.pop()
@@ -357,9 +450,19 @@ def test_a_window_that_restores_to_a_restore_keeps_the_version_that_restore_name
     operations = ["WRITE", "MERGE", ("RESTORE", 0), "MERGE", ("RESTORE", 2), "MERGE"]
     for version, operation in enumerate(operations):
         name, target = operation if isinstance(operation, tuple) else (operation, None)
-        info = {"operation": name, "operationParameters": {"version": target} if target is not None else {}}
+        info = {
+            "operation": name,
+            "operationParameters": {"version": target} if target is not None else {},
+        }
         (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n")
     table = str(tmp_path / "t")
-    assert [_restored_from(table, version) for version in range(len(operations))] == [0, 1, 0, 3, 0, 5]
+    assert [_restored_from(table, version) for version in range(len(operations))] == [
+        0,
+        1,
+        0,
+        3,
+        0,
+        5,
+    ]
     (log / f"{0:020d}.json").unlink()  # a target no longer in the log is still the version named
     assert _restored_from(table, 4) == 0

@@ -28,11 +28,19 @@ def test_each_batch_maps_to_the_table_version_it_wrote(tmp_path):
         for path in Path(lake.runs).glob(f"r*.{hop.name}.json"):
             record = json.loads(path.read_text())
             wrote = [written[batch] for batch in record["batch_ids"] if batch in written]
-            assert wrote and max(wrote) == record["tables"][table]["version_after"], (hop.name, record["run_id"])
+            assert wrote and max(wrote) == record["tables"][table]["version_after"], (
+                hop.name,
+                record["run_id"],
+            )
     # the backfill wrote gold without a stream's txn: no batch claims the version it made
     gold = lake.spec.hop("gold")
-    backfilled = json.loads(Path(lake.runs, "b1.gold.json").read_text())["tables"][lake.table(gold)]["version_after"]
-    assert backfilled not in lineage.batch_versions(lake.table(gold), lineage.query_ids(lake, gold)).values()
+    backfilled = json.loads(Path(lake.runs, "b1.gold.json").read_text())["tables"][
+        lake.table(gold)
+    ]["version_after"]
+    assert (
+        backfilled
+        not in lineage.batch_versions(lake.table(gold), lineage.query_ids(lake, gold)).values()
+    )
 
 
 def test_an_earlier_rollback_keeps_its_old_query_id_in_the_lineage(tmp_path):
@@ -44,7 +52,9 @@ def test_an_earlier_rollback_keeps_its_old_query_id_in_the_lineage(tmp_path):
 
 
 @pytest.mark.parametrize("seed", range(20), ids=lambda seed: f"seed{seed}")
-def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_took_out(tmp_path, seed):
+def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_took_out(
+    tmp_path, seed
+):
     """Random logs of appends, RESTOREs (to a version, or to a timestamp) and emptying DELETEs,
     against a plain-Python replay of which appends each version holds: an append of ``(start,
     end]`` that a version after ``end`` dropped while the version before it held it is always
@@ -52,6 +62,7 @@ def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_
     import random
 
     from spark_jobs.control.rollback import lineage
+
     rng = random.Random(seed)
     log = tmp_path / "t/_delta_log"
     held: list[frozenset[int]] = []  # the appends each version holds
@@ -62,22 +73,43 @@ def test_undone_after_flags_every_append_of_a_range_a_later_restore_or_emptying_
         draw = rng.random()
         if version and draw < 0.25:  # RESTORE to an earlier version (by number or by time)
             target = rng.randrange(version)
-            parameters = {"version": target} if rng.random() < 0.5 else {"timestamp": f"1970-01-01 00:00:{target + 1:02d}"}
-            info = {"operation": "RESTORE", "timestamp": 1000 * (version + 1), "operationParameters": parameters}
+            parameters = (
+                {"version": target}
+                if rng.random() < 0.5
+                else {"timestamp": f"1970-01-01 00:00:{target + 1:02d}"}
+            )
+            info = {
+                "operation": "RESTORE",
+                "timestamp": 1000 * (version + 1),
+                "operationParameters": parameters,
+            }
             actions = [{"remove": {"path": "x", "dataChange": True}}]
             state = held[target]
         elif version and draw < 0.35:  # an emptying DELETE
-            info = {"operation": "DELETE", "timestamp": 1000 * (version + 1), "operationParameters": {"predicate": "[]"}}
+            info = {
+                "operation": "DELETE",
+                "timestamp": 1000 * (version + 1),
+                "operationParameters": {"predicate": "[]"},
+            }
             actions = [{"remove": {"path": "x", "dataChange": True}}]
             state = frozenset()
         held.append(state)
-        _write_log(log / f"{version:020d}.json", [json.dumps({"commitInfo": info}), *map(json.dumps, actions)])
+        _write_log(
+            log / f"{version:020d}.json",
+            [json.dumps({"commitInfo": info}), *map(json.dumps, actions)],
+        )
     table = str(tmp_path / "t")
-    appends = [version for version, commit in enumerate(lineage.commits(table)) if commit.appends_only]
+    appends = [
+        version for version, commit in enumerate(lineage.commits(table)) if commit.appends_only
+    ]
     for start in range(-1, len(held)):
         for end in range(start + 1, len(held)):
             in_range = [c for c in appends if start < c <= end]
-            dropped = any(c in held[v - 1] and c not in held[v] for c in in_range for v in range(end + 1, len(held)))
+            dropped = any(
+                c in held[v - 1] and c not in held[v]
+                for c in in_range
+                for v in range(end + 1, len(held))
+            )
             kept = all(c in held[v] for c in in_range for v in range(end, len(held)))
             flagged = lineage.undone_after(table, start, end)
             assert flagged or not dropped, (start, end, held)
@@ -99,7 +131,11 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     table = str(tmp_path / "table")
 
     def write(n: int, batch: int | None) -> None:
-        properties = CommitProperties(app_transactions=[Transaction("q", batch)]) if batch is not None else None
+        properties = (
+            CommitProperties(app_transactions=[Transaction("q", batch)])
+            if batch is not None
+            else None
+        )
         write_deltalake(table, pa.table({"n": [n]}), mode="append", commit_properties=properties)
 
     write(0, 0)
@@ -113,7 +149,8 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     assert lineage.cut_version(table, ids, 1) == 2  # the backfill's version: batches 0 and 1 in it
     assert lineage.cut_version(table, ids, 0) == 1  # before batch 1's commit, which is gone
     assert lineage.restore_problem(table, 1) is not None
-    assert lineage.cut_version(table, ids, -1) == -1  # undoing every batch empties it (a start over)
+    # undoing every batch empties it (a start over)
+    assert lineage.cut_version(table, ids, -1) == -1
 
 
 def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_cleaned(tmp_path):
@@ -131,8 +168,12 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
     table = str(tmp_path / "table")
 
     def write(app: str, batch: int) -> None:
-        write_deltalake(table, pa.table({"n": [batch]}), mode="append",
-                        commit_properties=CommitProperties(app_transactions=[Transaction(app, batch)]))
+        write_deltalake(
+            table,
+            pa.table({"n": [batch]}),
+            mode="append",
+            commit_properties=CommitProperties(app_transactions=[Transaction(app, batch)]),
+        )
 
     for batch in range(6):
         write("q1", batch)
@@ -145,8 +186,15 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
         write("q2", batch)
     clean_log(TablePlan("t", table, keep + 2, keep, "test", None), dry_run=False)
     assert delta_log.versions(table)[0] == keep
-    assert delta_log.hidden_transactions(table) == {"q2": 0}  # batch 1's commit is the checkpoint's own: kept
+    # batch 1's commit is the checkpoint's own: kept
+    assert delta_log.hidden_transactions(table) == {"q2": 0}
     ids = lineage.Lineage(frozenset({"q1", "q2"}))
     assert lineage.cut_version(table, ids, 3) is None  # nothing after batch 3
-    assert lineage.cut_version(table, ids, 2) == keep + 1 and lineage.restore_problem(table, keep + 1) is None
-    assert lineage.cut_version(table, ids, 0) == keep - 1 and lineage.restore_problem(table, keep - 1) is not None
+    assert (
+        lineage.cut_version(table, ids, 2) == keep + 1
+        and lineage.restore_problem(table, keep + 1) is None
+    )
+    assert (
+        lineage.cut_version(table, ids, 0) == keep - 1
+        and lineage.restore_problem(table, keep - 1) is not None
+    )

@@ -34,7 +34,9 @@ def test_a_plan_and_an_earlier_commits_journal_round_trip_through_json(tmp_path)
     assert loaded.plan.hops[1].restored_upstreams == [] and loaded.plan.backfills == []
 
 
-def test_an_exact_rollback_is_refused_where_a_hop_cannot_replay_as_logged(tmp_path, monkeypatch, capsys):
+def test_an_exact_rollback_is_refused_where_a_hop_cannot_replay_as_logged(
+    tmp_path, monkeypatch, capsys
+):
     """``--exact``: the user's choice to refuse rather than plan afresh. Silver back to before its
     first batch starts over (silver and gold), so the rollback is refused with each hop's reason
     and its fix, and nothing changes; silver back to its batch 0 replays exactly and goes ahead
@@ -49,12 +51,35 @@ def test_an_exact_rollback_is_refused_where_a_hop_cannot_replay_as_logged(tmp_pa
     assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "-1", "--exact"]) == 2
     error = capsys.readouterr().err
     for hop in ("silver", "gold"):
-        assert f"{hop}: cannot replay batches 0.." in error and "as logged (it starts over (back to before its first " \
-            "batch)): roll back with --replan to plan them afresh, or to another point" in error, error
+        assert (
+            f"{hop}: cannot replay batches 0.." in error
+            and "as logged (it starts over (back to before its first "
+            "batch)): roll back with --replan to plan them afresh, or to another point"
+            in error
+        ), error
     assert file_tree(Path(lake.home)) == before
-    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--exact", "--dry-run", "--json"]) == 0
+    assert (
+        main(
+            [
+                "rollback",
+                "ad_events",
+                "--hop",
+                "silver",
+                "--to-batch",
+                "0",
+                "--exact",
+                "--dry-run",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert plan["refused"] == [] and plan["request"]["exact"] is True
-    assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--exact", "--replan"]) == 2
+    assert (
+        main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "0", "--exact", "--replan"])
+        == 2
+    )
     assert "--replan and --exact contradict each other" in capsys.readouterr().err
-    assert "exact" not in Request("gold", to_batch=0).to_dict()  # a journal without it still reads (default off)
+    # a journal without it still reads (default off)
+    assert "exact" not in Request("gold", to_batch=0).to_dict()
