@@ -10,6 +10,7 @@ gold: it must pass on the first and fail on the second.
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -94,7 +95,10 @@ def test_a_hop_without_a_transform_is_refused_before_any_query(spark, tmp_path, 
     (tmp_path / "pipelines").mkdir()
     service.new("clicks")
     module = tmp_path / "pipelines" / "clicks" / "clicks.py"
-    module.write_text(module.read_text().replace('    "gold": ', '    # "gold": '))
+    # gold's entry of TRANSFORMS taken out, however many lines it spans
+    module.write_text(
+        re.sub(r'\n    "gold": .*?(?=\n    "|\n\})', "", module.read_text(), flags=re.S)
+    )
     service.generate("clicks", 50, seed=1)
     with pytest.raises(
         UsageError, match=f"^{module}: TRANSFORMS has no transform for hop gold: add `'gold'"
