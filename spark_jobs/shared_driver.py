@@ -1,9 +1,9 @@
-"""The shared driver's Spark side (:mod:`spark_jobs.control.coordination.driver` has the wire and
-the loop), above the engine beside the CLI it serves.
+"""The shared driver's process, beside the CLI it serves.
 
-``spark-submit .../submit.py serve --address PATH --idle S`` builds the session once, then
-serves ``lakehouse`` commands: each runs :func:`spark_jobs.cli.main` in this process, on the
-same session, exactly as the CLI would in a driver of its own.
+``spark-submit .../submit.py serve --address PATH --idle S`` becomes a DAG run's shared driver
+(:func:`spark_jobs.service.submission.serve_commands`): one session, then ``lakehouse`` commands,
+each run by :func:`spark_jobs.cli.main` in this process on that session, exactly as the CLI would
+in a driver of its own.
 """
 
 from __future__ import annotations
@@ -13,21 +13,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from spark_jobs.control.coordination.driver import serve
-from spark_jobs.engine.session import build_session
+from spark_jobs.service.submission import serve_commands
 
 
 def run_command(argv: list[str]) -> int:
     """One ``lakehouse`` command; its exit code (a traceback on the client's stderr for a bug)."""
-    from pyspark.sql import SparkSession
-
     from spark_jobs.cli import main
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        # Another process may have changed the tables since the last command (a backfill, a
-        # rollback): read every Delta log afresh, as a driver of its own would.
-        active._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     try:
         return main(argv)
     except SystemExit as ended:  # argparse's usage errors
@@ -45,8 +37,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--log", default="", help="this driver's log, named in errors")
     args = parser.parse_args(argv)
-    build_session("lakehouse-shared-driver")
-    serve(Path(args.address), run_command, args.idle, args.log)
+    serve_commands(Path(args.address), run_command, args.idle, args.log)
     return 0
 
 

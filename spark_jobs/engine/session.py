@@ -152,3 +152,13 @@ def build_session(app_name: str, shuffle_partitions: int = 4, java_options: str 
         live.set(key, value)
     spark.sparkContext.setLogLevel(settings.SPARK_LOG_LEVEL.value())
     return spark
+
+
+def forget_table_logs() -> None:
+    """Make the running session read every Delta log afresh: another process may have changed
+    the tables since its last command (a backfill, a rollback), as a driver of its own would see."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()

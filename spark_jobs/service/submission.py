@@ -1,9 +1,11 @@
 """What a task needs to run a ``lakehouse`` command as a Spark application, without a JVM of its
 own: the cached Delta jars, the drivers' JVM options and Delta's session confs (the Airflow hook's
-spark-submit arguments), and the client side of a DAG run's shared driver (the operators')."""
+spark-submit arguments), the client side of a DAG run's shared driver (the operators') and its
+server side (:func:`serve_commands`, which ``submit.py serve`` runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 # the shared driver's wire: plain sockets and files
@@ -15,6 +17,7 @@ from spark_jobs.control.coordination.driver import (
     driver_key,
     machine,
     send,
+    serve,
     starting,
     wait_for_address,
 )
@@ -30,6 +33,7 @@ __all__ = [
     "jars",
     "machine",
     "send",
+    "serve_commands",
     "starting",
     "wait_for_address",
 ]
@@ -54,3 +58,19 @@ def delta_confs() -> dict[str, str]:
     from spark_jobs.engine.session import DELTA_CONFS
 
     return dict(DELTA_CONFS)
+
+
+def serve_commands(address: Path, handler: Callable[[list[str]], int], idle_s: float, log: str):
+    """Be a DAG run's shared driver: build the session once, write ``address`` once listening,
+    then run each command sent by the run's tasks with ``handler(argv)`` (the CLI's ``main``: a
+    task's request is its command line, so both driver modes reach the same service function) on
+    a fresh view of the tables, until a release or ``idle_s`` seconds without a command.
+    """
+    from spark_jobs.engine.session import build_session, forget_table_logs
+
+    def fresh(argv: list[str]) -> int:
+        forget_table_logs()
+        return handler(argv)
+
+    build_session("lakehouse-shared-driver")
+    serve(address, fresh, idle_s, log)

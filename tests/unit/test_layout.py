@@ -199,19 +199,22 @@ def test_the_circle_finder_finds_a_circle_through_three_modules():
     assert _circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_cli_calls_the_service_and_reads_the_model_only():
-    """The CLI parses argv, calls the service and prints what it returns: nothing
-    below the service.
-    """
+@pytest.mark.parametrize("front", ["cli.py", "shared_driver.py", "submit.py"])
+def test_the_cli_and_the_shared_driver_call_the_service_and_read_the_model_only(front):
+    """The CLI parses argv, calls the service and prints what it returns; the shared driver and
+    ``submit.py`` run the CLI: nothing of theirs reaches below the service."""
     paths = {_module_name(path): path for path in _sources()}
-    used = _imports_of(ROOT / "spark_jobs" / "cli.py", set(paths))
+    used = _imports_of(ROOT / "spark_jobs" / front, set(paths))
     # the package itself: `from spark_jobs import service`
     below = sorted(
         name
         for name in used - {"spark_jobs"}
-        if not name.startswith(("spark_jobs.service", "spark_jobs.model", "spark_jobs.results"))
+        if not name.startswith(
+            ("spark_jobs.service", "spark_jobs.model", "spark_jobs.results", "spark_jobs.cli")
+        )
+        and name not in ("spark_jobs.shared_driver",)
     )
-    assert below == [], f"the CLI reaches below the service: {below}"
+    assert below == [], f"{front} reaches below the service: {below}"
 
 
 # The layers, lowest first (docs/architecture.md): a module may import its own layer and the
