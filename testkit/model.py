@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs.fs import filesystem
 from testkit import model_window
 from testkit.model_lake import (
@@ -355,7 +356,7 @@ class Runner:
         from spark_jobs.model.spec import get_spec
 
         lake = LakePaths.open(get_spec("ad_events"))
-        return {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+        return {hop: lineage.horizon(HopState(lake, lake.spec.hop(hop))) for hop in HOPS}
 
     def _now_ms(self) -> int:
         return int(time.time() * 1000) + self.clock_shift_ms

@@ -14,6 +14,7 @@ import random
 import tempfile
 from pathlib import Path
 
+from spark_jobs.control.hop_state import HopState
 from testkit.paths import killed_mid_run
 
 
@@ -152,7 +153,7 @@ class RandomSequence:
         from spark_jobs.model.lake import Lake
 
         lake = Lake.named(self.name)
-        return {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in self.hops}
+        return {hop: lineage.horizon(HopState(lake, lake.spec.hop(hop))) for hop in self.hops}
 
     def maintain(self) -> None:
         """``lakehouse maintain``: compaction and vacuum change no row (the next run's check) and

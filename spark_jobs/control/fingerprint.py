@@ -28,6 +28,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json
 from spark_jobs.model.lake import Lake
@@ -182,10 +183,11 @@ def _path(lake: Lake) -> str:
     return lake.path(f"_ops/fingerprints/{lake.spec.name}")
 
 
-def recorded(lake: Lake, hop: HopSpec) -> Fingerprint | None:
+def recorded(state: HopState) -> Fingerprint | None:
     """The fingerprint the hop's checkpoint was last run with; None when the checkpoint has no
     committed batch (nothing to go on from: any code may start it)."""
-    if not checkpoint_log.commit_batch_ids(lake.checkpoint(hop)):
+    lake, hop = state.lake, state.hop
+    if not checkpoint_log.commit_batch_ids(state.checkpoint):
         return None
     document = read_json(f"{_path(lake)}/{hop.name}.json")
     if not document:
@@ -199,7 +201,8 @@ def recorded(lake: Lake, hop: HopSpec) -> Fingerprint | None:
     )
 
 
-def save(lake: Lake, hop: HopSpec, fingerprint: Fingerprint) -> None:
+def save(state: HopState, fingerprint: Fingerprint) -> None:
+    lake, hop = state.lake, state.hop
     folder = _path(lake)
     filesystem(folder).makedirs(folder, exist_ok=True)
     write_json(folder, f"{hop.name}.json", fingerprint.to_dict())
@@ -215,8 +218,9 @@ def change(old: Fingerprint | None, new: Fingerprint) -> str:
     return "incompatible"
 
 
-def refusal(lake: Lake, hop: HopSpec, old: Fingerprint, new: Fingerprint) -> str:
+def refusal(state: HopState, old: Fingerprint, new: Fingerprint) -> str:
     """One line: what changed and the command that fixes it."""
+    lake, hop = state.lake, state.hop
     if old.stateful != new.stateful:
         what = (
             f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> "

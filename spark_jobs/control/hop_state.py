@@ -1,6 +1,7 @@
 """One hop of one lake as one object: its spec, where its checkpoint, table and quarantine live,
-and its checkpoint's batch ids read once. The rollback planner and the hop run start from it,
-rather than from ``(lake, hop)`` and paths worked out again at each call."""
+and its checkpoint's batch ids read once. Every function of the control layer about one hop
+takes it (rather than ``(lake, hop)`` and paths worked out again at each call); the rollback
+planner's view of a hop and the engine's hop run are ones."""
 
 from __future__ import annotations
 

@@ -22,10 +22,9 @@ every row): idempotent, recorded with ``repair`` set.
 
 from __future__ import annotations
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.ops import read_records
-from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import merged_spans, parse_time
 
 
@@ -56,9 +55,9 @@ def _covered(span: tuple[int, int], after_s: float, backfills: list[dict]) -> bo
     )
 
 
-def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
+def _batches(state: HopState) -> list[tuple[float, int]]:
     """(start time in seconds, watermark in ms) of each committed batch the checkpoint holds."""
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     found = []
     for batch_id in checkpoint_log.commit_batch_ids(checkpoint):
         try:
@@ -69,8 +68,9 @@ def _batches(lake: Lake, hop: HopSpec) -> list[tuple[float, int]]:
     return found
 
 
-def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
+def owed(state: HopState) -> list[tuple[int, int]]:
     """The ranges ``hop``'s run recomputes after its stream, merged, oldest first."""
+    lake, hop = state.lake, state.hop
     starts = [each for each in lake.spec.hops if each.kind_of.repairs_after_backfill]
     if hop.ingests or not any(
         start == hop or hop in lake.spec.downstream_of(start.name) for start in starts
@@ -81,7 +81,7 @@ def owed(lake: Lake, hop: HopSpec) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     if hop.kind_of.repairs_after_backfill:
         above = {each.name for each in lake.spec.hops if hop in lake.spec.downstream_of(each.name)}
-        batches = _batches(lake, hop)
+        batches = _batches(state)
         for record in records:
             bounds = backfilled(record) if record.get("hop") in above else None
             if bounds is None:

@@ -9,6 +9,7 @@ import datetime as dt
 import time
 
 from spark_jobs.control import source_switch, topics
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.status import (
     hop_status,
@@ -42,17 +43,19 @@ def _folder_bytes(path: str) -> int | None:
     return int(fs.du(path, total=True))
 
 
-def landing_backlog(lake: Lake, hop) -> dict:
+def landing_backlog(state: HopState) -> dict:
     """Landing files the ingest ``hop`` has not taken into a batch yet, and their bytes."""
-    unread = new_landing_files(lake, hop)
+    lake, hop = state.lake, state.hop
+    unread = new_landing_files(state)
     fs = filesystem(lake.landing_of(hop))
     return {"files": len(unread), "bytes": sum(int(fs.size(path) or 0) for path in unread)}
 
 
-def _topic_backlog(lake: Lake, hop) -> dict:
+def _topic_backlog(state: HopState) -> dict:
     """Records of the topic-fed ``hop``'s topic it has not read, per partition (or why unknown)."""
+    hop = state.hop
     try:
-        behind = topics.unread(lake, hop)
+        behind = topics.unread(state)
     except LakehouseError as error:
         return {"topic": hop.topics_read, "error": str(error)}
     return {
@@ -109,15 +112,15 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
     watermark = (last or {}).get("watermark_ms")
     records = read_records(lake, hop.name)
     backlog = (
-        {"landing": landing_backlog(lake, hop)}
+        {"landing": landing_backlog(HopState(lake, hop))}
         if hop.reads_landing
-        else {"topic": _topic_backlog(lake, hop)}
+        else {"topic": _topic_backlog(HopState(lake, hop))}
         if hop.reads_topic
         else {
             "upstream_versions": [
                 version
                 for upstream in hop.upstreams
-                for version in unread_upstream_versions(lake, hop, upstream)
+                for version in unread_upstream_versions(HopState(lake, hop), upstream)
             ]
         }
     )
@@ -142,7 +145,9 @@ def hop_overview(lake: Lake, hop_name: str, now: float | None = None, runs: int 
             "stale": bool(limit is not None and commit_age is not None and commit_age > limit),
         },
         "backlog": backlog,
-        "source_changed": source_switch.refusal(lake, hop),  # its runs refuse until it starts over
+        "source_changed": source_switch.refusal(
+            HopState(lake, hop)
+        ),  # its runs refuse until it starts over
         "state_bytes": _folder_bytes(f"{lake.checkpoint(hop)}/state"),
         "table_versions": status["table_versions"],
         "rollback_horizon": status["rollback_horizon"],
@@ -188,7 +193,7 @@ def hop_series(lake: Lake, hop_name: str) -> dict:
         for entry in record.get("progress") or []
     ]
     lag = []
-    for info in lineage.hop_batches(lake, hop):
+    for info in lineage.hop_batches(HopState(lake, hop)):
         committed_at = _epoch(info.committed_at)
         if info.committed and committed_at and info.watermark_ms:
             lag.append(

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import delta_log, table_rows
 from spark_jobs.logs.ops import read_record
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 
 DAY_MS = 24 * 3600 * 1000
@@ -52,11 +52,12 @@ def _day_span(low: int, high: int, file: str | None) -> dict:
     }
 
 
-def _ingest_again(lake: Lake, hop: HopSpec, files: list[dict]) -> list[dict]:
+def _ingest_again(state: HopState, files: list[dict]) -> list[dict]:
     """For each listed file of an ingest hop, the days its valid rows span in the hop's table
     (a backfill of those days reads the file again and rebuilds its quarantine rows)."""
+    hop = state.hop
     names = [each["value"] for each in files if each["value"] is not None]
-    table = lake.table(hop)
+    table = state.table
     if not names or delta_log.table_version(table) is None:
         return []
     rows = table_rows.read(table, ["_source_file", hop.time_column], where=("_source_file", names))
@@ -87,10 +88,11 @@ def _samples(rows: list[dict], reasons: list[dict]) -> dict[str, list[str]]:
     return samples
 
 
-def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
+def summary(state: HopState, run: dict | None = None) -> dict:
     """What the hop's quarantine holds (of one ``run``'s writes, if given): counts by reason and by
     source file, samples per reason, and the backfills that ingest the listed files again."""
-    table = lake.quarantine(hop)
+    hop = state.hop
+    table = state.quarantine
     document = {
         "hop": hop.name,
         "table": table,
@@ -128,7 +130,7 @@ def summary(lake: Lake, hop: HopSpec, run: dict | None = None) -> dict:
         )
     elif "_source_file" in columns:
         document["files"] = _counts([row["_source_file"] for row in listed])
-        document["ingest_again"] = _ingest_again(lake, hop, document["files"])
+        document["ingest_again"] = _ingest_again(state, document["files"])
     elif hop.time_column in columns:
         moments = [moment for moment in _millis(rows.column(hop.time_column)) if moment is not None]
         document["ingest_again"] = [_day_span(min(moments), max(moments), None)] if moments else []
@@ -160,7 +162,7 @@ def report(lake: Lake, hop: str | None = None, run: str | None = None) -> dict:
         "pipeline": lake.spec.name,
         "run_id": run,
         "hops": [
-            summary(lake, each, records.get(each.name))
+            summary(HopState(lake, each), records.get(each.name))
             for each in hops
             if not run or records.get(each.name)
         ],

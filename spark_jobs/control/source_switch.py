@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from spark_jobs.control import fingerprint as fingerprints
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.model.errors import CodeChanged
 from spark_jobs.model.lake import Lake
@@ -33,10 +34,10 @@ def kind_of_offsets(offsets: dict | None) -> str | None:
     return None
 
 
-def logged_source(lake: Lake, hop: HopSpec) -> tuple[str | None, dict | None]:
+def logged_source(state: HopState) -> tuple[str | None, dict | None]:
     """The kind of source the hop's checkpoint last logged offsets of (None before its first
     batch), and those offsets."""
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     batch_ids = checkpoint_log.offset_batch_ids(checkpoint)
     if not batch_ids:
         return None, None
@@ -49,10 +50,11 @@ def _spec_kind(hop: HopSpec) -> str:
     return LANDING if hop.reads_landing else TOPIC if hop.reads_topic else TABLE
 
 
-def _what_it_read(lake: Lake, hop: HopSpec) -> str | None:
+def _what_it_read(state: HopState) -> str | None:
     """What the hop's checkpoint was written reading, where that is not what its spec names now;
     None when it is (or nothing was logged yet)."""
-    kind, offsets = logged_source(lake, hop)
+    hop = state.hop
+    kind, offsets = logged_source(state)
     if kind is None:
         return None
     if kind != _spec_kind(hop):
@@ -68,7 +70,7 @@ def _what_it_read(lake: Lake, hop: HopSpec) -> str | None:
         return f"topic {', '.join(topics)}"
     # One topic and a pattern log the same offsets: the fingerprint of the last run
     # tells them apart.
-    recorded = fingerprints.recorded(lake, hop)
+    recorded = fingerprints.recorded(state)
     source = recorded.source if recorded is not None else None
     if (
         source is not None
@@ -79,10 +81,11 @@ def _what_it_read(lake: Lake, hop: HopSpec) -> str | None:
     return None
 
 
-def refusal(lake: Lake, hop: HopSpec) -> str | None:
+def refusal(state: HopState) -> str | None:
     """One line when the hop's source is not the one its checkpoint was written with: what each
     is and the command that starts the hop over; None when they agree."""
-    old = _what_it_read(lake, hop)
+    lake, hop = state.lake, state.hop
+    old = _what_it_read(state)
     if old is None:
         return None
     new = (
@@ -100,24 +103,22 @@ def refusal(lake: Lake, hop: HopSpec) -> str | None:
     )
 
 
-def switched(lake: Lake, hop: HopSpec) -> bool:
-    return _what_it_read(lake, hop) is not None
+def switched(state: HopState) -> bool:
+    return _what_it_read(state) is not None
 
 
 def check_sources(lake: Lake, hops: tuple[HopSpec, ...]) -> None:
     """:class:`CodeChanged` for the first hop whose source changed: before any query starts."""
     for hop in hops:
-        if reason := refusal(lake, hop):
+        if reason := refusal(HopState(lake, hop)):
             raise CodeChanged(reason, hop.name)
 
 
-def rollback_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str] | None:
+def rollback_problems(state: HopState, target: int, replan: bool) -> list[str] | None:
     """For a hop whose source changed: why a rollback to ``target`` cannot be done (empty: it
     starts the hop over, which is allowed); None when the source did not change."""
-    if not switched(lake, hop):
+    if not switched(state):
         return None
     if target < 0 and replan:
         return []
-    return [
-        f"{refusal(lake, hop)}; a rollback of it can only start it over (`--to-batch -1 --replan`)"
-    ]
+    return [f"{refusal(state)}; a rollback of it can only start it over (`--to-batch -1 --replan`)"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from spark_jobs.control import source_switch, topics
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.control.suites import page_rendered
@@ -14,20 +15,20 @@ from spark_jobs.logs.file_source_log import landing_files
 from spark_jobs.logs.ops import read_maintenance, read_records
 from spark_jobs.model.errors import CodeChanged
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import iso
 
 
-def processed_files(lake: Lake, hop: HopSpec) -> set[str]:
+def processed_files(state: HopState) -> set[str]:
     """Landing files the ingest ``hop``'s stream has already taken into a batch (its source log)."""
-    entries = file_source_log.file_source_entries(lake.checkpoint(hop))
+    entries = file_source_log.file_source_entries(state.checkpoint)
     return {file_source_log.listed_path(entry["path"]) for entry in entries}
 
 
-def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) -> list[str]:
+def new_landing_files(state: HopState, files: list[str] | None = None) -> list[str]:
     """The files of the ingest ``hop``'s landing folder (``files``, if listed already) its stream
     has not taken yet."""
-    processed = processed_files(lake, hop)
+    lake, hop = state.lake, state.hop
+    processed = processed_files(state)
     return [
         path
         for path in (landing_files(lake, hop) if files is None else files)
@@ -35,9 +36,10 @@ def new_landing_files(lake: Lake, hop: HopSpec, files: list[str] | None = None) 
     ]
 
 
-def late_rows(lake: Lake, hop: HopSpec, records: list[dict]) -> int:
+def late_rows(state: HopState, records: list[dict]) -> int:
     """Rows the hop's batches dropped as later than the allowed lateness, in the batches its
     history still holds (:func:`held_late_rows` of its records and rollbacks)."""
+    lake, hop = state.lake, state.hop
     cuts = [
         (journal.created_at or 0, step.target_batch)
         for journal in read_rollbacks(lake)
@@ -80,9 +82,10 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
     tables = {table: delta_log.table_version(table) for table in lake.tables_of(hop)}
     extra = {}
     if detail:
-        infos = lineage.hop_batches(lake, hop)
-        lineage.link_downstream(lake, hop, infos)
-        horizon = lineage.horizon(lake, hop, infos)
+        state = HopState(lake, hop)
+        infos = lineage.hop_batches(state)
+        lineage.link_downstream(state, infos)
+        horizon = lineage.horizon(state, infos)
         extra = {
             "batch_log": [info.to_dict() for info in infos],
             "rollback_horizon": horizon,
@@ -103,7 +106,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
         "runs": len(records),
         # Events later than the allowed lateness the watermark dropped, in the batches the
         # hop still holds.
-        "rows_dropped_late": late_rows(lake, hop, records),
+        "rows_dropped_late": late_rows(HopState(lake, hop), records),
         # Rows an ingest hop kept with fields its schema does not have (``_rescued``): schema drift.
         **(
             {"rows_rescued": sum(int(record.get("rows_rescued") or 0) for record in records)}
@@ -151,7 +154,7 @@ def pipeline_status(lake: Lake, hop: str | None = None) -> dict:
         "landing": {
             "files": sum(map(len, listed.values())),
             "new_files": sum(
-                len(new_landing_files(lake, lake.spec.hop(name), files))
+                len(new_landing_files(HopState(lake, lake.spec.hop(name)), files))
                 for name, files in listed.items()
             ),
         },
@@ -186,7 +189,7 @@ def _topics(lake: Lake) -> dict[str, dict]:
             try:
                 found[hop.name] = {
                     "topic": hop.topics_read,
-                    "unread": sum(topics.unread(lake, hop).values()),
+                    "unread": sum(topics.unread(HopState(lake, hop)).values()),
                 }
             except topics.TopicError as error:
                 found[hop.name] = {"topic": hop.topics_read, "error": str(error)}
@@ -312,10 +315,11 @@ def _window(infos: list, horizon: int | None, declared: str | None) -> dict:
     }
 
 
-def window_line(lake: Lake, hop: HopSpec) -> str:
+def window_line(state: HopState) -> str:
     """How far back a rollback of ``hop`` reaches now, as a refusal names it."""
-    infos = lineage.hop_batches(lake, hop)
-    window = _window(infos, lineage.horizon(lake, hop, infos), lake.spec.retention.get("rollback"))
+    lake, hop = state.lake, state.hop
+    infos = lineage.hop_batches(state)
+    window = _window(infos, lineage.horizon(state, infos), lake.spec.retention.get("rollback"))
     return (
         f"{hop.name}'s {_window_text({'rollback_window': window})} (`lakehouse status "
         f"{lake.spec.name} --hop {hop.name}`)"
@@ -392,34 +396,37 @@ def pending_work(lake: Lake, strict: bool = True) -> dict[str, str | None]:
     """
     pending: dict[str, str | None] = {}
     for hop in lake.spec.hops:
-        checkpoint = lake.checkpoint(hop)
+        state = HopState(lake, hop)
+        checkpoint = state.checkpoint
         planned = checkpoint_log.planned_batch(checkpoint)
-        if switch := source_switch.refusal(lake, hop):  # the run refuses: the check says why first
+        # the run refuses: the check says why first
+        if switch := source_switch.refusal(state):
             if strict:
                 raise CodeChanged(switch, hop.name)
             pending[hop.name] = switch
         elif planned is not None:
             pending[hop.name] = f"batch {planned} was planned but not committed"
         elif hop.reads_landing:
-            new = new_landing_files(lake, hop)
+            new = new_landing_files(state)
             pending[hop.name] = f"{len(new)} new landing files" if new else None
         elif hop.reads_topic:
             try:
-                pending[hop.name] = topics.news(lake, hop)
+                pending[hop.name] = topics.news(state)
             except topics.TopicError as error:
                 if strict:
                     raise
                 pending[hop.name] = str(error)
         else:
-            pending[hop.name] = _upstream_news(lake, hop, checkpoint)
+            pending[hop.name] = _upstream_news(state, checkpoint)
     return pending
 
 
-def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
+def _upstream_news(state: HopState, checkpoint: str) -> str | None:
+    hop = state.hop
     unread = {
         upstream: versions
         for upstream in hop.upstreams
-        if (versions := unread_upstream_versions(lake, hop, upstream))
+        if (versions := unread_upstream_versions(state, upstream))
     }
     if not unread:
         return None
@@ -438,7 +445,7 @@ def _upstream_news(lake: Lake, hop, checkpoint: str) -> str | None:
     return "; ".join(reasons)
 
 
-def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> list[int]:
+def unread_upstream_versions(state: HopState, upstream: str | None = None) -> list[int]:
     """The versions of ``upstream``'s table (the Delta-fed ``hop``'s only upstream by default) its
     stream has yet to take rows from: the stream DAG's "new data?" check and the Lakehouse
     page's backlog.
@@ -450,6 +457,7 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
     only in part (a snapshot read over several batches) is unread; a stream that never ran has
     every version to read.
     """
+    lake, hop = state.lake, state.hop
     name = upstream or hop.upstream
     if name is None:
         return []
@@ -457,12 +465,12 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
     version = delta_log.table_version(table)
     if version is None:
         return []
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
     if not offsets:
         return list(range(version + 1))
     source = lineage.upstream_offset(
-        lake, hop, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources
+        state, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources
     )
     read_to, complete = checkpoint_log.delta_position(source)
     backfills_bring_none = lake.spec.hop(name).ingests
@@ -474,7 +482,7 @@ def unread_upstream_versions(lake: Lake, hop, upstream: str | None = None) -> li
     ]
 
 
-def stream_lag(lake: Lake, hop) -> str | None:
+def stream_lag(state: HopState) -> str | None:
     """Why a backfill of Delta-fed ``hop`` must wait for the hop's stream, or None.
 
     Rows a stream wrote upstream reach the hop's stream later; if a backfill rewrote the
@@ -483,9 +491,10 @@ def stream_lag(lake: Lake, hop) -> str | None:
     RESTORE's commits do not count: the stream does not take their rows); a join's, of each
     of its upstreams.
     """
+    lake, hop = state.lake, state.hop
     if not hop.upstreams:
         return None
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     planned = checkpoint_log.planned_batch(checkpoint)
     if planned is not None:
         return f"{hop.name}'s stream has batch {planned} planned but not committed"
@@ -494,7 +503,7 @@ def stream_lag(lake: Lake, hop) -> str | None:
     lags = []
     for name in hop.upstreams:
         version, complete = checkpoint_log.delta_position(
-            lineage.upstream_offset(lake, hop, name, sources)
+            lineage.upstream_offset(state, name, sources)
         )
         first_unread = version + 1 if complete else version
         unread = [

@@ -10,11 +10,11 @@ import re
 import time
 
 from spark_jobs.control import source_switch
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.kafka import KafkaConnection
-from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
 # librdkafka logs connection trouble to stderr by itself; the errors it raises say the same.
@@ -195,12 +195,10 @@ def where(hop: HopSpec, partition: Partition) -> str:
     )
 
 
-def logged_offsets(
-    lake: Lake, hop: HopSpec, batch_id: int | None = None
-) -> dict[Partition, int] | None:
+def logged_offsets(state: HopState, batch_id: int | None = None) -> dict[Partition, int] | None:
     """Per partition, the offset the hop's batch ``batch_id`` (default: its last) reads up to, as
     its checkpoint logged it; None before its first batch."""
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     batch_ids = checkpoint_log.offset_batch_ids(checkpoint)
     if batch_id is None and not batch_ids:
         return None
@@ -217,10 +215,11 @@ def logged_offsets(
     return _by_partition(sources[0] if sources else {})
 
 
-def unread(lake: Lake, hop: HopSpec) -> dict[Partition, int]:
+def unread(state: HopState) -> dict[Partition, int]:
     """Per partition with records the hop has not read yet, how many (offsets behind the end)."""
+    hop = state.hop
     marks = watermarks(hop)
-    read_to = logged_offsets(lake, hop)
+    read_to = logged_offsets(state)
     if read_to is None:  # the first run starts at the earliest record, or at the end
         start = {
             partition: (low if hop.starting_offsets == "earliest" else high)
@@ -236,9 +235,10 @@ def unread(lake: Lake, hop: HopSpec) -> dict[Partition, int]:
     }
 
 
-def news(lake: Lake, hop: HopSpec) -> str | None:
+def news(state: HopState) -> str | None:
     """Why the topic-fed ``hop`` has work (records past its last logged offsets), or None."""
-    behind = unread(lake, hop)
+    hop = state.hop
+    behind = unread(state)
     if not behind:
         return None
     whose = "its" if hop.topic is not None else "their"
@@ -248,10 +248,10 @@ def news(lake: Lake, hop: HopSpec) -> str | None:
     )
 
 
-def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
+def initial_offsets(state: HopState) -> dict[Partition, int] | None:
     """Per partition, where the hop's first batch began: Spark's Kafka source writes it once, on
     the query's first run, to ``sources/0/0`` (a NUL byte, then ``v1`` and the offsets as JSON)."""
-    path = f"{lake.checkpoint(hop)}/sources/0/0"
+    path = f"{state.checkpoint}/sources/0/0"
     fs = filesystem(path)
     if not fs.exists(path):
         return None
@@ -265,11 +265,12 @@ def initial_offsets(lake: Lake, hop: HopSpec) -> dict[Partition, int] | None:
     )
 
 
-def lost_ranges(lake: Lake, hop: HopSpec, target: int) -> dict[Partition, tuple[int, int]]:
+def lost_ranges(state: HopState, target: int) -> dict[Partition, tuple[int, int]]:
     """Per partition, the offsets ``[first, end)`` that the hop's batches after ``target`` read
     and the broker no longer holds (retention, deleted records, a deleted partition)."""
-    start = logged_offsets(lake, hop, target) if target >= 0 else initial_offsets(lake, hop)
-    end = logged_offsets(lake, hop)
+    hop = state.hop
+    start = logged_offsets(state, target) if target >= 0 else initial_offsets(state)
+    end = logged_offsets(state)
     if start is None or end is None:
         return {}
     marks = watermarks(hop)
@@ -292,14 +293,15 @@ def reread(hop: HopSpec, target: int) -> str:
     )
 
 
-def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list[str]:
+def replay_problems(state: HopState, target: int, replan: bool) -> list[str]:
     """Why a rollback of ``hop`` to ``target`` cannot replay what it undoes (empty: it can, or it
     does not read a topic): the broker no longer holds some of the records. Back to before the
     first batch with ``replan``, the hop starts over at the earliest record the broker holds,
     which is allowed."""
+    hop = state.hop
     if not hop.reads_topic:
         return []
-    lost = lost_ranges(lake, hop, target)
+    lost = lost_ranges(state, target)
     if not lost or (target < 0 and replan):
         return []
     ranges = ", ".join(
@@ -315,11 +317,12 @@ def replay_problems(lake: Lake, hop: HopSpec, target: int, replan: bool) -> list
     ]
 
 
-def check_nothing_lost(lake: Lake, hop: HopSpec) -> None:
+def check_nothing_lost(state: HopState) -> None:
     """Refuse a run of the topic-fed ``hop`` that would meet records gone from the broker before it
     read them, or a topic whose offsets went back (deleted and created again), naming them and the
     ways on (:class:`TopicError`). One question to the broker; nothing before the first batch."""
-    read_to = logged_offsets(lake, hop)
+    lake, hop = state.lake, state.hop
+    read_to = logged_offsets(state)
     if read_to is None:
         return
     marks = watermarks(hop)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.logs import checkpoint_log, file_source_log, state_store
@@ -36,7 +37,8 @@ class Finding:
         return asdict(self)
 
 
-def _rollback_fix(lake: Lake, hop: HopSpec, batch_id: int) -> str:
+def _rollback_fix(state: HopState, batch_id: int) -> str:
+    lake, hop = state.lake, state.hop
     return f"lakehouse rollback {lake.spec.name} --hop {hop.name} --to-batch {batch_id}"
 
 
@@ -51,11 +53,12 @@ def _parse_all(fs, checkpoint: str, log: str) -> tuple[dict[int, str], dict[int,
     return paths, damaged
 
 
-def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
+def validate_hop(state: HopState) -> list[Finding]:
     """Every problem in the hop's checkpoint Spark would fail on, skip data over or
     redo data over.
     """
-    checkpoint = lake.checkpoint(hop)
+    hop = state.hop
+    checkpoint = state.checkpoint
     fs = filesystem(checkpoint)
     if not fs.exists(checkpoint):
         return []
@@ -66,12 +69,12 @@ def validate_hop(lake: Lake, hop: HopSpec) -> list[Finding]:
         default=-1,
     )
     findings = _metadata_findings(hop, checkpoint, bool(offsets))
-    findings += _damaged_findings(lake, hop, offsets, bad_offsets, commits, bad_commits, last_good)
-    findings += _out_of_step_findings(lake, hop, checkpoint, offsets, commits, last_good)
+    findings += _damaged_findings(state, offsets, bad_offsets, commits, bad_commits, last_good)
+    findings += _out_of_step_findings(state, checkpoint, offsets, commits, last_good)
     findings += _orphan_checksums(fs, hop, checkpoint)
     if hop.reads_landing:
-        findings.extend(_file_source_findings(lake, hop, checkpoint, last_good))
-    findings.extend(_state_findings(lake, hop, checkpoint, commits))
+        findings.extend(_file_source_findings(state, checkpoint, last_good))
+    findings.extend(_state_findings(state, checkpoint, commits))
     return findings
 
 
@@ -100,8 +103,7 @@ def _metadata_findings(hop: HopSpec, checkpoint: str, has_offsets: bool) -> list
 
 
 def _damaged_findings(
-    lake: Lake,
-    hop: HopSpec,
+    state: HopState,
     offsets: dict,
     bad_offsets: dict,
     commits: dict,
@@ -109,6 +111,7 @@ def _damaged_findings(
     last_good: int,
 ) -> list[Finding]:
     """Damaged log files; the last commit or last planned batch can be deleted and redone safely."""
+    hop = state.hop
     last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
     findings = []
     for log, paths, damaged in (
@@ -121,7 +124,7 @@ def _damaged_findings(
                 f"damaged-{log}",
                 paths[number],
                 error.reason,
-                _rollback_fix(lake, hop, min(number - 1, last_good)),
+                _rollback_fix(state, min(number - 1, last_good)),
             )
             if (
                 log == "commits"
@@ -136,7 +139,7 @@ def _damaged_findings(
                 log == "offsets"
                 and number == last_offset
                 and number not in commits
-                and not _batch_wrote(lake, hop, number)
+                and not _batch_wrote(state, number)
             ):
                 finding.repair = (
                     f"delete offsets/{number}: batch {number} wrote nothing and is planned again"
@@ -151,11 +154,12 @@ def _damaged_findings(
 
 
 def _out_of_step_findings(
-    lake: Lake, hop: HopSpec, checkpoint: str, offsets: dict, commits: dict, last_good: int
+    state: HopState, checkpoint: str, offsets: dict, commits: dict, last_good: int
 ) -> list[Finding]:
     """Commits out of step with offsets: lagging by more than one batch, or
     without their offsets.
     """
+    hop = state.hop
     last_offset, last_commit = max(offsets, default=-1), max(commits, default=-1)
     findings = []
     if last_offset - last_commit > 1:
@@ -166,7 +170,7 @@ def _out_of_step_findings(
                 f"{checkpoint}/commits",
                 f"commits end at {last_commit} but offsets at {last_offset}: Spark reruns only "
                 f"batch {last_offset} and batches {last_commit + 1}..{last_offset - 1} are lost",
-                _rollback_fix(lake, hop, last_commit),
+                _rollback_fix(state, last_commit),
             )
         )
     for number in sorted(set(commits) - set(offsets)):
@@ -176,7 +180,7 @@ def _out_of_step_findings(
                 "commit-without-offsets",
                 commits[number],
                 f"commits/{number} has no offsets/{number} (Spark: CONCURRENT_STREAM_LOG_UPDATE)",
-                _rollback_fix(lake, hop, min(number - 1, last_good)),
+                _rollback_fix(state, min(number - 1, last_good)),
             )
         )
     return findings
@@ -208,14 +212,13 @@ def _orphan_checksums(fs, hop: HopSpec, checkpoint: str) -> list[Finding]:
     return findings
 
 
-def _batch_wrote(lake: Lake, hop: HopSpec, batch_id: int) -> bool:
-    ids = lineage.query_ids(lake, hop)
-    return any(batch_id in lineage.batch_versions(table, ids) for table in lake.tables_of(hop))
+def _batch_wrote(state: HopState, batch_id: int) -> bool:
+    ids = lineage.query_ids(state)
+    return any(batch_id in lineage.batch_versions(table, ids) for table in state.tables)
 
 
-def _file_source_findings(
-    lake: Lake, hop: HopSpec, checkpoint: str, last_good: int
-) -> list[Finding]:
+def _file_source_findings(state: HopState, checkpoint: str, last_good: int) -> list[Finding]:
+    lake, hop = state.lake, state.hop
     fs = filesystem(checkpoint)
     log = file_source_log.file_source_log(checkpoint)
     # The offsets name the log batch each batch read up to: a log that ends before that (its last
@@ -239,7 +242,7 @@ def _file_source_findings(
                     "missing-compact" if compact else "missing-source-log",
                     f"{checkpoint}/sources/0/{name}",
                     f"the file source log lacks {name}: Spark cannot list the files it has read",
-                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good)),
+                    _rollback_fix(state, _batch_before_log(checkpoint, number, last_good)),
                 )
             )
     for number, (path, _compact) in sorted(log.items()):
@@ -252,7 +255,7 @@ def _file_source_findings(
                     "damaged-source-log",
                     path,
                     error.reason,
-                    _rollback_fix(lake, hop, _batch_before_log(checkpoint, number, last_good)),
+                    _rollback_fix(state, _batch_before_log(checkpoint, number, last_good)),
                 )
             )
     return findings
@@ -284,15 +287,14 @@ def _batch_before_log(checkpoint: str, log_batch: int, last_good: int) -> int:
     return kept
 
 
-def _state_findings(
-    lake: Lake, hop: HopSpec, checkpoint: str, commits: dict[int, str]
-) -> list[Finding]:
-    state = state_store.state_files(checkpoint)
-    if not state or not commits:
+def _state_findings(state: HopState, checkpoint: str, commits: dict[int, str]) -> list[Finding]:
+    hop = state.hop
+    stores = state_store.state_files(checkpoint)
+    if not stores or not commits:
         return []
     last = max(commits)
     findings = []
-    for partition, versions in sorted(state.items()):
+    for partition, versions in sorted(stores.items()):
         if state_store.state_loadable(versions, last + 1):
             continue
         loadable = [
@@ -305,38 +307,40 @@ def _state_findings(
                 "missing-state",
                 partition,
                 f"state version {last + 1} (written by committed batch {last}) cannot be loaded",
-                _rollback_fix(lake, hop, target),
+                _rollback_fix(state, target),
             )
         )
     return findings
 
 
-def repair(lake: Lake, hop: HopSpec, finding: Finding) -> None:
+def repair(state: HopState, finding: Finding) -> None:
     """Make a safe repair (``finding.repair`` is set)."""
+    hop = state.hop
     fs = filesystem(finding.path)
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     if finding.kind == "orphan-crc":
         fs.rm(finding.path)
     elif finding.kind in ("damaged-commits", "damaged-offsets"):
         checkpoint_log.remove(fs, finding.path)
     elif finding.kind in ("missing-metadata", "damaged-metadata"):
-        query_id = last_query_id(lake, hop)
+        query_id = last_query_id(state)
         if query_id is None:
             finding.problem += (
                 "; not repaired: no run record, rollback journal or table commit names its query id"
             )
             finding.fix = (
-                f"roll {hop.name} back to before its first batch: {_rollback_fix(lake, hop, -1)}"
+                f"roll {hop.name} back to before its first batch: {_rollback_fix(state, -1)}"
             )
             return
         checkpoint_log.set_query_id(checkpoint, query_id)
     finding.repaired = True
 
 
-def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
+def last_query_id(state: HopState) -> str | None:
     """The query id the hop's checkpoint had last: the latest of its run records and of the
     rollbacks that gave it a new one (a rollback after the last run did), else the ``txn`` of the
     last stream commit in its table."""
+    lake, hop = state.lake, state.hop
     known = [
         (record.get("started_at") or 0, record["query_id"])
         for record in read_records(lake, hop.name)
@@ -351,7 +355,7 @@ def last_query_id(lake: Lake, hop: HopSpec) -> str | None:
     ]
     if known:
         return max(known, key=lambda pair: pair[0])[1]
-    streamed = [commit for commit in lineage.commits(lake.table(hop)) if commit.app_id is not None]
+    streamed = [commit for commit in lineage.commits(state.table) if commit.app_id is not None]
     return streamed[-1].app_id if streamed else None
 
 
@@ -359,11 +363,12 @@ def validate(lake: Lake, hop_name: str | None = None, do_repair: bool = False) -
     hops = lake.spec.select_hops(hop_name)
     findings = []
     for hop in hops:
-        found = validate_hop(lake, hop)
+        state = HopState(lake, hop)
+        found = validate_hop(state)
         if do_repair:
             for finding in found:
                 if finding.repair:
-                    repair(lake, hop, finding)
+                    repair(state, finding)
         findings.extend(found)
     return findings
 
@@ -381,16 +386,17 @@ def format_findings(findings: list[Finding], pipeline: str) -> str:
     return "\n".join(lines)
 
 
-def refuse_damaged(lake: Lake, hop: HopSpec, progress) -> None:
+def refuse_damaged(state: HopState, progress) -> None:
     """Before a run starts its query: Spark would fail, skip or redo data on a damaged checkpoint,
     so stop with the diagnosis (:class:`CheckpointDamaged`). First what a stopped run left is
     mended: a checkpoint a state rebuild was swapping in is swapped in, the files of a log write
     killed half-way are removed."""
-    checkpoint = lake.checkpoint(hop)
+    lake, hop = state.lake, state.hop
+    checkpoint = state.checkpoint
     checkpoint_log.finish_restart(checkpoint)
     for leftover in checkpoint_log.drop_leftovers(checkpoint):
         progress(f"[{hop.name}] removed {leftover}: an interrupted write's")
-    findings = validate_hop(lake, hop)
+    findings = validate_hop(state)
     if findings:
         first = findings[0]
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""

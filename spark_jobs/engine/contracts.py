@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
 
+    from spark_jobs.control.hop_state import HopState
     from spark_jobs.engine.run_counts import DropRules, GateCounts
     from spark_jobs.model.lake import Lake
     from spark_jobs.model.records import RunRecord, TableChange
@@ -33,6 +34,7 @@ class HopContext(Protocol):
     lake: Lake
     spec: PipelineSpec  # the pipeline's spec, with the hop's own event time where it sets one
     hop: HopSpec
+    state: HopState  # the hop in its lake: its paths and checkpoint's batch ids
     code: PipelineCode  # the pipeline's own module
     checkpoint: str
     source: Source

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance.tables import clean_log, stored_bytes, vacuum
 
 
@@ -210,7 +211,7 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
 
     def infos_of(hop):
         if hop.name not in infos:
-            infos[hop.name] = lineage.hop_batches(lake, hop)
+            infos[hop.name] = lineage.hop_batches(HopState(lake, hop))
         return infos[hop.name]
 
     # Which batch a rollback inside the window may take each hop to: a compaction
@@ -232,7 +233,7 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     )
     record.state = [
         done
-        for done in (prune_state(lake, hop, targets[hop.name], dry_run) for hop in hops)
+        for done in (prune_state(HopState(lake, hop), targets[hop.name], dry_run) for hop in hops)
         if done["state_files"]
     ]
     for done in record.state:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.engine.progress import Progress
 from spark_jobs.engine.runner import HopRun
 from spark_jobs.model.lake import Lake
@@ -87,7 +88,7 @@ def repair(
     gated like a backfill; the summary of a gate that failed, if one did."""
     from spark_jobs.control.join_repairs import owed
 
-    for number, (start_ms, end_ms) in enumerate(owed(lake, hop), 1):
+    for number, (start_ms, end_ms) in enumerate(owed(HopState(lake, hop)), 1):
         progress(
             f"[{hop.name}] repair: recomputing {iso(start_ms)} .. {iso(end_ms)}, where a backfill "
             "above wrote rows this hop's stream does not read"

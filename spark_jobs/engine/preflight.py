@@ -23,13 +23,13 @@ def incompatible_changes(
     current = pipeline_code(lake.spec).code_hash(lake.spec)
     refused = []
     for hop in hops:
-        old = fingerprints.recorded(lake, hop)
+        run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
+        old = fingerprints.recorded(run.state)
         if old is None or old.code == current:
             continue
-        run = HopRun(spark, lake, hop, "code-check", "run-once", progress)
         if not run.upstream_missing():
             try:
-                code_update(lake, hop, run.streaming_frame(), current)
+                code_update(run.state, run.streaming_frame(), current)
             except CodeChanged as error:
                 refused.append(error)
     return refused

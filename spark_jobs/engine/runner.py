@@ -104,7 +104,7 @@ class HopRun:
         write_record(self.lake, record)
         if status == "succeeded" and self._fingerprint is not None:
             # what the checkpoint goes on with
-            fingerprints.save(self.lake, self.hop, self._fingerprint)
+            fingerprints.save(self.state, self._fingerprint)
         return record
 
     def note_progress(self, query) -> None:
@@ -132,7 +132,7 @@ class HopRun:
         self.spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "1s")
         frame = self.streaming_frame(max_files_per_trigger)
         self.check_code(frame)
-        self.state_only_batch = rebuild.state_only_batch(self.lake, self.hop, query_id)
+        self.state_only_batch = rebuild.state_only_batch(self.state, query_id)
         writer = self.sink.stream_writer(frame, query_id)
         name = f"{self.spec.name}.{self.hop.name}"
         return (
@@ -172,7 +172,7 @@ class HopRun:
         compatibly; the fingerprint goes into the run record."""
         from spark_jobs.engine.code_updates import code_update
 
-        change, new = code_update(self.lake, self.hop, frame, self.code.code_hash(self.spec))
+        change, new = code_update(self.state, frame, self.code.code_hash(self.spec))
         if change == "compatible":
             self.progress(fingerprints.note(self.hop))
         self.record.fingerprint = new.to_dict()
@@ -242,22 +242,22 @@ class HopRun:
         (:func:`spark_jobs.control.validate.refuse_damaged`)."""
         from spark_jobs.control.validate import refuse_damaged
 
-        refuse_damaged(self.lake, self.hop, self.progress)
+        refuse_damaged(self.state, self.progress)
 
     def replay_logged(self) -> None:
         """Run again, in order, the batches a rollback undid and kept
         (:mod:`spark_jobs.control.rollback.replays`), put back one at a time and run with
         ``Trigger.Once``, which runs a logged, uncommitted batch with its logged source range and
         watermark and stops right after it; then mark them replayed. None kept: nothing to do."""
-        logged = replays.pending(self.lake, self.hop, self.progress)
+        logged = replays.pending(self.state, self.progress)
         upstream_commits: dict = {}
         for batch_id, text in logged:
-            replays.put_back(self.lake, self.hop, batch_id, text, upstream_commits)
+            replays.put_back(self.state, batch_id, text, upstream_commits)
             self.progress(f"[{self.hop.name}] batch {batch_id} again, as it was logged")
             query = self.start_stream({"once": True})
             self._await(query, f"{self.hop.name} failed replaying batch {batch_id}")
         if logged:
-            replays.done(self.lake, self.hop)
+            replays.done(self.state)
 
     def _await(self, query, failed: str) -> None:
         """Wait for ``query`` to stop, noting its progress; :class:`RunFailed` if it failed."""

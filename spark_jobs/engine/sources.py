@@ -202,7 +202,8 @@ class KafkaTopic:
         from spark_jobs.control.topics import check_nothing_lost
 
         hop = self.run.hop
-        check_nothing_lost(self.run.lake, hop)  # Spark would fail on them too, with less to go on
+        # Spark would fail on them too, with less to go on
+        check_nothing_lost(self.run.state)
         reader = self.run.spark.readStream.option("startingOffsets", hop.starting_offsets)
         if hop.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(hop.max_offsets_per_trigger))

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.plans import Request
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
@@ -220,7 +221,7 @@ def refresh(
 
         rebuilt = refresh_rebuilds(lake, hops, progress)
         for name in rebuilt:
-            reason = rebuild.refusal(lake, lake.spec.hop(name), from_text or iso(from_ms))
+            reason = rebuild.refusal(HopState(lake, lake.spec.hop(name)), from_text or iso(from_ms))
             if reason:
                 raise UsageError(reason)
     # Planned afresh: the new code recomputes whatever the hops read now.
@@ -255,7 +256,11 @@ def refresh(
             each = lake.spec.hop(name)
             committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
             if committed:
-                rebuild.restart_at(lake, each, committed[-1], set(lineage.query_ids(lake, each)))
+                rebuild.restart_at(
+                    HopState(lake, each),
+                    committed[-1],
+                    set(lineage.query_ids(HopState(lake, each))),
+                )
 
     return undone, _run(
         lake,
@@ -297,7 +302,7 @@ def backfill(
     _check_quality_mode(quality)
 
     def streams_caught_up() -> str | None:
-        lagging = {each.name: lag for each in hops if (lag := stream_lag(lake, each))}
+        lagging = {each.name: lag for each in hops if (lag := stream_lag(HopState(lake, each)))}
         if not lagging:
             return None
         runs = "; ".join(f"`lakehouse run {lake.spec.name} --hop {name}`" for name in lagging)

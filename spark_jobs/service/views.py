@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.plans import Journal, Plan
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec, PipelineSpec
@@ -201,7 +202,7 @@ def quarantine_summary(lake: Lake, hop: HopSpec) -> dict | None:
         return None
     from spark_jobs.control.quarantine import summary
 
-    return summary(lake, hop)
+    return summary(HopState(lake, hop))
 
 
 def run_record(lake: Lake, run_id: str, hop: str) -> dict | None:

@@ -218,11 +218,11 @@ def test_a_compatible_change_goes_on_an_incompatible_one_is_refused_and_refresh_
 
     swaps = []
 
-    def restart_under_the_lock(lake, hop, *args):
+    def restart_under_the_lock(state, *args):
         with pytest.raises(PipelineBusy), pipeline_lock(open_lake(NAME), "probe", wait_s=0):
             pass
-        swaps.append(hop.name)
-        return real_restart(lake, hop, *args)
+        swaps.append(state.hop.name)
+        return real_restart(state, *args)
 
     real_restart = rebuild.restart_at
     monkeypatch.setattr(rebuild, "restart_at", restart_under_the_lock)

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from spark_jobs import service
 from spark_jobs.control import quarantine, topics
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.control.rollback import planner
 from spark_jobs.control.status import pending_work
@@ -66,14 +67,16 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
     _assert_lake_matches_topic(kafka, home)
     # the check reads the broker and the checkpoint: no JVM
     assert pending_work(lake)["bronze"] is None
-    assert sum(topics.logged_offsets(lake, lake.spec.hop("bronze")).values()) == 300
+    assert sum(topics.logged_offsets(HopState(lake, lake.spec.hop("bronze"))).values()) == 300
     # 300 records, 250 a batch
     assert len(service.status("ad_events", "bronze")["hops"][0]["batch_log"]) == 2
 
     _produce(2)
     service.run("ad_events", run_id="r2", progress=lambda line: None).raise_for_gate()
     _assert_lake_matches_topic(kafka, home)
-    held = quarantine.summary(lake, lake.spec.hop("bronze"))  # counted by partition, not by record
+    held = quarantine.summary(
+        HopState(lake, lake.spec.hop("bronze"))
+    )  # counted by partition, not by record
     refused = [
         address
         for address, value in topic_records(kafka.connection().client_config(), TOPIC)
@@ -150,7 +153,7 @@ def test_a_topic_fed_pipeline_runs_once_checks_without_a_jvm_and_rolls_back_exac
         backlog["partitions"].values()
     )
     marks = topics.watermarks(lake.spec.hop("bronze"))
-    read_to = topics.logged_offsets(lake, lake.spec.hop("bronze"))
+    read_to = topics.logged_offsets(HopState(lake, lake.spec.hop("bronze")))
     fresh = next(p for p in sorted(marks) if marks[p][1] > read_to[p])
     gone = TopicPartition(*fresh, marks[fresh][1])
     admin.delete_records([gone])[gone].result(30)

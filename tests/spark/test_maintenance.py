@@ -14,6 +14,7 @@ import pytest
 
 from spark_jobs import service
 from spark_jobs.cli import main
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.overview import pipeline_overview
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.status import unread_upstream_versions
@@ -96,7 +97,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
     # gold lags behind silver
     service.run("ad_events", "silver", progress=lambda line: None).raise_for_gate()
     lake = Lake.open(get_spec("ad_events"))
-    horizons = {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS}
+    horizons = {hop: lineage.horizon(HopState(lake, lake.spec.hop(hop))) for hop in HOPS}
     rows = _rows(spark, three_increments)
 
     # Inside the window (every batch is younger than a day): compaction only; nothing a version
@@ -114,7 +115,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
         assert entry["files_vacuumed"] == entry["files_named_by_none"], entry
         assert (entry["files_after"] < entry["files_before"]) == (entry in compacted), entry
     assert _rows(spark, three_increments) == rows
-    assert {hop: lineage.horizon(lake, lake.spec.hop(hop)) for hop in HOPS} == horizons
+    assert {hop: lineage.horizon(HopState(lake, lake.spec.hop(hop))) for hop in HOPS} == horizons
     # Silver declares zorder_by: its compaction Z-ordered the partitions with many files.
     silver_table = lake.table(lake.spec.hop("silver"))
     assert "Z-ordered by ad_id" in _by_table(document)["silver/ad_views"]["compacted"]
@@ -140,7 +141,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
     assert _data_files(silver["table"]) > silver["files_after"]
     # Gold's window shrank to its last batches: a rollback inside it plans, one outside is refused
     # (naming the vacuumed file) and changes nothing.
-    reach = lineage.horizon(lake, lake.spec.hop("gold"))
+    reach = lineage.horizon(HopState(lake, lake.spec.hop("gold")))
     assert reach > horizons["gold"]
     tree = file_tree(three_increments)
     assert (
@@ -185,7 +186,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
                 "--hop",
                 "bronze",
                 "--to-batch",
-                str(lineage.horizon(lake, bronze) - 1),
+                str(lineage.horizon(HopState(lake, bronze)) - 1),
                 "--dry-run",
             ]
         )
@@ -201,7 +202,7 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
 
     # A file the lagging reader has yet to read, gone (by hand: maintain keeps it): its run refuses
     # before reading anything, naming the file and the command that recovers.
-    unread = unread_upstream_versions(lake, lake.spec.hop("gold"))
+    unread = unread_upstream_versions(HopState(lake, lake.spec.hop("gold")))
     added = [
         action["add"]["path"]
         for action in delta_log.read_commit(silver["table"], unread[0])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance.tables import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
@@ -39,13 +40,13 @@ class LandingPlan:
 
 
 def _expired(
-    lake: Lake, hop: HopSpec, now_ms: int, keep_ms: int, target: int | None
+    state: HopState, now_ms: int, keep_ms: int, target: int | None
 ) -> tuple[set[str], int]:
     """The files ``hop`` read in batches no rollback in the window replays (at or before
     ``target``), modified before ``now_ms - keep_ms``; and the last such batch (-1: none)."""
     if target is None or target < 0:
         return set(), -1
-    entries = file_source_log.file_source_entries(lake.checkpoint(hop))
+    entries = file_source_log.file_source_entries(state.checkpoint)
     files = {
         file_source_log.listed_path(entry["path"])
         for entry in entries
@@ -77,7 +78,7 @@ def landing_plan(
         expired, through = None, {}
         for reader in readers:
             files, through[reader.name] = _expired(
-                lake, reader, now_ms, keep_ms, targets[reader.name]
+                HopState(lake, reader), now_ms, keep_ms, targets[reader.name]
             )
             expired = files if expired is None else expired & files
         present = set(file_source_log.landing_files(lake, readers[0]))

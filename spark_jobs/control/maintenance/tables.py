@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.logs import checkpoint_log, delta_log, state_store
 from spark_jobs.logs.fs import filesystem, write_json
@@ -52,13 +53,12 @@ def _committed_ms(text: str | None) -> int | None:
     return int(dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-def target_batch(
-    lake: Lake, hop: HopSpec, infos: list[lineage.BatchInfo], now_ms: int
-) -> int | None:
+def target_batch(state: HopState, infos: list[lineage.BatchInfo], now_ms: int) -> int | None:
     """The oldest batch a rollback of ``hop`` must still reach (-1: before its first; None:
     none, the hop has no batch a rollback can reach): its horizon now, or with a declared
     ``retention.rollback``, the last batch committed before the window began, if that is later."""
-    horizon = lineage.horizon(lake, hop, infos)
+    lake = state.lake
+    horizon = lineage.horizon(state, infos)
     declared = lake.spec.retention.get("rollback")
     if horizon is None or declared is None:
         return horizon
@@ -81,7 +81,9 @@ def window_targets(lake: Lake, now_ms: int, infos_of) -> dict[str, int | None]:
     from spark_jobs.control.rollback.plans import Request
     from spark_jobs.model.errors import UsageError
 
-    own = {hop.name: target_batch(lake, hop, infos_of(hop), now_ms) for hop in lake.spec.hops}
+    own = {
+        hop.name: target_batch(HopState(lake, hop), infos_of(hop), now_ms) for hop in lake.spec.hops
+    }
     targets = dict(own)
     for name, target in own.items():
         if target is None or not lake.spec.downstream_of(name):
@@ -96,18 +98,17 @@ def window_targets(lake: Lake, now_ms: int, infos_of) -> dict[str, int | None]:
     return targets
 
 
-def _own_need(
-    lake: Lake, hop: HopSpec, table: str, target: int | None, latest: int
-) -> tuple[int, str]:
+def _own_need(state: HopState, table: str, target: int | None, latest: int) -> tuple[int, str]:
     """The version a rollback of ``hop`` to ``target`` restores ``table`` to (``latest``: none)."""
+    hop = state.hop
     if target is None:
         return latest, "nothing (no batch a rollback can reach)"
-    ids = lineage.query_ids(lake, hop)
+    ids = lineage.query_ids(state)
     # A rollback that undoes every commit of the hop empties the table (no old version read): the
     # oldest version needed is the one the first rollback inside the window that restores reads.
     for batch in [
         target,
-        *(b for b in checkpoint_log.commit_batch_ids(lake.checkpoint(hop)) if b > target),
+        *(b for b in checkpoint_log.commit_batch_ids(state.checkpoint) if b > target),
     ]:
         cut = lineage.cut_version(table, ids, batch)
         if cut is None:
@@ -136,14 +137,13 @@ def _restored_from(table: str, version: int) -> int:
     return version
 
 
-def _reader_needs(
-    lake: Lake, hop: HopSpec, targets: dict[str, int | None]
-) -> list[tuple[int, str]]:
+def _reader_needs(state: HopState, targets: dict[str, int | None]) -> list[tuple[int, str]]:
     """Per stream reading ``hop``'s table, the oldest version a batch it may replay (or its next
     batch) reads from: the ``reservoirVersion`` of its offsets from the batch before its own oldest
     reachable batch on. A restarting stream asks its Delta source for its last logged batch again,
     from the offsets of the batch before it (Spark's ``getBatch`` on restart, committed or not), and
     the source refuses when that start version has left the log."""
+    lake, hop = state.lake, state.hop
     needs = []
     for reader in lake.spec.feeds(hop.name):
         checkpoint = lake.checkpoint(reader)
@@ -158,7 +158,7 @@ def _reader_needs(
                 sources = checkpoint_log.read_offsets(checkpoint, batch_id).sources
             except (ValueError, IndexError):
                 continue
-            source = lineage.upstream_offset(lake, reader, hop.name, sources)
+            source = lineage.upstream_offset(HopState(lake, reader), hop.name, sources)
             if source and "reservoirVersion" in source:
                 needs.append(
                     (
@@ -176,23 +176,24 @@ def plan(lake: Lake, hops: tuple[HopSpec, ...], now_ms: int, targets=None) -> li
 
     def infos_of(hop: HopSpec) -> list[lineage.BatchInfo]:
         if hop.name not in cache:
-            cache[hop.name] = lineage.hop_batches(lake, hop)
+            cache[hop.name] = lineage.hop_batches(HopState(lake, hop))
         return cache[hop.name]
 
     plans = []
     targets = targets or window_targets(lake, now_ms, infos_of)
     for hop in hops:
         target = targets[hop.name]
-        readers = _reader_needs(lake, hop, targets)
-        for table in lake.tables_of(hop):
+        state = HopState(lake, hop)
+        readers = _reader_needs(state, targets)
+        for table in state.tables:
             present = delta_log.versions(table)
             if not present:
                 continue
             latest = present[-1]
             needs = [
-                _own_need(lake, hop, table, target, latest),
+                _own_need(state, table, target, latest),
                 (latest, "the current version"),
-                *(readers if table == lake.table(hop) else []),
+                *(readers if table == state.table else []),
             ]
             keep_from, held_by = min(needs, key=lambda need: need[0])
             keep_from = max(keep_from, present[0])
@@ -328,17 +329,18 @@ def clean_log(step: TablePlan, dry_run: bool) -> dict:
     return {"log": said, "log_files_deleted": 0 if dry_run else len(old)}
 
 
-def stream_gap(lake: Lake, hop: HopSpec) -> str | None:
+def stream_gap(state: HopState) -> str | None:
     """What the Delta-fed ``hop``'s next batch would read that is gone, or None: a version of an
     upstream's log past the one its last offsets name, or a file one of those versions added.
     (``maintain`` never removes these; Delta's log clean-up, a VACUUM or a hand can.)"""
-    checkpoint = lake.checkpoint(hop)
+    lake, hop = state.lake, state.hop
+    checkpoint = state.checkpoint
     logged = checkpoint_log.offset_batch_ids(checkpoint)
     if not hop.upstreams or not logged:
         return None  # a first batch reads the upstream's snapshot as it is
     sources = checkpoint_log.read_offsets(checkpoint, logged[-1]).sources
     for name in hop.upstreams:
-        source = lineage.upstream_offset(lake, hop, name, sources)
+        source = lineage.upstream_offset(state, name, sources)
         if not source or source.get("isStartingVersion"):
             continue
         table = lake.table(lake.spec.hop(name))
@@ -387,7 +389,7 @@ def check_readable(lake: Lake, hops) -> None:
     """Refuse a run, before it reads anything, when a hop's stream would find what it must read
     next gone (:func:`stream_gap`), naming the gap and the command that recovers."""
     for hop in hops:
-        gap = stream_gap(lake, hop)
+        gap = stream_gap(HopState(lake, hop))
         if gap:
             raise DataGone(
                 f"{hop.name}'s stream has yet to read {gap}, which is gone; nothing was read. "
@@ -396,13 +398,14 @@ def check_readable(lake: Lake, hops) -> None:
             )
 
 
-def prune_state(lake: Lake, hop: HopSpec, target: int | None, dry_run: bool) -> dict:
+def prune_state(state: HopState, target: int | None, dry_run: bool) -> dict:
     """Delete the state store files of ``hop``'s checkpoint that no rollback inside the window
     (back to batch ``target``: state version ``target + 1``, and 1 for a window reaching before
     the first batch, which needs none) and no run from the latest batch on reads. Spark cleans
     them itself only when its maintenance task runs (every minute, in a live query): a run-once
     job often ends before it does."""
-    checkpoint = lake.checkpoint(hop)
+    hop = state.hop
+    checkpoint = state.checkpoint
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     if target is None or not committed:
         return {"hop": hop.name, "state_files": 0}

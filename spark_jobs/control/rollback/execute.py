@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage, replays
 from spark_jobs.control.rollback.journals import read_rollbacks, write_journal
 from spark_jobs.control.rollback.plans import (
@@ -109,9 +110,9 @@ def _rewind_checkpoint(lake: Lake, journal: Journal, hop_name: str) -> None:
             for up in step.restored_upstreams
             for above in [journal.plan.step(up)]
         }
-        replays.keep(lake, hop, step, journal.rollback_id, follows)
+        replays.keep(HopState(lake, hop), step, journal.rollback_id, follows)
     else:
-        replays.forget(lake, hop)
+        replays.forget(HopState(lake, hop))
     checkpoint_log.drop_batches_after(checkpoint, target)
     if target < 0 and hop.reads_topic:  # where the first batch began: the next one starts afresh
         checkpoint_log.drop_source_logs(checkpoint)
@@ -146,7 +147,7 @@ def _move_past_restores(lake: Lake, journal: Journal, step: HopStep, hop: HopSpe
         offsets = checkpoint_log.read_offsets(checkpoint, target)
         moved = list(offsets.sources)
         for upstream, version in skips.items():
-            index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
+            index = lineage.upstream_index(HopState(lake, hop), upstream, offsets.sources)
             if index is not None:
                 moved[index] = checkpoint_log.delta_offset_after(offsets.sources[index], version)
         checkpoint_log.write_offsets(

@@ -12,13 +12,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.control.rollback.rebuild import folded_ids
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records
-from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 
 
 @dataclass(frozen=True)
@@ -195,13 +194,14 @@ class Lineage:
         return 0 if commit.app_id in self.folded else commit.batch_id
 
 
-def query_ids(lake: Lake, hop: HopSpec) -> Lineage:
+def query_ids(state: HopState) -> Lineage:
     """Ids the hop's checkpoint has had: the current one, those rollbacks replaced, and those
     a state rebuild folded into its batch 0."""
-    ids = {checkpoint_log.query_id(lake.checkpoint(hop))}
+    lake, hop = state.lake, state.hop
+    ids = {checkpoint_log.query_id(state.checkpoint)}
     for journal in read_rollbacks(lake):
         ids.update(step.old_query_id for step in journal.plan.hops if step.hop == hop.name)
-    folded = folded_ids(lake, hop)
+    folded = folded_ids(state)
     return Lineage(frozenset(query for query in ids if query and query not in folded), folded)
 
 
@@ -315,14 +315,15 @@ def _modified(fs, path: str) -> str | None:
         return None
 
 
-def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
+def hop_batches(state: HopState) -> list[BatchInfo]:
     """Every batch the hop's checkpoint still lists, oldest first."""
-    checkpoint = lake.checkpoint(hop)
+    hop = state.hop
+    checkpoint = state.checkpoint
     fs = filesystem(checkpoint)
     offsets = checkpoint_log.offset_batch_ids(checkpoint)
     committed = set(checkpoint_log.commit_batch_ids(checkpoint))
-    versions = batch_versions(lake.table(hop), query_ids(lake, hop))
-    by_batch = _record_rows(lake, hop)
+    versions = batch_versions(state.table, query_ids(state))
+    by_batch = _record_rows(state)
     entries_by_log: dict[int, list[str]] = {}
     if hop.reads_landing:
         for entry in file_source_log.file_source_entries(checkpoint):
@@ -360,10 +361,11 @@ def hop_batches(lake: Lake, hop: HopSpec) -> list[BatchInfo]:
     return found
 
 
-def upstream_index(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> int | None:
+def upstream_index(state: HopState, upstream: str, sources: list) -> int | None:
     """Which of a batch's source offsets (``sources``) reads ``upstream``'s table: a
     single-upstream hop's only one; for a join, the Delta source whose ``reservoirId`` is that
     table's id, else the one at ``upstream``'s place in the spec's list (the join's order)."""
+    lake, hop = state.lake, state.hop
     if len(hop.upstreams) > 1:
         table_id = delta_log.table_id(lake.table(lake.spec.hop(upstream)))
         for index, source in enumerate(sources):
@@ -373,23 +375,26 @@ def upstream_index(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> in
     return index if index < len(sources) else None
 
 
-def upstream_offset(lake: Lake, hop: HopSpec, upstream: str, sources: list) -> dict | None:
+def upstream_offset(state: HopState, upstream: str, sources: list) -> dict | None:
     """The source offset that reads ``upstream``'s table (:func:`upstream_index`), or None."""
-    index = upstream_index(lake, hop, upstream, sources)
+    index = upstream_index(state, upstream, sources)
     return None if index is None else sources[index]
 
 
-def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:
+def link_downstream(state: HopState, infos: list[BatchInfo]) -> None:
     """Fill ``read_by``: for each batch's table version, the batch of each hop
     below that read it.
     """
+    lake, hop = state.lake, state.hop
     for below in lake.spec.feeds(hop.name):
         checkpoint = lake.checkpoint(below)
         ends = []
         for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
             try:
                 source = upstream_offset(
-                    lake, below, hop.name, checkpoint_log.read_offsets(checkpoint, batch_id).sources
+                    HopState(lake, below),
+                    hop.name,
+                    checkpoint_log.read_offsets(checkpoint, batch_id).sources,
                 )
                 ends.append((batch_id, checkpoint_log.delta_position(source)))
             except (ValueError, IndexError):
@@ -409,9 +414,10 @@ def link_downstream(lake: Lake, hop: HopSpec, infos: list[BatchInfo]) -> None:
                 info.read_by[below.name] = reader
 
 
-def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
+def _record_rows(state: HopState) -> dict[int, tuple[int, str]]:
     """Rows read per batch, from the newest run record of the current query id."""
-    current = checkpoint_log.query_id(lake.checkpoint(hop))
+    lake, hop = state.lake, state.hop
+    current = checkpoint_log.query_id(state.checkpoint)
     rows: dict[int, tuple[int, str]] = {}
     for record in read_records(lake, hop.name):
         if record.get("query_id") != current:
@@ -421,14 +427,13 @@ def _record_rows(lake: Lake, hop: HopSpec) -> dict[int, tuple[int, str]]:
     return rows
 
 
-def reach_problems(
-    lake: Lake, hop: HopSpec, batch_id: int, landing: set[str] | None = None
-) -> list[str]:
+def reach_problems(state: HopState, batch_id: int, landing: set[str] | None = None) -> list[str]:
     """Why the hop cannot be rolled back to ``batch_id`` (empty: it can), the rules of
     docs/concepts/checkpoints.md: ``offsets/N``, ``offsets/N-1``, ``commits/N`` and state
     version N+1 must exist, and each table restorable to the version before the undone batches
     (:func:`cut_version`)."""
-    checkpoint = lake.checkpoint(hop)
+    lake, hop = state.lake, state.hop
+    checkpoint = state.checkpoint
     problems = []
     if batch_id >= 0:
         offsets = set(checkpoint_log.offset_batch_ids(checkpoint))
@@ -442,8 +447,8 @@ def reach_problems(
                     f"{hop.name} {log}/{number} is gone (minBatchesToRetain keeps the last "
                     f"{lake.spec.min_batches_to_retain} batches)"
                 )
-        for partition, state in state_store.state_files(checkpoint).items():
-            if not state_store.state_loadable(state, batch_id + 1):
+        for partition, versions in state_store.state_files(checkpoint).items():
+            if not state_store.state_loadable(versions, batch_id + 1):
                 problems.append(
                     f"{hop.name} state version {batch_id + 1} cannot be loaded from "
                     f"{partition[len(checkpoint) + 1 :]} (state files past retention)"
@@ -458,8 +463,8 @@ def reach_problems(
             + ": a replay would not find it; put it back in the landing folder (retention.landing "
             "moves expired files to the lake's _archive/)"
         )
-    ids = query_ids(lake, hop)
-    for table in lake.tables_of(hop):
+    ids = query_ids(state)
+    for table in state.tables:
         cut = cut_version(table, ids, batch_id)
         problem = restore_problem(table, cut) if cut is not None else None
         if problem:
@@ -467,18 +472,19 @@ def reach_problems(
     return problems
 
 
-def horizon(lake: Lake, hop: HopSpec, batches: list[BatchInfo] | None = None) -> int | None:
+def horizon(state: HopState, batches: list[BatchInfo] | None = None) -> int | None:
     """The oldest batch the hop can still be rolled back to (-1: to before its first batch)."""
+    lake, hop = state.lake, state.hop
     committed = [
         info.batch_id
-        for info in (batches if batches is not None else hop_batches(lake, hop))
+        for info in (batches if batches is not None else hop_batches(state))
         if info.committed
     ]
     # listed once, not per batch
     landing = set(file_source_log.landing_files(lake, hop)) if hop.reads_landing else None
     oldest = None
     for batch_id in sorted(committed, reverse=True) + [-1]:
-        if reach_problems(lake, hop, batch_id, landing):
+        if reach_problems(state, batch_id, landing):
             break
         oldest = batch_id
     return oldest

@@ -43,10 +43,11 @@ from spark_jobs.model.times import iso, merged_spans, parse_time
 
 
 def resolve_target(
-    lake: Lake, hop: HopSpec, to_batch: int | None, to_run: str | None, to_time: int | None
+    state: HopState, to_batch: int | None, to_run: str | None, to_time: int | None
 ) -> int:
     """The batch id the hop rolls back to (the last one kept; -1: none)."""
-    checkpoint = lake.checkpoint(hop)
+    lake, hop = state.lake, state.hop
+    checkpoint = state.checkpoint
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     if to_batch is not None:
         if to_batch < -1:
@@ -95,7 +96,7 @@ class _HopView(HopState):
 
     def __init__(self, lake: Lake, hop: HopSpec):
         super().__init__(lake, hop)
-        self.ids = lineage.query_ids(lake, hop)
+        self.ids = lineage.query_ids(self)
         self._positions: dict[tuple[int, str], tuple[int, bool]] = {}
         self._same: dict[int, tuple[int, int]] = {}
 
@@ -108,7 +109,7 @@ class _HopView(HopState):
         if (batch_id, name) not in self._positions:
             sources = checkpoint_log.read_offsets(self.checkpoint, batch_id).sources
             self._positions[(batch_id, name)] = checkpoint_log.delta_position(
-                lineage.upstream_offset(self.lake, self.hop, name, sources)
+                lineage.upstream_offset(self, name, sources)
             )
         return self._positions[(batch_id, name)]
 
@@ -217,7 +218,9 @@ def _targets(
 def plan(lake: Lake, request: Request) -> Plan:
     """The rollback plan of ``request``; reads files only and changes nothing."""
     head = lake.spec.hop(request.hop)
-    requested = resolve_target(lake, head, request.to_batch, request.to_run, request.to_time)
+    requested = resolve_target(
+        HopState(lake, head), request.to_batch, request.to_run, request.to_time
+    )
     below = list(lake.spec.downstream_of(head.name))
     views = {hop.name: _HopView(lake, hop) for hop in [head, *below]}
     chain = [views[head.name]] + ([views[hop.name] for hop in below] if request.cascade else [])
@@ -230,7 +233,7 @@ def plan(lake: Lake, request: Request) -> Plan:
         view = views[name]
         undone = [batch_id for batch_id in view.offsets if batch_id > target]
         # only a start over
-        switch = source_switch.rollback_problems(lake, view.hop, target, request.replan)
+        switch = source_switch.rollback_problems(view, target, request.replan)
         problems = (
             []
             if not undone
@@ -238,22 +241,22 @@ def plan(lake: Lake, request: Request) -> Plan:
             if switch is not None
             # a topic's broker must hold the records too
             else (
-                lineage.reach_problems(lake, view.hop, target)
-                + topics.replay_problems(lake, view.hop, target, request.replan)
+                lineage.reach_problems(view, target)
+                + topics.replay_problems(view, target, request.replan)
             )
         )
         # beyond retention: say why and how far back it does reach; plan nothing for the hop
         if problems:
-            refused.extend([*problems, window_line(lake, view.hop)])
+            refused.extend([*problems, window_line(view)])
             hops.append(HopStep(name, target, undone, refused=problems))
             continue
         step = _hop_step(lake, view, target, _restored_upstreams(view.hop, views, targets))
         step.skip_versions = skips.get(name, {})
-        step.rebackfill = _rebackfill(lake, view.hop, step)
-        step.afresh_because = replays.why_afresh(lake, view.hop, step, request, hops) or ""
+        step.rebackfill = _rebackfill(view, step)
+        step.afresh_because = replays.why_afresh(view, step, request, hops) or ""
         step.replay = Replay.AFRESH if step.afresh_because or not step.undone else Replay.EXACT
         if step.undone or step.tables or step.restored_upstreams or step.skip_versions:
-            hops.append(replays.carry_or_drop(lake, view.hop, step, hops, request.replan))
+            hops.append(replays.carry_or_drop(view, step, hops, request.replan))
     backfills = _backfills(lake, hops)
     if request.to_run is not None:
         notes.extend(_repairs_kept(lake, [view.hop for view in chain], request.to_run, hops))
@@ -388,7 +391,7 @@ def _history_check(
     return jumps, notes
 
 
-def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
+def _rebackfill(state: HopState, step: HopStep) -> list[list[str]]:
     """The ranges to backfill again at ``hop`` after the replay: rows that a backfill wrote and
     that the hop's stream will not write again.
 
@@ -402,9 +405,10 @@ def _rebackfill(lake: Lake, hop: HopSpec, step: HopStep) -> list[list[str]]:
       away in event time, outside the range (shop's model, seed 42: payments of 06:00..08:00
       backfilled, their orders of 05:xx were never joined again).
     """
+    lake, hop = state.lake, state.hop
     if hop.ingests:
         return []
-    ranges, main = set(), lake.table(hop)
+    ranges, main = set(), state.table
     undone = {
         int(commit.split()[0])
         for table in step.tables
@@ -544,7 +548,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         state_version=target + 1 if state_store.state_files(view.checkpoint) else None,
     )
     # its checkpoint logged another source's offsets
-    if hop.reads_landing and source_switch.switched(lake, hop):
+    if hop.reads_landing and source_switch.switched(HopState(lake, hop)):
         step.source_log_cut, step.reread_files, step.reread = (
             -1,
             [],

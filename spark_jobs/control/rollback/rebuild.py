@@ -21,18 +21,19 @@ from __future__ import annotations
 import time
 import uuid
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 
 
 def _folder(lake: Lake) -> str:
     return lake.path(f"_ops/rebuilds/{lake.spec.name}")
 
 
-def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
+def refusal(state: HopState, from_text: str) -> str | None:
     """Why ``hop``'s state cannot be rebuilt at a point, or None."""
+    hop = state.hop
     if not hop.kind_of.state_rebuildable:
         return (
             f"--from {from_text}: hop {hop.name} reads landing files, whose stream keeps no "
@@ -41,10 +42,11 @@ def refusal(lake: Lake, hop: HopSpec, from_text: str) -> str | None:
     return None
 
 
-def restart_at(lake: Lake, hop: HopSpec, batch_id: int, replaced: set[str]) -> str:
+def restart_at(state: HopState, batch_id: int, replaced: set[str]) -> str:
     """Replace ``hop``'s checkpoint by a new query's whose batch 0 rebuilds the state batch
     ``batch_id`` ended with, and record that batch 0 writes no row and stands for the batches
     of the query ids ``replaced`` (every id the checkpoint had); the new query id."""
+    lake, hop = state.lake, state.hop
     new_id = str(uuid.uuid4())
     folder = _folder(lake)
     filesystem(folder).makedirs(folder, exist_ok=True)
@@ -59,17 +61,19 @@ def restart_at(lake: Lake, hop: HopSpec, batch_id: int, replaced: set[str]) -> s
             "at": time.time(),
         },
     )
-    checkpoint_log.restart_at(lake.checkpoint(hop), batch_id, new_id)
+    checkpoint_log.restart_at(state.checkpoint, batch_id, new_id)
     return new_id
 
 
-def state_only_batch(lake: Lake, hop: HopSpec, query_id: str) -> int | None:
+def state_only_batch(state: HopState, query_id: str) -> int | None:
     """The batch of the query ``query_id`` that fills state only, if a rebuild planned one."""
+    lake, hop = state.lake, state.hop
     document = read_json(f"{_folder(lake)}/{hop.name}.json")
     return document["batch_id"] if document and document.get("query_id") == query_id else None
 
 
-def folded_ids(lake: Lake, hop: HopSpec) -> frozenset[str]:
+def folded_ids(state: HopState) -> frozenset[str]:
     """The query ids whose batches a rebuild folded into its query's batch 0 (none without one)."""
+    lake, hop = state.lake, state.hop
     document = read_json(f"{_folder(lake)}/{hop.name}.json")
     return frozenset(document.get("replaced_query_ids", ())) if document else frozenset()

@@ -22,6 +22,7 @@ the file goes and the run plans afresh, as a rollback with ``--replan`` does, an
 
 from __future__ import annotations
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.control.rollback.plans import HopStep, Replay, Request
@@ -29,11 +30,10 @@ from spark_jobs.logs import checkpoint_log, delta_log, file_source_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json, write_text
 from spark_jobs.model.errors import RunFailed, UsageError
 from spark_jobs.model.lake import Lake
-from spark_jobs.model.spec import HopSpec
 
 
 def why_afresh(
-    lake: Lake, hop: HopSpec, step: HopStep, request: Request, planned: list[HopStep]
+    state: HopState, step: HopStep, request: Request, planned: list[HopStep]
 ) -> str | None:
     """Why a plan's undone batches cannot run again as their offsets logged them, or None: they
     can. They can for a hop back to a batch it keeps, fed by tables that this rollback leaves as
@@ -50,35 +50,36 @@ def why_afresh(
     logged = [
         checkpoint_log.read_offsets(step.checkpoint, batch_id).sources for batch_id in step.undone
     ]
-    return _follow_all(lake, hop, step, planned, logged)
+    return _follow_all(state, step, planned, logged)
 
 
 def _follow_all(
-    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], logged: list[list]
+    state: HopState, step: HopStep, planned: list[HopStep], logged: list[list]
 ) -> str | None:
     above = {each.hop: each for each in planned}
     for upstream in step.restored_upstreams:
         if above.get(upstream) is None or above[upstream].replay != Replay.EXACT:
             return f"{upstream} above runs its undone batches afresh"
-        why = _followable(lake, hop, logged, above[upstream])
+        why = _followable(state, logged, above[upstream])
         if why:
             return why
     return None
 
 
-def _followable(lake: Lake, hop: HopSpec, logged: list[list], upstream: HopStep) -> str | None:
+def _followable(state: HopState, logged: list[list], upstream: HopStep) -> str | None:
     """Why the batches to replay (``logged``: their source offsets) cannot follow ``upstream``'s
     replay, or None: they read its table by its commits (not a snapshot), whole versions
     or part of one the upstream's replay writes again, and every commit with data past the
     version it is restored to, up to what they read, is one the upstream's replay writes again
     (:func:`writer`)."""
+    lake = state.lake
     table = lake.table(lake.spec.hop(upstream.hop))
     cut = next((each.restore_to for each in upstream.tables if each.table == table), None)
     if cut is None:
         return f"{upstream.hop}'s table is not restored"
     read = -1
     for sources in logged:
-        source = lineage.upstream_offset(lake, hop, upstream.hop, sources)
+        source = lineage.upstream_offset(state, upstream.hop, sources)
         version, whole = checkpoint_log.delta_position(source)
         if (source or {}).get("isStartingVersion"):
             return f"they read {upstream.hop}'s table as a snapshot"
@@ -106,13 +107,12 @@ def writer(step: HopStep) -> str | None:
     return step.writer_query_id or step.old_query_id
 
 
-def _path(lake: Lake, hop: HopSpec) -> str:
+def _path(state: HopState) -> str:
+    lake, hop = state.lake, state.hop
     return f"{lake.replays}/{hop.name}.json"
 
 
-def keep(
-    lake: Lake, hop: HopSpec, step: HopStep, rollback_id: str, follows: dict | None = None
-) -> None:
+def keep(state: HopState, step: HopStep, rollback_id: str, follows: dict | None = None) -> None:
     """Keep the offsets files of the hop's batches after ``target`` (before the rollback drops
     them); a second call of the same rollback (finishing a crashed one) keeps what the first kept.
     ``follows``: ``{upstream: {"old": query id, "new": query id, "target": batch}}`` of the restored
@@ -120,17 +120,18 @@ def keep(
     earlier rollback kept (not replayed yet), kept after this one's (:func:`carry_or_drop`). The
     target's offsets as logged are kept too (``target_text``: the rollback moves them past the
     restores above), and the query id whose commits the replay writes again (``writer``)."""
-    kept = read_json(_path(lake, hop))
+    lake, hop = state.lake, state.hop
+    kept = read_json(_path(state))
     if kept and kept.get("rollback_id") == rollback_id:
         return
     target, carried = step.target_batch, step.carried_replay
     earlier = kept if carried else None
-    if carried and kept_batches(lake, hop) != list(carried):
+    if carried and kept_batches(state) != list(carried):
         raise UsageError(
             f"{hop.name}: the batches an earlier rollback kept for its next run changed since this "
             "rollback was planned: plan it again"
         )
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     fs = filesystem(checkpoint)
     logged = {}
     for batch_id in checkpoint_log.offset_batch_ids(checkpoint):
@@ -163,9 +164,9 @@ def keep(
     write_json(lake.replays, f"{hop.name}.json", kept)
 
 
-def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
+def kept_batches(state: HopState) -> list[int]:
     """The batches an earlier rollback kept for the hop's next run to replay, not replayed yet."""
-    kept = read_json(_path(lake, hop))
+    kept = read_json(_path(state))
     return (
         []
         if not kept or kept.get("replayed")
@@ -174,7 +175,7 @@ def kept_batches(lake: Lake, hop: HopSpec) -> list[int]:
 
 
 def carry_or_drop(
-    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], replan: bool = False
+    state: HopState, step: HopStep, planned: list[HopStep], replan: bool = False
 ) -> HopStep:
     """The replay an earlier rollback kept for the hop (its next run has not come yet), against a
     new step of the hop. A step that goes back to a batch it keeps (not before the first,
@@ -182,16 +183,17 @@ def carry_or_drop(
     (``carried_replay``): nothing ran since, so they follow on from the last batch it undoes, and
     the next run replays both as logged, the upstreams it restores first (:func:`_carried_follows`).
     Any other step drops them (``dropped_replay``), and plans its own undone batches afresh too."""
-    earlier = kept_batches(lake, hop)
+    lake, hop = state.lake, state.hop
+    earlier = kept_batches(state)
     if not earlier:
         return step
-    kept = read_json(_path(lake, hop)) or {}
+    kept = read_json(_path(state)) or {}
     last = step.undone[-1] if step.undone else step.target_batch
     if (
         not (replan or step.skip_versions or step.target_batch < 0)
         and earlier[0] == last + 1
         and kept.get("query_id") == step.old_query_id
-        and _carried_follows(lake, hop, step, planned, kept)
+        and _carried_follows(state, step, planned, kept)
     ):
         step.carried_replay, step.replay, step.afresh_because = earlier, Replay.EXACT, ""
         step.writer_query_id = kept.get("writer") or _replaced_by(
@@ -202,15 +204,14 @@ def carry_or_drop(
     return step
 
 
-def _carried_follows(
-    lake: Lake, hop: HopSpec, step: HopStep, planned: list[HopStep], kept: dict
-) -> bool:
+def _carried_follows(state: HopState, step: HopStep, planned: list[HopStep], kept: dict) -> bool:
     """Whether the step's undone batches and the kept ones can follow the upstreams it restores
     (``planned``: the steps above) as :func:`_followable` says: each commit they read past the
     restore, whole or in part, is one an upstream's replay writes again. Kept batches that follow
     upstreams' replays (a cascade) need the same upstreams restored by steps that carry those very
     replays (the commits the kept offsets name are the ones those replays write again); kept batches
     that follow none need what they read still in the tables (no RESTORE since has undone it)."""
+    lake = state.lake
     follows = kept.get("follows") or {}
     if follows and set(follows) != set(step.restored_upstreams):
         return False
@@ -218,7 +219,7 @@ def _carried_follows(
         return True
     above = {each.hop: each for each in planned}
     for upstream, ids in follows.items():
-        theirs = read_json(_path(lake, lake.spec.hop(upstream))) or {}
+        theirs = read_json(_path(HopState(lake, lake.spec.hop(upstream)))) or {}
         if not above[upstream].carried_replay or (theirs.get("query_id"), theirs.get("target")) != (
             ids["new"],
             ids["target"],
@@ -237,16 +238,17 @@ def _carried_follows(
         for batch_id, text in texts.items()
     ]
     if not follows and not all(
-        _still_there(lake, hop, upstream, logged) for upstream in step.restored_upstreams
+        _still_there(state, upstream, logged) for upstream in step.restored_upstreams
     ):
         return False
-    return _follow_all(lake, hop, step, planned, logged) is None
+    return _follow_all(state, step, planned, logged) is None
 
 
-def _still_there(lake: Lake, hop: HopSpec, upstream: str, logged: list[list]) -> bool:
+def _still_there(state: HopState, upstream: str, logged: list[list]) -> bool:
     """Whether no RESTORE or emptying of ``upstream``'s table has undone what the batches read."""
+    lake = state.lake
     read = max(
-        checkpoint_log.delta_position(lineage.upstream_offset(lake, hop, upstream, sources))[0]
+        checkpoint_log.delta_position(lineage.upstream_offset(state, upstream, sources))[0]
         for sources in logged
     )
     return not lineage.undone_after(lake.table(lake.spec.hop(upstream)), -1, read)
@@ -262,20 +264,21 @@ def _replaced_by(lake: Lake, rollback_id: str, hop_name: str) -> str | None:
 
 
 def _reads_kept_versions(
-    lake: Lake, hop: HopSpec, text: str, before: list[dict | None], followed: set[str]
+    state: HopState, text: str, before: list[dict | None], followed: set[str]
 ) -> bool:
     """Whether no upstream version the logged batch reads (after what ``before``, the offsets of the
     batch before it, had read) has been undone since by a RESTORE or an emptying, but those of the
     ``followed`` upstreams, whose replays write them again. (A version undone before the batch
     read past it, by a RESTORE the batch's range spans, is read as the original run read it.)"""
+    lake, hop = state.lake, state.hop
     sources = checkpoint_log.text_sources(text)
     for upstream in [name for name in hop.upstreams if name not in followed]:
-        offset = lineage.upstream_offset(lake, hop, upstream, sources)
+        offset = lineage.upstream_offset(state, upstream, sources)
         if offset is None:
             return False
         end = checkpoint_log.delta_position(offset)[0]
         start, whole = checkpoint_log.delta_position(
-            lineage.upstream_offset(lake, hop, upstream, before)
+            lineage.upstream_offset(state, upstream, before)
         )
         table = lake.table(lake.spec.hop(upstream))
         if lineage.undone_after(table, start if whole else start - 1, end):
@@ -283,22 +286,23 @@ def _reads_kept_versions(
     return True
 
 
-def pending(lake: Lake, hop: HopSpec, say=None) -> list[tuple[int, str]]:
+def pending(state: HopState, say=None) -> list[tuple[int, str]]:
     """The hop's kept batches still to replay, in order, as (batch id, offsets file text); an
     empty list (and the file gone) when there are none or they no longer read what they read
     (then ``say``, if given, is told why the run plans them afresh)."""
-    kept = read_json(_path(lake, hop))
+    hop = state.hop
+    kept = read_json(_path(state))
     if not kept or kept.get("replayed"):
         return []
-    checkpoint = lake.checkpoint(hop)
+    checkpoint = state.checkpoint
     committed = checkpoint_log.commit_batch_ids(checkpoint)
     last = committed[-1] if committed else -1
     logged = sorted(
         (int(batch_id), text) for batch_id, text in kept["batches"].items() if int(batch_id) > last
     )
-    why = _not_replayable(lake, hop, kept, last, logged)
+    why = _not_replayable(state, kept, last, logged)
     if why:
-        forget(lake, hop)
+        forget(state)
         if logged and say is not None:
             say(
                 f"[{hop.name}] batches {logged[0][0]}..{logged[-1][0]} run afresh, "
@@ -309,10 +313,11 @@ def pending(lake: Lake, hop: HopSpec, say=None) -> list[tuple[int, str]]:
 
 
 def _not_replayable(
-    lake: Lake, hop: HopSpec, kept: dict, last: int, logged: list[tuple[int, str]]
+    state: HopState, kept: dict, last: int, logged: list[tuple[int, str]]
 ) -> str | None:
     """Why the kept batches no longer read what they read, or None: they can run as logged."""
-    checkpoint = lake.checkpoint(hop)
+    lake = state.lake
+    checkpoint = state.checkpoint
     follows = kept.get("follows") or {}
     # A batch planned but not committed is the first kept one put back by a replay killed since.
     if (
@@ -326,14 +331,14 @@ def _not_replayable(
         if not _replayed_by(lake, upstream, ids, kept["rollback_id"]):
             return f"{upstream} did not replay the batches they read"
     if not all(
-        _reads_kept_versions(lake, hop, text, before, set(follows))
+        _reads_kept_versions(state, text, before, set(follows))
         for (_batch_id, text), before in zip(logged, _sources_before(checkpoint, last, logged))
     ):
         return "a rollback since undid upstream data they read"
-    if not _landing_kept(lake, hop, kept.get("source_log") or []):
+    if not _landing_kept(state, kept.get("source_log") or []):
         return "a landing file they read is gone"
     for upstream, ids in follows.items():
-        if not _same_files(lake, hop, upstream, ids, logged):
+        if not _same_files(state, upstream, ids, logged):
             return f"{upstream}'s replay wrote a commit they read part of as other files"
     return None
 
@@ -347,8 +352,9 @@ def _sources_before(
     return [first, *(checkpoint_log.text_sources(text) for _batch_id, text in logged[:-1])]
 
 
-def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
+def _landing_kept(state: HopState, entries: list[dict]) -> bool:
     """Whether every landing file the kept batches read is still in the landing folder."""
+    lake, hop = state.lake, state.hop
     if not entries:
         return True
     present = set(file_source_log.landing_files(lake, hop))
@@ -359,19 +365,18 @@ def _landing_kept(lake: Lake, hop: HopSpec, entries: list[dict]) -> bool:
 _WRITE_TIME = ("_ingest_time",)
 
 
-def _same_files(
-    lake: Lake, hop: HopSpec, upstream: str, ids: dict, logged: list[tuple[int, str]]
-) -> bool:
+def _same_files(state: HopState, upstream: str, ids: dict, logged: list[tuple[int, str]]) -> bool:
     """Whether each upstream version that a kept batch read part of (``--max-files-per-trigger``),
     the upstream's replay wrote again file for file: the same number of files, in the same order,
     each with the same rows by its statistics. A Delta offset into a version names a file by its
     place among the commit's files, so only then does the kept offset read the same rows on the
     replay. (The same batch of the same code writes the same partitions; a replay on other
     resources may not: then the run plans afresh.)"""
+    lake = state.lake
     table, old, new = _replay_commits(lake, upstream, ids, {})
     batch_at = {version: batch_id for batch_id, version in old.items()}
     for _batch_id, text in logged:
-        source = lineage.upstream_offset(lake, hop, upstream, checkpoint_log.text_sources(text))
+        source = lineage.upstream_offset(state, upstream, checkpoint_log.text_sources(text))
         version, whole = checkpoint_log.delta_position(source)
         if whole or version not in batch_at:
             continue
@@ -389,7 +394,7 @@ def _replayed_by(lake: Lake, upstream: str, ids: dict, rollback_id: str) -> bool
     yet to: its replay comes first. A later rollback may carry the upstream's kept batches without
     going further back, so its replay is matched by what it writes, not by the rollback. False
     when it planned them afresh instead."""
-    kept = read_json(_path(lake, lake.spec.hop(upstream)))
+    kept = read_json(_path(HopState(lake, lake.spec.hop(upstream))))
     if not kept or (kept.get("query_id"), kept.get("target")) != (
         ids.get("new"),
         ids.get("target"),
@@ -403,15 +408,16 @@ def _replayed_by(lake: Lake, upstream: str, ids: dict, rollback_id: str) -> bool
     return True
 
 
-def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | None = None) -> None:
+def put_back(state: HopState, batch_id: int, text: str, cache: dict | None = None) -> None:
     """Write the kept ``offsets/<batch_id>`` into the checkpoint: the next start runs it again.
     Its offsets into the upstreams it follows move onto their replays' commits (``cache``: those
     tables' commits, read once for all the batches a replay puts back; the upstreams do not move
     meanwhile)."""
-    checkpoint = lake.checkpoint(hop)
-    kept = read_json(_path(lake, hop)) or {}
+    lake = state.lake
+    checkpoint = state.checkpoint
+    kept = read_json(_path(state)) or {}
     if kept.get("source_log") is not None:  # the batch's files, in the log before its offsets
-        _put_back_files(lake, hop, batch_id, text, kept["source_log"])
+        _put_back_files(state, batch_id, text, kept["source_log"])
     write_text(checkpoint_log.batch_file(checkpoint, "offsets", batch_id), text)
     follows = kept.get("follows") or {}
     if not follows:
@@ -420,7 +426,7 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | N
     previous = checkpoint_log.read_offsets(checkpoint, batch_id - 1).sources
     moved = list(offsets.sources)
     for upstream, ids in follows.items():
-        index = lineage.upstream_index(lake, hop, upstream, offsets.sources)
+        index = lineage.upstream_index(state, upstream, offsets.sources)
         moved[index] = _followed(
             lake,
             upstream,
@@ -435,12 +441,11 @@ def put_back(lake: Lake, hop: HopSpec, batch_id: int, text: str, cache: dict | N
     )
 
 
-def _put_back_files(
-    lake: Lake, hop: HopSpec, batch_id: int, text: str, entries: list[dict]
-) -> None:
+def _put_back_files(state: HopState, batch_id: int, text: str, entries: list[dict]) -> None:
     """The file source log's batches that the logged batch read (after the batch before's), from
     the kept entries: Spark reads the batch's files from them, not from a listing."""
-    checkpoint = lake.checkpoint(hop)
+    lake = state.lake
+    checkpoint = state.checkpoint
     start = checkpoint_log.file_log_offset(checkpoint, batch_id - 1)
     end = int(checkpoint_log.text_sources(text)[0]["logOffset"])
     for log_batch in range(start + 1, end + 1):
@@ -497,17 +502,18 @@ def _replay_commits(
     return table, old, new
 
 
-def done(lake: Lake, hop: HopSpec) -> None:
+def done(state: HopState) -> None:
     """The hop replayed its kept batches: the hops below that follow them may map
     onto its commits.
     """
-    kept = read_json(_path(lake, hop))
+    lake, hop = state.lake, state.hop
+    kept = read_json(_path(state))
     if kept:
         write_json(lake.replays, f"{hop.name}.json", {**kept, "batches": {}, "replayed": True})
 
 
-def forget(lake: Lake, hop: HopSpec) -> None:
-    path = _path(lake, hop)
+def forget(state: HopState) -> None:
+    path = _path(state)
     fs = filesystem(path)
     if fs.exists(path):
         fs.rm(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from tests.unit.spark_jobs._helpers import load
 
 pytestmark = pytest.mark.unit
@@ -113,7 +114,7 @@ def test_other_change_rules_are_an_incompatible_code_change_and_another_filter_i
     # the refusal reads the pipeline's name only
     lake = SimpleNamespace(spec=SimpleNamespace(name="crm"))
     assert fingerprint.refusal(
-        lake, other, before, fingerprint.of_plan(plan, other, "code-2")
+        HopState(lake, other), before, fingerprint.of_plan(plan, other, "code-2")
     ).startswith(
         "hop c's query changed since its checkpoint was written and its table was built "
         "by other change rules"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.join_repairs import owed
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
@@ -70,7 +71,10 @@ def batch(
 
 
 def spans(lake: Lake, hop: str) -> list[tuple[str, str]]:
-    return [(iso(start)[11:16], iso(end)[11:16]) for start, end in owed(lake, lake.spec.hop(hop))]
+    return [
+        (iso(start)[11:16], iso(end)[11:16])
+        for start, end in owed(HopState(lake, lake.spec.hop(hop)))
+    ]
 
 
 def test_a_join_owes_a_backfill_above_it_once_a_batch_ran_after_it(lake):

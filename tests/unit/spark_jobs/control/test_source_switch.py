@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.control import fingerprint, source_switch, topics
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import planner
 from spark_jobs.control.status import pending_work
 from spark_jobs.model.errors import CodeChanged
@@ -34,14 +35,14 @@ def _relabelled(lake: Lake, folder: Path, **bronze) -> Lake:
 def test_a_landing_hop_now_fed_by_a_topic_is_refused_with_the_command_that_starts_it_over(tmp_path):
     written = fixture_lake("history", tmp_path)
     # the spec it was written with
-    assert source_switch.refusal(written, written.spec.hop("bronze")) is None
+    assert source_switch.refusal(HopState(written, written.spec.hop("bronze"))) is None
     assert all(
         reason is None or "refresh" not in reason for reason in pending_work(written).values()
     )
 
     lake = _relabelled(written, tmp_path / "topic", topic="ad_events_topic")
     bronze = lake.spec.hop("bronze")
-    reason = source_switch.refusal(lake, bronze)
+    reason = source_switch.refusal(HopState(lake, bronze))
     assert (
         reason.startswith(
             "hop bronze now reads topic ad_events_topic but its checkpoint was written reading "
@@ -54,7 +55,8 @@ def test_a_landing_hop_now_fed_by_a_topic_is_refused_with_the_command_that_start
     assert refused.value.hop == "bronze"
     assert pending_work(lake, strict=False)["bronze"] == reason  # the Lakehouse page says so
     assert (
-        topics.logged_offsets(lake, bronze) is None and topics.initial_offsets(lake, bronze) is None
+        topics.logged_offsets(HopState(lake, bronze)) is None
+        and topics.initial_offsets(HopState(lake, bronze)) is None
     )
 
     # A rollback can only start the hop over; the hops below it follow.
@@ -76,7 +78,7 @@ def test_a_topic_hop_now_fed_by_its_landing_folder_or_another_topic_is_refused(t
     landing = Lake(
         written.home, load_spec(spec_copy(tmp_path / "landing") / "ad_events" / "ad_events.yaml")
     )
-    reason = source_switch.refusal(landing, landing.spec.hop("bronze"))
+    reason = source_switch.refusal(HopState(landing, landing.spec.hop("bronze")))
     assert (
         reason.startswith(
             "hop bronze now reads landing files but its checkpoint was written reading topic "
@@ -91,24 +93,27 @@ def test_a_topic_hop_now_fed_by_its_landing_folder_or_another_topic_is_refused(t
     other = _relabelled(written, tmp_path / "other", topic="orders_v2")
     assert (
         "now reads topic orders_v2 but its checkpoint was written reading topic orders_v1"
-        in source_switch.refusal(other, other.spec.hop("bronze"))
+        in source_switch.refusal(HopState(other, other.spec.hop("bronze")))
     )
     same = _relabelled(written, tmp_path / "same", topic="orders_v1")
-    assert source_switch.refusal(same, same.spec.hop("bronze")) is None
+    assert source_switch.refusal(HopState(same, same.spec.hop("bronze"))) is None
     matching = _relabelled(written, tmp_path / "matching", topic_pattern="^orders_")
     bronze = matching.spec.hop("bronze")
     # no fingerprint names the source: the offsets agree
-    assert source_switch.refusal(matching, bronze) is None
+    assert source_switch.refusal(HopState(matching, bronze)) is None
 
     # The last run's fingerprint says it read one topic: the pattern is another source.
     fingerprint.save(
-        matching, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic orders_v1")
+        HopState(matching, bronze),
+        fingerprint.Fingerprint("code", "query", None, (), "topic orders_v1"),
     )
     assert (
         "now reads topic pattern '^orders_' but its checkpoint was written reading topic orders_v1"
-        in source_switch.refusal(matching, bronze)
+        in source_switch.refusal(HopState(matching, bronze))
     )
     fingerprint.save(
-        same, bronze, fingerprint.Fingerprint("code", "query", None, (), "topic pattern")
+        HopState(same, bronze), fingerprint.Fingerprint("code", "query", None, (), "topic pattern")
     )
-    assert "written reading a topic pattern" in source_switch.refusal(same, same.spec.hop("bronze"))
+    assert "written reading a topic pattern" in source_switch.refusal(
+        HopState(same, same.spec.hop("bronze"))
+    )

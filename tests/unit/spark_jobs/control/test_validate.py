@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback import lineage
 from spark_jobs.control.validate import validate
 from testkit.lakes import fixture_lake
@@ -20,7 +21,9 @@ def test_a_lake_runs_wrote_validates_clean_and_is_rolled_back_as_far_as_its_logs
     lake = fixture_lake(name, tmp_path)
     assert validate(lake) == []
     for hop in lake.spec.hops:
-        assert lineage.horizon(lake, hop) == -1  # every log kept: back to before the first batch
+        assert (
+            lineage.horizon(HopState(lake, hop)) == -1
+        )  # every log kept: back to before the first batch
 
 
 @pytest.mark.parametrize(

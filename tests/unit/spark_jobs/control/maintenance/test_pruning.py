@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance import pruning
 from spark_jobs.control.rollback.lineage import hop_batches
 from spark_jobs.logs import file_source_log
@@ -43,7 +44,9 @@ def _logged(checkpoint: Path) -> dict[str, int]:
 
 
 def _plan(lake: Lake, now_ms: int) -> pruning.LandingPlan:
-    plans = pruning.landing_plan(lake, lake.spec.hops, now_ms, lambda hop: hop_batches(lake, hop))
+    plans = pruning.landing_plan(
+        lake, lake.spec.hops, now_ms, lambda hop: hop_batches(HopState(lake, hop))
+    )
     assert len(plans) == 1  # ad_events: one landing folder, read by bronze
     return plans[0]
 
@@ -69,7 +72,7 @@ def test_expired_landing_files_are_those_committed_outside_the_window(tmp_path):
 
     assert (
         pruning.landing_plan(
-            lake, lake.spec.hops, now + 9 * DAY_MS, lambda hop: hop_batches(lake, hop)
+            lake, lake.spec.hops, now + 9 * DAY_MS, lambda hop: hop_batches(HopState(lake, hop))
         )
         == []
     )

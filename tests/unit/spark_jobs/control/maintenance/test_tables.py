@@ -12,6 +12,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance.tables import TablePlan, vacuum
 from spark_jobs.logs import delta_log
 
@@ -174,15 +175,15 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
 
     lake = fixture_lake("history", tmp_path)
     gold, silver = lake.spec.hop("gold"), lake.table(lake.spec.hop("silver"))
-    assert stream_gap(lake, gold) is None
+    assert stream_gap(HopState(lake, gold)) is None
     unread = []
     while not unread:  # gold's last batches undone by hand, until it has silver versions to read
         last = checkpoint_log.offset_batch_ids(lake.checkpoint(gold))[-1]
         for log in ("offsets", "commits"):
             Path(lake.checkpoint(gold), log, str(last)).unlink()
-        unread = unread_upstream_versions(lake, gold)
+        unread = unread_upstream_versions(HopState(lake, gold))
     # lagging is fine while what it will read is there
-    assert unread and stream_gap(lake, gold) is None
+    assert unread and stream_gap(HopState(lake, gold)) is None
 
     added = [
         action["add"]["path"]
@@ -190,7 +191,9 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
         if "add" in action
     ]
     Path(silver, unquote(added[0])).unlink()
-    assert stream_gap(lake, gold) == f"data file {added[0]} of silver's version {unread[0]}"
+    assert (
+        stream_gap(HopState(lake, gold)) == f"data file {added[0]} of silver's version {unread[0]}"
+    )
     with pytest.raises(DataGone, match=r"`lakehouse refresh ad_events --hop gold`"):
         check_readable(lake, lake.spec.hops)
 
@@ -201,7 +204,7 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
     for version in range(newest + 1):
         (logs / f"{version:020d}.json").unlink()
     assert (
-        stream_gap(lake, gold)
+        stream_gap(HopState(lake, gold))
         == f"silver's versions {unread[0]}..{newest} (its log starts at version {newest + 1})"
     )
 
@@ -377,7 +380,7 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
     now_ms = int((start + 3.5 * 3600) * 1000)  # the window begins at hour 2.5
 
     def infos_of(hop):
-        return lineage.hop_batches(lake, hop)
+        return lineage.hop_batches(HopState(lake, hop))
 
     targets = window_targets(lake, now_ms, infos_of)
     assert targets["bronze"] == 0 and targets["silver"] == 0 and targets["gold"] == 0

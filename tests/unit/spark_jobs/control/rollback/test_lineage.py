@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance.tables import TablePlan
 from spark_jobs.control.rollback import lineage
 from spark_jobs.logs import delta_log
@@ -24,7 +25,7 @@ def test_each_batch_maps_to_the_table_version_it_wrote(tmp_path):
     lake = fixture_lake("history", tmp_path)
     for hop in lake.spec.hops:
         table = lake.table(hop)
-        written = lineage.batch_versions(table, lineage.query_ids(lake, hop))
+        written = lineage.batch_versions(table, lineage.query_ids(HopState(lake, hop)))
         for path in Path(lake.runs).glob(f"r*.{hop.name}.json"):
             record = json.loads(path.read_text())
             wrote = [written[batch] for batch in record["batch_ids"] if batch in written]
@@ -39,7 +40,9 @@ def test_each_batch_maps_to_the_table_version_it_wrote(tmp_path):
     ]["version_after"]
     assert (
         backfilled
-        not in lineage.batch_versions(lake.table(gold), lineage.query_ids(lake, gold)).values()
+        not in lineage.batch_versions(
+            lake.table(gold), lineage.query_ids(HopState(lake, gold))
+        ).values()
     )
 
 
@@ -47,7 +50,7 @@ def test_an_earlier_rollback_keeps_its_old_query_id_in_the_lineage(tmp_path):
     lake = fixture_lake("replayed", tmp_path)
     journal = json.loads(next(Path(lake.rollbacks).glob("*.json")).read_text())
     for step in journal["plan"]["hops"]:
-        ids = lineage.query_ids(lake, lake.spec.hop(step["hop"]))
+        ids = lineage.query_ids(HopState(lake, lake.spec.hop(step["hop"])))
         assert step["old_query_id"] in ids and step["new_query_id"] in ids
 
 

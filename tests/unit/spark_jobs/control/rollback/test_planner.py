@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.maintenance.tables import TablePlan
 from spark_jobs.control.rollback import execute, planner, replays
 from spark_jobs.control.rollback.journals import read_rollbacks
@@ -209,7 +210,9 @@ def test_a_landing_file_gone_refuses_a_rollback_whose_replay_would_read_it(tmp_p
         "would not find it; put it back in the landing folder (retention.landing moves expired "
         "files to the lake's _archive/)"
     ]
-    assert lineage.horizon(lake, bronze) == last  # what status shows as the rollback window
+    assert (
+        lineage.horizon(HopState(lake, bronze)) == last
+    )  # what status shows as the rollback window
     assert not planner.plan(lake, Request("bronze", to_batch=last)).refused
 
 
@@ -237,15 +240,16 @@ def test_a_rollback_plan_widens_a_joins_rebackfill_and_lists_each_hops_backfills
     starts_over = HopStep("silver_paid", -1, [0, 1])
     # within is 1 hour in shop.yaml: the payments' range one hour wider each side; bronze_orders
     # feeds the join through silver_orders, whose own step owes that range as it was
-    assert planner._rebackfill(lake, lake.spec.hop("silver_paid"), starts_over) == [
+    assert planner._rebackfill(HopState(lake, lake.spec.hop("silver_paid")), starts_over) == [
         ["2026-03-01T05:00:00.000", "2026-03-01T09:00:00.000"]
     ]
-    assert planner._rebackfill(lake, lake.spec.hop("silver_orders"), starts_over) == [
+    assert planner._rebackfill(HopState(lake, lake.spec.hop("silver_orders")), starts_over) == [
         ["2026-03-01T22:00:00.000", "2026-03-01T23:00:00.000"]
     ]
     assert (
         planner._rebackfill(
-            lake, lake.spec.hop("silver_paid"), dataclasses.replace(starts_over, target_batch=0)
+            HopState(lake, lake.spec.hop("silver_paid")),
+            dataclasses.replace(starts_over, target_batch=0),
         )
         == []
     )
@@ -381,7 +385,7 @@ def test_a_second_rollback_before_the_replay_carries_the_first_ones_kept_batches
     }
     first = planner.plan(lake, Request("gold", to_batch=r1[-1]))
     assert first.step("gold").replay == "exact" and first.step("gold").undone == r2
-    replays.keep(lake, gold, first.step("gold"), first.rollback_id)
+    replays.keep(HopState(lake, gold), first.step("gold"), first.rollback_id)
     checkpoint_log.drop_batches_after(checkpoint, r1[-1])
     checkpoint_log.set_query_id(checkpoint, first.step("gold").new_query_id)
 
@@ -409,7 +413,7 @@ def test_a_second_rollback_before_the_replay_carries_the_first_ones_kept_batches
     replan = planner.plan(lake, Request("silver", to_batch=0, replan=True)).step("gold")
     assert (replan.dropped_replay, replan.carried_replay, replan.replay) == (r2, [], "afresh")
 
-    replays.keep(lake, gold, step, second.rollback_id)
+    replays.keep(HopState(lake, gold), step, second.rollback_id)
     kept = json.loads(Path(lake.replays, "gold.json").read_text())
     assert kept["batches"] == {str(batch): text for batch, text in logged.items()}
     assert kept["query_id"] == step.new_query_id and kept["target"] == r0[-1]
@@ -455,8 +459,11 @@ def test_a_kept_replay_below_still_follows_an_upstream_whose_kept_batches_a_late
     assert silver.carried_replay == plans[1].step("silver").undone and "gold" not in [
         s.hop for s in plans[2].hops
     ]
-    replays.done(lake, lake.spec.hop("silver"))
-    assert [batch for batch, _text in replays.pending(lake, lake.spec.hop("gold"))] == [*r1, *r2]
+    replays.done(HopState(lake, lake.spec.hop("silver")))
+    assert [batch for batch, _text in replays.pending(HopState(lake, lake.spec.hop("gold")))] == [
+        *r1,
+        *r2,
+    ]
 
 
 def test_a_plan_says_why_a_hop_cannot_replay_its_batches_as_logged(tmp_path):
