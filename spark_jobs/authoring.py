@@ -5,8 +5,9 @@ the manual's "Pipeline modules" reference), its transforms and its sample module
 
 - :data:`RESCUED` and :func:`rescued` in an ingest hop's parse: the fields of a JSON object the
   schema does not know, kept as JSON text in the ``_rescued`` column instead of dropped;
-- :func:`debezium_columns` in the parse of a change feed: a Debezium envelope's row, operation,
-  log position and time as flat columns, for a ``changes`` hop below;
+- :func:`debezium_columns` and :func:`with_debezium_columns` in a hand-written parse of a
+  change feed: a Debezium event's row, operation, log position and time as flat columns, for a
+  ``changes`` hop below (``format: debezium`` does the whole parse without code);
 - :func:`hop_table` in a pipeline module's ``STATIC_INPUTS``: another hop's table as a static
   input (a dimension a transform joins, such as a ``changes`` hop's history);
 - :class:`SampleFiles` in a sample module whose pipeline has several sources: what its
@@ -34,6 +35,7 @@ __all__ = [
     "files_in",
     "hop_table",
     "rescued",
+    "with_debezium_columns",
     "write_text",
 ]
 
@@ -59,11 +61,20 @@ def rescued(document, known: tuple[str, ...]):
 
 def debezium_columns(document, fields: dict[str, str]) -> list:
     """The flat columns of a Debezium change event ``document`` (a variant ``Column``): each of
-    ``fields`` from ``after`` (``before`` for a delete), ``op``, ``lsn`` and ``changed_at``
-    (:func:`spark_jobs.transforms.changes.debezium_columns`)."""
+    ``fields`` from the row image, ``op``, ``connector``, ``position``, ``lsn`` and
+    ``changed_at`` (:func:`spark_jobs.transforms.changes.debezium_columns`)."""
     from spark_jobs.transforms.changes import debezium_columns as columns
 
     return columns(document, fields)
+
+
+def with_debezium_columns(frame, document, fields: dict[str, str]):
+    """``frame`` with :func:`debezium_columns` of ``document`` added, as a plan Spark compiles
+    however many fields there are
+    (:func:`spark_jobs.transforms.changes.with_debezium_columns`)."""
+    from spark_jobs.transforms.changes import with_debezium_columns as added
+
+    return added(frame, document, fields)
 
 
 def hop_table(spark, lake, hop: str, schema: str):

@@ -92,6 +92,7 @@ def _summary_line(record) -> str:
         f"{record.rows_in:,}  out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  "
         f"late dropped {record.rows_dropped_late:,}  "
         + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "")
+        + (f"skipped {record.rows_skipped:,}  " if record.rows_skipped else "")
         + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "")
         + (f"live keys {record.live_keys:,}  " if record.live_keys is not None else "")
         + f"{record.duration_s} s"

@@ -1,5 +1,6 @@
-"""``crm``: its ingest hops mapped to their parses and gold's join. The two ``changes`` hops need
-no transform: the engine applies the feed by their spec (keys, sequence, deletes, SCD type)."""
+"""``crm``: the customers' parsed events checked further, the orders' parse, and gold's join. The
+two ``changes`` hops need no transform: the engine applies the feed by their spec (keys,
+sequence, deletes, truncates, SCD type)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from spark_jobs.authoring import hop_table
 
 from . import crm_transforms as transforms
 
-HISTORY = "customer_id string, tier string, valid_from long, valid_to long"
+POSITION = "struct<log:string,offset:decimal(38,0),serial:bigint>"
+HISTORY = f"customer_id string, tier string, valid_from {POSITION}, valid_to {POSITION}"
 
 
 def read_history(spark, lake):
@@ -17,7 +19,7 @@ def read_history(spark, lake):
 
 # {hop name: fn(frame, spec, inputs) -> frame}
 TRANSFORMS = {
-    "bronze_customers": lambda frame, spec, inputs: transforms.parse_changes(frame),
+    "bronze_customers": lambda frame, spec, inputs: transforms.check_changes(frame),
     "bronze_orders": lambda frame, spec, inputs: transforms.parse_orders(frame),
     "gold_orders": lambda frame, spec, inputs: transforms.tier_at_order(
         frame, inputs["history"], spec.allowed_lateness
@@ -27,5 +29,6 @@ STATIC_INPUTS = {"gold_orders": read_history}
 
 
 def split_ingested(parsed):
-    """Either ingest hop's rows for its table and for its quarantine."""
+    """The orders' rows for their table and for their quarantine (the customers' hop, which has a
+    format, is split by the platform)."""
     return transforms.split(parsed)

@@ -1,30 +1,30 @@
-"""``crm``'s transforms: the parse of a Debezium change event per line (``value``,
-``_source_file``) to typed columns and a ``reason`` that is null for a valid event, for the
-customers' feed and for the orders' (inserts of the database's orders table); and gold's join of
-each order with the version of its customer that was current at the order's log position."""
+"""``crm``'s transforms: the customers' events as the platform parses them (``format: debezium``)
+checked further; the parse of a Debezium event per line (``value``, ``_source_file``) to typed
+columns and a ``reason`` that is null for a valid event, for the orders' feed (inserts of the
+database's orders table); and gold's join of each order with the version of its customer that
+was current at the order's log position."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.authoring import debezium_columns
+from spark_jobs.authoring import with_debezium_columns
 
 FIELDS = {"customer_id": "string", "name": "string", "email": "string", "tier": "string"}
 ORDER_FIELDS = {"order_id": "string", "customer_id": "string", "amount": "double"}
-OPERATIONS = ("c", "u", "d", "r")
 TIERS = ("bronze", "silver", "gold")
 
 
 def _checked(lines: DataFrame, fields: dict[str, str], checks: list) -> DataFrame:
     """Each line's ``fields``, operation, log position and time, and ``reason``: the message of
     the first of ``checks`` (``(failed, message)``) that fails, after the envelope's own."""
-    typed = lines.select(
-        "value", "_source_file", *debezium_columns(F.try_parse_json("value"), fields)
+    typed = with_debezium_columns(
+        lines.select("value", "_source_file"), F.try_parse_json("value"), fields
     )
     reason = None
     for failed, message in [
-        (F.col("lsn").isNull(), "source.lsn is missing or not a number"),
+        (F.col("position").isNull(), "source has no log position (lsn, file and pos, ...)"),
         (F.col("changed_at").isNull(), "ts_ms is missing or not a number"),
         *checks,
     ]:
@@ -36,7 +36,7 @@ def _checked(lines: DataFrame, fields: dict[str, str], checks: list) -> DataFram
     return typed.select(
         *fields,
         "op",
-        "lsn",
+        "position",
         "changed_at",
         "_source_file",
         reason.alias("reason"),
@@ -48,14 +48,14 @@ def _not_in(column: str, values: tuple[str, ...]):
     return ~F.coalesce(F.col(column).isin(*values), F.lit(False))
 
 
-def parse_changes(lines: DataFrame) -> DataFrame:
-    """Each line's customer row, operation, log position and time; ``reason`` says what is wrong."""
-    checks = [
-        (F.col("customer_id").isNull(), "customer_id is missing"),
-        (_not_in("op", OPERATIONS), "op is not one of " + "|".join(OPERATIONS)),
-        ((F.col("op") != "d") & _not_in("tier", TIERS), "tier is not one of " + "|".join(TIERS)),
-    ]
-    return _checked(lines, FIELDS, checks).withColumn("changed_date", F.to_date("changed_at"))
+def check_changes(parsed: DataFrame) -> DataFrame:
+    """The customers' events as ``format: debezium`` parsed them, a live row's tier checked too
+    (a delete's or truncate's may be absent), and each event's date for bronze's partitions."""
+    bad_tier = F.col("reason").isNull() & F.col("op").isin("c", "u", "r") & _not_in("tier", TIERS)
+    return parsed.withColumn(
+        "reason",
+        F.when(bad_tier, F.lit("tier is not one of " + "|".join(TIERS))).otherwise(F.col("reason")),
+    ).withColumn("changed_date", F.to_date("changed_at"))
 
 
 def parse_orders(lines: DataFrame) -> DataFrame:
@@ -77,10 +77,10 @@ def parse_orders(lines: DataFrame) -> DataFrame:
 
 def tier_at_order(orders: DataFrame, history: DataFrame, allowed_lateness: str) -> DataFrame:
     """Each order once (producers resend some), with the tier of its customer's version that was
-    current at the order's log position (``valid_from <= lsn < valid_to``, ``valid_to`` null while
-    current): the tier the customer had when the order was placed, null when the customer had no
-    live version then. The order's time is part of the de-duplication's key, which bounds the
-    stream's state (as shop's silver_orders)."""
+    current at the order's log position (``valid_from <= position < valid_to``, ``valid_to``
+    null while current): the tier the customer had when the order was placed, null when the
+    customer had no live version then. The order's time is part of the de-duplication's key,
+    which bounds the stream's state (as shop's silver_orders)."""
     orders = orders.withWatermark("ordered_at", allowed_lateness).dropDuplicates(
         ["order_id", "ordered_at"]
     )
@@ -89,8 +89,8 @@ def tier_at_order(orders: DataFrame, history: DataFrame, allowed_lateness: str) 
     )
     current = (
         (orders["customer_id"] == version["_customer"])
-        & (version["valid_from"] <= orders["lsn"])
-        & (version["valid_to"].isNull() | (orders["lsn"] < version["valid_to"]))
+        & (version["valid_from"] <= orders["position"])
+        & (version["valid_to"].isNull() | (orders["position"] < version["valid_to"]))
     )
     return orders.join(version, current, "left").drop("_customer", "valid_from", "valid_to")
 

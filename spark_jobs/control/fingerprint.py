@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from spark_jobs.control.hop_state import HopState
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json
+from spark_jobs.model.changes import TRUNCATES, UNAVAILABLE
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec
 
@@ -168,6 +169,10 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
         if tuple(rules["sequence_columns"]) == (rules["sequence_by"],):
             # one column: the rules as lakes written before lists recorded them
             del rules["sequence_columns"]
+        for name, default in (("truncates", TRUNCATES), ("unavailable_value", UNAVAILABLE)):
+            # at their defaults: the rules as lakes written before these keys recorded them
+            if rules[name] == default:
+                del rules[name]
         params += "\n" + json.dumps(rules, sort_keys=True)
         names = (*names, CHANGE_RULES)
     return Fingerprint(

@@ -93,6 +93,7 @@ def _run_row(record: dict) -> dict:
             "rows_dropped_by_rule",
             "rows_dropped_late",
             "rows_rescued",
+            "rows_skipped",
             "rows_deleted",
             "live_keys",
             "duration_s",

@@ -133,6 +133,7 @@ def hop_status(lake: Lake, hop_name: str, detail: bool = False) -> dict:
                 "rows_quarantined",
                 "rows_dropped_late",
                 "rows_rescued",
+                "rows_skipped",
                 "rows_deleted",
                 "live_keys",
                 "duration_s",
@@ -247,6 +248,11 @@ def _last_run_lines(hop: dict) -> list[str]:
         lines.append(
             f"{'':<8}{run['rows_rescued']} rows of the last run have fields the schema does not "
             f"({hop['rows_rescued']} in all runs): see their _rescued column"
+        )
+    if run.get("rows_skipped"):
+        lines.append(
+            f"{'':<8}{run['rows_skipped']} records of the last run skipped: Debezium tombstones "
+            "(a delete's companion for log compaction), in no table"
         )
     if run.get("rows_deleted") is not None:
         lines.append(

@@ -3,7 +3,8 @@
 A change is a row of the hop's upstream table: the key columns (``keys``), a sequence number
 (``sequence_by``) that orders the changes of one key, an optional operation column whose values
 in ``deletes`` mark deletes (any other value, or no operation column, is an insert or update),
-and the row's values. The hop keeps the latest row of each live key (``scd: 1``) or every
+and the row's values; a truncate (an operation in ``truncates``, its keys null) ends every
+key live before it. The hop keeps the latest row of each live key (``scd: 1``) or every
 version of each key with its validity range (``scd: 2``). Plain data; the engine applies the
 rules (:mod:`spark_jobs.engine.sinks.changes`), ``testkit/changes_model.py`` states them in
 plain Python.
@@ -21,6 +22,9 @@ from spark_jobs.model.spec_keys import HOP_KEYS
 # of the same change: never part of the table a changes hop keeps.
 RUN_COLUMNS = ("_batch_id", "_ingest_time")
 DELETES = ("d", "delete")
+TRUNCATES = ("t", "truncate")
+# What Debezium writes for a value it did not read (an unchanged TOASTed column, by default).
+UNAVAILABLE = "__debezium_unavailable_value"
 VALIDITY = ("valid_from", "valid_to")
 # The column a sequence of several columns is ordered by: the struct of them, in their order
 # (compared column by column); a type 2 history's validity columns hold such structs.
@@ -35,6 +39,8 @@ class ChangesSpec:
     sequence_columns: tuple[str, ...] = ()
     operation: str | None = None
     deletes: tuple[str, ...] = DELETES
+    truncates: tuple[str, ...] = TRUNCATES
+    unavailable_value: str | None = UNAVAILABLE
     except_columns: tuple[str, ...] = ()
     scd: int = 1
     track_history: tuple[str, ...] = ()
@@ -52,6 +58,14 @@ class ChangesSpec:
             raise UsageError(
                 f"{subject} (kind changes) lacks keys: add the columns that "
                 "name a row (`keys: [id]`)"
+            )
+        overlap = set(map(str, raw.get("deletes") or DELETES)) & set(
+            map(str, raw.get("truncates") or TRUNCATES)
+        )
+        if overlap:
+            raise UsageError(
+                f"{subject} has {sorted(overlap)[0]!r} among both deletes and truncates: a value "
+                "marks one of them"
             )
         scd = raw.get("scd", 1)
         if scd not in (1, 2):
@@ -84,6 +98,14 @@ class ChangesSpec:
             sequence_columns=columns,
             operation=raw.get("operation"),
             deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
+            truncates=tuple(str(value) for value in raw.get("truncates") or TRUNCATES),
+            unavailable_value=(
+                str(raw["unavailable_value"])
+                if raw.get("unavailable_value") is not None
+                else None
+                if "unavailable_value" in raw
+                else UNAVAILABLE
+            ),
             except_columns=tuple(raw.get("except_columns") or ()),
             scd=scd,
             track_history=tuple(raw.get("track_history") or ()),

@@ -19,11 +19,17 @@ from dataclasses import dataclass
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.kinds import HopKind
 
-CSV, JSON = "csv", "json"
+CSV, JSON, DEBEZIUM = "csv", "json", "debezium"
 # The column an ingest hop keeps the fields no column names in (JSON text; Auto
 # Loader's rescued data).
 RESCUED = "_rescued"
-FORMATS = (CSV, JSON)
+FORMATS = (CSV, JSON, DEBEZIUM)
+# The columns ``format: debezium`` adds to the row's own: the operation, the log position that
+# orders one key's changes, and the change's time (spark_jobs.transforms.changes).
+DEBEZIUM_COLUMNS = ("op", "position", "changed_at")
+# The column of a parse whose true rows are neither the table's nor the quarantine's: counted
+# and left out (a Debezium tombstone, the null value that follows a delete for log compaction).
+SKIPPED = "_skipped"
 
 # The Spark SQL types a column may declare: what ``try_cast`` (CSV) or ``try_variant_get``
 # (JSON) makes of a field.
@@ -44,8 +50,10 @@ CHARSETS = {"utf-8": "UTF-8", "iso8859-1": "ISO-8859-1"}
 class FormatSpec:
     """How an ingest hop's landing files (or a topic's records) are parsed.
 
-    :param name: ``csv`` or ``json``.
+    :param name: ``csv``, ``json`` or ``debezium``.
     :param columns: ``(name, Spark SQL type)`` of each column, in the table's order.
+    :param keys: ``debezium``: the columns that name a row (the hop's ``keys``); an event
+        without one is quarantined (a truncate has none).
     :param header: CSV: each file's first line names its columns (else ``columns`` are the
         fields in order).
     """
@@ -56,6 +64,7 @@ class FormatSpec:
     delimiter: str = ","
     quote: str = '"'
     encoding: str = "utf-8"
+    keys: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -88,15 +97,33 @@ class FormatSpec:
             return None
         if name not in FORMATS:
             raise UsageError(
-                f"{subject} has format {name!r}: use csv or json (or leave it out: each line goes "
-                "to the hop's transform)"
+                f"{subject} has format {name!r}: use csv, json or debezium (or leave it out: each "
+                "line goes to the hop's transform)"
             )
         if options is not None and name != CSV:
             raise UsageError(f"{subject} has csv options but format {name}: remove them")
-        return cls(
-            name=name,
-            columns=_columns(columns, name, subject),
-            **_csv_options(options or {}, subject),
+        typed = _columns(columns, name, subject)
+        keys = tuple(raw.get("keys") or ()) if name == DEBEZIUM else ()
+        if name == DEBEZIUM:
+            _check_debezium(typed, keys, subject)
+        return cls(name=name, columns=typed, keys=keys, **_csv_options(options or {}, subject))
+
+
+def _check_debezium(columns: tuple[tuple[str, str], ...], keys: tuple, subject: str) -> None:
+    """Refuse a column ``format: debezium`` writes itself, and keys no column declares."""
+    names = [name for name, _type in columns]
+    taken = [name for name in names if name in DEBEZIUM_COLUMNS]
+    if taken:
+        raise UsageError(
+            f"{subject} declares column {taken[0]}, which format debezium writes itself (with "
+            f"{', '.join(DEBEZIUM_COLUMNS)}): rename the row's column in a transform after the "
+            "parse"
+        )
+    absent = [key for key in keys if key not in names]
+    if absent:
+        raise UsageError(
+            f"{subject} has key {absent[0]!r}, which its columns do not declare: add it to "
+            "`columns`"
         )
 
 

@@ -44,6 +44,8 @@ class RunRecord:
     rows_dropped_late: int = 0
     # Rows an ingest hop wrote with fields its schema does not have (their ``_rescued`` column).
     rows_rescued: int | None = None
+    # Records an ingest hop's parse left out, in no table (``format: debezium``'s tombstones).
+    rows_skipped: int | None = None
     # Rows a changes hop's MERGEs deleted from its table: keys deleted, history versions replaced.
     rows_deleted: int | None = None
     # The keys a changes hop's table holds a live row of when the run ended: its rows (type 1),

@@ -245,10 +245,12 @@ HOP_KEYS: tuple[Key, ...] = (
     Key(
         "format",
         TEXT,
-        "`csv` or `json`: the platform parses each row into `columns`, keeps fields no column "
-        "names in `_rescued` and quarantines rows it cannot type, with the column in the reason; "
-        "else each line goes to the hop's transform as it is ([Landing "
-        "formats](../guides/formats.md))",
+        "`csv`, `json` or `debezium`: the platform parses each row into `columns`, keeps fields "
+        "no column names in `_rescued` and quarantines rows it cannot type, with the column in "
+        "the reason (`debezium`: any connector's change events, with `op`, `position` and "
+        "`changed_at`; an event without one of the hop's `keys` is quarantined, a tombstone "
+        "skipped and counted); else each line goes to the hop's transform as it is ([Landing "
+        "formats](../guides/formats.md), [Change data capture](../guides/changes.md))",
         kinds="ingest",
         example="`csv`",
     ),
@@ -313,6 +315,25 @@ HOP_KEYS: tuple[Key, ...] = (
         "the spelled-out one)",
         kinds="changes",
         example="`[d, D]`",
+    ),
+    Key(
+        "truncates",
+        COLUMNS,
+        "the `operation` values that mark a truncate (default `[t, truncate]`): every key live "
+        "before it ends at its sequence (type 1: deleted; type 2: its version closes), and "
+        "later changes apply after it",
+        kinds="changes",
+        example="`[t]`",
+    ),
+    Key(
+        "unavailable_value",
+        TEXT,
+        "the text a connector writes for a value it did not send (default Debezium's "
+        "`__debezium_unavailable_value`, for an unchanged TOASTed PostgreSQL column): such a "
+        "column keeps the key's value from its latest change before that holds one; `null` "
+        "turns it off",
+        kinds="changes",
+        example="`__debezium_unavailable_value`",
     ),
     Key(
         "except_columns",

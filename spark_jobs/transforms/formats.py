@@ -15,7 +15,7 @@ import re
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.model.formats import CSV, RESCUED, FormatSpec
+from spark_jobs.model.formats import CSV, DEBEZIUM, RESCUED, SKIPPED, FormatSpec
 
 QUARANTINE_COLUMNS = ("raw_line", "reason", "_source_file")
 HEADER = "_header"
@@ -178,11 +178,18 @@ def _parsed(split: DataFrame, typed: dict[str, Column], extra: Column, reason: C
 
 def parse(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
     """``lines`` parsed by the hop's format."""
+    if fmt.name == DEBEZIUM:
+        from spark_jobs.transforms.changes import parse_debezium
+
+        return parse_debezium(lines, fmt)
     return parse_csv(lines, fmt) if fmt.name == CSV else parse_json(lines, fmt)
 
 
 def split_parsed(parsed: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The valid rows (every column but the reason and line) and the refused ones (the
-    quarantine's columns) of a parse, after the hop's transform if it has one."""
+    quarantine's columns) of a parse, after the hop's transform if it has one; a row marked
+    :data:`SKIPPED` (a tombstone) is neither."""
+    if SKIPPED in parsed.columns:
+        parsed = parsed.where(~F.col(SKIPPED)).drop(SKIPPED)
     valid = parsed.where(F.col("reason").isNull()).drop("reason", "raw_line")
     return valid, parsed.where(F.col("reason").isNotNull()).select(*QUARANTINE_COLUMNS)

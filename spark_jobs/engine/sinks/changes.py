@@ -28,6 +28,54 @@ def _is_delete(rules):
     return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.deletes), F.lit(False))
 
 
+def is_truncate(rules):
+    """A change that truncates the table: its operation is one of ``truncates``."""
+    from pyspark.sql import functions as F
+
+    if not rules.operation:
+        return F.lit(False)
+    return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.truncates), F.lit(False))
+
+
+def with_truncates_as_deletes(changes, rules, keys: tuple[str, ...]):
+    """``changes`` with each truncate made a delete, at its sequence, of every key the changes
+    hold: a truncate ends whatever each key held before it."""
+    from pyspark.sql import functions as F
+
+    if not rules.operation:
+        return changes
+    truncates = changes.where(is_truncate(rules))
+    rest = changes.where(~is_truncate(rules))
+    ended = (
+        rest.select(*keys)
+        .distinct()
+        .crossJoin(F.broadcast(truncates.drop(*keys)))
+        .withColumn(rules.operation, F.lit(rules.deletes[0]))
+    )
+    return rest.unionByName(ended)
+
+
+def _fillable(frame, rules, keys: tuple[str, ...]) -> list[str]:
+    """The text columns a connector may leave unavailable (none when the rules say no such
+    text)."""
+    if rules.unavailable_value is None:
+        return []
+    values = rules.value_columns(list(frame.columns), keys)
+    return [
+        name
+        for name in values
+        if frame.schema[name].dataType.typeName() == "string" and not name.startswith("_")
+    ]
+
+
+def _available(name: str, rules):
+    """Whether a change's ``name`` holds a value: not a delete's, not the unavailable text."""
+    from pyspark.sql import functions as F
+
+    column = F.col(name)
+    return ~F.col(_DELETE) & (column.isNull() | (column != F.lit(rules.unavailable_value)))
+
+
 def _orderable(frame, names: list[str]) -> list[str]:
     """The columns of ``names`` Spark can order by (not a map or a variant, nor
     anything holding one).
@@ -82,11 +130,35 @@ def latest_rows(changes, rules, keys: tuple[str, ...]):
     """Type 1: each key's last change (by sequence, then :func:`_tiebreak`), unless it is a
     delete; the table's columns."""
 
+    from pyspark.sql import functions as F
+
     kept = rules.kept_columns(changes.columns)
     changes = _marked(changes, rules)
     carried = [name for name in kept if name not in keys] + [_DELETE]
-    order = [rules.sequence_by, *_tiebreak(changes, rules, keys)]
-    return _greatest(changes, list(keys), order, carried).where(f"NOT {_DELETE}").select(*kept)
+    seq = rules.sequence_by
+    fillable = _fillable(changes, rules, keys)
+    if not fillable:
+        order = [seq, *_tiebreak(changes, rules, keys)]
+        latest = _greatest(changes, list(keys), order, carried)
+        return latest.where(f"NOT {_DELETE}").select(*kept)
+    unique = _greatest(
+        changes, [*keys, seq], _tiebreak(changes, rules, keys), [n for n in carried if n != seq]
+    )
+    fills = {
+        f"_fill_{name}": F.max_by(name, F.when(_available(name, rules), F.col(seq)))
+        for name in fillable
+    }
+    latest = _greatest(unique, list(keys), [seq], carried, fills).where(f"NOT {_DELETE}")
+    return latest.select(
+        *[
+            F.when(F.col(name) == F.lit(rules.unavailable_value), F.col(f"_fill_{name}"))
+            .otherwise(F.col(name))
+            .alias(name)
+            if name in fillable
+            else name
+            for name in kept
+        ]
+    )
 
 
 def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
@@ -104,6 +176,15 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
     base = [name for name in kept if name not in (*keys, seq, valid_from, valid_to)]
     unique = _greatest(changes, [*keys, seq], _tiebreak(changes, rules, keys), [*base, _DELETE])
     order = Window.partitionBy(*keys).orderBy(seq)
+    so_far = order.rowsBetween(Window.unboundedPreceding, 0)
+    for name in _fillable(unique, rules, keys):
+        known = F.last(F.when(_available(name, rules), F.struct(name)), ignorenulls=True)
+        unique = unique.withColumn(
+            name,
+            F.when(
+                F.col(name) == F.lit(rules.unavailable_value), known.over(so_far)[name]
+            ).otherwise(F.col(name)),
+        )
     same = F.lit(True)
     for name in tracked:
         same = same & F.col(name).eqNullSafe(F.lag(name).over(order))
@@ -111,7 +192,7 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
     starts = ~F.col(_DELETE) & (previous_delete.isNull() | previous_delete | ~same)
     marked = (
         unique.withColumn(_START, starts.cast("int"))
-        .withColumn(_VERSION, F.sum(_START).over(order.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn(_VERSION, F.sum(_START).over(so_far))
         .withColumn(valid_to, F.lead(seq).over(order))
         .where(f"NOT {_DELETE}")
     )
@@ -140,6 +221,7 @@ class ChangesSink(Sink):
             changes = changes.withColumn(
                 self.rules.sequence_by, F.struct(*self.rules.sequence_columns)
             )
+        changes = with_truncates_as_deletes(changes, self.rules, self.keys)
         if self.rules.scd == 1:
             return latest_rows(changes, self.rules, self.keys)
         return history_rows(changes, self.rules, self.keys, hop.time_column)
@@ -148,9 +230,22 @@ class ChangesSink(Sink):
         """Every upstream change of the keys in ``touched``, of the table now or as
         of ``version``.
         """
+        frame = self.upstream_changes(inputs, version)
+        return frame.join(touched, on=list(self.keys), how="left_semi").unionByName(
+            frame.where(is_truncate(self.rules))
+        )
+
+    def upstream_changes(self, inputs: dict, version: int | None = None):
+        """Every change upstream, of the table now or as of ``version``."""
         run = self.run
-        frame = run.code.transform(run.hop, run.source.read_all(version), run.spec, inputs)
-        return frame.join(touched, on=list(self.keys), how="left_semi")
+        return run.code.transform(run.hop, run.source.read_all(version), run.spec, inputs)
+
+    def touched_by(self, batch, inputs: dict, version: int | None = None):
+        """The keys a batch of changes touches: its own, or every key upstream when it holds a
+        truncate."""
+        if self.rules.operation and not batch.where(is_truncate(self.rules)).isEmpty():
+            batch = self.upstream_changes(inputs, version)
+        return batch.where(~is_truncate(self.rules)).select(*self.keys).distinct()
 
     def stream_writer(self, frame, query_id: str):
         run = self.run
@@ -162,12 +257,13 @@ class ChangesSink(Sink):
             with held(batch):
                 if batch.isEmpty():
                     return
-                touched = batch.select(*self.keys).distinct()
                 if self.saw_whole_upstream(batch_id):
                     changes = batch
+                    touched = self.touched_by(batch, inputs)
                 else:
                     end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
                     version, _complete = checkpoint_log.delta_position(end)
+                    touched = self.touched_by(batch, inputs, version)
                     changes = self.changes_of(touched, inputs, version)
                 self.apply(changes, touched, (query_id, batch_id))
 
@@ -247,7 +343,7 @@ class ChangesSink(Sink):
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Recompute every key a change of ``[start, end)`` touches, from all its changes."""
-        touched = self.run.transformed_range(start_ms, end_ms, inputs).select(*self.keys).distinct()
+        touched = self.touched_by(self.run.transformed_range(start_ms, end_ms, inputs), inputs)
         self.apply(self.changes_of(touched, inputs), touched, None)
 
 

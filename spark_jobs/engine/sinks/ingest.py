@@ -9,6 +9,7 @@ import datetime as dt
 from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_backfill_writes, held, range_predicate, table_exists
 from spark_jobs.logs import delta_log
+from spark_jobs.model.formats import DEBEZIUM, SKIPPED
 from spark_jobs.transforms.lineage import (
     BACKFILL_BATCH,
     BATCH_ID,
@@ -24,6 +25,8 @@ class IngestSink(Sink):
     def __init__(self, run):
         super().__init__(run)
         self.quarantine = run.lake.quarantine(run.hop)
+        # Records the parse left out (Debezium's tombstones), counted as the batches go.
+        self.rows_skipped = 0
 
     def stream_writer(self, parsed, query_id: str):
         run, table, quarantine = self.run, self.table, self.quarantine
@@ -40,6 +43,7 @@ class IngestSink(Sink):
 
             with held(batch):
                 ingest_time = F.lit(dt.datetime.now(dt.UTC).replace(tzinfo=None)).cast("timestamp")
+                self._count_skipped(batch)
                 valid, invalid = run.code.split_ingested(run.hop, batch)
                 if backfilled:
                     valid, invalid = self._not_backfilled(batch, valid, invalid)
@@ -94,11 +98,20 @@ class IngestSink(Sink):
             invalid = not_yet_written(invalid, quarantined)
         return valid, invalid
 
+    def _count_skipped(self, parsed) -> None:
+        """Count the records of ``parsed`` (held) that its parse marked :data:`SKIPPED`."""
+        if SKIPPED in parsed.columns:
+            self.rows_skipped += parsed.where(SKIPPED).count()
+
     def finish_record(self, record, main, succeeded: bool) -> None:
-        """The rows whose unparsed fields went to the rescued column, from the table's log."""
+        """The rows whose unparsed fields went to the rescued column, from the table's log, and
+        the records the parse skipped (a hop whose format can skip some)."""
         record.rows_rescued = delta_log.rows_with_value(
             self.table, RESCUED, main.version_before, main.version_after
         )
+        hop_format = self.run.hop.format
+        if hop_format is not None and hop_format.name == DEBEZIUM:
+            record.rows_skipped = self.rows_skipped
 
     def backfill(self, start_ms: int, end_ms: int, inputs: dict) -> None:
         """Bronze over the range; the quarantine of everything read (every landing file, every
@@ -111,6 +124,7 @@ class IngestSink(Sink):
         lines = run.read(start_ms, end_ms)
         scope = run.source.read_scope(lines)
         with held(run.code.transform(run.hop, lines, run.spec, inputs)) as parsed:
+            self._count_skipped(parsed)
             valid, invalid = run.code.split_ingested(run.hop, parsed)
             # Quality drops of every file read join its quarantine rows, which are rebuilt whole.
             valid, invalid = run.drops.drop_failing(valid, invalid, ("_source_file",))

@@ -105,6 +105,8 @@ def test_other_change_rules_are_an_incompatible_code_change_and_another_filter_i
         {"scd": 2},
         {"sequence_by": "ts"},
         {"deletes": ("D",)},
+        {"truncates": ("T",)},
+        {"unavailable_value": None},
         {"except_columns": ("note",)},
     ):
         other = replace(hop, changes=replace(hop.changes, **rules))

@@ -64,3 +64,18 @@ def test_a_sequence_of_several_columns_orders_by_their_struct_and_keeps_them_as_
     assert rules.value_columns(columns, ("id",)) == ["tier", "at"]
     with pytest.raises(UsageError, match="the changes have no column 'index'"):
         rules.check_columns(["id", "tier", "lsn", "at"], ("id",), "hop c")
+
+
+def test_truncates_and_the_unavailable_text_have_defaults_and_one_value_marks_one_thing():
+    from spark_jobs.model.changes import TRUNCATES, UNAVAILABLE, ChangesSpec
+    from spark_jobs.model.errors import UsageError
+
+    raw = {"keys": ["id"], "sequence_by": "position", "operation": "op"}
+    rules = ChangesSpec.from_raw(raw, "hop c")
+    assert (rules.truncates, rules.unavailable_value) == (TRUNCATES, UNAVAILABLE)
+    assert (
+        ChangesSpec.from_raw({**raw, "unavailable_value": None}, "hop c").unavailable_value is None
+    )
+    assert ChangesSpec.from_raw({**raw, "truncates": ["T"]}, "hop c").truncates == ("T",)
+    with pytest.raises(UsageError, match="'t' among both deletes and truncates"):
+        ChangesSpec.from_raw({**raw, "deletes": ["d", "t"]}, "hop c")

@@ -39,7 +39,7 @@ def test_a_csv_format_has_its_columns_and_options_with_defaults():
 @pytest.mark.parametrize(
     "raw,problem",
     [
-        ({"format": "xml", "columns": COLUMNS}, "has format 'xml': use csv or json"),
+        ({"format": "xml", "columns": COLUMNS}, "has format 'xml': use csv, json or debezium"),
         ({"format": "csv"}, "has format csv but no columns: add `columns:"),
         ({"columns": COLUMNS}, "has columns but no format: add `format: csv`"),
         (
@@ -71,3 +71,28 @@ def test_a_csv_format_has_its_columns_and_options_with_defaults():
 def test_a_format_spark_cannot_read_as_declared_is_refused_with_the_fix(raw, problem):
     with pytest.raises(UsageError, match="^" + re.escape("hop " + problem)):
         FormatSpec.from_raw(raw, "hop")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"format": "debezium", "columns": {"id": "long", "op": "string"}},
+            "declares column op, which format debezium writes itself",
+        ),
+        (
+            {"format": "debezium", "columns": {"id": "long"}, "keys": ["customer_id"]},
+            "has key 'customer_id', which its columns do not declare",
+        ),
+    ],
+)
+def test_a_debezium_format_that_clashes_with_its_own_columns_is_refused(raw, message):
+    with pytest.raises(UsageError, match=message):
+        FormatSpec.from_raw(raw, "hop b")
+
+
+def test_a_debezium_format_keeps_the_hops_keys():
+    fmt = FormatSpec.from_raw(
+        {"format": "debezium", "columns": {"id": "long", "name": "string"}, "keys": ["id"]}, "hop b"
+    )
+    assert (fmt.name, fmt.names, fmt.keys) == ("debezium", ("id", "name"), ("id",))
