@@ -334,3 +334,19 @@ def scd2(changes: list[Change], tracked: tuple[str, ...] = ("tier",)) -> list[di
         if current is not None:
             versions.append(current)
     return sorted(versions, key=lambda row: (row["customer_id"], _order(row["valid_from"])))
+
+
+def tiers(latest: list[dict]) -> list[dict]:
+    """The live customers per tier of type 1 rows ``latest`` (a tier with none has no row), and
+    the latest change among them."""
+    by_tier: dict[str | None, list[dict]] = {}
+    for row in latest:
+        by_tier.setdefault(row["tier"], []).append(row)
+    return [
+        {
+            "tier": tier,
+            "customers": len(rows),
+            "last_change": max(row["changed_at"] for row in rows),
+        }
+        for tier, rows in sorted(by_tier.items(), key=lambda item: (item[0] is not None, item[0]))
+    ]

@@ -2,7 +2,9 @@
 (the next slice of a feed drawn by :func:`testkit.changes_model.feed`, written as the seed's
 Debezium connector writes it, truncates, tombstones and unavailable values included), runs,
 rollbacks of any hop to any batch it holds, backfills of a random range and SIGKILLed runs and
-rollbacks, against the plain-Python SCD 1 and SCD 2 model of every change landed so far.
+rollbacks, against the plain-Python SCD 1 and SCD 2 model of every change landed so far, and the
+live customers per tier (the summary hop below the type 1 table) against the model's count of
+its rows.
 
 The tables are checked after every run that completes: a run reads every landed file, so both
 tables must then equal the model of all landed changes. A refused rollback or backfill must
@@ -18,11 +20,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from testkit.changes_model import T0_MS, connector_of, feed, scd1, scd2
+from testkit.changes_model import T0_MS, connector_of, feed, scd1, scd2, tiers
 from testkit.sequences import RandomSequence, main
 
 NAME = "crm"
-HOPS = ("bronze_customers", "customers", "customers_history")
+HOPS = ("bronze_customers", "customers", "customers_history", "customers_per_tier")
 SPAN_MS = 400_000  # every change's time lies in [T0_MS, T0_MS + SPAN_MS)
 COLUMNS = ("customer_id", "name", "email", "tier", "position", "changed_at")
 
@@ -43,6 +45,13 @@ def tables(spark, home: Path) -> tuple[list[dict], list[dict]]:
             ("customer_id", "valid_from"),
         ),
     )
+
+
+def per_tier(spark, home: Path) -> list[dict]:
+    """The summary hop's rows, in the model's order and columns."""
+    frame = spark.read.format("delta").load(str(home / "tables/gold/crm_customers_per_tier"))
+    selected = frame.select("tier", "customers", "last_change").orderBy("tier")
+    return [row.asDict() for row in selected.collect()]
 
 
 class Sequence(RandomSequence):
@@ -68,6 +77,10 @@ class Sequence(RandomSequence):
         assert tables(self.spark, self.home) == (scd1(changes), scd2(changes)), (
             f"seed {self.seed} ({connector_of(self.seed)}): the tables differ from the model "
             "after: " + "; ".join(self.transcript)
+        )
+        assert per_tier(self.spark, self.home) == tiers(scd1(changes)), (
+            f"seed {self.seed}: the live customers per tier differ from the model after: "
+            + "; ".join(self.transcript)
         )
         # Every landed line is a valid event or a tombstone: none is quarantined.
         quarantine = self.home / "tables/quarantine/crm_customers"

@@ -37,6 +37,8 @@ from spark_jobs.model.spec import HopSpec
 
 # A changes hop's "state": the rules its table was built by (spark_jobs/model/changes.py).
 CHANGE_RULES = "change rules"
+# A summary hop's "state": the measures its table's rows were computed by.
+MEASURES = "measures"
 STATEFUL = (
     "Aggregate",
     "Deduplicate",
@@ -175,6 +177,9 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
                 del rules[name]
         params += "\n" + json.dumps(rules, sort_keys=True)
         names = (*names, CHANGE_RULES)
+    if hop.measures:
+        params += "\n" + json.dumps([list(pair) for pair in hop.measures])
+        names = (*names, MEASURES)
     return Fingerprint(
         code=code_hash,
         query=_digest(params + "\n" + "\n".join(lines)),
@@ -231,6 +236,8 @@ def refusal(state: HopState, old: Fingerprint, new: Fingerprint) -> str:
             f"its stateful operators changed ({', '.join(old.stateful) or 'none'} -> "
             f"{', '.join(new.stateful) or 'none'})"
         )
+    elif new.stateful == (MEASURES,):
+        what = "its table's rows were computed by other measures"
     elif new.stateful == (CHANGE_RULES,):
         what = (
             "its table was built by other change rules (keys, sequence_by, operation, "

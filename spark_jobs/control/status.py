@@ -456,12 +456,13 @@ def unread_upstream_versions(state: HopState, upstream: str | None = None) -> li
     stream has yet to take rows from: the stream DAG's "new data?" check and the Lakehouse
     page's backlog.
 
-    The stream reads with ``skipChangeCommits``, so only commits that add and remove nothing
-    bring rows; below an ingest hop it also leaves out a backfill's rows (``streamed_rows``), so
-    a backfill's commits there bring none either (the hop's own backfill writes them). After a
-    backfill, the stream DAG then skips the Spark jobs that would read nothing. A version read
-    only in part (a snapshot read over several batches) is unread; a stream that never ran has
-    every version to read.
+    A stream of a changes hop's change data feed takes rows from every commit that changes
+    data. Any other stream reads with ``skipChangeCommits``, so only commits that add and remove
+    nothing bring rows; below an ingest hop it also leaves out a backfill's rows
+    (``streamed_rows``), so a backfill's commits there bring none either (the hop's own backfill
+    writes them). After a backfill, the stream DAG then skips the Spark jobs that would read
+    nothing. A version read only in part (a snapshot read over several batches) is unread; a
+    stream that never ran has every version to read.
     """
     lake, hop = state.lake, state.hop
     name = upstream or hop.upstream
@@ -479,6 +480,10 @@ def unread_upstream_versions(state: HopState, upstream: str | None = None) -> li
         state, name, checkpoint_log.read_offsets(checkpoint, offsets[-1]).sources
     )
     read_to, complete = checkpoint_log.delta_position(source)
+    if lake.spec.hop(name).changes is not None:
+        # a change data feed: every commit that inserts, updates or deletes a row
+        later = lineage.commits(table, after=read_to)
+        return ([] if complete else [read_to]) + [c.version for c in later if c.changes_data]
     backfills_bring_none = lake.spec.hop(name).ingests
     return ([] if complete else [read_to]) + [
         commit.version

@@ -22,6 +22,7 @@ from spark_jobs.engine.sinks.append import AppendSink
 from spark_jobs.engine.sinks.changes import ChangesSink
 from spark_jobs.engine.sinks.ingest import IngestSink
 from spark_jobs.engine.sinks.merge import MergeSink
+from spark_jobs.engine.sinks.summary import SummarySink
 from spark_jobs.engine.sources import KafkaTopic, LandingFiles, UpstreamTable, UpstreamTables
 from spark_jobs.model import kinds
 
@@ -51,6 +52,7 @@ SINKS = {
     "aggregate": MergeSink,
     "join": AppendSink,
     "changes": ChangesSink,
+    "summary": SummarySink,
 }
 
 

@@ -290,6 +290,8 @@ class UpstreamTable:
         self.table = run.lake.table(self.upstream)
 
     def stream(self, max_files_per_trigger: int | None = None):
+        if self.upstream.changes is not None:
+            return self._change_feed(max_files_per_trigger)
         # Streams read appends only: commits that rewrite files (a backfill's replaceWhere, a
         # rollback's RESTORE) are skipped, since those change the tables below by other means.
         reader = self.run.spark.readStream.format("delta").option("skipChangeCommits", "true")
@@ -301,6 +303,25 @@ class UpstreamTable:
         if self.upstream.ingests:
             frame = streamed_rows(frame)
         return frame
+
+    def _change_feed(self, max_files_per_trigger: int | None = None):
+        """A changes hop's change data feed: a new query's first batch reads the table as it is
+        (its rows as inserts), then each commit's inserted, updated (both images) and deleted
+        rows, with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+        from spark_jobs.logs.delta_log import table_properties
+        from spark_jobs.model.errors import UsageError
+
+        properties = table_properties(self.table)
+        if properties is not None and properties.get("delta.enableChangeDataFeed") != "true":
+            raise UsageError(
+                f"{self.run.hop.name} reads the change data feed of {self.upstream.name}, whose "
+                f"table {self.table} does not record one (it was made before): run `lakehouse "
+                f"refresh {self.run.spec.name} --hop {self.upstream.name}` to make it again"
+            )
+        reader = self.run.spark.readStream.format("delta").option("readChangeFeed", "true")
+        if max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+        return reader.load(self.table)
 
     def _first_batch_reads_all(self, max_files_per_trigger: int | None) -> bool:
         """Whether a new query's first batch can read the table's commits from version 0 rather

@@ -189,6 +189,16 @@ def table_id(table: str) -> str | None:
     return None
 
 
+def table_properties(table: str) -> dict[str, str] | None:
+    """The table's properties (its latest ``metaData`` action's ``configuration``); None when no
+    JSON commit left has a ``metaData`` action (a checkpoint holds it)."""
+    for version in reversed(versions(table)):
+        for action in read_commit(table, version):
+            if "metaData" in action:
+                return dict(action["metaData"].get("configuration") or {})
+    return None
+
+
 def unused_files(table: str, keep_from: int) -> list[str]:
     """The files (paths relative to the table, as the log spells them) that no version from
     ``keep_from`` on uses, as far as the JSON commits still in the log tell: data files whose last

@@ -33,7 +33,9 @@ class HopKind:
     :param transform_optional: the engine does the hop's work, so the pipeline module may leave
         its transform out (its rows are the upstream's as they are).
     :param feeds_streams: a hop below can stream its table (its batches append rows; a table
-        whose batches rewrite rows in place cannot be streamed from yet).
+        whose batches rewrite rows in place is read by a hop that ``reads_changes``).
+    :param reads_changes: it streams a ``changes`` hop's change data feed (the rows each commit
+        inserted, updated or deleted), the one kind of upstream it reads.
     """
 
     name: str
@@ -43,6 +45,7 @@ class HopKind:
     repairs_after_backfill: bool = False
     transform_optional: bool = False
     feeds_streams: bool = True
+    reads_changes: bool = False
 
     @property
     def reads_landing(self) -> bool:
@@ -67,8 +70,15 @@ AGGREGATE = HopKind("aggregate", TABLE, keyed=True)
 JOIN = HopKind("join", TABLES, takes_unique=True, repairs_after_backfill=True)
 # A feed of changes applied in sequence order per key (spark_jobs/model/changes.py).
 CHANGES = HopKind("changes", TABLE, keyed=True, transform_optional=True, feeds_streams=False)
+# Measures of a changes hop's current rows per group, kept exact under updates and deletes
+# (spark_jobs/model/summary.py).
+SUMMARY = HopKind(
+    "summary", TABLE, keyed=True, transform_optional=True, feeds_streams=False, reads_changes=True
+)
 
-KINDS: dict[str, HopKind] = {kind.name: kind for kind in (INGEST, APPEND, AGGREGATE, JOIN, CHANGES)}
+KINDS: dict[str, HopKind] = {
+    kind.name: kind for kind in (INGEST, APPEND, AGGREGATE, JOIN, CHANGES, SUMMARY)
+}
 
 
 def kind_named(name: str, where: str = "") -> HopKind:

@@ -26,6 +26,7 @@ from spark_jobs.model.spec_keys import (
     RETENTION_KEYS,
     check_keys,
 )
+from spark_jobs.model.summary import hop_measures
 from spark_jobs.model.times import duration_ms
 
 
@@ -72,6 +73,9 @@ class HopSpec:
     allowed_lateness: str | None = None
     # A changes hop's rules (sequence, deletes, SCD type): spark_jobs/model/changes.py.
     changes: ChangesSpec | None = None
+    # A summary hop's measures, ``(name, Spark SQL aggregate)`` in order
+    # (spark_jobs/model/summary.py).
+    measures: tuple[tuple[str, str], ...] = ()
 
     @property
     def upstream(self) -> str | None:
@@ -304,6 +308,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
         changes=hop_changes(raw, kind, f"{source}: hop {raw['name']}"),
+        measures=hop_measures(raw, kind, f"{source}: hop {raw['name']}"),
         format=hop_format(raw, kind, f"{source}: hop {raw['name']}"),
     )
 
@@ -332,11 +337,17 @@ def _check_graph(hops: tuple[HopSpec, ...], path: Path, landing: str | None) -> 
                     f"{path}: hop {hop.name} has upstream {upstream!r}, which is {where}"
                 )
             above = hops[names.index(upstream)].kind_of
-            if not above.feeds_streams:
+            if hop.kind_of.reads_changes:
+                if hops[names.index(upstream)].changes is None:
+                    raise UsageError(
+                        f"{path}: hop {hop.name} (kind {hop.kind}) reads {upstream!r}, which is "
+                        f"no changes hop: a {hop.kind} hop reads a changes hop's change data feed"
+                    )
+            elif not above.feeds_streams:
                 raise UsageError(
                     f"{path}: hop {hop.name} reads {upstream!r}, a {above.name} hop, whose batches "
-                    "rewrite rows in place: no hop can stream its table yet; read it in a "
-                    "transform as a static input (STATIC_INPUTS) instead"
+                    "rewrite rows in place: a summary hop can stream it, or read it in a "
+                    "transform as a static input (STATIC_INPUTS)"
                 )
 
 

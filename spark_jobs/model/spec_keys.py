@@ -175,7 +175,7 @@ HOP_KEYS: tuple[Key, ...] = (
     Key(
         "kind",
         TEXT,
-        "`ingest`, `append`, `aggregate`, `join` or `changes` ([Hops and "
+        "`ingest`, `append`, `aggregate`, `join`, `changes` or `summary` ([Hops and "
         "kinds](../concepts/hops.md))",
         required=True,
     ),
@@ -191,7 +191,7 @@ HOP_KEYS: tuple[Key, ...] = (
         "upstream",
         HOPS,
         "the hop above whose table it reads; a list of two or more for a join",
-        kinds="append, aggregate, join, changes",
+        kinds="append, aggregate, join, changes, summary",
     ),
     Key(
         "landing",
@@ -288,8 +288,8 @@ HOP_KEYS: tuple[Key, ...] = (
         "keys",
         COLUMNS,
         "the columns the MERGE matches on: an aggregate's grouping keys and `window_start`, "
-        "the columns that name a row of a change feed",
-        kinds="aggregate, changes",
+        "the columns that name a row of a change feed, a summary's groups",
+        kinds="aggregate, changes, summary",
     ),
     Key(
         "sequence_by",
@@ -315,6 +315,15 @@ HOP_KEYS: tuple[Key, ...] = (
         "the spelled-out one)",
         kinds="changes",
         example="`[d, D]`",
+    ),
+    Key(
+        "measures",
+        MAPPING,
+        "each column of a summary hop and the Spark SQL aggregate that makes it from a group's "
+        "current rows of the changes hop above (every touched group computed again per batch, so "
+        "updates, deletes and truncates are exact)",
+        kinds="summary",
+        example="`{customers: count(*), last_change: max(changed_at)}`",
     ),
     Key(
         "truncates",

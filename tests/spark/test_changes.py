@@ -1,8 +1,9 @@
 """The ``crm`` example's ``changes`` hops apply a Debezium feed (inserts, updates, deletes,
 re-inserts, resends, twins of one sequence, out-of-order arrival, late changes after a delete)
-as an SCD type 1 table and a type 2 history, with their quality gates; after every run (one of
-them SIGKILLed while the changes hops apply its batch, then run again), a rollback and its
-replay, and backfills, both equal a plain-Python model of the rules (testkit/changes_model.py)."""
+as an SCD type 1 table and a type 2 history, with their quality gates, and the summary below
+them counts the live customers per tier; after every run (one of them SIGKILLed while the
+changes hops apply its batch, then run again), a rollback and its replay, and backfills, all
+equal a plain-Python model of the rules (testkit/changes_model.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import random
 
 import pytest
 
-from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2
-from testkit.changes_run import COLUMNS, HOPS, tables
+from testkit.changes_model import T0_MS, cuts, feed, scd1, scd2, tiers
+from testkit.changes_run import COLUMNS, HOPS, per_tier, tables
 from testkit.lakes import example_copy
 from testkit.paths import killed_mid_run
 
 # The suites run where the crm tables are checked as shipped (the feed test, gold_orders); the
 # two-column test changes the code and checks the order alone: without suites, a sixth shorter.
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+
+
+CHANGES_HOPS = ("customers", "customers_history")
 
 
 def quiet(_line: str) -> None:
@@ -71,11 +75,10 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
         result.raise_for_gate()
         after = tables(spark, home)
         assert after == (scd1(arrival[:arrived]), scd2(arrival[:arrived])), f"after batch {number}"
+        assert per_tier(spark, home) == tiers(after[0]), f"after batch {number}"
         # Each hop's live keys: the model's rows (type 1) and its open versions (type 2).
         live = [len(after[0]), sum(row["valid_to"] is None for row in after[1])]
-        assert [
-            record.live_keys for record in result.records if record.hop.startswith("customers")
-        ] == live
+        assert [record.live_keys for record in result.records if record.hop in CHANGES_HOPS] == live
         # (the killed run's rows deleted are split between it and this one)
         if number < len(sizes) - 1:
             # Each run's rows deleted: the rows (by key; by key and first sequence in
@@ -85,9 +88,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
                 for old, new in zip(before, after)
             ]
             assert [
-                record.rows_deleted
-                for record in result.records
-                if record.hop.startswith("customers")
+                record.rows_deleted for record in result.records if record.hop in CHANGES_HOPS
             ] == gone
             deleted += sum(gone)
     expected = (scd1(arrival), scd2(arrival))
@@ -101,6 +102,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
     assert tables(spark, home) != expected
     service.run("crm", progress=quiet).raise_for_gate()
     assert tables(spark, home) == expected
+    assert per_tier(spark, home) == tiers(expected[0])
 
     # A backfill of part of the range recomputes the keys it touches: the same table.
     middle = T0_MS + len(arrival) // 3 * 1000
@@ -125,6 +127,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
     (fresh / "landing" / "crm" / "customers").symlink_to(landing)
     service.backfill("crm", T0_MS, T0_MS + 3_600_000, progress=quiet)
     assert tables(spark, fresh) == expected
+    assert per_tier(spark, fresh) == tiers(expected[0])
 
 
 def _pages_show_the_rows_deleted(result) -> None:
@@ -142,7 +145,7 @@ def _pages_show_the_rows_deleted(result) -> None:
         cell = page.split(f'data-hop="{record.hop}"')[1].split("</tr>")[0]
         shown = f'<span class="deleted">{record.rows_deleted} deleted</span>' in cell
         assert shown == bool(record.rows_deleted), cell  # none shown where none were deleted
-        if record.hop.startswith("customers"):
+        if record.hop in CHANGES_HOPS:
             html = render(
                 "hop.html",
                 pipeline="crm",

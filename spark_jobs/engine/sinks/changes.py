@@ -284,41 +284,7 @@ class ChangesSink(Sink):
         replaced by its new ones, its rows that are no longer (deleted, or a version a late
         change split) deleted. ``transaction``: the stream's (query id, batch id), so a
         batch commits once."""
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        run = self.run
-        session = changes.sparkSession
-        rows = self.rows(changes)
-        with _transaction(session, transaction):
-            run.fence()
-            if not has_files(session, self.table):
-                writer = rows.write.format("delta").mode("append")
-                if transaction:
-                    writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
-                if run.hop.partition_by:
-                    writer = writer.partitionBy(*run.hop.partition_by)
-                with _deletion_vectors(session):
-                    writer.save(self.table)
-                return
-            match = list(run.hop.table_keys)
-            target = DeltaTable.forPath(session, self.table)
-            with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
-                current = target.toDF().join(touched, on=list(self.keys), how="left_semi")
-                gone = current.join(rows.select(*match), on=match, how="left_anti")
-                source = rows.withColumn(LIVE, F.lit(True)).unionByName(
-                    gone.withColumn(LIVE, F.lit(None).cast("boolean"))
-                )
-                condition = " AND ".join(f"t.`{name}` <=> s.`{name}`" for name in match)
-                columns = {f"`{name}`": f"s.`{name}`" for name in rows.columns}
-                (
-                    target.alias("t")
-                    .merge(source.alias("s"), condition)
-                    .whenMatchedDelete(f"s.{LIVE} IS NULL")
-                    .whenMatchedUpdate(set=columns)
-                    .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns)
-                    .execute()
-                )
+        replace_keys(self.run, self.table, self.rows(changes), touched, self.keys, transaction)
 
     def finish_record(self, record, change, succeeded: bool) -> None:
         """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
@@ -347,21 +313,68 @@ class ChangesSink(Sink):
         self.apply(self.changes_of(touched, inputs), touched, None)
 
 
+def replace_keys(run, table: str, rows, touched, keys: tuple[str, ...], transaction) -> None:
+    """Make ``table``'s rows of the keys ``touched`` be ``rows``: one MERGE that updates or inserts
+    each of ``rows`` (matched on the hop's table keys) and deletes the table's rows of a touched
+    key that ``rows`` no longer has. A table with no file yet is written whole. ``transaction``:
+    the stream's (query id, batch id), so a batch commits once (None for a backfill)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    session = rows.sparkSession
+    with _transaction(session, transaction):
+        run.fence()
+        if not has_files(session, table):
+            writer = rows.write.format("delta").mode("append")
+            if transaction:
+                writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
+            if run.hop.partition_by:
+                writer = writer.partitionBy(*run.hop.partition_by)
+            with _table_defaults(session):
+                writer.save(table)
+            return
+        match = list(run.hop.table_keys)
+        target = DeltaTable.forPath(session, table)
+        with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
+            current = target.toDF().join(touched, on=list(keys), how="left_semi")
+            gone = current.join(rows.select(*match), on=match, how="left_anti")
+            source = rows.withColumn(LIVE, F.lit(True)).unionByName(
+                gone.withColumn(LIVE, F.lit(None).cast("boolean"))
+            )
+            condition = " AND ".join(f"t.`{name}` <=> s.`{name}`" for name in match)
+            columns = {f"`{name}`": f"s.`{name}`" for name in rows.columns}
+            (
+                target.alias("t")
+                .merge(source.alias("s"), condition)
+                .whenMatchedDelete(f"s.{LIVE} IS NULL")
+                .whenMatchedUpdate(set=columns)
+                .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns)
+                .execute()
+            )
+
+
 @contextmanager
-def _deletion_vectors(session):
-    """A table created in the block has deletion vectors: a MERGE that changes a few rows of a
+def _table_defaults(session):
+    """A table created in the block has deletion vectors (a MERGE that changes a few rows of a
     file marks them deleted in a small side file instead of rewriting the file, so a batch that
-    touches 1% of the keys rewrites none of the table's files."""
-    name = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
-    before = session.conf.get(name, None)
-    session.conf.set(name, "true")
+    touches 1% of the keys rewrites none of the table's files) and records its change data
+    feed (the rows each commit inserted, updated and deleted, which a summary hop below
+    streams)."""
+    names = [
+        "spark.databricks.delta.properties.defaults.enableDeletionVectors",
+        "spark.databricks.delta.properties.defaults.enableChangeDataFeed",
+    ]
+    before = {name: session.conf.get(name, None) for name in names}
+    for name in names:
+        session.conf.set(name, "true")
     try:
         yield
     finally:
-        if before is None:
-            session.conf.unset(name)
-        else:
-            session.conf.set(name, before)
+        for name, value in before.items():
+            if value is None:
+                session.conf.unset(name)
+            else:
+                session.conf.set(name, value)
 
 
 class _transaction:

@@ -545,8 +545,8 @@ def test_format_keys_belong_to_ingest_hops_and_a_topic_has_no_header(tmp_path):
             "{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
             "sequence_by: lsn}\n  - {name: g, kind: append, upstream: c, table: "
             "t/g, time_column: at}",
-            "hop g reads 'c', a changes hop, whose batches rewrite rows in place: no hop "
-            "can stream its table yet",
+            "hop g reads 'c', a changes hop, whose batches rewrite rows in place: a summary "
+            "hop can stream it",
         ),
         (
             "{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
@@ -576,6 +576,44 @@ def test_format_keys_belong_to_ingest_hops_and_a_topic_has_no_header(tmp_path):
 def test_a_wrong_changes_hop_is_refused_with_the_fix(tmp_path, hop, message):
     with pytest.raises(UsageError, match=re.escape("crm.yaml: " + message)):
         load(tmp_path, f"  - {hop}\n")
+
+
+@pytest.mark.parametrize(
+    "hop, message",
+    [
+        (
+            "{name: s, kind: summary, upstream: bronze, table: t/s, time_column: at, keys: [k], "
+            "measures: {n: count(*)}}",
+            "hop s (kind summary) reads 'bronze', which is no changes hop: a summary hop reads a "
+            "changes hop's change data feed",
+        ),
+        (
+            "{name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+            "sequence_by: lsn}\n  - {name: s, kind: summary, upstream: c, table: t/s, "
+            "time_column: at, keys: [k]}",
+            "hop s (kind summary) lacks measures: add each column and the Spark SQL aggregate",
+        ),
+        (
+            "{name: c, kind: append, upstream: bronze, table: t/c, time_column: at, "
+            "measures: {n: count(*)}}",
+            "hop c (kind append) has measures, which only a summary hop takes: remove it",
+        ),
+    ],
+    ids=["reads-no-changes-hop", "no-measures", "measures-on-append"],
+)
+def test_a_wrong_summary_hop_is_refused_with_the_fix(tmp_path, hop, message):
+    with pytest.raises(UsageError, match=re.escape("crm.yaml: " + message)):
+        load(tmp_path, f"  - {hop}\n")
+
+
+def test_a_summary_hop_keeps_its_measures_in_order(tmp_path):
+    spec = load(
+        tmp_path,
+        "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+        "sequence_by: lsn}\n  - {name: s, kind: summary, upstream: c, table: t/s, "
+        "time_column: last, keys: [tier], measures: {n: count(*), last: max(at)}}\n",
+    )
+    assert spec.hop("s").measures == (("n", "count(*)"), ("last", "max(at)"))
 
 
 @pytest.mark.parametrize(
