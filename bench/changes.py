@@ -37,7 +37,7 @@ from testkit.paths import environment_kept
 WAYS = ("hop", "plain")
 T0_MS = 1_780_000_000_000
 TIERS = ("bronze", "silver", "gold")
-COLUMNS = ("customer_id", "name", "email", "tier", "lsn")
+COLUMNS = ("customer_id", "name", "email", "tier", "position")
 
 
 def _event(key: str, lsn: int, op: str, rng: random.Random) -> str:
@@ -95,7 +95,7 @@ def _plain(spark, home: Path) -> float:
     began = time.perf_counter()
 
     def merge(batch, batch_id: int) -> None:
-        last = Window.partitionBy("customer_id").orderBy(F.col("lsn").desc())
+        last = Window.partitionBy("customer_id").orderBy(F.col("position").desc())
         latest = (
             batch.withColumn("_n", F.row_number().over(last)).where("_n = 1").select(*COLUMNS, "op")
         )
@@ -106,8 +106,10 @@ def _plain(spark, home: Path) -> float:
             DeltaTable.forPath(spark, target)
             .alias("t")
             .merge(latest.alias("s"), "t.customer_id = s.customer_id")
-            .whenMatchedDelete("s.lsn > t.lsn AND s.op = 'd'")
-            .whenMatchedUpdate("s.lsn > t.lsn", set={name: f"s.{name}" for name in COLUMNS})
+            .whenMatchedDelete("s.position > t.position AND s.op = 'd'")
+            .whenMatchedUpdate(
+                "s.position > t.position", set={name: f"s.{name}" for name in COLUMNS}
+            )
             .whenNotMatchedInsert("s.op != 'd'", values={name: f"s.{name}" for name in COLUMNS})
             .execute()
         )
