@@ -8,6 +8,8 @@ the manual's "Pipeline modules" reference), its transforms and its sample module
 - :func:`debezium_columns` and :func:`with_debezium_columns` in a hand-written parse of a
   change feed: a Debezium event's row, operation, log position and time as flat columns, for a
   ``changes`` hop below (``format: debezium`` does the whole parse without code);
+- :func:`time_in_file_name` in a parse whose files are each one snapshot of a table, named by
+  its time (a ``changes`` hop with ``snapshots: true`` below);
 - :func:`hop_table` in a pipeline module's ``STATIC_INPUTS``: another hop's table as a static
   input (a dimension a transform joins, such as a ``changes`` hop's history);
 - :class:`SampleFiles` in a sample module whose pipeline has several sources: what its
@@ -35,6 +37,7 @@ __all__ = [
     "files_in",
     "hop_table",
     "rescued",
+    "time_in_file_name",
     "with_debezium_columns",
     "write_text",
 ]
@@ -75,6 +78,16 @@ def with_debezium_columns(frame, document, fields: dict[str, str]):
     from spark_jobs.transforms.changes import with_debezium_columns as added
 
     return added(frame, document, fields)
+
+
+def time_in_file_name(pattern: str, time_format: str):
+    """The time a landing file's name holds, as a column (``_source_file``'s last part, the
+    first group of ``pattern``, read with Spark's datetime pattern ``time_format``): a snapshot
+    feed's time when each file is one snapshot
+    (:func:`spark_jobs.transforms.changes.time_in_file_name`)."""
+    from spark_jobs.transforms.changes import time_in_file_name as file_time
+
+    return file_time(pattern, time_format)
 
 
 def hop_table(spark, lake, hop: str, schema: str):

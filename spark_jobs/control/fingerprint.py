@@ -171,7 +171,12 @@ def of_plan(plan: str, hop: HopSpec, code_hash: str) -> Fingerprint:
         if tuple(rules["sequence_columns"]) == (rules["sequence_by"],):
             # one column: the rules as lakes written before lists recorded them
             del rules["sequence_columns"]
-        for name, default in (("truncates", TRUNCATES), ("unavailable_value", UNAVAILABLE)):
+        defaults = (
+            ("truncates", TRUNCATES),
+            ("unavailable_value", UNAVAILABLE),
+            ("snapshots", False),
+        )
+        for name, default in defaults:
             # at their defaults: the rules as lakes written before these keys recorded them
             if rules[name] == default:
                 del rules[name]

@@ -25,6 +25,9 @@ DELETES = ("d", "delete")
 TRUNCATES = ("t", "truncate")
 # What Debezium writes for a value it did not read (an unchanged TOASTed column, by default).
 UNAVAILABLE = "__debezium_unavailable_value"
+# The operation column a snapshot feed's changes get (its rows have none): "d" on the delete
+# of a key a snapshot no longer holds.
+SNAPSHOT_OP = "_snapshot_op"
 VALIDITY = ("valid_from", "valid_to")
 # The column a sequence of several columns is ordered by: the struct of them, in their order
 # (compared column by column); a type 2 history's validity columns hold such structs.
@@ -45,6 +48,9 @@ class ChangesSpec:
     scd: int = 1
     track_history: tuple[str, ...] = ()
     validity: tuple[str, str] = VALIDITY
+    # The feed is whole snapshots of the table, ``sequence_by`` each one's time: a key a snapshot
+    # holds is inserted or updated at its time, a key it no longer holds is deleted then.
+    snapshots: bool = False
 
     @classmethod
     def from_raw(cls, raw: dict, subject: str) -> ChangesSpec:
@@ -86,6 +92,13 @@ class ChangesSpec:
             )
         given = raw["sequence_by"]
         columns = (given,) if isinstance(given, str) else tuple(given)
+        snapshots = bool(raw.get("snapshots", False))
+        if snapshots and (raw.get("operation") or len(columns) != 1):
+            raise UsageError(
+                f"{subject} takes snapshots, which have no operation column and one time: remove "
+                "`operation` and give `sequence_by` the column holding each snapshot's time (a key "
+                "a snapshot no longer holds is a delete)"
+            )
         if not all(isinstance(name, str) and name for name in columns) or len(set(columns)) != len(
             columns
         ):
@@ -96,9 +109,9 @@ class ChangesSpec:
         return cls(
             sequence_by=columns[0] if len(columns) == 1 else SEQUENCE,
             sequence_columns=columns,
-            operation=raw.get("operation"),
-            deletes=tuple(str(value) for value in raw.get("deletes") or DELETES),
-            truncates=tuple(str(value) for value in raw.get("truncates") or TRUNCATES),
+            operation=SNAPSHOT_OP if snapshots else raw.get("operation"),
+            deletes=("d",) if snapshots else tuple(str(v) for v in raw.get("deletes") or DELETES),
+            truncates=() if snapshots else tuple(str(v) for v in raw.get("truncates") or TRUNCATES),
             unavailable_value=(
                 str(raw["unavailable_value"])
                 if raw.get("unavailable_value") is not None
@@ -110,6 +123,7 @@ class ChangesSpec:
             scd=scd,
             track_history=tuple(raw.get("track_history") or ()),
             validity=validity,
+            snapshots=snapshots,
         )
 
     def dropped(self) -> set[str]:

@@ -20,7 +20,7 @@ from spark_jobs.model.times import duration_ms
 PIPELINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 # What a value is; each a check and the hint its error gives.
-TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING, COLUMN_OR_COLUMNS = (
+TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING, COLUMN_OR_COLUMNS, FLAG = (
     "text",
     "count",
     "duration",
@@ -31,6 +31,7 @@ TEXT, COUNT, DURATION, COLUMNS, HOPS, INPUTS, DATE, LIST, MAPPING, COLUMN_OR_COL
     "list",
     "mapping",
     "column or columns",
+    "flag",
 )
 
 
@@ -326,6 +327,16 @@ HOP_KEYS: tuple[Key, ...] = (
         example="`{customers: count(*), last_change: max(changed_at)}`",
     ),
     Key(
+        "snapshots",
+        FLAG,
+        "`true`: the upstream holds whole snapshots of the table, `sequence_by` the column with "
+        "each one's time (no `operation`): a key a snapshot holds is inserted or updated at its "
+        "time, a key it no longer holds is deleted then; a snapshot older than one applied is "
+        "refused",
+        kinds="changes",
+        example="`true`",
+    ),
+    Key(
         "truncates",
         COLUMNS,
         "the `operation` values that mark a truncate (default `[t, truncate]`): every key live "
@@ -415,6 +426,7 @@ _WHAT = {
     LIST: ("a list", "a list of mappings"),
     MAPPING: ("a mapping", "`{rollback: 7 days}`"),
     COLUMN_OR_COLUMNS: ("a column's name or a list of them", "`lsn` or `[lsn, event_index]`"),
+    FLAG: ("true or false", "`true`"),
 }
 
 
@@ -454,6 +466,7 @@ _VALID = {
     COLUMN_OR_COLUMNS: lambda value: (
         (isinstance(value, str) and value != "") or (_names(value) and len(value) > 0)
     ),
+    FLAG: lambda value: isinstance(value, bool),
 }
 
 

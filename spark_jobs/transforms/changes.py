@@ -342,3 +342,15 @@ def _rescued(image: Column, known: tuple[str, ...]) -> Column:
         lambda key, _value: ~F.array_contains(names, key) & ~key.startswith("__"),
     )
     return F.when(F.size(extra) > 0, F.to_json(extra))
+
+
+def time_in_file_name(pattern: str, time_format: str, path: Column | None = None) -> Column:
+    """The time a landing file's name holds (a snapshot's, say): the first group of regular
+    expression ``pattern`` in the file's name (``_source_file`` by default), read with Spark's
+    datetime pattern ``time_format``; null where the name does not match."""
+    name = F.regexp_extract(
+        F.element_at(F.split(path if path is not None else F.col("_source_file"), "/"), -1),
+        pattern,
+        1,
+    )
+    return F.try_to_timestamp(F.nullif(name, F.lit("")), F.lit(time_format))

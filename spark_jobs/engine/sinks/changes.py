@@ -32,7 +32,7 @@ def is_truncate(rules):
     """A change that truncates the table: its operation is one of ``truncates``."""
     from pyspark.sql import functions as F
 
-    if not rules.operation:
+    if not rules.operation or not rules.truncates:
         return F.lit(False)
     return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.truncates), F.lit(False))
 
@@ -42,7 +42,7 @@ def with_truncates_as_deletes(changes, rules, keys: tuple[str, ...]):
     hold: a truncate ends whatever each key held before it."""
     from pyspark.sql import functions as F
 
-    if not rules.operation:
+    if not rules.operation or not rules.truncates:
         return changes
     truncates = changes.where(is_truncate(rules))
     rest = changes.where(~is_truncate(rules))
@@ -53,6 +53,26 @@ def with_truncates_as_deletes(changes, rules, keys: tuple[str, ...]):
         .withColumn(rules.operation, F.lit(rules.deletes[0]))
     )
     return rest.unionByName(ended)
+
+
+def snapshot_changes(rows, times, rules, keys: tuple[str, ...]):
+    """A snapshot feed's changes: ``rows`` (some keys' rows of every snapshot) as inserts and
+    updates at their snapshot's time, and a delete of a key at the time of each snapshot in
+    ``times`` (every snapshot's time, one column) after its first that does not hold it."""
+    from pyspark.sql import functions as F
+
+    seq = rules.sequence_by
+    first = rows.groupBy(*keys).agg(F.min(seq).alias("_first_snapshot"))
+    present = rows.select(*keys, seq).distinct()
+    absent = (
+        first.crossJoin(F.broadcast(times.select(seq).distinct()))
+        .where(F.col(seq) > F.col("_first_snapshot"))
+        .drop("_first_snapshot")
+        .join(present, [*keys, seq], "left_anti")
+        .withColumn(rules.operation, F.lit(rules.deletes[0]))
+    )
+    kept = rows.withColumn(rules.operation, F.lit(None).cast("string"))
+    return kept.unionByName(absent, allowMissingColumns=True)
 
 
 def _fillable(frame, rules, keys: tuple[str, ...]) -> list[str]:
@@ -231,9 +251,10 @@ class ChangesSink(Sink):
         of ``version``.
         """
         frame = self.upstream_changes(inputs, version)
-        return frame.join(touched, on=list(self.keys), how="left_semi").unionByName(
-            frame.where(is_truncate(self.rules))
-        )
+        rows = frame.join(touched, on=list(self.keys), how="left_semi")
+        if self.rules.snapshots:
+            return snapshot_changes(rows, frame, self.rules, self.keys)
+        return rows.unionByName(frame.where(is_truncate(self.rules)))
 
     def upstream_changes(self, inputs: dict, version: int | None = None):
         """Every change upstream, of the table now or as of ``version``."""
@@ -242,14 +263,18 @@ class ChangesSink(Sink):
 
     def touched_by(self, batch, inputs: dict, version: int | None = None):
         """The keys a batch of changes touches: its own, or every key upstream when it holds a
-        truncate."""
-        if self.rules.operation and not batch.where(is_truncate(self.rules)).isEmpty():
+        truncate or a snapshot (whose keys that are gone are changes too)."""
+        if self.rules.snapshots:
+            batch = self.upstream_changes(inputs, version)
+        elif self.rules.operation and not batch.where(is_truncate(self.rules)).isEmpty():
             batch = self.upstream_changes(inputs, version)
         return batch.where(~is_truncate(self.rules)).select(*self.keys).distinct()
 
     def stream_writer(self, frame, query_id: str):
         run = self.run
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
+        if self.rules.snapshots:
+            self.refuse_late_snapshot(inputs)
 
         def apply_batch(batch, batch_id: int) -> None:
             # Read once: a batch the plan reads twice counts its rows twice in the
@@ -257,7 +282,12 @@ class ChangesSink(Sink):
             with held(batch):
                 if batch.isEmpty():
                     return
-                if self.saw_whole_upstream(batch_id):
+                if self.rules.snapshots:
+                    end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
+                    version, _complete = checkpoint_log.delta_position(end)
+                    touched = self.touched_by(batch, inputs, version)
+                    changes = self.changes_of(touched, inputs, version)
+                elif self.saw_whole_upstream(batch_id):
                     changes = batch
                     touched = self.touched_by(batch, inputs)
                 else:
@@ -268,6 +298,37 @@ class ChangesSink(Sink):
                 self.apply(changes, touched, (query_id, batch_id))
 
         return frame.writeStream.foreachBatch(run.each_batch(apply_batch))
+
+    def refuse_late_snapshot(self, inputs: dict) -> None:
+        """Before a snapshot feed's query starts: refuse a snapshot that reached the feed after
+        the hop applied a later one (its rows would rewrite history the table has shown)."""
+        from pyspark.sql import functions as F
+
+        from spark_jobs.model.errors import UsageError
+
+        committed = checkpoint_log.commit_batch_ids(self.run.checkpoint)
+        if not committed:
+            return
+        end = checkpoint_log.read_offsets(self.run.checkpoint, committed[-1]).sources[0]
+        version, _complete = checkpoint_log.delta_position(end)
+        if version < 0:
+            return
+        seq = self.rules.sequence_by
+
+        def times(at: int | None) -> set:
+            frame = self.upstream_changes(inputs, at).select(seq).distinct()
+            return {row[0] for row in frame.where(F.col(seq).isNotNull()).collect()}
+
+        applied = times(version)
+        late = sorted(t for t in times(None) - applied if applied and t < max(applied))
+        if late:
+            upstream = self.run.source.upstream.name
+            raise UsageError(
+                f"hop {self.run.hop.name}: the snapshot of {late[0]} arrived after the snapshot "
+                f"of {max(applied)} was applied: snapshots apply in time order; roll {upstream} "
+                f"back to before the late one (`lakehouse rollback {self.run.spec.name} --hop "
+                f"{upstream} --to-time ...`), move its file out of the landing folder and run again"
+            )
 
     def saw_whole_upstream(self, batch_id: int) -> bool:
         """Whether the batch read every change upstream holds (a first batch from version 0 of a

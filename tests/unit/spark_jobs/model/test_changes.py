@@ -79,3 +79,21 @@ def test_truncates_and_the_unavailable_text_have_defaults_and_one_value_marks_on
     assert ChangesSpec.from_raw({**raw, "truncates": ["T"]}, "hop c").truncates == ("T",)
     with pytest.raises(UsageError, match="'t' among both deletes and truncates"):
         ChangesSpec.from_raw({**raw, "deletes": ["d", "t"]}, "hop c")
+
+
+def test_a_snapshot_feed_has_one_time_column_and_no_operation():
+    from spark_jobs.model.changes import SNAPSHOT_OP, ChangesSpec
+    from spark_jobs.model.errors import UsageError
+
+    raw = {"keys": ["id"], "sequence_by": "snapshot_at", "snapshots": True}
+    rules = ChangesSpec.from_raw(raw, "hop c")
+    assert (rules.snapshots, rules.operation, rules.deletes, rules.truncates) == (
+        True,
+        SNAPSHOT_OP,
+        ("d",),
+        (),
+    )
+    assert SNAPSHOT_OP in rules.dropped()
+    for wrong in ({"operation": "op"}, {"sequence_by": ["snapshot_at", "n"]}):
+        with pytest.raises(UsageError, match="takes snapshots, which have no operation column"):
+            ChangesSpec.from_raw({**raw, **wrong}, "hop c")
