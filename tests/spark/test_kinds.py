@@ -39,7 +39,10 @@ def test_a_spec_names_only_declared_kinds(tmp_path):
     )
     with pytest.raises(
         UsageError,
-        match="hop bronze has kind 'copy': use one of ingest, append, aggregate, join, changes$",
+        match=(
+            "hop bronze has kind 'copy': use one of ingest, append, aggregate, join, changes, "
+            "summary$"
+        ),
     ):
         load_spec(spec)
 
