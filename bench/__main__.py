@@ -382,8 +382,8 @@ def _comparisons(args: argparse.Namespace, result: dict) -> None:
         _step(
             f"soak: {args.soak_steps} random model steps, then {args.soak_shop_steps} of shop's, "
             f"{args.soak_kafka_steps} of the Kafka variant's, {args.soak_changes_steps} of crm's "
-            f"and {args.soak_late_steps} with late events, {args.soak_shop_late_steps} of "
-            "shop's with late events"
+            f"and as many of a snapshot feed's, {args.soak_late_steps} with late events, "
+            f"{args.soak_shop_late_steps} of shop's with late events"
         )
         result["soak"] = soak.run(
             args.soak_steps,
@@ -407,7 +407,7 @@ def _failed(result: dict) -> list[str]:
         for failure in soaked.get("failures", [])
     ] + [
         f"soak {part} seed {failure['seed']}: {failure['error'].splitlines()[0]}"
-        for part in ("shop", "kafka", "changes", "late", "shop_late")
+        for part in ("shop", "kafka", "changes", "snapshots", "late", "shop_late")
         for failure in soaked.get(part, {}).get("failures", [])
     ]
 

@@ -5,7 +5,8 @@ Then the ``shop`` pipeline's model (``testkit/shop_model.py``: a graph of hops w
 stream-stream join; landings, runs and rollbacks of any hop) for ``shop_steps`` more, and the
 model's Kafka variant (bronze fed by a topic on a broker of its own per sequence, broker restarts
 among the steps) for ``kafka_steps`` more, the ``crm`` example's change feed against its SCD 1
-and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more, and the variant with
+and SCD 2 model (``testkit/changes_run.py``) for ``changes_steps`` more, as many of a table fed
+whole snapshots (``testkit/snapshots.py``), and the variant with
 events beyond the allowed lateness (``testkit/model_late.py``: every table equal to a twin lake
 that never rolled back, late drops included) for ``late_steps`` more, and shop's model with late
 events against its twin (``testkit/shop_model_late.py``) for ``shop_late_steps`` more.
@@ -96,6 +97,7 @@ def run(
         "shop": run_shop(spark, shop_steps, first_seed),
         "kafka": run_kafka(spark, kafka_steps, first_seed),
         "changes": run_changes(spark, changes_steps, first_seed),
+        "snapshots": run_snapshots(spark, changes_steps, first_seed),
         "late": run_late(spark, late_steps, first_seed),
         "shop_late": run_shop_late(spark, shop_late_steps, first_seed),
     }
@@ -141,6 +143,16 @@ def run_changes(spark, steps: int, first_seed: int, sequence_steps: int = 20) ->
         steps,
         _seeds(CHANGES_REGRESSIONS, first_seed),
         sequence_steps,
+    )
+
+
+def run_snapshots(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> dict:
+    """The snapshot feed's sequences (a fresh lake each, the ``accounts`` pipeline written beside
+    it), seeds from ``first_seed`` on."""
+    from testkit.snapshots import run_sequence
+
+    return _example_sequences(
+        spark, "snapshots", run_sequence, steps, _seeds((), first_seed), sequence_steps
     )
 
 
@@ -393,6 +405,11 @@ _PARTS = (
         lambda part: "both tables equal to the model after every run",
     ),
     (
+        "snapshots",
+        "a table fed whole snapshots (`testkit/snapshots.py`)",
+        lambda part: "both tables equal to the model after every run",
+    ),
+    (
         "late",
         "Late events (beyond the allowed lateness, `testkit/model_late.py`)",
         lambda part: (
@@ -432,7 +449,7 @@ def newest_parts(documents: list[dict]) -> dict:
     out (no steps) taken from the newest run that ran it, named with that run's start."""
     runs = [document for document in documents if "soak" in document]
     shown = dict(runs[-1]["soak"])
-    for part in (None, "shop", "kafka", "changes", "late", "shop_late"):
+    for part in (None, "shop", "kafka", "changes", "snapshots", "late", "shop_late"):
         ran = [
             run
             for run in runs

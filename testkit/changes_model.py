@@ -193,7 +193,8 @@ def feed(
     later."""
     connector = connector or connector_of(seed)
     rng = random.Random(seed)
-    # Truncates and unavailable values drawn apart, so the rest of a seed's feed stays as it was.
+    # Truncates and unavailable values drawn from a generator of their own: a feed of a
+    # connector without truncates keeps the changes its seed drew before they existed.
     extra = random.Random(seed + 7919)
     live: dict[str, bool] = {}
     history = []

@@ -87,7 +87,7 @@ def source_identity(hop: HopSpec) -> str:
     if hop.reads_landing:
         return "landing"
     if hop.reads_topic:
-        return f"topic {hop.topic}" if hop.topic is not None else "topic pattern"
+        return f"topic {hop.kafka.topic}" if hop.kafka.topic is not None else "topic pattern"
     return "tables"
 
 

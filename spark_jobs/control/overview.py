@@ -57,9 +57,9 @@ def _topic_backlog(state: HopState) -> dict:
     try:
         behind = topics.unread(state)
     except LakehouseError as error:
-        return {"topic": hop.topics_read, "error": str(error)}
+        return {"topic": hop.kafka.topics_read, "error": str(error)}
     return {
-        "topic": hop.topics_read,
+        "topic": hop.kafka.topics_read,
         "records": sum(behind.values()),
         "partitions": {f"{topic}/{partition}": n for (topic, partition), n in behind.items()},
     }

@@ -62,10 +62,10 @@ def _what_it_read(state: HopState) -> str | None:
     if kind != TOPIC:
         return None
     topics = sorted(offsets)
-    if hop.topic is not None and topics and topics != [hop.topic]:
+    if hop.kafka.topic is not None and topics and topics != [hop.kafka.topic]:
         return f"topic {', '.join(topics)}"
-    if hop.topic_pattern is not None and not any(
-        re.search(hop.topic_pattern, name) for name in topics
+    if hop.kafka.topic_pattern is not None and not any(
+        re.search(hop.kafka.topic_pattern, name) for name in topics
     ):
         return f"topic {', '.join(topics)}"
     # One topic and a pattern log the same offsets: the fingerprint of the last run
@@ -89,9 +89,9 @@ def refusal(state: HopState) -> str | None:
     if old is None:
         return None
     new = (
-        f"topic pattern {hop.topic_pattern!r}"
-        if hop.reads_topic and hop.topic is None
-        else f"topic {hop.topic}"
+        f"topic pattern {hop.kafka.topic_pattern!r}"
+        if hop.reads_topic and hop.kafka.topic is None
+        else f"topic {hop.kafka.topic}"
         if hop.reads_topic
         else _spec_kind(hop)
     )

@@ -189,11 +189,11 @@ def _topics(lake: Lake) -> dict[str, dict]:
         if hop.reads_topic:
             try:
                 found[hop.name] = {
-                    "topic": hop.topics_read,
+                    "topic": hop.kafka.topics_read,
                     "unread": sum(topics.unread(HopState(lake, hop)).values()),
                 }
             except topics.TopicError as error:
-                found[hop.name] = {"topic": hop.topics_read, "error": str(error)}
+                found[hop.name] = {"topic": hop.kafka.topics_read, "error": str(error)}
     return found
 
 

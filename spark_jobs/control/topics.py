@@ -118,16 +118,18 @@ def _watermarks(
 ) -> dict[Partition, tuple[int, int]]:
     from confluent_kafka import TopicPartition
 
-    if hop.topic is not None:
-        metadata = consumer.list_topics(hop.topic, timeout=TIMEOUT_S).topics.get(hop.topic)
+    if hop.kafka.topic is not None:
+        metadata = consumer.list_topics(hop.kafka.topic, timeout=TIMEOUT_S).topics.get(
+            hop.kafka.topic
+        )
         if metadata is None or metadata.error is not None:
             raise TopicError(
-                f"topic {hop.topic!r} is not on the brokers at {connection.bootstrap_servers}: "
-                "create it, or fix the hop's `topic`"
+                f"topic {hop.kafka.topic!r} is not on the brokers at "
+                f"{connection.bootstrap_servers}: create it, or fix the hop's `topic`"
             )
-        found = {hop.topic: metadata}
+        found = {hop.kafka.topic: metadata}
     else:  # as Spark's Kafka source: a match anywhere in the name, internal topics left out
-        pattern = re.compile(hop.topic_pattern)
+        pattern = re.compile(hop.kafka.topic_pattern)
         found = {
             name: metadata
             for name, metadata in consumer.list_topics(timeout=TIMEOUT_S).topics.items()
@@ -190,7 +192,7 @@ def where(hop: HopSpec, partition: Partition) -> str:
     """
     return (
         f"partition {partition[1]}"
-        if hop.topic is not None
+        if hop.kafka.topic is not None
         else f"topic {partition[0]} partition {partition[1]}"
     )
 
@@ -222,7 +224,7 @@ def unread(state: HopState) -> dict[Partition, int]:
     read_to = logged_offsets(state)
     if read_to is None:  # the first run starts at the earliest record, or at the end
         start = {
-            partition: (low if hop.starting_offsets == "earliest" else high)
+            partition: (low if hop.kafka.starting_offsets == "earliest" else high)
             for partition, (low, high) in marks.items()
         }
     # a partition (or a matching topic) added since the last batch is read from its earliest record
@@ -241,9 +243,9 @@ def news(state: HopState) -> str | None:
     behind = unread(state)
     if not behind:
         return None
-    whose = "its" if hop.topic is not None else "their"
+    whose = "its" if hop.kafka.topic is not None else "their"
     return (
-        f"{sum(behind.values())} new records in {hop.topic_label} ({len(behind)} "
+        f"{sum(behind.values())} new records in {hop.kafka.label} ({len(behind)} "
         f"of {whose} partitions)"
     )
 
@@ -286,10 +288,10 @@ def lost_ranges(state: HopState, target: int) -> dict[Partition, tuple[int, int]
 def reread(hop: HopSpec, target: int) -> str:
     """What the topic-fed ``hop`` reads again after a rollback to ``target`` (a plan's words)."""
     if target >= 0:
-        return f"records of {hop.topic_label} after batch {target}"
+        return f"records of {hop.kafka.label} after batch {target}"
     return (
-        f"{hop.topic_label} from "
-        f"{'the earliest record held' if hop.starting_offsets == 'earliest' else 'the end'}"
+        f"{hop.kafka.label} from "
+        f"{'the earliest record held' if hop.kafka.starting_offsets == 'earliest' else 'the end'}"
     )
 
 
@@ -310,7 +312,7 @@ def replay_problems(state: HopState, target: int, replan: bool) -> list[str]:
     )
     count = sum(end - first for first, end in lost.values())
     return [
-        f"{hop.name}: {hop.topic_label} no longer holds {count} records that batches after "
+        f"{hop.name}: {hop.kafka.label} no longer holds {count} records that batches after "
         f"{target} read ({ranges}): roll back to a later batch, backfill the range from another "
         "copy of the records, or start the hop over from the earliest record the broker holds "
         "(`--to-batch -1 --replan`)"
@@ -339,7 +341,7 @@ def check_nothing_lost(state: HopState) -> None:
             for partition, end in back.items()
         )
         raise TopicError(
-            f"{hop.name}: {hop.topic_label} holds fewer records than the hop has read ({places}): "
+            f"{hop.name}: {hop.kafka.label} holds fewer records than the hop has read ({places}): "
             f"it was deleted and created again; start the hop over on the new topic ({start_over})"
         )
     gone = [partition for partition in sorted(read_to) if marks[partition][0] > read_to[partition]]
@@ -349,7 +351,7 @@ def check_nothing_lost(state: HopState) -> None:
             for partition in gone
         )
         raise TopicError(
-            f"{hop.name}: {hop.topic_label} no longer holds records the hop has not read yet "
+            f"{hop.name}: {hop.kafka.label} no longer holds records the hop has not read yet "
             f"({ranges}): backfill them from another copy of the records, or start the hop over "
             f"from the earliest record the broker holds ({start_over})"
         )

@@ -179,14 +179,14 @@ class KafkaTopic:
         frame = (
             reader.format("kafka")
             .options(**KafkaConnection.from_env().spark_options())
-            .option(*hop.subscription)
+            .option(*hop.kafka.subscription)
             .option("failOnDataLoss", "true")
             .load()
         )
         value = (
             frame["value"].cast("string")
-            if hop.avro is None
-            else avro_line(frame["value"], hop.avro)
+            if hop.kafka.avro is None
+            else avro_line(frame["value"], hop.kafka.avro)
         )
         return parsed(
             frame.select(
@@ -204,9 +204,9 @@ class KafkaTopic:
         hop = self.run.hop
         # Spark would fail on them too, with less to go on
         check_nothing_lost(self.run.state)
-        reader = self.run.spark.readStream.option("startingOffsets", hop.starting_offsets)
-        if hop.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", int(hop.max_offsets_per_trigger))
+        reader = self.run.spark.readStream.option("startingOffsets", hop.kafka.starting_offsets)
+        if hop.kafka.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", int(hop.kafka.max_offsets_per_trigger))
         return self._records(reader)
 
     def read(self, start_ms: int, end_ms: int, version: int | None = None):

@@ -269,3 +269,62 @@ class AvroValues:
                 '(`{"type": "record", "name": ..., "fields": [...]}`)'
             )
         return cls(text, header == "confluent")
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """What a topic-fed ingest hop reads (its spec's ``topic`` or ``topic_pattern`` and the keys
+    that go with them): one topic, or every topic a regular expression finds in the name of
+    (Spark's ``subscribePattern``), from where on its first run (``starting_offsets``), how many
+    records a batch takes at most (None: all there are), and its values as Avro binary."""
+
+    topic: str | None = None
+    topic_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    avro: AvroValues | None = None
+
+    @classmethod
+    def from_raw(cls, raw: dict, source, subject: str) -> TopicSpec | None:
+        """The hop's topic keys, or None for a hop that names no topic; refused with the fix: a
+        key of a topic (``starting_offsets``, ``max_offsets_per_trigger``, ``avro``) on a hop
+        that reads none."""
+        avro = AvroValues.from_raw(raw, source, subject)
+        if raw.get("topic") is None and raw.get("topic_pattern") is None:
+            given = [key for key in ("starting_offsets", "max_offsets_per_trigger") if key in raw]
+            if given:
+                raise UsageError(
+                    f"{subject} has {given[0]} but reads no topic: remove it (or add `topic`)"
+                )
+            return None
+        return cls(
+            topic=raw.get("topic"),
+            topic_pattern=raw.get("topic_pattern"),
+            starting_offsets=raw.get("starting_offsets", "earliest"),
+            max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
+            avro=avro,
+        )
+
+    @property
+    def subscription(self) -> tuple[str, str]:
+        """How Spark's Kafka source subscribes: ``("subscribe", topic)`` or
+        ``("subscribePattern", pattern)``."""
+        return (
+            ("subscribe", self.topic)
+            if self.topic is not None
+            else ("subscribePattern", self.topic_pattern)
+        )
+
+    @property
+    def topics_read(self) -> str:
+        """The topic, or ``topics matching <pattern>`` (status, the Lakehouse page)."""
+        return self.topic if self.topic is not None else f"topics matching {self.topic_pattern}"
+
+    @property
+    def label(self) -> str:
+        """The topics in a sentence: ``topic t`` or ``the topics matching 'p'``."""
+        return (
+            f"topic {self.topic}"
+            if self.topic is not None
+            else f"the topics matching '{self.topic_pattern}'"
+        )

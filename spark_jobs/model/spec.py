@@ -14,7 +14,7 @@ import yaml
 from spark_jobs.model.changes import ChangesSpec, hop_changes
 from spark_jobs.model.errors import UsageError
 from spark_jobs.model.formats import FormatSpec, hop_format
-from spark_jobs.model.kafka import AvroValues
+from spark_jobs.model.kafka import TopicSpec
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
@@ -53,14 +53,9 @@ class HopSpec:
     unique: tuple[str, ...] = ()
     # An ingest hop's landing folder (relative to LAKEHOUSE_HOME); None: the pipeline's ``landing``.
     landing: str | None = None
-    # An ingest hop that reads a Kafka topic instead (``topic``), or every topic a regular
-    # expression finds in the name of (``topic_pattern``: Spark's ``subscribePattern``), from where
-    # on its first run, and how many records a batch takes at most (None: all there are).
-    topic: str | None = None
-    topic_pattern: str | None = None
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
-    avro: AvroValues | None = None  # a topic's values as Avro binary, decoded to a JSON line each
+    # An ingest hop that reads Kafka topics instead (``topic`` or ``topic_pattern`` and the keys
+    # that go with them: spark_jobs/model/kafka.py); None: it reads its landing folder.
+    kafka: TopicSpec | None = None
     # How an ingest hop's rows are parsed when the platform parses them (``format: csv|json``;
     # spark_jobs/model/formats.py); None: each line goes to the hop's transform as it is.
     format: FormatSpec | None = None
@@ -122,33 +117,7 @@ class HopSpec:
     @property
     def reads_topic(self) -> bool:
         """True when the hop reads Kafka topics (its checkpoint logs each batch's offsets)."""
-        return self.ingests and (self.topic is not None or self.topic_pattern is not None)
-
-    @property
-    def subscription(self) -> tuple[str, str]:
-        """How Spark's Kafka source subscribes a topic-fed hop: ``("subscribe", topic)`` or
-        ``("subscribePattern", pattern)``."""
-        return (
-            ("subscribe", self.topic)
-            if self.topic is not None
-            else ("subscribePattern", self.topic_pattern)
-        )
-
-    @property
-    def topics_read(self) -> str:
-        """A topic-fed hop's topic, or ``topics matching <pattern>`` (status, the
-        Lakehouse page).
-        """
-        return self.topic if self.topic is not None else f"topics matching {self.topic_pattern}"
-
-    @property
-    def topic_label(self) -> str:
-        """A topic-fed hop's topics in a sentence: ``topic t`` or ``the topics matching 'p'``."""
-        return (
-            f"topic {self.topic}"
-            if self.topic is not None
-            else f"the topics matching '{self.topic_pattern}'"
-        )
+        return self.ingests and self.kafka is not None
 
     @property
     def reads(self) -> str:
@@ -300,11 +269,7 @@ def _hop_from_dict(raw: dict, source: Path) -> HopSpec:
         keys=tuple(raw.get("keys") or ()),
         unique=tuple(raw.get("unique") or ()),
         landing=raw.get("landing"),
-        topic=raw.get("topic"),
-        topic_pattern=raw.get("topic_pattern"),
-        starting_offsets=raw.get("starting_offsets", "earliest"),
-        max_offsets_per_trigger=raw.get("max_offsets_per_trigger"),
-        avro=AvroValues.from_raw(raw, source, f"{source}: hop {raw['name']}"),
+        kafka=TopicSpec.from_raw(raw, source, f"{source}: hop {raw['name']}"),
         window=raw.get("window"),
         allowed_lateness=raw.get("allowed_lateness"),
         changes=hop_changes(raw, kind, f"{source}: hop {raw['name']}"),

@@ -18,20 +18,22 @@ def check_topic(hop, path: Path) -> None:
     import re
 
     reads = (
-        f"topic {hop.topic!r}" if hop.topic is not None else f"topic_pattern {hop.topic_pattern!r}"
+        f"topic {hop.kafka.topic!r}"
+        if hop.kafka.topic is not None
+        else f"topic_pattern {hop.kafka.topic_pattern!r}"
     )
-    if hop.topic is not None and hop.topic_pattern is not None:
+    if hop.kafka.topic is not None and hop.kafka.topic_pattern is not None:
         raise UsageError(
-            f"{path}: hop {hop.name} has topic {hop.topic!r} and topic_pattern "
-            f"{hop.topic_pattern!r}: keep one"
+            f"{path}: hop {hop.name} has topic {hop.kafka.topic!r} and topic_pattern "
+            f"{hop.kafka.topic_pattern!r}: keep one"
         )
-    if hop.topic_pattern is not None:
+    if hop.kafka.topic_pattern is not None:
         try:
-            re.compile(hop.topic_pattern)
+            re.compile(hop.kafka.topic_pattern)
         except re.error as error:
             raise UsageError(
-                f"{path}: hop {hop.name} has topic_pattern {hop.topic_pattern!r}, which is no "
-                f"regular expression ({error}): fix it"
+                f"{path}: hop {hop.name} has topic_pattern {hop.kafka.topic_pattern!r}, which is "
+                f"no regular expression ({error}): fix it"
             ) from None
     if hop.landing is not None:
         raise UsageError(
@@ -43,9 +45,9 @@ def check_topic(hop, path: Path) -> None:
             f"{path}: hop {hop.name} reads {reads}, not {', '.join(hop.upstreams)!r}: "
             "remove its upstream key"
         )
-    if hop.starting_offsets not in STARTING_OFFSETS:
+    if hop.kafka.starting_offsets not in STARTING_OFFSETS:
         raise UsageError(
-            f"{path}: hop {hop.name} has starting_offsets {hop.starting_offsets!r}: use "
+            f"{path}: hop {hop.name} has starting_offsets {hop.kafka.starting_offsets!r}: use "
             f"{' or '.join(STARTING_OFFSETS)}"
         )
 

@@ -128,14 +128,17 @@ def test_every_field_of_a_spec_is_a_declared_key():
     reference's tables are generated (tests/unit/spark_jobs/model/test_spec_keys.py)."""
     from spark_jobs.model import spec
     from spark_jobs.model.changes import ChangesSpec
+    from spark_jobs.model.kafka import TopicSpec
     from spark_jobs.model.spec_keys import HOP_KEYS, PIPELINE_KEYS
 
     hop_fields = {field.name for field in dataclasses.fields(spec.HopSpec)} - {
         "upstreams",
         "changes",
+        "kafka",
     } | {"upstream"}
-    # a changes hop's, flat in the spec
+    # a changes hop's and a topic-fed hop's, flat in the spec
     hop_fields |= {field.name for field in dataclasses.fields(ChangesSpec)}
+    hop_fields |= {field.name for field in dataclasses.fields(TopicSpec)}
     hop_fields -= {"sequence_columns"}  # what sequence_by names, one column or several
     hop_fields |= {"columns", "csv"}  # a format's (FormatSpec), as the spec spells them
     pipeline_fields = {field.name for field in dataclasses.fields(spec.PipelineSpec)} - {"source"}

@@ -107,17 +107,17 @@ def _fed_topics(lake: Lake) -> dict[str, str]:
     """Per topic-fed hop, the topic the sample produces to; refused for a hop that reads a pattern
     or Avro values."""
     for hop in lake.spec.hops:
-        if hop.reads_topic and hop.topic is None:
+        if hop.reads_topic and hop.kafka.topic is None:
             raise UsageError(
-                f"hop {hop.name} reads {hop.topic_label}: the sample cannot tell which of them to "
+                f"hop {hop.name} reads {hop.kafka.label}: the sample cannot tell which of them to "
                 "produce to; produce to them yourself"
             )
-        if hop.avro is not None:
+        if hop.reads_topic and hop.kafka.avro is not None:
             raise UsageError(
                 f"hop {hop.name} reads Avro values and the sample writes text: produce Avro "
                 "records yourself"
             )
-    return {hop.name: hop.topic for hop in lake.spec.hops if hop.reads_topic}
+    return {hop.name: hop.kafka.topic for hop in lake.spec.hops if hop.reads_topic}
 
 
 def generate(

@@ -409,7 +409,7 @@ def test_a_topic_fed_ingest_hop_reads_its_topic_and_nothing_else(pipelines):
         False,
         True,
     )
-    assert (hop.topic, hop.starting_offsets, hop.max_offsets_per_trigger) == (
+    assert (hop.kafka.topic, hop.kafka.starting_offsets, hop.kafka.max_offsets_per_trigger) == (
         "events",
         "earliest",
         500,
@@ -435,8 +435,8 @@ def test_a_hop_reads_topics_by_pattern_or_by_name_not_both(pipelines):
     )
     hop = get_spec("team").hop("a")
     assert (hop.reads, hop.reads_topic, hop.reads_landing) == ("topic", True, False)
-    assert hop.subscription == ("subscribePattern", "^orders-[a-z]+$")
-    assert hop.topic_label == "the topics matching '^orders-[a-z]+$'"
+    assert hop.kafka.subscription == ("subscribePattern", "^orders-[a-z]+$")
+    assert hop.kafka.label == "the topics matching '^orders-[a-z]+$'"
 
     assert "has topic 'events' and topic_pattern 'e.*': keep one" in _refusal(
         folder, "", ", topic: events, topic_pattern: 'e.*'"
@@ -459,7 +459,7 @@ def test_avro_values_need_a_topic_and_a_record_schema_beside_the_spec(pipelines)
         "name: team\nhops:\n  - {name: a, kind: ingest, topic: events, avro: {schema: "
         "event.avsc, header: confluent}, table: tables/a, time_column: t}\n"
     )
-    avro = get_spec("team").hop("a").avro
+    avro = get_spec("team").hop("a").kafka.avro
     assert avro.confluent and '"name": "t"' in avro.schema
 
     assert "has avro but reads no topic" in _refusal(folder, "", ", avro: {schema: event.avsc}")
@@ -637,3 +637,12 @@ def test_retention_refusals(tmp_path, retention, message):
     with pytest.raises(UsageError) as refused:
         load_spec(spec_file)
     assert message in str(refused.value)
+
+
+def test_a_topics_key_on_a_hop_that_reads_no_topic_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="has max_offsets_per_trigger but reads no topic"):
+        load(
+            tmp_path,
+            "  - {name: c, kind: append, upstream: bronze, table: t/c, time_column: at, "
+            "max_offsets_per_trigger: 10}\n",
+        )
