@@ -352,6 +352,13 @@ def delta_position(source: dict | None) -> tuple[int, bool]:
     return version, False
 
 
+def version_read(checkpoint: str, batch_id: int) -> int:
+    """The version of its one Delta upstream that batch ``batch_id`` of a query read up to (a
+    version read in part counts whole): the table as of it holds everything the batch read."""
+    version, _complete = delta_position(read_offsets(checkpoint, batch_id).sources[0])
+    return version
+
+
 def saw_whole_table(checkpoint: str, batch_id: int) -> bool:
     """Whether batch ``batch_id`` of a query over one Delta table is the query's first, read all
     of the table as of one version (no start; its end that version, complete) and ran under no

@@ -282,17 +282,12 @@ class ChangesSink(Sink):
             with held(batch):
                 if batch.isEmpty():
                     return
-                if self.rules.snapshots:
-                    end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-                    version, _complete = checkpoint_log.delta_position(end)
-                    touched = self.touched_by(batch, inputs, version)
-                    changes = self.changes_of(touched, inputs, version)
-                elif self.saw_whole_upstream(batch_id):
+                # a snapshot feed's batch is no change feed yet: its deletes are derived
+                if not self.rules.snapshots and self.saw_whole_upstream(batch_id):
                     changes = batch
                     touched = self.touched_by(batch, inputs)
                 else:
-                    end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-                    version, _complete = checkpoint_log.delta_position(end)
+                    version = checkpoint_log.version_read(run.checkpoint, batch_id)
                     touched = self.touched_by(batch, inputs, version)
                     changes = self.changes_of(touched, inputs, version)
                 self.apply(changes, touched, (query_id, batch_id))
@@ -309,8 +304,7 @@ class ChangesSink(Sink):
         committed = checkpoint_log.commit_batch_ids(self.run.checkpoint)
         if not committed:
             return
-        end = checkpoint_log.read_offsets(self.run.checkpoint, committed[-1]).sources[0]
-        version, _complete = checkpoint_log.delta_position(end)
+        version = checkpoint_log.version_read(self.run.checkpoint, committed[-1])
         if version < 0:
             return
         seq = self.rules.sequence_by

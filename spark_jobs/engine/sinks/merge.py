@@ -95,8 +95,7 @@ class MergeSink(Sink):
         from pyspark.sql import functions as F
 
         run = self.run
-        end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-        version, _complete = checkpoint_log.delta_position(end)  # a version read in part: all of it
+        version = checkpoint_log.version_read(run.checkpoint, batch_id)
         start_ms = F.unix_millis(F.col(run.hop.time_column))
         low, high = batch.agg(F.min(start_ms), F.max(start_ms)).first()
         fresh = run.transformed_range(

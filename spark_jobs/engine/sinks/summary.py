@@ -49,8 +49,7 @@ class SummarySink(Sink):
                 if batch.isEmpty():
                     return
                 touched = batch.select(*self.keys).distinct()
-                end = checkpoint_log.read_offsets(run.checkpoint, batch_id).sources[0]
-                version, _complete = checkpoint_log.delta_position(end)
+                version = checkpoint_log.version_read(run.checkpoint, batch_id)
                 rows = self.current_rows(inputs, version).join(touched, list(self.keys), "semi")
                 replace_keys(
                     run, self.table, self.measured(rows), touched, self.keys, (query_id, batch_id)
