@@ -11,30 +11,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import os
 import sys
-import time
 
 from spark_jobs import service
-from spark_jobs.model.errors import LakehouseError, RollbackRefused
+from spark_jobs.model.calls import CALLS, QUALITY_MODES, Call, build
 from spark_jobs.model.times import parse_time
-from spark_jobs.results import RunResult
+from spark_jobs.perform import answered, emit, perform
 
 
 def _emit(args, document: dict, text: str) -> None:
-    print(json.dumps(document, indent=2, default=str) if args.json else text)
+    emit(args.json, document, text)
 
 
-def _progress(args):
-    """A long command's progress on stderr, each line with the seconds since the command began;
-    nothing under ``--json`` (the document on stdout says it all)."""
-    if args.json:
-        return lambda _message: None
-    began = time.monotonic()
-    return lambda message: print(
-        f"{time.monotonic() - began:7.1f}s {message}", file=sys.stderr, flush=True
-    )
+def call_of(args) -> Call:
+    """The :class:`~spark_jobs.model.calls.Call` of a writing command's parsed options."""
+    options = {
+        each.name: getattr(args, each.name) for each in dataclasses.fields(CALLS[args.command])
+    }
+    return build(args.command, **options)
+
+
+def _call(args) -> int:
+    """Perform the command's call (the shared driver performs the calls tasks send it the same
+    way)."""
+    return perform(call_of(args), args.json)
 
 
 def cmd_generate(args) -> int:
@@ -86,133 +87,9 @@ def cmd_new(args) -> int:
     return 0
 
 
-def _summary_line(record) -> str:
-    return (
-        f"{record.hop:<7} {record.status:<10} batches {record.batch_ids or '-'}  rows in "
-        f"{record.rows_in:,}  out {record.rows_out:,}  quarantined {record.rows_quarantined:,}  "
-        f"late dropped {record.rows_dropped_late:,}  "
-        + (f"rescued {record.rows_rescued:,}  " if record.rows_rescued else "")
-        + (f"skipped {record.rows_skipped:,}  " if record.rows_skipped else "")
-        + (f"deleted {record.rows_deleted:,}  " if record.rows_deleted is not None else "")
-        + (f"live keys {record.live_keys:,}  " if record.live_keys is not None else "")
-        + f"{record.duration_s} s"
-    )
-
-
-def _emit_run(args, result: RunResult) -> int:
-    _emit(
-        args,
-        result.to_dict(),
-        f"{result.action} {result.run_id}\n" + "\n".join(map(_summary_line, result.records)),
-    )
-    result.raise_for_gate()
-    return 0
-
-
-def cmd_run(args) -> int:
-    return _emit_run(
-        args,
-        service.run(
-            args.pipeline,
-            args.hop,
-            run_id=args.run_id,
-            max_files_per_trigger=args.max_files_per_trigger,
-            quality=args.quality,
-            wait_s=args.wait,
-            continuous=args.continuous,
-            trigger_interval=args.trigger_interval,
-            progress=_progress(args),
-        ),
-    )
-
-
-def cmd_backfill(args) -> int:
-    start, end = parse_time(args.start, "--start"), parse_time(args.end, "--end")
-    return _emit_run(
-        args,
-        service.backfill(
-            args.pipeline,
-            start,
-            end,
-            args.hop,
-            run_id=args.run_id,
-            quality=args.quality,
-            wait_s=args.wait,
-            progress=_progress(args),
-        ),
-    )
-
-
 def cmd_status(args) -> int:
     status = service.status(args.pipeline, args.hop)
     _emit(args, status, service.status_text(status))
-    return 0
-
-
-def cmd_rollback(args) -> int:
-    target = {
-        "to_batch": args.to_batch,
-        "to_run": args.to_run,
-        "cascade": args.cascade,
-        "replan": args.replan,
-        "exact": args.exact,
-        "to_time_text": args.to_time,
-        "to_time_ms": parse_time(args.to_time, "--to-time") if args.to_time else None,
-    }
-    try:
-        result = service.rollback(
-            args.pipeline,
-            args.hop,
-            dry_run=args.dry_run,
-            wait_s=args.wait,
-            progress=_progress(args),
-            **target,
-        )
-    except RollbackRefused as refused:
-        if refused.plan is not None:
-            _emit(args, {"plan": refused.plan.to_dict(), "executed": False}, refused.plan.text())
-        raise
-    text = result.plan.text()
-    if args.dry_run:
-        _emit(args, result.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if result.plan.refused else 0
-    if result.executed:
-        text += (
-            f"\nrolled back in {result.journal.duration_s} s; audit record in "
-            f"{service.open_lake(args.pipeline).rollbacks}; the next run replays from the "
-            "batch after each target"
-        )
-    _emit(args, result.to_dict(), text)
-    return 0
-
-
-def cmd_refresh(args) -> int:
-    # the refresh DAG passes an empty --from for "from the start"
-    from_text = args.from_time or None
-    from_ms = parse_time(from_text, "--from") if from_text else None
-    undone, ran = service.refresh(
-        args.pipeline,
-        args.hop,
-        from_ms=from_ms,
-        from_text=from_text,
-        dry_run=args.dry_run,
-        quality=args.quality,
-        wait_s=args.wait,
-        progress=_progress(args),
-    )
-    text = undone.plan.text()
-    if ran is None:
-        _emit(args, undone.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if undone.plan.refused else 0
-    document = {**undone.to_dict(), "run": ran.to_dict()}
-    _emit(
-        args,
-        document,
-        text
-        + f"\nrecomputed with the code as it is now: {ran.action} {ran.run_id}\n"
-        + "\n".join(map(_summary_line, ran.records)),
-    )
-    ran.raise_for_gate()
     return 0
 
 
@@ -232,14 +109,6 @@ def cmd_checkpoint_validate(args) -> int:
     result = service.validate(args.pipeline, args.hop, args.repair)
     _emit(args, result.to_dict(), service.findings_text(result.findings, result.pipeline))
     return 0 if result.consistent else 1
-
-
-def cmd_maintain(args) -> int:
-    result = service.maintain(
-        args.pipeline, args.hop, dry_run=args.dry_run, wait_s=args.wait, progress=_progress(args)
-    )
-    _emit(args, result.to_dict(), result.text())
-    return 0
 
 
 QUALITY_HELP = (
@@ -324,7 +193,7 @@ def _add_writers(commands) -> None:
     )
 
     run = command(
-        "run", "process new data: run-once (availableNow), or always-on with --continuous", cmd_run
+        "run", "process new data: run-once (availableNow), or always-on with --continuous", _call
     )
     run.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
     run.add_argument(
@@ -335,20 +204,21 @@ def _add_writers(commands) -> None:
     )
     run.add_argument(
         "--trigger-interval",
-        default="10 seconds",
-        help="with --continuous, how often a batch starts",
+        help="with --continuous, how often a batch starts (default: 10 seconds)",
     )
     run.add_argument("--run-id", help="id for the run records (default: generated)")
     run.add_argument(
         "--wait",
+        dest="wait_s",
+        metavar="SECONDS",
         type=float,
         default=0.0,
         help="seconds to wait while another job holds the pipeline",
     )
-    run.add_argument("--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP)
+    run.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
     backfill = command(
-        "backfill", "recompute [start, end) in batch mode with the same transforms", cmd_backfill
+        "backfill", "recompute [start, end) in batch mode with the same transforms", _call
     )
     backfill.add_argument(
         "--start", required=True, help="first event time of the range, ISO-8601 (UTC)"
@@ -360,13 +230,13 @@ def _add_writers(commands) -> None:
     backfill.add_argument("--run-id", help="id for the run records (default: generated)")
     backfill.add_argument(
         "--wait",
+        dest="wait_s",
+        metavar="SECONDS",
         type=float,
         default=0.0,
         help="seconds to wait while another job holds the pipeline",
     )
-    backfill.add_argument(
-        "--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP
-    )
+    backfill.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
 
 def _add_readers(commands) -> None:
@@ -399,7 +269,7 @@ def _add_undoers(commands) -> None:
     rollback = command(
         "rollback",
         "undo batches of a hop (and the hops below) so the next run replays them",
-        cmd_rollback,
+        _call,
     )
     rollback.add_argument("--hop", required=True, help="the hop to roll back")
     target = rollback.add_mutually_exclusive_group(required=True)
@@ -434,14 +304,19 @@ def _add_undoers(commands) -> None:
     )
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     rollback.add_argument(
-        "--wait", type=float, default=0.0, help="seconds to wait for a running job to end"
+        "--wait",
+        dest="wait_s",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="seconds to wait for a running job to end",
     )
 
     refresh = command(
         "refresh",
         "recompute a hop (and the hops below) with the code as it is now: a rollback "
         "to the start (or --from a time) and a run",
-        cmd_refresh,
+        _call,
     )
     refresh.add_argument(
         "--hop", required=True, help="the hop to recompute (the hops below follow)"
@@ -454,11 +329,14 @@ def _add_undoers(commands) -> None:
         "empty: from the start)",
     )
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    refresh.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
     refresh.add_argument(
-        "--quality", choices=service.QUALITY_MODES, default="gate", help=QUALITY_HELP
-    )
-    refresh.add_argument(
-        "--wait", type=float, default=0.0, help="seconds to wait for a running job to end"
+        "--wait",
+        dest="wait_s",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="seconds to wait for a running job to end",
     )
 
 
@@ -470,7 +348,7 @@ def _add_maintain(commands) -> None:
         "compact small files, vacuum what no rollback in the window and no "
         "stream reading a table still needs, prune expired landing files and "
         "records",
-        cmd_maintain,
+        _call,
     )
     maintain.add_argument("--hop", default="all", help="one hop's tables, or all")
     maintain.add_argument(
@@ -480,6 +358,8 @@ def _add_maintain(commands) -> None:
     )
     maintain.add_argument(
         "--wait",
+        dest="wait_s",
+        metavar="SECONDS",
         type=float,
         default=0.0,
         help="seconds to wait while another job holds the pipeline",
@@ -511,18 +391,19 @@ CLOSED_PIPE = 141
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def handled() -> int:
         code = args.handler(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then this command's to end quietly
         return code
+
+    try:
+        return answered(handled)
     except BrokenPipeError:
         # Nothing more reaches the reader; point stdout at /dev/null so the interpreter's last
         # flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return CLOSED_PIPE
-    except LakehouseError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""The shared driver's process, beside the CLI it serves.
+"""The shared driver's process, beside the CLI it stands in for.
 
 ``spark-submit .../submit.py serve --address PATH --idle S`` becomes a DAG run's shared driver
-(:func:`spark_jobs.service.submission.serve_commands`): one session, then ``lakehouse`` commands,
-each run by :func:`spark_jobs.cli.main` in this process on that session, exactly as the CLI would
-in a driver of its own.
+(:func:`spark_jobs.service.submission.serve_commands`): one session, then the calls the run's
+tasks send (:class:`spark_jobs.model.calls.Call`), each performed by
+:func:`spark_jobs.perform.perform` in this process on that session: the service function the
+CLI would call, with the lines, JSON and exit code the CLI would print.
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ import sys
 import traceback
 from pathlib import Path
 
+from spark_jobs.model.calls import Call
+from spark_jobs.perform import answered, perform
 from spark_jobs.service.submission import serve_commands
 
 
-def run_command(argv: list[str]) -> int:
-    """One ``lakehouse`` command; its exit code (a traceback on the client's stderr for a bug)."""
-    from spark_jobs.cli import main
-
+def perform_call(wire: dict) -> int:
+    """One call as a task sent it; its exit code (a traceback on the client's stderr for a bug)."""
     try:
-        return main(argv)
-    except SystemExit as ended:  # argparse's usage errors
-        return ended.code if isinstance(ended.code, int) else 2
+        return answered(lambda: perform(Call.from_wire(wire)))
     except Exception:
         traceback.print_exc()
         return 1
@@ -37,7 +36,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--log", default="", help="this driver's log, named in errors")
     args = parser.parse_args(argv)
-    serve_commands(Path(args.address), run_command, args.idle, args.log)
+    serve_commands(Path(args.address), perform_call, args.idle, args.log)
     return 0
 
 

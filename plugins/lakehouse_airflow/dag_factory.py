@@ -38,7 +38,7 @@ RUN_ID_ARG = "{{ run_id }}"
 BACKFILL_RUN_ID_ARG = "{{ dag.dag_id }}__{{ run_id }}"
 _RUN_ID = r"^[A-Za-z0-9_.:+-]{1,200}$"
 # Writers of a pipeline take its lock; a task waits this long for another writer to finish.
-WAIT_ARGS = ["--wait", "900"]
+WAIT = {"wait_s": 900}
 # Every task's failure reaches the pipeline's notifiers (lakehouse_airflow/alerts.py).
 DEFAULT_ARGS = {
     "owner": "lakehouse",
@@ -88,7 +88,7 @@ def _hop_and_gate(
         task_id=hop.name,
         command="run",
         pipeline=spec.name,
-        arguments=["--hop", hop.name, f"--run-id={RUN_ID_ARG}", "--quality=report", *WAIT_ARGS],
+        options={"hop": hop.name, "run_id": RUN_ID_ARG, "quality": "report", **WAIT},
         shares_driver=True,
         releases_driver=hop is spec.sink,
         # A gate above ends skipped when its run wrote no row (no asset event): the hop runs
@@ -162,13 +162,12 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
             task_id="undo",
             command="rollback",
             pipeline=spec.name,
-            arguments=[
-                "--hop",
-                "{{ %s }}" % undo_hop,
-                f"--to-run={RUN_ID_ARG}",
-                "--cascade",
-                *WAIT_ARGS,
-            ],
+            options={
+                "hop": "{{ %s }}" % undo_hop,
+                "to_run": RUN_ID_ARG,
+                "cascade": True,
+                **WAIT,
+            },
             shares_driver=True,
             releases_driver=True,
             retries=0,
@@ -223,14 +222,13 @@ def build_backfill_dag(spec: PipelineSpec) -> DAG:
                 command="backfill",
                 pipeline=spec.name,
                 # `--flag=value`: a value can never be taken for another flag.
-                arguments=[
-                    "--hop",
-                    hop.name,
-                    f"--start={start}",
-                    f"--end={end}",
-                    f"--run-id={BACKFILL_RUN_ID_ARG}",
-                    *WAIT_ARGS,
-                ],
+                options={
+                    "hop": hop.name,
+                    "start": start,
+                    "end": end,
+                    "run_id": BACKFILL_RUN_ID_ARG,
+                    **WAIT,
+                },
                 shares_driver=True,
                 releases_driver=hop is spec.sink,
                 inlets=reads(spec, hop),
@@ -340,16 +338,14 @@ def build_rollback_dag(spec: PipelineSpec) -> DAG:
             task_id="execute",
             command="rollback",
             pipeline=spec.name,
-            arguments=[
-                "--hop",
-                "{{ params.hop }}",
-                "--to-batch",
-                "{{ %s['requested_batch'] }}" % plan,
-                "{{ '--cascade' if params.cascade else '--no-cascade' }}",
-                "{{ '--replan' if params.replan else '--no-replan' }}",
-                "{{ '--exact' if params.exact else '--no-exact' }}",
-                *WAIT_ARGS,
-            ],
+            options={
+                "hop": "{{ params.hop }}",
+                "to_batch": "{{ %s['requested_batch'] }}" % plan,
+                "cascade": "{{ params.cascade }}",
+                "replan": "{{ params.replan }}",
+                "exact": "{{ params.exact }}",
+                **WAIT,
+            },
             doc_md=(
                 "Restore the tables and rewind the checkpoints as planned (a Spark application)."
             ),
@@ -405,13 +401,11 @@ def build_refresh_dag(spec: PipelineSpec) -> DAG:
             task_id="refresh",
             command="refresh",
             pipeline=spec.name,
-            arguments=[
-                "--hop",
-                "{{ params.hop }}",
-                "--from",
-                "{{ params.from_time or '' }}",
-                *WAIT_ARGS,
-            ],
+            options={
+                "hop": "{{ params.hop }}",
+                "from_time": "{{ params.from_time or '' }}",
+                **WAIT,
+            },
             doc_md=(
                 "Roll back as planned, then run the hops with the current code "
                 "(a Spark application)."
@@ -450,7 +444,7 @@ def build_maintenance_dag(spec: PipelineSpec) -> DAG:
             task_id="maintain",
             command="maintain",
             pipeline=spec.name,
-            arguments=[*WAIT_ARGS],
+            options=WAIT,
             doc_md="Compact and vacuum every table of the pipeline (a Spark application).",
         )
     return dag

@@ -1,5 +1,6 @@
-"""Thin operators: each runs one ``lakehouse`` CLI command as a Spark application, or on the
-shared driver of its DAG run (its client: :mod:`spark_jobs.service.submission`)."""
+"""Thin operators: each performs one call (:mod:`spark_jobs.model.calls`) as a Spark application
+(spark-submit of the call's ``lakehouse`` command line), or on the shared driver of its DAG run
+(the call itself; the client: :mod:`spark_jobs.service.submission`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from airflow.sdk import BaseOperatorLink
 
 from lakehouse_airflow.hooks import LakehouseSparkHook
 from spark_jobs.model import settings
+from spark_jobs.model.calls import Call, build
 
 
 def _keep_warm_s() -> int:
@@ -68,17 +70,18 @@ def driver_mode() -> str:
 
 
 class LakehouseSparkOperator(SparkSubmitOperator):
-    """Submit ``lakehouse <command> <pipeline> <arguments>`` through the ``spark_default``
-    connection (``local[*]``, ``spark://...``, ``k8s://...``).
+    """Perform a call (``lakehouse <command> <pipeline>`` with ``options``) through the
+    ``spark_default`` connection (``local[*]``, ``spark://...``, ``k8s://...``).
 
     Jars, the shipped package and the interpreter are resolved in :meth:`execute`, so DAG
     parsing reads no file and starts no JVM.
 
-    :param command: ``run`` or ``backfill``.
+    :param command: ``run``, ``backfill``, ``rollback``, ``refresh`` or ``maintain``.
     :param pipeline: the pipeline spec's name.
-    :param arguments: further CLI arguments (templated), as a list: never a shell string.
+    :param options: the call's options (templated; :func:`spark_jobs.model.calls.build` reads
+        rendered text as each option's type).
     :param announces: the hop whose table asset gets an event when the command wrote rows to it
-        (:func:`lakehouse_airflow.assets.announce`; the run is the ``--run-id=`` argument's).
+        (:func:`lakehouse_airflow.assets.announce`; the run is the call's ``run_id``).
     :param shares_driver: run the command on the DAG run's shared driver (started by the first
         task that needs it), unless ``$LAKEHOUSE_DRIVER`` is ``task`` or the connection deploys
         drivers on the cluster (then each task submits its own application).
@@ -88,23 +91,25 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         released: the DAG's next runs follow it, and it ends after that long idle.
     """
 
-    template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields)
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "options")
 
     def __init__(
         self,
         *,
         command: str,
         pipeline: str,
-        arguments: Sequence[str] = (),
+        options: dict[str, Any] | None = None,
         announces: str | None = None,
         shares_driver: bool = False,
         releases_driver: bool = False,
         **kwargs: Any,
     ):
         kwargs.setdefault("name", f"lakehouse-{pipeline}-{command}")
-        super().__init__(application_args=[command, pipeline, *arguments], **kwargs)
+        super().__init__(application_args=[command, pipeline], **kwargs)
         self.command = command
         self.pipeline = pipeline
+        self.options = dict(options or {})
+        self.call: Call | None = None  # built from the rendered options in prepare()
         self.announces = announces
         self.shares_driver = shares_driver
         self.releases_driver = releases_driver
@@ -128,14 +133,12 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         if self.announces:
             from lakehouse_airflow.assets import announce
 
-            run_id = next(
-                arg.split("=", 1)[1] for arg in self.application_args if arg.startswith("--run-id=")
-            )
-            announce(context.get("outlet_events"), self.pipeline, self.announces, run_id)
+            announce(context.get("outlet_events"), self.pipeline, self.announces, self.call.run_id)
 
     def prepare(self) -> None:
-        """What spark-submit needs beside the templated arguments: the entry script, the shipped
-        package, the jars, the confs, the properties file and the environment."""
+        """The call, from the rendered options, and what spark-submit needs beside it: the entry
+        script, the shipped package, the jars, the confs, the properties file and the
+        environment."""
         from spark_jobs.model.errors import LakehouseError
 
         hook = LakehouseSparkHook()
@@ -143,8 +146,10 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         master = submit._connection["master"]
         here = _driver_here(submit)
         try:
+            self.call = build(self.command, pipeline=self.pipeline, **self.options)
             conf, env = hook.conf(master, here), hook.env_vars(master, here)
-        # a driver its executors cannot reach: refused before it starts
+        # an option that is not of its type, or a driver its executors cannot reach: refused
+        # before anything starts
         except LakehouseError as error:
             from airflow.sdk.exceptions import AirflowFailException
 
@@ -155,7 +160,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
         self.conf = {**conf, **(self.conf or {})}
         self.properties_file = self.properties_file or hook.properties_file()
         self.env_vars = {**env, **(self.env_vars or {})}
-        self.application_args = [str(argument) for argument in self.application_args]
+        self.application_args = self.call.argv()
 
     def _watch(self, line: str) -> None:
         """Keep the ``error: ...`` line the command printed last (its CLI's one
@@ -283,7 +288,7 @@ class LakehouseSparkOperator(SparkSubmitOperator):
             )
             try:
                 code = send(
-                    address, self.application_args, self.releases(), self._relay, on_connect=keep
+                    address, self.call.to_wire(), self.releases(), self._relay, on_connect=keep
                 )
             except DriverGone as gone:  # it was ending (idle): start another
                 self.log.info("%s", gone)

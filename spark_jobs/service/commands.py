@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.plans import Request
+from spark_jobs.model.calls import QUALITY_MODES
 from spark_jobs.model.errors import RollbackRefused, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import new_run_id
@@ -24,7 +25,6 @@ from spark_jobs.model.times import iso
 from spark_jobs.results import MaintainResult, RollbackResult, RunResult, ValidateResult
 
 Progress = Callable[[str], None]
-QUALITY_MODES = ("gate", "report", "off")
 
 
 def stderr(message: str) -> None:

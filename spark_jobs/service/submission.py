@@ -60,17 +60,17 @@ def delta_confs() -> dict[str, str]:
     return dict(DELTA_CONFS)
 
 
-def serve_commands(address: Path, handler: Callable[[list[str]], int], idle_s: float, log: str):
+def serve_commands(address: Path, handler: Callable[[dict], int], idle_s: float, log: str):
     """Be a DAG run's shared driver: build the session once, write ``address`` once listening,
-    then run each command sent by the run's tasks with ``handler(argv)`` (the CLI's ``main``: a
-    task's request is its command line, so both driver modes reach the same service function) on
-    a fresh view of the tables, until a release or ``idle_s`` seconds without a command.
+    then perform each call sent by the run's tasks with ``handler(call)`` (a call as
+    :meth:`spark_jobs.model.calls.Call.to_wire` writes it) on a fresh view of the tables, until a
+    release or ``idle_s`` seconds without a command.
     """
     from spark_jobs.engine.session import build_session, forget_table_logs
 
-    def fresh(argv: list[str]) -> int:
+    def fresh(call: dict) -> int:
         forget_table_logs()
-        return handler(argv)
+        return handler(call)
 
     build_session("lakehouse-shared-driver")
     serve(address, fresh, idle_s, log)

@@ -2,9 +2,10 @@
 :mod:`spark_jobs.shared_driver`).
 
 The wire and the serving loop are tested with real sockets and a plain-Python handler in place
-of the CLI (no Spark there to replace: the loop runs whatever handler it is given); the Spark
-side with a real ``spark-submit`` driver that the stream DAG's hop tasks follow, executed in
-this process as Airflow's task runner would execute them.
+of :func:`spark_jobs.shared_driver.perform_call` (no Spark there to replace: the loop runs
+whatever handler it is given); the Spark side with a real ``spark-submit`` driver that the
+stream DAG's hop tasks follow, executed in this process as Airflow's task runner would execute
+them.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from spark_jobs.control.coordination.driver import (
 )
 
 
-def _echo(argv: list[str]) -> int:
-    """A handler: prints its arguments, a line on stderr, and exits with the number in argv[0]."""
-    print("args", *argv)
+def _echo(call: dict) -> int:
+    """A handler: prints the call's arguments, a line on stderr, and exits with the number its
+    first argument is."""
+    print("args", *call["args"])
     print("to stderr", end="", file=sys.stderr)
-    return int(argv[0])
+    return int(call["args"][0])
 
 
 def _serving(path: Path, idle_s: float = 30.0) -> tuple[threading.Thread, DriverAddress]:
@@ -88,15 +90,15 @@ def test_a_driver_serves_commands_in_turn_until_released(tmp_path):
     thread, address = _serving(path)
     assert oct(path.stat().st_mode & 0o777) == "0o600" and address.pid == os.getpid()
     lines: list[str] = []
-    assert send(address, ["3", "a b"], release=False, emit=lines.append) == 3
+    assert send(address, {"args": ["3", "a b"]}, release=False, emit=lines.append) == 3
     # stdout and stderr, a last line without its newline too
     assert lines == ["args 3 a b", "to stderr"]
     lines.clear()
-    assert send(address, ["0"], release=True, emit=lines.append) == 0
+    assert send(address, {"args": ["0"]}, release=True, emit=lines.append) == 0
     thread.join(timeout=10)
     assert not thread.is_alive() and not path.exists() and lines == ["args 0", "to stderr"]
     with pytest.raises(DriverGone):  # nothing listens any more: a client starts another driver
-        send(address, ["0"], release=False, emit=lines.append)
+        send(address, {"args": ["0"]}, release=False, emit=lines.append)
 
 
 @pytest.mark.unit
@@ -104,9 +106,10 @@ def test_a_request_without_the_token_gets_nothing_and_an_idle_driver_ends(tmp_pa
     path = tmp_path / "driver.json"
     thread, address = _serving(path, idle_s=1.5)
     with socket.create_connection(("127.0.0.1", address.port), timeout=5) as sock:
-        sock.sendall((json.dumps({"token": "guess", "argv": ["0"]}) + "\n").encode())
+        sock.sendall((json.dumps({"token": "guess", "call": {"args": ["0"]}}) + "\n").encode())
         assert sock.recv(100) == b""  # closed without a word
-    assert send(address, ["0"], release=False, emit=lambda line: None) == 0  # still serving
+    # still serving
+    assert send(address, {"args": ["0"]}, release=False, emit=lambda line: None) == 0
     began = time.monotonic()
     thread.join(timeout=10)
     assert not thread.is_alive() and 1.0 < time.monotonic() - began < 5 and not path.exists()
@@ -116,7 +119,7 @@ SLOW_DRIVER = """
 import sys, time
 from pathlib import Path
 from spark_jobs.control.coordination.driver import serve
-serve(Path(sys.argv[1]), lambda argv: time.sleep(60) or 0, 60, "log")
+serve(Path(sys.argv[1]), lambda call: time.sleep(60) or 0, 60, "log")
 """
 
 
@@ -131,7 +134,7 @@ def test_a_driver_ends_at_once_when_its_client_leaves_during_a_command(tmp_path)
         address = wait_for_address(path, lambda: process.poll() is None, timeout_s=30)
         assert address is not None and address.pid == process.pid
         sock = socket.create_connection(("127.0.0.1", address.port), timeout=5)
-        sock.sendall((json.dumps({"token": address.token, "argv": ["x"]}) + "\n").encode())
+        sock.sendall((json.dumps({"token": address.token, "call": {}}) + "\n").encode())
         assert json.loads(sock.makefile().readline()) == {"accepted": True}
         # the operator's on_kill; a SIGKILLed task's socket closes the same way
         sock.shutdown(socket.SHUT_RDWR)

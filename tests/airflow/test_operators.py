@@ -99,12 +99,10 @@ def test_stream_hop_task_submits_run_once_of_its_hop(factory, hop, lake_home):
     assert arguments == [
         "run",
         "ad_events",
-        "--hop",
-        hop,
+        f"--hop={hop}",
         f"--run-id={RUN_ID}",
         "--quality=report",
-        "--wait",
-        "900",
+        "--wait=900",
     ]
     assert env["LAKEHOUSE_HOME"] == str(lake_home) and env["SPARK_LOCAL_IP"] == "127.0.0.1"
 
@@ -123,18 +121,17 @@ def test_backfill_task_covers_the_data_interval_or_the_params(factory):
     assert arguments == [
         "backfill",
         "ad_events",
-        "--hop",
-        "silver",
         "--start=2026-03-03T00:00:00",
         "--end=2026-03-04T00:00:00",
+        "--hop=silver",
         f"--run-id=ad_events__backfill__{RUN_ID}",
-        "--wait",
-        "900",
+        "--quality=gate",
+        "--wait=900",
     ]
     task = dag_factory.build_backfill_dag(spec).get_task("gold")
     params = {"start": "2026-02-01", "end": "2026-02-02T06:00:00"}
     _options, arguments = _split(submitted(task, {**interval, "params": params})[0])
-    assert arguments[4:6] == ["--start=2026-02-01", "--end=2026-02-02T06:00:00"]
+    assert arguments[2:4] == ["--start=2026-02-01", "--end=2026-02-02T06:00:00"]
 
 
 def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
@@ -154,15 +151,12 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
     assert arguments == [
         "rollback",
         "ad_events",
-        "--hop",
-        "bronze",
-        "--to-batch",
-        "4",
+        "--hop=bronze",
+        "--to-batch=4",
         "--no-cascade",
         "--no-replan",
         "--no-exact",
-        "--wait",
-        "900",
+        "--wait=900",
     ]
     for params, flags in (
         (
@@ -179,7 +173,7 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
         _options, arguments = _split(
             submitted(task, {"run_id": RUN_ID, "params": params, "ti": ti}, master)[0]
         )
-        assert arguments[-5:] == ["--cascade", *flags, "--wait", "900"]
+        assert arguments[-4:] == ["--cascade", *flags, "--wait=900"]
 
     task = dag_factory.build_stream_dag(spec).get_task("undo")
     _options, arguments = _split(
@@ -188,18 +182,18 @@ def test_rollback_execute_and_stream_undo_tasks_on_a_standalone_master(factory):
     assert arguments == [
         "rollback",
         "ad_events",
-        "--hop",
-        "silver",
+        "--hop=silver",
         f"--to-run={RUN_ID}",
         "--cascade",
-        "--wait",
-        "900",
+        "--no-replan",
+        "--no-exact",
+        "--wait=900",
     ]
 
 
 @pytest.mark.parametrize(
     "from_time, expected",
-    [(None, ""), ("2026-03-01T10:00:00", "2026-03-01T10:00:00")],
+    [(None, []), ("2026-03-01T10:00:00", ["--from=2026-03-01T10:00:00"])],
     ids=["from-the-start", "from-a-time"],
 )
 def test_refresh_task_submits_refresh_of_the_hop(factory, from_time, expected):
@@ -210,12 +204,10 @@ def test_refresh_task_submits_refresh_of_the_hop(factory, from_time, expected):
     assert arguments == [
         "refresh",
         "ad_events",
-        "--hop",
-        "gold",
-        "--from",
-        expected,
-        "--wait",
-        "900",
+        "--hop=gold",
+        *expected,  # none: from the start
+        "--quality=gate",
+        "--wait=900",
     ]
 
 
@@ -223,7 +215,7 @@ def test_maintenance_task_submits_maintain_of_the_pipeline(factory):
     dag_factory, spec = factory
     task = dag_factory.build_maintenance_dag(spec).get_task("maintain")
     _options, arguments = _split(submitted(task, {"run_id": RUN_ID, "params": {}})[0])
-    assert arguments == ["maintain", "ad_events", "--wait", "900"]
+    assert arguments == ["maintain", "ad_events", "--hop=all", "--wait=900"]
 
 
 def test_a_cluster_behind_a_shared_secret_gets_its_properties_file_never_the_secret_in_argv(

@@ -40,6 +40,7 @@ BANNED = [
     ("plugins/lakehouse_airflow", "spark_jobs.control"),
     ("plugins/lakehouse_airflow", "spark_jobs.engine"),
     ("plugins/lakehouse_airflow", "spark_jobs.logs"),
+    ("plugins/lakehouse_airflow", "spark_jobs.perform"),
     ("dags", "spark_jobs.control"),
     ("bench", "tests"),
     ("bench", "tests.conftest"),
@@ -199,10 +200,11 @@ def test_the_circle_finder_finds_a_circle_through_three_modules():
     assert _circles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.parametrize("front", ["cli.py", "shared_driver.py", "submit.py"])
+@pytest.mark.parametrize("front", ["cli.py", "perform.py", "shared_driver.py", "submit.py"])
 def test_the_cli_and_the_shared_driver_call_the_service_and_read_the_model_only(front):
-    """The CLI parses argv, calls the service and prints what it returns; the shared driver and
-    ``submit.py`` run the CLI: nothing of theirs reaches below the service."""
+    """The CLI parses argv into a call, the shared driver reads one off the wire, and
+    ``perform`` calls the service with it and prints what it returns: nothing of theirs reaches
+    below the service."""
     paths = {_module_name(path): path for path in _sources()}
     used = _imports_of(ROOT / "spark_jobs" / front, set(paths))
     # the package itself: `from spark_jobs import service`
@@ -210,7 +212,13 @@ def test_the_cli_and_the_shared_driver_call_the_service_and_read_the_model_only(
         name
         for name in used - {"spark_jobs"}
         if not name.startswith(
-            ("spark_jobs.service", "spark_jobs.model", "spark_jobs.results", "spark_jobs.cli")
+            (
+                "spark_jobs.service",
+                "spark_jobs.model",
+                "spark_jobs.results",
+                "spark_jobs.cli",
+                "spark_jobs.perform",
+            )
         )
         and name not in ("spark_jobs.shared_driver",)
     )
@@ -228,6 +236,7 @@ LAYERS = [
     ("spark_jobs.service",),
     (
         "spark_jobs.cli",
+        "spark_jobs.perform",
         "spark_jobs.shared_driver",
         "spark_jobs.submit",
         "lakehouse_airflow",

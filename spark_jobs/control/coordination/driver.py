@@ -165,12 +165,13 @@ def wait_for_address(
 
 def send(
     address: DriverAddress,
-    argv: list[str],
+    call: dict,
     release: bool,
     emit: Callable[[str], None],
     on_connect: Callable[[socket.socket], None] = lambda sock: None,
 ) -> int:
-    """Run ``lakehouse argv`` on the driver; each output line goes to ``emit``; its exit code.
+    """Run ``call`` (a :class:`~spark_jobs.model.calls.Call` as :meth:`~.Call.to_wire` writes
+    it) on the driver; each output line goes to ``emit``; its exit code.
 
     :raises DriverGone: the driver did not take the command (start another).
     :raises DriverDied: the driver ended during the command.
@@ -182,7 +183,7 @@ def send(
     with sock:
         on_connect(sock)
         sock.sendall(
-            (json.dumps({"token": address.token, "argv": argv, "release": release}) + "\n").encode()
+            (json.dumps({"token": address.token, "call": call, "release": release}) + "\n").encode()
         )
         sock.settimeout(None)  # a command runs as long as it runs
         accepted = False
@@ -230,10 +231,10 @@ class _Lines(io.TextIOBase):
             self._partial = ""
 
 
-def serve(path: Path, handler: Callable[[list[str]], int], idle_s: float, log: str) -> None:
+def serve(path: Path, handler: Callable[[dict], int], idle_s: float, log: str) -> None:
     """Serve commands until a release, ``idle_s`` without one, or a client that leaves mid-command.
 
-    ``handler(argv)`` runs one command with ``sys.stdout`` and ``sys.stderr`` redirected to the
+    ``handler(call)`` runs one call with ``sys.stdout`` and ``sys.stderr`` redirected to the
     client and returns its exit code. The address file is written once listening (so write it
     after the session exists: a client never waits on a driver that is still starting).
     """
@@ -258,7 +259,7 @@ def serve(path: Path, handler: Callable[[list[str]], int], idle_s: float, log: s
                 path.unlink()
 
 
-def _serve_one(connection: socket.socket, token: str, handler: Callable[[list[str]], int]) -> bool:
+def _serve_one(connection: socket.socket, token: str, handler: Callable[[dict], int]) -> bool:
     """One request; ``True`` when the driver should end after it (released)."""
     connection.settimeout(_REQUEST_TIMEOUT_S)
     try:
@@ -266,7 +267,7 @@ def _serve_one(connection: socket.socket, token: str, handler: Callable[[list[st
     except (OSError, ValueError):
         return False
     if not hmac.compare_digest(str(request.get("token", "")), token) or not isinstance(
-        request.get("argv"), list
+        request.get("call"), dict
     ):
         return False  # not ours: say nothing
     connection.settimeout(None)
@@ -282,7 +283,7 @@ def _serve_one(connection: socket.socket, token: str, handler: Callable[[list[st
     lines = _Lines(send_message)
     with contextlib.redirect_stdout(lines), contextlib.redirect_stderr(lines):
         try:
-            code = handler([str(arg) for arg in request["argv"]])
+            code = handler(request["call"])
         finally:
             lines.close_line()
     finished.set()

@@ -5,7 +5,6 @@ package starts no JVM, progress lines."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -110,14 +109,3 @@ def test_importing_the_package_starts_no_jvm():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
         == "False"
     )
-
-
-def test_progress_lines_carry_the_seconds_since_the_command_began_and_json_keeps_quiet(capsys):
-    from types import SimpleNamespace
-
-    from spark_jobs.cli import _progress
-
-    _progress(SimpleNamespace(json=True))("[bronze] batch 0: 10 rows")
-    assert capsys.readouterr().err == ""
-    _progress(SimpleNamespace(json=False))("[bronze] batch 0: 10 rows")
-    assert re.fullmatch(r" *\d+\.\ds \[bronze\] batch 0: 10 rows\n", capsys.readouterr().err)
