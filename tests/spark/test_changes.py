@@ -222,6 +222,84 @@ def test_a_sequence_of_two_columns_orders_changes_as_the_pair_does(spark, tmp_pa
     assert both() == expected
 
 
+def test_a_batch_of_newer_changes_applies_from_the_tables_without_reading_the_feed(
+    spark, tmp_path, monkeypatch
+):
+    """A batch whose every change is newer than what the tables hold of its key applies from the
+    type 1 row or the type 2 history's last version and the deleted keys: with the files of every
+    change bronze held before it moved out of bronze's folder, both tables, the deleted keys and
+    the summary still equal the model of all changes (a read of the feed would fail)."""
+    import dataclasses
+
+    from spark_jobs import service
+
+    example_copy(tmp_path / "pipelines", "crm", HOPS)
+    home = tmp_path / "lake"
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    landing = home / "landing" / "crm" / "customers"
+    landing.mkdir(parents=True)
+    # in sequence order, one change per sequence, none with a value left out
+    arrival, seen = [], set()
+    for change in sorted(feed(6, keys=10, changes=90, connector="sqlserver"), key=lambda c: c.lsn):
+        if change.lsn not in seen:
+            seen.add(change.lsn)
+            arrival.append(dataclasses.replace(change, email_unavailable=False))
+    assert {"d"} <= {change.op for change in arrival[60:]}  # the newer batch deletes too
+    bronze = home / "tables/bronze/crm_customers"
+
+    def land(number: int, part) -> None:
+        (landing / f"changes-{number:03d}.json").write_text(
+            "".join(line + "\n" for change in part for line in change.lines())
+        )
+        service.run("crm", "bronze_customers", quality="off", progress=quiet)
+
+    land(0, arrival[:60])
+    for hop in HOPS[1:]:
+        service.run("crm", hop, quality="off", progress=quiet)
+    older = [path for path in bronze.rglob("*.parquet") if "_delta_log" not in path.parts]
+    land(1, arrival[60:])
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for number, path in enumerate(older):
+        path.rename(moved / f"{number}.parquet")
+    for hop in HOPS[1:]:
+        service.run("crm", hop, quality="off", progress=quiet)
+    assert tables(spark, home) == (scd1(arrival), scd2(arrival))
+    assert per_tier(spark, home) == tiers(scd1(arrival))
+    deleted = spark.read.format("delta").load(
+        str(home / "tables/silver/crm_customers_deleted_keys")
+    )
+    live = {row["customer_id"] for row in scd1(arrival)}
+    assert {row.customer_id for row in deleted.collect()} == {
+        change.key for change in arrival if change.key
+    } - live
+
+
+def test_a_rule_naming_a_column_the_changes_lack_is_one_line_naming_it(
+    spark, tmp_path, monkeypatch
+):
+    """A changes hop's rules are checked against its stream's columns before the query starts:
+    the run raises that check's own message, not Spark's report of a failed stream."""
+    from spark_jobs import service
+    from spark_jobs.model.errors import UsageError
+
+    pipeline = example_copy(tmp_path / "pipelines", "crm", HOPS[:2])
+    spec = (pipeline / "crm.yaml").read_text()
+    assert spec.count("operation: op\n") == 1
+    (pipeline / "crm.yaml").write_text(spec.replace("operation: op\n", "operation: kind\n"))
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "lake"))
+    landing = tmp_path / "lake" / "landing" / "crm" / "customers"
+    landing.mkdir(parents=True)
+    changes = feed(1, keys=3, changes=6, connector="postgresql")
+    (landing / "changes.json").write_text(
+        "".join(line + "\n" for change in changes for line in change.lines())
+    )
+    with pytest.raises(UsageError, match=r"^hop customers: the changes have no column 'kind'"):
+        service.run("crm", quality="off", progress=quiet)
+
+
 def _tier_at_orders(landing) -> dict[str, tuple]:
     """Each valid order of the crm sample's files (its resends once), with the tier a plain-Python
     type 2 history of the customers' changes gives its customer at the order's log position."""

@@ -18,6 +18,14 @@ from spark_jobs.logs import checkpoint_log, delta_log
 
 LIVE = "_change_live"  # on the MERGE's source rows: true for a row to keep, null for one to delete
 _DELETE, _START, _VERSION = "_change_is_delete", "_change_starts", "_change_version"
+# The deleted keys' table: each key whose latest change is a delete, and that change's sequence.
+DELETED_AT = "_deleted_at"
+# On an anchor (type 2: the version of a key a batch continues): the version's first sequence.
+_FROM = "_change_from"
+# On the keys a MERGE replaces: replace a key's versions from this first sequence on (null: all).
+_SCOPE = "_change_scope"
+_FIRST, _LATE, _LIVE_SEQ = "_change_first", "_change_late", "_change_live_sequence"
+_UNAVAILABLE = "_change_unavailable"
 
 
 def _is_delete(rules):
@@ -190,11 +198,15 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
 
     valid_from, valid_to = rules.validity
     seq = rules.sequence_by
-    kept = rules.kept_columns(changes.columns)
-    tracked = rules.tracked_columns(changes.columns, keys, time_column)
+    anchored = _FROM in changes.columns
+    columns = [name for name in changes.columns if name != _FROM]
+    kept = rules.kept_columns(columns)
+    tracked = rules.tracked_columns(columns, keys, time_column)
     changes = _marked(changes, rules)
     base = [name for name in kept if name not in (*keys, seq, valid_from, valid_to)]
-    unique = _greatest(changes, [*keys, seq], _tiebreak(changes, rules, keys), [*base, _DELETE])
+    carried = [*base, _DELETE, *([_FROM] if anchored else [])]
+    tiebreak = _tiebreak(changes.drop(_FROM) if anchored else changes, rules, keys)
+    unique = _greatest(changes, [*keys, seq], tiebreak, carried)
     order = Window.partitionBy(*keys).orderBy(seq)
     so_far = order.rowsBetween(Window.unboundedPreceding, 0)
     for name in _fillable(unique, rules, keys):
@@ -216,35 +228,56 @@ def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
         .withColumn(valid_to, F.lead(seq).over(order))
         .where(f"NOT {_DELETE}")
     )
+    # an anchor (the version a batch continues) started before its own sequence
+    first = F.min(F.coalesce(F.col(_FROM), F.col(seq))) if anchored else F.min(seq)
     versions = _greatest(
-        marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: F.min(seq)}
+        marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: first}
     )
     return versions.select(*kept)
 
 
 class ChangesSink(Sink):
-    """A change feed applied by MERGE, each touched key recomputed from its changes."""
+    """A change feed applied by MERGE, each touched key recomputed from its changes: from the
+    table's rows and its deleted keys when every change of the batch to the key is newer than
+    what the table holds of it, else from all the key's changes upstream."""
 
     def __init__(self, run):
         super().__init__(run)
         self.rules = run.hop.changes
         self.keys = tuple(run.hop.keys)
+        self.deleted_keys = run.lake.deleted_keys(run.hop)
+
+    def prepared(self, changes):
+        """``changes`` checked against the rules, with the sequence of several columns as one
+        struct (model.changes.SEQUENCE) and each truncate as a delete of every key."""
+        hop = self.run.hop
+        self.rules.check_columns(changes.columns, self.keys, f"hop {hop.name}")
+        return with_truncates_as_deletes(self.sequenced(changes), self.rules, self.keys)
+
+    def sequenced(self, frame):
+        """``frame`` with the sequence column the rules order by (a struct of several)."""
+        if len(self.rules.sequence_columns) < 2:
+            return frame
+        from pyspark.sql import functions as F
+
+        return frame.withColumn(self.rules.sequence_by, F.struct(*self.rules.sequence_columns))
 
     def rows(self, changes):
         """The table's rows of the keys of ``changes`` (all of each key's changes)."""
-        hop = self.run.hop
-        self.rules.check_columns(changes.columns, self.keys, f"hop {hop.name}")
-        # ordered by the struct of them (model.changes.SEQUENCE)
-        if len(self.rules.sequence_columns) > 1:
-            from pyspark.sql import functions as F
+        return self.rows_of(self.prepared(changes))
 
-            changes = changes.withColumn(
-                self.rules.sequence_by, F.struct(*self.rules.sequence_columns)
-            )
-        changes = with_truncates_as_deletes(changes, self.rules, self.keys)
+    def rows_of(self, prepared):
         if self.rules.scd == 1:
-            return latest_rows(changes, self.rules, self.keys)
-        return history_rows(changes, self.rules, self.keys, hop.time_column)
+            return latest_rows(prepared, self.rules, self.keys)
+        return history_rows(prepared, self.rules, self.keys, self.run.hop.time_column)
+
+    def deleted_of(self, prepared):
+        """The deleted keys among the keys of ``prepared`` changes: each whose latest change (by
+        sequence, a delete first) is a delete, with its sequence."""
+        seq = self.rules.sequence_by
+        marked = _marked(prepared, self.rules)
+        latest = _greatest(marked, list(self.keys), [seq, _DELETE], [seq, _DELETE])
+        return latest.where(_DELETE).select(*self.keys, latest[seq].alias(DELETED_AT))
 
     def changes_of(self, touched, inputs: dict, version: int | None = None):
         """Every upstream change of the keys in ``touched``, of the table now or as
@@ -261,17 +294,28 @@ class ChangesSink(Sink):
         run = self.run
         return run.code.transform(run.hop, run.source.read_all(version), run.spec, inputs)
 
+    def truncates(self, batch) -> bool:
+        return bool(self.rules.operation) and not batch.where(is_truncate(self.rules)).isEmpty()
+
+    def remembers(self) -> bool:
+        """Whether the deleted keys' table holds every key deleted so far (it exists: a table
+        written before the hop kept one has it built by its next batch)."""
+        return self.deleted_keys is not None and (
+            table_exists(self.deleted_keys) or not table_exists(self.table)
+        )
+
     def touched_by(self, batch, inputs: dict, version: int | None = None):
         """The keys a batch of changes touches: its own, or every key upstream when it holds a
-        truncate or a snapshot (whose keys that are gone are changes too)."""
-        if self.rules.snapshots:
-            batch = self.upstream_changes(inputs, version)
-        elif self.rules.operation and not batch.where(is_truncate(self.rules)).isEmpty():
+        truncate or a snapshot (whose keys that are gone are changes too), or when the deleted
+        keys' table is still to be built."""
+        if self.rules.snapshots or self.truncates(batch) or not self.remembers():
             batch = self.upstream_changes(inputs, version)
         return batch.where(~is_truncate(self.rules)).select(*self.keys).distinct()
 
     def stream_writer(self, frame, query_id: str):
         run = self.run
+        # before the query starts: a refusal inside a batch reaches the user as Spark's report
+        self.rules.check_columns(frame.columns, self.keys, f"hop {run.hop.name}")
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
         if self.rules.snapshots:
             self.refuse_late_snapshot(inputs)
@@ -282,17 +326,133 @@ class ChangesSink(Sink):
             with held(batch):
                 if batch.isEmpty():
                     return
+                transaction = (query_id, batch_id)
                 # a snapshot feed's batch is no change feed yet: its deletes are derived
                 if not self.rules.snapshots and self.saw_whole_upstream(batch_id):
-                    changes = batch
-                    touched = self.touched_by(batch, inputs)
-                else:
-                    version = checkpoint_log.version_read(run.checkpoint, batch_id)
-                    touched = self.touched_by(batch, inputs, version)
-                    changes = self.changes_of(touched, inputs, version)
-                self.apply(changes, touched, (query_id, batch_id))
+                    self.apply(batch, self.touched_by(batch, inputs), transaction)
+                    return
+                version = checkpoint_log.version_read(run.checkpoint, batch_id)
+                if self.incremental(batch):
+                    self.apply_from_table(batch, inputs, version, transaction)
+                    return
+                touched = self.touched_by(batch, inputs, version)
+                self.apply(self.changes_of(touched, inputs, version), touched, transaction)
 
         return frame.writeStream.foreachBatch(run.each_batch(apply_batch))
+
+    def incremental(self, batch) -> bool:
+        """Whether a batch can apply from the table's rows: the hop keeps its deleted keys and
+        they are all there, and the batch truncates nothing."""
+        return (
+            self.deleted_keys is not None
+            and table_exists(self.deleted_keys)
+            and has_files(self.run.spark, self.table)
+            and not self.truncates(batch)
+        )
+
+    def apply_from_table(self, batch, inputs: dict, version: int, transaction) -> None:
+        """Apply a batch from what the tables hold of its keys (as they were when it started, so
+        a retry after a partial commit reads the same): a key whose changes in the batch are all
+        newer than its latest change the tables know is recomputed from those changes and its
+        last row (type 1) or last version (type 2); a key with a change as old or older (a late
+        one), or a placeholder to fill after a delete, from all its changes upstream."""
+        from pyspark.sql import functions as F
+
+        keys = list(self.keys)
+        changes = self.prepared(batch)
+        known, anchors, deleted = self.known(changes)
+        with held(known):
+            late = known.where(F.col(_LATE)).select(*keys)
+            ahead = known.where(~F.col(_LATE)).select(*keys, _SCOPE)
+            news = changes.join(late, keys, "left_anti")
+            rows = self.rows_of(self.continued(news, anchors, deleted))
+            gone = self.deleted_of(news)
+            if not late.isEmpty():  # else the feed is not read at all
+                late_changes = self.prepared(self.changes_of(late, inputs, version))
+                rows = rows.unionByName(self.rows_of(late_changes))
+                gone = gone.unionByName(self.deleted_of(late_changes))
+            none = F.lit(None).cast(ahead.schema[_SCOPE].dataType)
+            touched = ahead.unionByName(late.withColumn(_SCOPE, none))
+            self.replace(rows, gone, touched, transaction)
+
+    def known(self, changes):
+        """Per key of ``changes``: the sequence of its latest change the tables remember, whether
+        it is live, and ``_LATE`` when it must be recomputed from the feed; with the table's
+        anchors and the deleted keys' rows, as the tables were when the batch started."""
+        from pyspark.sql import functions as F
+
+        rules, keys, seq = self.rules, list(self.keys), self.rules.sequence_by
+        unavailable = F.lit(False)
+        for name in _fillable(changes, rules, self.keys):
+            placeholder = F.col(name) == F.lit(rules.unavailable_value)
+            unavailable = unavailable | F.coalesce(placeholder, F.lit(False))
+        first = changes.groupBy(*keys).agg(
+            F.min(seq).alias(_FIRST), F.max(unavailable).alias(_UNAVAILABLE)
+        )
+        spark = changes.sparkSession
+        anchors = self.anchors(_pinned(spark, self.table).join(first, keys, "left_semi"))
+        deleted = _pinned(spark, self.deleted_keys).join(first, keys, "left_semi")
+        ends = [rules.validity[1]] if rules.scd == 2 else []
+        held_rows = anchors.select(*keys, F.col(seq).alias(_LIVE_SEQ), _SCOPE, *ends)
+        live = F.col(_LIVE_SEQ).isNotNull() & F.col(DELETED_AT).isNull()
+        for end in ends:
+            live = live & F.col(end).isNull()
+        state = F.coalesce(F.col(DELETED_AT), F.col(_LIVE_SEQ))
+        late = (state.isNotNull() & (F.col(_FIRST) <= state)) | (F.col(_UNAVAILABLE) & ~live)
+        known = (
+            first.join(held_rows, keys, "left")
+            .join(deleted, keys, "left")
+            .withColumn(_LATE, F.coalesce(late, F.lit(True)))
+        )
+        return known, anchors, deleted
+
+    def anchors(self, table):
+        """Per key, what the table holds of it to continue from: its row (type 1) or its last
+        version (type 2, with ``_SCOPE``: that version's first sequence), with the sequence."""
+        from pyspark.sql import functions as F
+
+        table = self.sequenced(table)
+        if self.rules.scd == 1:
+            return table.withColumn(
+                _SCOPE, F.lit(None).cast(table.schema[self.rules.sequence_by].dataType)
+            )
+        valid_from = self.rules.validity[0]
+        last = _greatest(
+            table, list(self.keys), [valid_from], [c for c in table.columns if c not in self.keys]
+        )
+        return last.withColumn(_SCOPE, F.col(valid_from))
+
+    def continued(self, news, anchors, deleted):
+        """A batch's changes of the keys it applies from the table, after what the table holds of
+        each: its row or last version as a change (type 2: with the version's first sequence),
+        a delete at the end of a closed last version, and one at the key's remembered delete."""
+        from pyspark.sql import functions as F
+
+        rules, keys, seq = self.rules, list(self.keys), self.rules.sequence_by
+        theirs = news.select(*keys).distinct()
+        mine = anchors.join(theirs, keys, "left_semi")
+        parts = []
+        if rules.scd == 1:
+            parts.append(mine.drop(_SCOPE))
+        else:
+            valid_from, valid_to = rules.validity
+            parts.append(
+                mine.withColumn(_FROM, F.col(valid_from)).drop(_SCOPE, valid_from, valid_to)
+            )
+            ends = mine.where(F.col(valid_to).isNotNull()).select(*keys, F.col(valid_to).alias(seq))
+            parts.append(ends)
+        if rules.operation:
+            remembered = deleted.join(theirs, keys, "left_semi")
+            parts.append(remembered.select(*keys, F.col(DELETED_AT).alias(seq)))
+        delete = F.lit(rules.deletes[0]) if rules.operation else None
+        continued = news
+        for index, part in enumerate(parts):
+            if index and rules.operation:  # the ends and remembered deletes
+                part = part.withColumn(
+                    rules.operation, delete.cast(news.schema[rules.operation].dataType)
+                )
+            continued = continued.unionByName(part, allowMissingColumns=True)
+        return continued
 
     def refuse_late_snapshot(self, inputs: dict) -> None:
         """Before a snapshot feed's query starts: refuse a snapshot that reached the feed after
@@ -337,9 +497,31 @@ class ChangesSink(Sink):
     def apply(self, changes, touched, transaction: tuple[str, int] | None) -> None:
         """MERGE the recomputed rows of the keys ``touched`` (all their ``changes``): a key's rows
         replaced by its new ones, its rows that are no longer (deleted, or a version a late
-        change split) deleted. ``transaction``: the stream's (query id, batch id), so a
-        batch commits once."""
-        replace_keys(self.run, self.table, self.rows(changes), touched, self.keys, transaction)
+        change split) deleted; and the same keys' deletes remembered. ``transaction``: the
+        stream's (query id, batch id), so a batch commits once."""
+        from pyspark.sql import functions as F
+
+        prepared = self.prepared(changes)
+        scoped = touched.withColumn(_SCOPE, F.lit(None))
+        self.replace(self.rows_of(prepared), self.deleted_of(prepared), scoped, transaction)
+
+    def replace(self, rows, deleted, touched, transaction) -> None:
+        """The table's rows of the keys ``touched`` (from each key's ``_SCOPE`` on, type 2) made
+        ``rows``, then the deleted keys' rows of them made ``deleted``; each commit carries the
+        batch's ``transaction``."""
+        scope = self.rules.validity[0] if self.rules.scd == 2 else None
+        replace_keys(self.run, self.table, rows, touched, self.keys, transaction, scope=scope)
+        if self.deleted_keys is not None:
+            replace_keys(
+                self.run,
+                self.deleted_keys,
+                deleted,
+                touched.drop(_SCOPE),
+                self.keys,
+                transaction,
+                match=self.keys,
+                partition_by=(),
+            )
 
     def finish_record(self, record, change, succeeded: bool) -> None:
         """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
@@ -368,30 +550,44 @@ class ChangesSink(Sink):
         self.apply(self.changes_of(touched, inputs), touched, None)
 
 
-def replace_keys(run, table: str, rows, touched, keys: tuple[str, ...], transaction) -> None:
+def replace_keys(
+    run,
+    table: str,
+    rows,
+    touched,
+    keys: tuple[str, ...],
+    transaction,
+    match: tuple[str, ...] | None = None,
+    partition_by: tuple[str, ...] | None = None,
+    scope: str | None = None,
+) -> None:
     """Make ``table``'s rows of the keys ``touched`` be ``rows``: one MERGE that updates or inserts
-    each of ``rows`` (matched on the hop's table keys) and deletes the table's rows of a touched
-    key that ``rows`` no longer has. A table with no file yet is written whole. ``transaction``:
-    the stream's (query id, batch id), so a batch commits once (None for a backfill)."""
+    each of ``rows`` (matched on ``match``, the hop's table keys by default) and deletes the
+    table's rows of a touched key that ``rows`` no longer has. With ``scope`` (a column of the
+    table), a touched key's rows whose ``scope`` is below its ``_SCOPE`` in ``touched`` stay as
+    they are. A table with no file yet is written whole (partitioned as the hop's table, unless
+    ``partition_by`` says otherwise). ``transaction``: the stream's (query id, batch id), so a
+    batch commits once (None for a backfill)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     session = rows.sparkSession
+    partition_by = run.hop.partition_by if partition_by is None else partition_by
     with _transaction(session, transaction):
         run.fence()
         if not has_files(session, table):
             writer = rows.write.format("delta").mode("append")
             if transaction:
                 writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
-            if run.hop.partition_by:
-                writer = writer.partitionBy(*run.hop.partition_by)
+            if partition_by:
+                writer = writer.partitionBy(*partition_by)
             with _table_defaults(session):
                 writer.save(table)
             return
-        match = list(run.hop.table_keys)
+        match = list(match or run.hop.table_keys)
         target = DeltaTable.forPath(session, table)
         with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
-            current = target.toDF().join(touched, on=list(keys), how="left_semi")
+            current = _scoped(target.toDF(), touched, keys, scope)
             gone = current.join(rows.select(*match), on=match, how="left_anti")
             source = rows.withColumn(LIVE, F.lit(True)).unionByName(
                 gone.withColumn(LIVE, F.lit(None).cast("boolean"))
@@ -406,6 +602,25 @@ def replace_keys(run, table: str, rows, touched, keys: tuple[str, ...], transact
                 .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns)
                 .execute()
             )
+
+
+def _scoped(table, touched, keys: tuple[str, ...], scope: str | None):
+    """``table``'s rows of the keys in ``touched``, from each key's ``_SCOPE`` on by ``scope``
+    when both are given."""
+    if scope is None or _SCOPE not in touched.columns:
+        return table.join(touched.select(*keys), on=list(keys), how="left_semi")
+    from pyspark.sql import functions as F
+
+    bounds = touched.select(*[F.col(name).alias(f"_scope_{name}") for name in keys], _SCOPE)
+    condition = [table[name] == bounds[f"_scope_{name}"] for name in keys]
+    condition.append(bounds[_SCOPE].isNull() | (table[scope] >= bounds[_SCOPE]))
+    return table.join(bounds, on=condition, how="left_semi")
+
+
+def _pinned(spark, table: str):
+    """``table`` as its latest version is now, whenever the plan reads it."""
+    version = delta_log.table_version(table)
+    return spark.read.format("delta").option("versionAsOf", version).load(table)
 
 
 @contextmanager
