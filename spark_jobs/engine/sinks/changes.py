@@ -1,239 +1,35 @@
 """The changes hop's sink: a feed of changes applied per key in sequence order, as the latest row
-of each key (SCD type 1) or every version of it (type 2).
+of each key (SCD type 1) or every version of it (type 2), with the keys whose latest change is a
+delete kept in a table beside it (the deleted keys).
 
-Each batch (or backfill) recomputes the keys it touches from **all** their changes in the
-upstream table, read as of the version the batch read, and MERGEs the result: the rows of a key
-are a function of its changes alone, so arrival order, batch cuts, duplicates, a backfill and a
-replay after a rollback all give the same table. A delete is remembered for as long as the
-upstream table holds it: a late change older than a delete never brings its key back.
+A batch recomputes each key it touches (:mod:`.change_rows`) from what the tables hold of it and
+its newer changes, or, after a late change, a truncate or for a first batch, from **all** its
+changes in the upstream table, read as of the version the batch read; then MERGEs the result
+into both tables (:mod:`.keyed_merge`). A delete is remembered for good: a late change older
+than a delete never brings its key back.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from spark_jobs.engine.contracts import Sink
+from spark_jobs.engine.sinks.change_rows import (
+    DELETED_AT,
+    FROM,
+    deleted_rows,
+    fillable_columns,
+    greatest,
+    history_rows,
+    is_truncate,
+    latest_rows,
+    snapshot_changes,
+    with_truncates_as_deletes,
+)
+from spark_jobs.engine.sinks.keyed_merge import SCOPE, replace_keys
 from spark_jobs.engine.tables import has_files, held, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 
-LIVE = "_change_live"  # on the MERGE's source rows: true for a row to keep, null for one to delete
-_DELETE, _START, _VERSION = "_change_is_delete", "_change_starts", "_change_version"
-# The deleted keys' table: each key whose latest change is a delete, and that change's sequence.
-DELETED_AT = "_deleted_at"
-# On an anchor (type 2: the version of a key a batch continues): the version's first sequence.
-_FROM = "_change_from"
-# On the keys a MERGE replaces: replace a key's versions from this first sequence on (null: all).
-_SCOPE = "_change_scope"
 _FIRST, _LATE, _LIVE_SEQ = "_change_first", "_change_late", "_change_live_sequence"
 _UNAVAILABLE = "_change_unavailable"
-
-
-def _is_delete(rules):
-    from pyspark.sql import functions as F
-
-    if not rules.operation:
-        return F.lit(False)
-    return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.deletes), F.lit(False))
-
-
-def is_truncate(rules):
-    """A change that truncates the table: its operation is one of ``truncates``."""
-    from pyspark.sql import functions as F
-
-    if not rules.operation or not rules.truncates:
-        return F.lit(False)
-    return F.coalesce(F.col(rules.operation).cast("string").isin(*rules.truncates), F.lit(False))
-
-
-def with_truncates_as_deletes(changes, rules, keys: tuple[str, ...]):
-    """``changes`` with each truncate made a delete, at its sequence, of every key the changes
-    hold: a truncate ends whatever each key held before it."""
-    from pyspark.sql import functions as F
-
-    if not rules.operation or not rules.truncates:
-        return changes
-    truncates = changes.where(is_truncate(rules))
-    rest = changes.where(~is_truncate(rules))
-    ended = (
-        rest.select(*keys)
-        .distinct()
-        .crossJoin(F.broadcast(truncates.drop(*keys)))
-        .withColumn(rules.operation, F.lit(rules.deletes[0]))
-    )
-    return rest.unionByName(ended)
-
-
-def snapshot_changes(rows, times, rules, keys: tuple[str, ...]):
-    """A snapshot feed's changes: ``rows`` (some keys' rows of every snapshot) as inserts and
-    updates at their snapshot's time, and a delete of a key at the time of each snapshot in
-    ``times`` (every snapshot's time, one column) after its first that does not hold it."""
-    from pyspark.sql import functions as F
-
-    seq = rules.sequence_by
-    first = rows.groupBy(*keys).agg(F.min(seq).alias("_first_snapshot"))
-    present = rows.select(*keys, seq).distinct()
-    absent = (
-        first.crossJoin(F.broadcast(times.select(seq).distinct()))
-        .where(F.col(seq) > F.col("_first_snapshot"))
-        .drop("_first_snapshot")
-        .join(present, [*keys, seq], "left_anti")
-        .withColumn(rules.operation, F.lit(rules.deletes[0]))
-    )
-    kept = rows.withColumn(rules.operation, F.lit(None).cast("string"))
-    return kept.unionByName(absent, allowMissingColumns=True)
-
-
-def _fillable(frame, rules, keys: tuple[str, ...]) -> list[str]:
-    """The text columns a connector may leave unavailable (none when the rules say no such
-    text)."""
-    if rules.unavailable_value is None:
-        return []
-    values = rules.value_columns(list(frame.columns), keys)
-    return [
-        name
-        for name in values
-        if frame.schema[name].dataType.typeName() == "string" and not name.startswith("_")
-    ]
-
-
-def _available(name: str, rules):
-    """Whether a change's ``name`` holds a value: not a delete's, not the unavailable text."""
-    from pyspark.sql import functions as F
-
-    column = F.col(name)
-    return ~F.col(_DELETE) & (column.isNull() | (column != F.lit(rules.unavailable_value)))
-
-
-def _orderable(frame, names: list[str]) -> list[str]:
-    """The columns of ``names`` Spark can order by (not a map or a variant, nor
-    anything holding one).
-    """
-
-    def plain(kind) -> bool:
-        name = kind.typeName()
-        if name in ("map", "variant"):
-            return False
-        if name == "struct":
-            return all(plain(field.dataType) for field in kind.fields)
-        return plain(kind.elementType) if name == "array" else True
-
-    return [name for name in names if plain(frame.schema[name].dataType)]
-
-
-def _greatest(
-    frame, group: list[str], order: list[str], carried: list[str], more: dict | None = None
-):
-    """Per ``group``, the row with the greatest ``order`` columns (compared in turn, nulls first):
-    ``group``, ``carried`` and the aggregates ``more`` by name. A hash aggregate, no sort: the
-    max of one struct that leads with ``order`` when every column can be ordered, else Spark's
-    ``max_by``."""
-    from pyspark.sql import functions as F
-
-    more = more or {}
-    fields = [*order, *[name for name in carried if name not in order]]
-    if len(_orderable(frame, fields)) == len(fields):
-        best = F.max(F.struct(*fields))
-    else:
-        best = F.max_by(F.struct(*carried), F.struct(*order))
-    picked = frame.groupBy(*group).agg(
-        best.alias("_change_row"), *[column.alias(name) for name, column in more.items()]
-    )
-    return picked.select(
-        *group, *[F.col(f"_change_row.{name}").alias(name) for name in carried], *more
-    )
-
-
-def _marked(changes, rules):
-    return changes.withColumn(_DELETE, _is_delete(rules))
-
-
-def _tiebreak(changes, rules, keys: tuple[str, ...]) -> list[str]:
-    """What tells two changes of one key and sequence apart: a delete first, then the greatest
-    values column by column (nulls first), so the choice never depends on arrival."""
-    values = rules.value_columns([name for name in changes.columns if name != _DELETE], keys)
-    return [_DELETE, *_orderable(changes, values)]
-
-
-def latest_rows(changes, rules, keys: tuple[str, ...]):
-    """Type 1: each key's last change (by sequence, then :func:`_tiebreak`), unless it is a
-    delete; the table's columns."""
-
-    from pyspark.sql import functions as F
-
-    kept = rules.kept_columns(changes.columns)
-    changes = _marked(changes, rules)
-    carried = [name for name in kept if name not in keys] + [_DELETE]
-    seq = rules.sequence_by
-    fillable = _fillable(changes, rules, keys)
-    if not fillable:
-        order = [seq, *_tiebreak(changes, rules, keys)]
-        latest = _greatest(changes, list(keys), order, carried)
-        return latest.where(f"NOT {_DELETE}").select(*kept)
-    unique = _greatest(
-        changes, [*keys, seq], _tiebreak(changes, rules, keys), [n for n in carried if n != seq]
-    )
-    fills = {
-        f"_fill_{name}": F.max_by(name, F.when(_available(name, rules), F.col(seq)))
-        for name in fillable
-    }
-    latest = _greatest(unique, list(keys), [seq], carried, fills).where(f"NOT {_DELETE}")
-    return latest.select(
-        *[
-            F.when(F.col(name) == F.lit(rules.unavailable_value), F.col(f"_fill_{name}"))
-            .otherwise(F.col(name))
-            .alias(name)
-            if name in fillable
-            else name
-            for name in kept
-        ]
-    )
-
-
-def history_rows(changes, rules, keys: tuple[str, ...], time_column: str):
-    """Type 2: every version of each key. A version starts at an insert or update after a delete,
-    or one that changes a tracked column; it holds its last change's values; it ends at the
-    sequence of the change after its last one (a delete, or the next version's start)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    valid_from, valid_to = rules.validity
-    seq = rules.sequence_by
-    anchored = _FROM in changes.columns
-    columns = [name for name in changes.columns if name != _FROM]
-    kept = rules.kept_columns(columns)
-    tracked = rules.tracked_columns(columns, keys, time_column)
-    changes = _marked(changes, rules)
-    base = [name for name in kept if name not in (*keys, seq, valid_from, valid_to)]
-    carried = [*base, _DELETE, *([_FROM] if anchored else [])]
-    tiebreak = _tiebreak(changes.drop(_FROM) if anchored else changes, rules, keys)
-    unique = _greatest(changes, [*keys, seq], tiebreak, carried)
-    order = Window.partitionBy(*keys).orderBy(seq)
-    so_far = order.rowsBetween(Window.unboundedPreceding, 0)
-    for name in _fillable(unique, rules, keys):
-        known = F.last(F.when(_available(name, rules), F.struct(name)), ignorenulls=True)
-        unique = unique.withColumn(
-            name,
-            F.when(
-                F.col(name) == F.lit(rules.unavailable_value), known.over(so_far)[name]
-            ).otherwise(F.col(name)),
-        )
-    same = F.lit(True)
-    for name in tracked:
-        same = same & F.col(name).eqNullSafe(F.lag(name).over(order))
-    previous_delete = F.lag(_DELETE).over(order)
-    starts = ~F.col(_DELETE) & (previous_delete.isNull() | previous_delete | ~same)
-    marked = (
-        unique.withColumn(_START, starts.cast("int"))
-        .withColumn(_VERSION, F.sum(_START).over(so_far))
-        .withColumn(valid_to, F.lead(seq).over(order))
-        .where(f"NOT {_DELETE}")
-    )
-    # an anchor (the version a batch continues) started before its own sequence
-    first = F.min(F.coalesce(F.col(_FROM), F.col(seq))) if anchored else F.min(seq)
-    versions = _greatest(
-        marked, [*keys, _VERSION], [seq], [seq, *base, valid_to], {valid_from: first}
-    )
-    return versions.select(*kept)
 
 
 class ChangesSink(Sink):
@@ -272,12 +68,8 @@ class ChangesSink(Sink):
         return history_rows(prepared, self.rules, self.keys, self.run.hop.time_column)
 
     def deleted_of(self, prepared):
-        """The deleted keys among the keys of ``prepared`` changes: each whose latest change (by
-        sequence, a delete first) is a delete, with its sequence."""
-        seq = self.rules.sequence_by
-        marked = _marked(prepared, self.rules)
-        latest = _greatest(marked, list(self.keys), [seq, _DELETE], [seq, _DELETE])
-        return latest.where(_DELETE).select(*self.keys, latest[seq].alias(DELETED_AT))
+        """The deleted keys among the keys of ``prepared`` changes (:func:`.deleted_rows`)."""
+        return deleted_rows(prepared, self.rules, self.keys)
 
     def changes_of(self, touched, inputs: dict, version: int | None = None):
         """Every upstream change of the keys in ``touched``, of the table now or as
@@ -363,7 +155,7 @@ class ChangesSink(Sink):
         known, anchors, deleted = self.known(changes)
         with held(known):
             late = known.where(F.col(_LATE)).select(*keys)
-            ahead = known.where(~F.col(_LATE)).select(*keys, _SCOPE)
+            ahead = known.where(~F.col(_LATE)).select(*keys, SCOPE)
             news = changes.join(late, keys, "left_anti")
             rows = self.rows_of(self.continued(news, anchors, deleted))
             gone = self.deleted_of(news)
@@ -371,8 +163,8 @@ class ChangesSink(Sink):
                 late_changes = self.prepared(self.changes_of(late, inputs, version))
                 rows = rows.unionByName(self.rows_of(late_changes))
                 gone = gone.unionByName(self.deleted_of(late_changes))
-            none = F.lit(None).cast(ahead.schema[_SCOPE].dataType)
-            touched = ahead.unionByName(late.withColumn(_SCOPE, none))
+            none = F.lit(None).cast(ahead.schema[SCOPE].dataType)
+            touched = ahead.unionByName(late.withColumn(SCOPE, none))
             self.replace(rows, gone, touched, transaction)
 
     def known(self, changes):
@@ -383,7 +175,7 @@ class ChangesSink(Sink):
 
         rules, keys, seq = self.rules, list(self.keys), self.rules.sequence_by
         unavailable = F.lit(False)
-        for name in _fillable(changes, rules, self.keys):
+        for name in fillable_columns(changes, rules, self.keys):
             placeholder = F.col(name) == F.lit(rules.unavailable_value)
             unavailable = unavailable | F.coalesce(placeholder, F.lit(False))
         first = changes.groupBy(*keys).agg(
@@ -393,7 +185,7 @@ class ChangesSink(Sink):
         anchors = self.anchors(_pinned(spark, self.table).join(first, keys, "left_semi"))
         deleted = _pinned(spark, self.deleted_keys).join(first, keys, "left_semi")
         ends = [rules.validity[1]] if rules.scd == 2 else []
-        held_rows = anchors.select(*keys, F.col(seq).alias(_LIVE_SEQ), _SCOPE, *ends)
+        held_rows = anchors.select(*keys, F.col(seq).alias(_LIVE_SEQ), SCOPE, *ends)
         live = F.col(_LIVE_SEQ).isNotNull() & F.col(DELETED_AT).isNull()
         for end in ends:
             live = live & F.col(end).isNull()
@@ -408,19 +200,19 @@ class ChangesSink(Sink):
 
     def anchors(self, table):
         """Per key, what the table holds of it to continue from: its row (type 1) or its last
-        version (type 2, with ``_SCOPE``: that version's first sequence), with the sequence."""
+        version (type 2, with ``SCOPE``: that version's first sequence), with the sequence."""
         from pyspark.sql import functions as F
 
         table = self.sequenced(table)
         if self.rules.scd == 1:
             return table.withColumn(
-                _SCOPE, F.lit(None).cast(table.schema[self.rules.sequence_by].dataType)
+                SCOPE, F.lit(None).cast(table.schema[self.rules.sequence_by].dataType)
             )
         valid_from = self.rules.validity[0]
-        last = _greatest(
+        last = greatest(
             table, list(self.keys), [valid_from], [c for c in table.columns if c not in self.keys]
         )
-        return last.withColumn(_SCOPE, F.col(valid_from))
+        return last.withColumn(SCOPE, F.col(valid_from))
 
     def continued(self, news, anchors, deleted):
         """A batch's changes of the keys it applies from the table, after what the table holds of
@@ -433,12 +225,10 @@ class ChangesSink(Sink):
         mine = anchors.join(theirs, keys, "left_semi")
         parts = []
         if rules.scd == 1:
-            parts.append(mine.drop(_SCOPE))
+            parts.append(mine.drop(SCOPE))
         else:
             valid_from, valid_to = rules.validity
-            parts.append(
-                mine.withColumn(_FROM, F.col(valid_from)).drop(_SCOPE, valid_from, valid_to)
-            )
+            parts.append(mine.withColumn(FROM, F.col(valid_from)).drop(SCOPE, valid_from, valid_to))
             ends = mine.where(F.col(valid_to).isNotNull()).select(*keys, F.col(valid_to).alias(seq))
             parts.append(ends)
         if rules.operation:
@@ -502,26 +292,32 @@ class ChangesSink(Sink):
         from pyspark.sql import functions as F
 
         prepared = self.prepared(changes)
-        scoped = touched.withColumn(_SCOPE, F.lit(None))
+        scoped = touched.withColumn(SCOPE, F.lit(None))
         self.replace(self.rows_of(prepared), self.deleted_of(prepared), scoped, transaction)
 
     def replace(self, rows, deleted, touched, transaction) -> None:
-        """The table's rows of the keys ``touched`` (from each key's ``_SCOPE`` on, type 2) made
-        ``rows``, then the deleted keys' rows of them made ``deleted``; each commit carries the
-        batch's ``transaction``."""
+        """The table's rows of the keys ``touched`` (from each key's ``SCOPE`` on, type 2) made
+        ``rows``, then the deleted keys' rows of them made ``deleted`` (no commit when none of
+        them is deleted, before or after); each commit carries the batch's ``transaction``."""
         scope = self.rules.validity[0] if self.rules.scd == 2 else None
         replace_keys(self.run, self.table, rows, touched, self.keys, transaction, scope=scope)
-        if self.deleted_keys is not None:
-            replace_keys(
-                self.run,
-                self.deleted_keys,
-                deleted,
-                touched.drop(_SCOPE),
-                self.keys,
-                transaction,
-                match=self.keys,
-                partition_by=(),
-            )
+        if self.deleted_keys is None:
+            return
+        keys = touched.select(*self.keys)
+        if table_exists(self.deleted_keys) and deleted.isEmpty():
+            remembered = _pinned(rows.sparkSession, self.deleted_keys)
+            if remembered.join(keys, list(self.keys), "left_semi").isEmpty():
+                return
+        replace_keys(
+            self.run,
+            self.deleted_keys,
+            deleted,
+            keys,
+            self.keys,
+            transaction,
+            match=self.keys,
+            partition_by=(),
+        )
 
     def finish_record(self, record, change, succeeded: bool) -> None:
         """A run's ``record``: the rows its MERGEs deleted (the table's ``change`` in its log) and,
@@ -550,117 +346,7 @@ class ChangesSink(Sink):
         self.apply(self.changes_of(touched, inputs), touched, None)
 
 
-def replace_keys(
-    run,
-    table: str,
-    rows,
-    touched,
-    keys: tuple[str, ...],
-    transaction,
-    match: tuple[str, ...] | None = None,
-    partition_by: tuple[str, ...] | None = None,
-    scope: str | None = None,
-) -> None:
-    """Make ``table``'s rows of the keys ``touched`` be ``rows``: one MERGE that updates or inserts
-    each of ``rows`` (matched on ``match``, the hop's table keys by default) and deletes the
-    table's rows of a touched key that ``rows`` no longer has. With ``scope`` (a column of the
-    table), a touched key's rows whose ``scope`` is below its ``_SCOPE`` in ``touched`` stay as
-    they are. A table with no file yet is written whole (partitioned as the hop's table, unless
-    ``partition_by`` says otherwise). ``transaction``: the stream's (query id, batch id), so a
-    batch commits once (None for a backfill)."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    session = rows.sparkSession
-    partition_by = run.hop.partition_by if partition_by is None else partition_by
-    with _transaction(session, transaction):
-        run.fence()
-        if not has_files(session, table):
-            writer = rows.write.format("delta").mode("append")
-            if transaction:
-                writer = writer.options(txnAppId=transaction[0], txnVersion=str(transaction[1]))
-            if partition_by:
-                writer = writer.partitionBy(*partition_by)
-            with _table_defaults(session):
-                writer.save(table)
-            return
-        match = list(match or run.hop.table_keys)
-        target = DeltaTable.forPath(session, table)
-        with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
-            current = _scoped(target.toDF(), touched, keys, scope)
-            gone = current.join(rows.select(*match), on=match, how="left_anti")
-            source = rows.withColumn(LIVE, F.lit(True)).unionByName(
-                gone.withColumn(LIVE, F.lit(None).cast("boolean"))
-            )
-            condition = " AND ".join(f"t.`{name}` <=> s.`{name}`" for name in match)
-            columns = {f"`{name}`": f"s.`{name}`" for name in rows.columns}
-            (
-                target.alias("t")
-                .merge(source.alias("s"), condition)
-                .whenMatchedDelete(f"s.{LIVE} IS NULL")
-                .whenMatchedUpdate(set=columns)
-                .whenNotMatchedInsert(condition=f"s.{LIVE}", values=columns)
-                .execute()
-            )
-
-
-def _scoped(table, touched, keys: tuple[str, ...], scope: str | None):
-    """``table``'s rows of the keys in ``touched``, from each key's ``_SCOPE`` on by ``scope``
-    when both are given."""
-    if scope is None or _SCOPE not in touched.columns:
-        return table.join(touched.select(*keys), on=list(keys), how="left_semi")
-    from pyspark.sql import functions as F
-
-    bounds = touched.select(*[F.col(name).alias(f"_scope_{name}") for name in keys], _SCOPE)
-    condition = [table[name] == bounds[f"_scope_{name}"] for name in keys]
-    condition.append(bounds[_SCOPE].isNull() | (table[scope] >= bounds[_SCOPE]))
-    return table.join(bounds, on=condition, how="left_semi")
-
-
 def _pinned(spark, table: str):
     """``table`` as its latest version is now, whenever the plan reads it."""
     version = delta_log.table_version(table)
     return spark.read.format("delta").option("versionAsOf", version).load(table)
-
-
-@contextmanager
-def _table_defaults(session):
-    """A table created in the block has deletion vectors (a MERGE that changes a few rows of a
-    file marks them deleted in a small side file instead of rewriting the file, so a batch that
-    touches 1% of the keys rewrites none of the table's files) and records its change data
-    feed (the rows each commit inserted, updated and deleted, which a summary hop below
-    streams)."""
-    names = [
-        "spark.databricks.delta.properties.defaults.enableDeletionVectors",
-        "spark.databricks.delta.properties.defaults.enableChangeDataFeed",
-    ]
-    before = {name: session.conf.get(name, None) for name in names}
-    for name in names:
-        session.conf.set(name, "true")
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                session.conf.unset(name)
-            else:
-                session.conf.set(name, value)
-
-
-class _transaction:
-    """Delta's idempotent DML: a MERGE of a batch id already committed by ``query
-    id`` is skipped.
-    """
-
-    def __init__(self, session, transaction: tuple[str, int] | None):
-        self.conf, self.transaction = session.conf, transaction
-
-    def __enter__(self):
-        if self.transaction:
-            self.conf.set("spark.databricks.delta.write.txnAppId", self.transaction[0])
-            self.conf.set("spark.databricks.delta.write.txnVersion", str(self.transaction[1]))
-
-    def __exit__(self, *_exc):
-        if self.transaction:
-            self.conf.unset("spark.databricks.delta.write.txnAppId")
-            self.conf.unset("spark.databricks.delta.write.txnVersion")

@@ -12,7 +12,7 @@ replay, a backfill or a rollback of either hop gives the same table.
 from __future__ import annotations
 
 from spark_jobs.engine.contracts import Sink
-from spark_jobs.engine.sinks.changes import replace_keys
+from spark_jobs.engine.sinks.keyed_merge import replace_keys
 from spark_jobs.engine.tables import held
 from spark_jobs.logs import checkpoint_log
 

@@ -97,3 +97,33 @@ def test_a_snapshot_feed_has_one_time_column_and_no_operation():
     for wrong in ({"operation": "op"}, {"sequence_by": ["snapshot_at", "n"]}):
         with pytest.raises(UsageError, match="takes snapshots, which have no operation column"):
             ChangesSpec.from_raw({**raw, **wrong}, "hop c")
+
+
+@pytest.mark.parametrize(
+    "keys, remembers",
+    [
+        ("sequence_by: lsn, operation: op", True),
+        ("sequence_by: [epoch, lsn], operation: op, except_columns: [note]", True),
+        # a table without its sequence cannot tell a late change: every batch reads the feed
+        ("sequence_by: [epoch, lsn], operation: op, except_columns: [lsn]", False),
+        # a snapshot feed's deletes come from whole snapshots
+        ("sequence_by: taken_at, snapshots: true", False),
+    ],
+    ids=["log", "two-columns", "sequence-dropped", "snapshots"],
+)
+def test_a_log_feed_keeps_its_deleted_keys_in_a_table_rollback_and_maintenance_see(
+    tmp_path, keys, remembers
+):
+    from spark_jobs.model.lake import Lake
+
+    spec = load(
+        tmp_path,
+        "  - {name: c, kind: changes, upstream: bronze, table: t/c, time_column: at, keys: [id], "
+        f"{keys}}}\n",
+    )
+    lake = Lake(spec, str(tmp_path / "lake"))
+    hop = spec.hop("c")
+    assert hop.changes.remembers_deletes is remembers
+    expected = [lake.path("t/c")] + ([lake.path("t/c_deleted_keys")] if remembers else [])
+    assert lake.tables_of(hop) == expected
+    assert lake.deleted_keys(spec.hop("bronze")) is None
