@@ -147,6 +147,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--change-keys", type=int, default=100_000, help="changes: keys the feed changes"
     )
     parser.add_argument(
+        "--change-longer",
+        type=int,
+        default=10,
+        help="changes: the second feed, for the incremental batch, is this many times longer",
+    )
+    parser.add_argument(
         "--csv-rows", type=int, default=1_000_000, help="csv: rows in the CSV files"
     )
     parser.add_argument(
@@ -356,7 +362,11 @@ def _comparisons(args: argparse.Namespace, result: dict) -> None:
             f"and a plain MERGE script x {args.repeats}"
         )
         result["changes"] = changes.run(
-            args.changes, args.change_keys, args.repeats, warm_up=not args.smoke
+            args.changes,
+            args.change_keys,
+            args.repeats,
+            warm_up=not args.smoke,
+            longer=args.change_longer,
         )
     if "csv" in args.only:
         _step(
