@@ -17,10 +17,13 @@ soak calls :func:`run_sequence`.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+from spark_jobs.model.settings import CHANGES_FROM_TABLE_ROWS as FROM_TABLE
 from testkit.changes_model import T0_MS, connector_of, feed, scd1, scd2, tiers
+from testkit.paths import environment_kept
 from testkit.sequences import RandomSequence, main
 
 NAME = "crm"
@@ -120,8 +123,11 @@ def _iso(ms: int) -> str:
 def run_sequence(spark, home: Path, seed: int, steps: int, log=print) -> list[str]:
     """``steps`` random operations on the lake at ``home`` (``$LAKEHOUSE_HOME``, the example's
     pipeline in ``$LAKEHOUSE_PIPELINES``), checked after each run, and a final run;
-    the transcript."""
-    return Sequence(spark, home, seed, log).play(steps)
+    the transcript. Every batch of newer changes applies from the tables, as it does on a feed
+    long enough (``$LAKEHOUSE_CHANGES_FROM_TABLE_ROWS``); the others read the feed."""
+    with environment_kept(FROM_TABLE.name):
+        os.environ[FROM_TABLE.name] = "0"
+        return Sequence(spark, home, seed, log).play(steps)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,12 @@ DRIVER = Setting(
     "local executor (every task of the run on the scheduler's machine), `task` under any other "
     "(Celery, Kubernetes, Edge).",
 )
+CHANGES_FROM_TABLE_ROWS = Setting(
+    "LAKEHOUSE_CHANGES_FROM_TABLE_ROWS",
+    "1000000",
+    "A changes hop applies a batch of newer changes from its tables, not its feed, once the feed "
+    "holds this many rows (below it, reading the feed costs less than the extra steps).",
+)
 DRIVER_IDLE = Setting(
     "LAKEHOUSE_DRIVER_IDLE", "60", "Seconds a DAG run's shared driver waits for its next command."
 )
@@ -231,6 +237,7 @@ SETTINGS = (
     JVM_LEAN,
     LEASE_SECONDS,
     DRIVER,
+    CHANGES_FROM_TABLE_ROWS,
     DRIVER_IDLE,
     DRIVER_KEEP_WARM,
     DRIVER_DIR,

@@ -15,7 +15,8 @@ DELETED_AT = "_deleted_at"
 FROM = "_change_from"
 
 
-def _is_delete(rules):
+def is_delete(rules):
+    """A change that deletes its key: its operation is one of ``deletes``."""
     from pyspark.sql import functions as F
 
     if not rules.operation:
@@ -131,7 +132,7 @@ def greatest(
 
 
 def flagged(changes, rules):
-    return changes.withColumn(DELETE, _is_delete(rules))
+    return changes.withColumn(DELETE, is_delete(rules))
 
 
 def _tiebreak(changes, rules, keys: tuple[str, ...]) -> list[str]:

@@ -19,6 +19,7 @@ from spark_jobs.engine.sinks.change_rows import (
     fillable_columns,
     greatest,
     history_rows,
+    is_delete,
     is_truncate,
     latest_rows,
     snapshot_changes,
@@ -29,7 +30,7 @@ from spark_jobs.engine.tables import has_files, held, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 
 _FIRST, _LATE, _LIVE_SEQ = "_change_first", "_change_late", "_change_live_sequence"
-_UNAVAILABLE = "_change_unavailable"
+_UNAVAILABLE, _DELETES = "_change_unavailable", "_change_deletes"
 
 
 class ChangesSink(Sink):
@@ -133,14 +134,25 @@ class ChangesSink(Sink):
         return frame.writeStream.foreachBatch(run.each_batch(apply_batch))
 
     def incremental(self, batch) -> bool:
-        """Whether a batch can apply from the table's rows: the hop keeps its deleted keys and
-        they are all there, and the batch truncates nothing."""
+        """Whether a batch applies from the table's rows: the hop keeps its deleted keys and they
+        are all there, the feed is long enough for that to cost less than reading it
+        (``$LAKEHOUSE_CHANGES_FROM_TABLE_ROWS``), and the batch truncates nothing."""
         return (
             self.deleted_keys is not None
             and table_exists(self.deleted_keys)
+            and self.feed_is_long()
             and has_files(self.run.spark, self.table)
             and not self.truncates(batch)
         )
+
+    def feed_is_long(self) -> bool:
+        """Whether the upstream table holds at least ``$LAKEHOUSE_CHANGES_FROM_TABLE_ROWS`` rows
+        (counted from its log; a log without row counts counts as long)."""
+        from spark_jobs.model.settings import CHANGES_FROM_TABLE_ROWS
+
+        least = int(CHANGES_FROM_TABLE_ROWS.value())
+        rows = delta_log.live_rows(self.run.source.table) if least > 0 else None
+        return rows is None or rows >= least
 
     def apply_from_table(self, batch, inputs: dict, version: int, transaction) -> None:
         """Apply a batch from what the tables hold of its keys (as they were when it started, so
@@ -151,21 +163,28 @@ class ChangesSink(Sink):
         from pyspark.sql import functions as F
 
         keys = list(self.keys)
-        changes = self.prepared(batch)
+        changes = self.sequenced(batch)  # no truncate among them: nothing else to prepare
         known, anchors, deleted = self.known(changes)
         with held(known):
+            # one job says both: whether any key is late (else the feed is not read at all), and
+            # whether any key was or may become deleted (else its table needs no commit)
+            deletes = F.col(DELETED_AT).isNotNull() | F.col(_DELETES) | F.col(_LATE)
+            flags = known.agg(
+                F.max(F.col(_LATE).cast("int")).alias("late"),
+                F.max(deletes.cast("int")).alias("deletes"),
+            ).first()
             late = known.where(F.col(_LATE)).select(*keys)
             ahead = known.where(~F.col(_LATE)).select(*keys, SCOPE)
             news = changes.join(late, keys, "left_anti")
             rows = self.rows_of(self.continued(news, anchors, deleted))
             gone = self.deleted_of(news)
-            if not late.isEmpty():  # else the feed is not read at all
+            if flags["late"]:
                 late_changes = self.prepared(self.changes_of(late, inputs, version))
                 rows = rows.unionByName(self.rows_of(late_changes))
                 gone = gone.unionByName(self.deleted_of(late_changes))
             none = F.lit(None).cast(ahead.schema[SCOPE].dataType)
             touched = ahead.unionByName(late.withColumn(SCOPE, none))
-            self.replace(rows, gone, touched, transaction)
+            self.replace(rows, gone, touched, transaction, bool(flags["deletes"]))
 
     def known(self, changes):
         """Per key of ``changes``: the sequence of its latest change the tables remember, whether
@@ -179,7 +198,9 @@ class ChangesSink(Sink):
             placeholder = F.col(name) == F.lit(rules.unavailable_value)
             unavailable = unavailable | F.coalesce(placeholder, F.lit(False))
         first = changes.groupBy(*keys).agg(
-            F.min(seq).alias(_FIRST), F.max(unavailable).alias(_UNAVAILABLE)
+            F.min(seq).alias(_FIRST),
+            F.max(unavailable).alias(_UNAVAILABLE),
+            F.max(is_delete(rules)).alias(_DELETES),
         )
         spark = changes.sparkSession
         anchors = self.anchors(_pinned(spark, self.table).join(first, keys, "left_semi"))
@@ -295,16 +316,20 @@ class ChangesSink(Sink):
         scoped = touched.withColumn(SCOPE, F.lit(None))
         self.replace(self.rows_of(prepared), self.deleted_of(prepared), scoped, transaction)
 
-    def replace(self, rows, deleted, touched, transaction) -> None:
+    def replace(self, rows, deleted, touched, transaction, deletes: bool | None = None) -> None:
         """The table's rows of the keys ``touched`` (from each key's ``SCOPE`` on, type 2) made
-        ``rows``, then the deleted keys' rows of them made ``deleted`` (no commit when none of
-        them is deleted, before or after); each commit carries the batch's ``transaction``."""
+        ``rows``, then the deleted keys' rows of them made ``deleted``, unless none of them is
+        deleted before or after (``deletes`` False, or found so when None): then no commit there.
+        Each commit carries the batch's ``transaction``."""
         scope = self.rules.validity[0] if self.rules.scd == 2 else None
         replace_keys(self.run, self.table, rows, touched, self.keys, transaction, scope=scope)
         if self.deleted_keys is None:
             return
         keys = touched.select(*self.keys)
-        if table_exists(self.deleted_keys) and deleted.isEmpty():
+        exists = table_exists(self.deleted_keys)
+        if exists and deletes is False:
+            return
+        if exists and deletes is None and deleted.isEmpty():
             remembered = _pinned(rows.sparkSession, self.deleted_keys)
             if remembered.join(keys, list(self.keys), "left_semi").isEmpty():
                 return
