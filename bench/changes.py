@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from bench.common import ROOT, lakehouse_seconds, spread, stats
+from spark_jobs.model.settings import CHANGES_FROM_TABLE_ROWS
 from testkit.paths import environment_kept
 
 WAYS = ("hop", "plain")
@@ -239,6 +240,8 @@ def run(changes: int, keys: int, repeats: int, warm_up: bool = True, longer: int
         "ways": {},
         "incremental": incremental,
         "longer": longer,
+        # a batch of newer changes applies from the tables once the feed holds this many rows
+        "from_table_rows": int(CHANGES_FROM_TABLE_ROWS.value()),
         "incremental_longer": incremental_longer,
         # the incremental batch's speed against the plain script's (target >= 1.0), and its time
         # on the longer feed over its time on this one (target <= 1.3)
@@ -289,7 +292,9 @@ def markdown(result: dict) -> str:
     if "incremental_longer" in result:
         longer = result["incremental_longer"]
         lines.append(
-            f"\nIncremental c/p = {result['incremental_hop_over_plain']} (target >= 1.0). On a "
+            f"\nBatches of newer changes apply from the tables once the feed holds "
+            f"{result.get('from_table_rows', 1_000_000):,} rows. "
+            f"Incremental c/p = {result['incremental_hop_over_plain']} (target >= 1.0). On a "
             f"feed {result['longer']} times longer over the same keys the same batch took "
             f"{longer['seconds']} s (the plain script's {longer['plain_seconds']} s): "
             f"{result['incremental_longer_over_shorter']} times its time on the shorter feed "
