@@ -11,6 +11,8 @@ than a delete never brings its key back.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.sinks.change_rows import (
     DELETED_AT,
@@ -164,8 +166,14 @@ class ChangesSink(Sink):
 
         keys = list(self.keys)
         changes = self.sequenced(batch)  # no truncate among them: nothing else to prepare
-        known, anchors, deleted = self.known(changes)
-        with held(known):
+        spark = changes.sparkSession
+        with ExitStack() as kept:  # each read once (what the tables hold of the batch's keys)
+            first = kept.enter_context(held(self.first_of(changes)))
+            mine = _pinned(spark, self.table).join(first, keys, "left_semi")
+            anchors = kept.enter_context(held(self.anchors(mine)))
+            remembered = _pinned(spark, self.deleted_keys).join(first, keys, "left_semi")
+            deleted = kept.enter_context(held(remembered))
+            known = kept.enter_context(held(self.known(first, anchors, deleted)))
             # one job says both: whether any key is late (else the feed is not read at all), and
             # whether any key was or may become deleted (else its table needs no commit)
             deletes = F.col(DELETED_AT).isNotNull() | F.col(_DELETES) | F.col(_LATE)
@@ -186,10 +194,9 @@ class ChangesSink(Sink):
             touched = ahead.unionByName(late.withColumn(SCOPE, none))
             self.replace(rows, gone, touched, transaction, bool(flags["deletes"]))
 
-    def known(self, changes):
-        """Per key of ``changes``: the sequence of its latest change the tables remember, whether
-        it is live, and ``_LATE`` when it must be recomputed from the feed; with the table's
-        anchors and the deleted keys' rows, as the tables were when the batch started."""
+    def first_of(self, changes):
+        """Per key of ``changes``: its first sequence in them, whether one of them leaves a value
+        unavailable, and whether one of them is a delete."""
         from pyspark.sql import functions as F
 
         rules, keys, seq = self.rules, list(self.keys), self.rules.sequence_by
@@ -197,14 +204,19 @@ class ChangesSink(Sink):
         for name in fillable_columns(changes, rules, self.keys):
             placeholder = F.col(name) == F.lit(rules.unavailable_value)
             unavailable = unavailable | F.coalesce(placeholder, F.lit(False))
-        first = changes.groupBy(*keys).agg(
+        return changes.groupBy(*keys).agg(
             F.min(seq).alias(_FIRST),
             F.max(unavailable).alias(_UNAVAILABLE),
             F.max(is_delete(rules)).alias(_DELETES),
         )
-        spark = changes.sparkSession
-        anchors = self.anchors(_pinned(spark, self.table).join(first, keys, "left_semi"))
-        deleted = _pinned(spark, self.deleted_keys).join(first, keys, "left_semi")
+
+    def known(self, first, anchors, deleted):
+        """Per key of a batch (``first``): the sequence of its latest change the tables remember
+        (its ``anchors`` and ``deleted`` rows, as the tables were when the batch started),
+        whether it is live, and ``_LATE`` when it must be recomputed from the feed."""
+        from pyspark.sql import functions as F
+
+        rules, keys, seq = self.rules, list(self.keys), self.rules.sequence_by
         ends = [rules.validity[1]] if rules.scd == 2 else []
         held_rows = anchors.select(*keys, F.col(seq).alias(_LIVE_SEQ), SCOPE, *ends)
         live = F.col(_LIVE_SEQ).isNotNull() & F.col(DELETED_AT).isNull()
@@ -217,7 +229,7 @@ class ChangesSink(Sink):
             .join(deleted, keys, "left")
             .withColumn(_LATE, F.coalesce(late, F.lit(True)))
         )
-        return known, anchors, deleted
+        return known
 
     def anchors(self, table):
         """Per key, what the table holds of it to continue from: its row (type 1) or its last
