@@ -127,7 +127,7 @@ DRIVER = Setting(
 )
 CHANGES_FROM_TABLE_ROWS = Setting(
     "LAKEHOUSE_CHANGES_FROM_TABLE_ROWS",
-    "1000000",
+    "1_000_000",
     "A changes hop applies a batch of newer changes from its tables, not its feed, once the feed "
     "holds this many rows (below it, reading the feed costs less than the extra steps).",
 )
