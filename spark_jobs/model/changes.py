@@ -172,11 +172,12 @@ class ChangesSpec:
         ]
 
     def check_columns(self, columns: list[str], keys: tuple[str, ...], subject: str) -> None:
-        """Refuse rules that name columns the changes do not have."""
+        """Refuse rules that name columns the changes do not have (a snapshot feed's operation is
+        derived, never read)."""
         named = [
             *keys,
             *self.sequence_columns,
-            *([self.operation] if self.operation else []),
+            *([self.operation] if self.operation and not self.snapshots else []),
             *self.except_columns,
             *self.track_history,
         ]
