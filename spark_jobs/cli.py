@@ -117,6 +117,17 @@ QUALITY_HELP = (
 )
 
 
+WAIT_HOLDS = "seconds to wait while another job holds the pipeline"
+WAIT_RUNNING = "seconds to wait for a running job to end"
+
+
+def _add_wait(sub: argparse.ArgumentParser, help_text: str) -> None:
+    """``--wait SECONDS``: a writing call's ``wait_s``."""
+    sub.add_argument(
+        "--wait", dest="wait_s", metavar="SECONDS", type=float, default=0.0, help=help_text
+    )
+
+
 def _command(commands, name: str, help_text: str, handler) -> argparse.ArgumentParser:
     """A sub-command taking a pipeline name and ``--json``, run by ``handler``."""
     sub = commands.add_parser(name, help=help_text, description=help_text)
@@ -207,14 +218,7 @@ def _add_writers(commands) -> None:
         help="with --continuous, how often a batch starts (default: 10 seconds)",
     )
     run.add_argument("--run-id", help="id for the run records (default: generated)")
-    run.add_argument(
-        "--wait",
-        dest="wait_s",
-        metavar="SECONDS",
-        type=float,
-        default=0.0,
-        help="seconds to wait while another job holds the pipeline",
-    )
+    _add_wait(run, WAIT_HOLDS)
     run.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
     backfill = command(
@@ -228,14 +232,7 @@ def _add_writers(commands) -> None:
     )
     backfill.add_argument("--hop", default="all", help="one hop, or all (in the spec's order)")
     backfill.add_argument("--run-id", help="id for the run records (default: generated)")
-    backfill.add_argument(
-        "--wait",
-        dest="wait_s",
-        metavar="SECONDS",
-        type=float,
-        default=0.0,
-        help="seconds to wait while another job holds the pipeline",
-    )
+    _add_wait(backfill, WAIT_HOLDS)
     backfill.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
 
 
@@ -303,14 +300,7 @@ def _add_undoers(commands) -> None:
         ),
     )
     rollback.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    rollback.add_argument(
-        "--wait",
-        dest="wait_s",
-        metavar="SECONDS",
-        type=float,
-        default=0.0,
-        help="seconds to wait for a running job to end",
-    )
+    _add_wait(rollback, WAIT_RUNNING)
 
     refresh = command(
         "refresh",
@@ -330,14 +320,7 @@ def _add_undoers(commands) -> None:
     )
     refresh.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     refresh.add_argument("--quality", choices=QUALITY_MODES, default="gate", help=QUALITY_HELP)
-    refresh.add_argument(
-        "--wait",
-        dest="wait_s",
-        metavar="SECONDS",
-        type=float,
-        default=0.0,
-        help="seconds to wait for a running job to end",
-    )
+    _add_wait(refresh, WAIT_RUNNING)
 
 
 def _add_maintain(commands) -> None:
@@ -356,14 +339,7 @@ def _add_maintain(commands) -> None:
         action="store_true",
         help="say what it would do (from the logs, no JVM), change nothing",
     )
-    maintain.add_argument(
-        "--wait",
-        dest="wait_s",
-        metavar="SECONDS",
-        type=float,
-        default=0.0,
-        help="seconds to wait while another job holds the pipeline",
-    )
+    _add_wait(maintain, WAIT_HOLDS)
 
 
 def _add_checkpoint(commands) -> None:

@@ -153,8 +153,7 @@ def _rollback(call: RollbackCall, as_json: bool) -> int:
         raise
     text = result.plan.text()
     if call.dry_run:
-        emit(as_json, result.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if result.plan.refused else 0
+        return _dry_run(as_json, result)
     if result.executed:
         text += (
             f"\nrolled back in {result.journal.duration_s} s; audit record in "
@@ -163,6 +162,12 @@ def _rollback(call: RollbackCall, as_json: bool) -> int:
         )
     emit(as_json, result.to_dict(), text)
     return 0
+
+
+def _dry_run(as_json: bool, result) -> int:
+    """A dry run's plan and what it changed (nothing); exit 2 when the plan is refused."""
+    emit(as_json, result.to_dict(), result.plan.text() + "\ndry run: nothing changed")
+    return 2 if result.plan.refused else 0
 
 
 def _refresh(call: RefreshCall, as_json: bool) -> int:
@@ -179,8 +184,7 @@ def _refresh(call: RefreshCall, as_json: bool) -> int:
     )
     text = undone.plan.text()
     if ran is None:
-        emit(as_json, undone.to_dict(), text + "\ndry run: nothing changed")
-        return 2 if undone.plan.refused else 0
+        return _dry_run(as_json, undone)
     document = {**undone.to_dict(), "run": ran.to_dict()}
     emit(
         as_json,

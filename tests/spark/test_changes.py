@@ -28,6 +28,19 @@ def quiet(_line: str) -> None:
     pass
 
 
+def _crm_lake(tmp_path, monkeypatch):
+    """The crm example's lake under ``tmp_path``: its home and its customers' landing folder.
+    Every batch of newer changes applies from the tables, as it does on a long feed."""
+    example_copy(tmp_path / "pipelines", "crm", HOPS)
+    home = tmp_path / "lake"
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
+    monkeypatch.setenv("LAKEHOUSE_CHANGES_FROM_TABLE_ROWS", "0")
+    landing = home / "landing" / "crm" / "customers"
+    landing.mkdir(parents=True)
+    return home, landing
+
+
 def _key(row: dict) -> tuple:
     start = row.get("valid_from")
     return row["customer_id"], tuple(start.values()) if start else None
@@ -41,14 +54,7 @@ def test_a_change_feed_equals_the_model_through_runs_a_rollback_and_backfills(
     from spark_jobs import service
     from spark_jobs.model.errors import CodeChanged
 
-    example_copy(tmp_path / "pipelines", "crm", HOPS)
-    home = tmp_path / "lake"
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
-    # every batch of newer changes applies from the tables, as it does on a long feed
-    monkeypatch.setenv("LAKEHOUSE_CHANGES_FROM_TABLE_ROWS", "0")
-    landing = home / "landing" / "crm" / "customers"
-    landing.mkdir(parents=True)
+    home, landing = _crm_lake(tmp_path, monkeypatch)
 
     arrival = feed(seed)
     rng = random.Random(seed)
@@ -235,14 +241,7 @@ def test_a_batch_of_newer_changes_applies_from_the_tables_without_reading_the_fe
 
     from spark_jobs import service
 
-    example_copy(tmp_path / "pipelines", "crm", HOPS)
-    home = tmp_path / "lake"
-    monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "pipelines"))
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
-    # every batch of newer changes applies from the tables, as it does on a long feed
-    monkeypatch.setenv("LAKEHOUSE_CHANGES_FROM_TABLE_ROWS", "0")
-    landing = home / "landing" / "crm" / "customers"
-    landing.mkdir(parents=True)
+    home, landing = _crm_lake(tmp_path, monkeypatch)
     # in sequence order, one change per sequence, none with a value left out
     arrival, seen = [], set()
     for change in sorted(feed(6, keys=10, changes=90, connector="sqlserver"), key=lambda c: c.lsn):
