@@ -109,7 +109,7 @@ class ChangesSink(Sink):
 
     def stream_writer(self, frame, query_id: str):
         run = self.run
-        # before the query starts: a refusal inside a batch reaches the user as Spark's report
+        # before the query starts: a spec whose rules the stream cannot meet reads nothing
         self.rules.check_columns(frame.columns, self.keys, f"hop {run.hop.name}")
         inputs = run.code.static_inputs(run.spark, run.lake, run.hop)
         if self.rules.snapshots:
