@@ -200,12 +200,25 @@ def migrated_copy(env: dict[str, str], cache: Path = ROOT / ".cache" / "airflow-
         shutil.copy(template / name, home / name)
 
 
-def _wait_healthy(url: str, deadline: float, processes: list[subprocess.Popen]) -> None:
+def exited(processes: list[subprocess.Popen], logs: Path, lines: int = 8) -> str | None:
+    """When one of Airflow's ``processes`` (:func:`start`) has exited: which, its exit code and
+    the last ``lines`` of its log in ``logs``; else None."""
+    for process in processes:
+        code = process.poll()
+        if code is None:
+            continue
+        name = process.args[1]
+        log = logs / f"{name}.log"
+        said = log.read_text(errors="replace").splitlines() if log.exists() else []
+        tail = "\n".join(f"  {line}" for line in said[-lines:])
+        return f"airflow {name} exited with code {code}; the end of {log}:\n{tail}"
+    return None
+
+
+def _wait_healthy(url: str, deadline: float, processes: list[subprocess.Popen], logs: Path) -> None:
     while time.time() < deadline:
-        if any(process.poll() is not None for process in processes):
-            raise SystemExit(
-                "an Airflow process exited during start-up: see the logs in $AIRFLOW_HOME/logs"
-            )
+        if (ended := exited(processes, logs)) is not None:
+            raise SystemExit(f"during start-up, {ended}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -630,8 +643,12 @@ def _serve(
 ) -> int:
     """Wait for the API server, unpause the stream and rollback DAGs, print the login, then trickle
     sample events until stopped (or an Airflow process exits: 1)."""
+    logs = Path(env["AIRFLOW_HOME"]) / "logs"
     _wait_healthy(
-        f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health", time.time() + 120, processes
+        f"{env['AIRFLOW__API__BASE_URL']}/api/v2/monitor/health",
+        time.time() + 120,
+        processes,
+        logs,
     )
     user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
     password = _password(Path(env["AIRFLOW_HOME"]), user)
@@ -660,11 +677,8 @@ def _serve(
     began = time.time()
     next_trickle = began + trickle_every
     while not stopping and (duration is None or time.time() - began < duration):
-        if any(process.poll() is not None for process in processes):
-            print(
-                f"an Airflow process exited: see its log in {env['AIRFLOW_HOME']}/logs; stopping",
-                file=sys.stderr,
-            )
+        if (ended := exited(processes, logs)) is not None:
+            print(f"{ended}\nstopping", file=sys.stderr)
             return 1
         if time.time() >= next_trickle:
             _generate(env, trickle_events, warn=False)
