@@ -47,13 +47,14 @@ platform-cache: $(VENV)/.installed
 
 # `make run LAKE=s3` puts the lake on the embedded S3 server (SeaweedFS on 127.0.0.1) instead of .lakehouse/.
 # `make run SOURCE=kafka` starts a Kafka broker on 127.0.0.1 and feeds every ingest hop from a topic.
+# `make run TRIGGER=arrival` runs the stream DAGs when data arrives instead of on their schedules.
 run: setup
-	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE)) $(if $(SOURCE),--source $(SOURCE))
+	$(PY) include/scripts/lakehouse_platform.py run $(if $(LAKE),--lake $(LAKE)) $(if $(SOURCE),--source $(SOURCE)) $(if $(TRIGGER),--trigger $(TRIGGER))
 
 # The production topology as processes on 127.0.0.1 (docker-compose.yaml's, without Docker): the
 # lake on the embedded S3 server, every Spark task on a standalone master with two workers.
 run-cluster: setup
-	$(PY) include/scripts/lakehouse_platform.py run --lake s3 --spark cluster $(if $(SOURCE),--source $(SOURCE))
+	$(PY) include/scripts/lakehouse_platform.py run --lake s3 --spark cluster $(if $(SOURCE),--source $(SOURCE)) $(if $(TRIGGER),--trigger $(TRIGGER))
 
 # Stops a platform `make run` started (from another shell), or what one that was killed left.
 stop:

@@ -126,6 +126,29 @@ class Api:
             f"{dag_id} {run_id} did not finish: {[(t['task_id'], t['state']) for t in tasks]}"
         )
 
+    def wait_for_arrival_run(self, dag_id: str, timeout_s: float = 300) -> tuple[dict, dict]:
+        """Wait for a successful run of ``dag_id`` that an asset watcher's event started (no DAG
+        made the event: the arrival trigger's); the run and that event."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
+                if run["run_type"] != "asset_triggered":
+                    continue
+                assert run["state"] != "failed", run
+                if run["state"] == "success":
+                    quoted = urllib.parse.quote(run["dag_run_id"], safe="")
+                    path = f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents"
+                    events = self.call("GET", path)["asset_events"]
+                    watched = [event for event in events if event["extra"].get("from_trigger")]
+                    assert watched, events
+                    return run, watched[0]
+            time.sleep(2)
+        runs = self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]
+        raise AssertionError(
+            f"no run of {dag_id} on arrival: its runs "
+            f"{[(run['dag_run_id'], run['run_type'], run['state']) for run in runs]}"
+        )
+
     def runs_on_events_of(self, dag_id: str, *sources: tuple[str, str]) -> list[tuple[dict, dict]]:
         """The runs of ``dag_id`` that an asset event of one of ``sources`` (DAG id, run id)
         triggered, each with that event.

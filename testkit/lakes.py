@@ -24,11 +24,12 @@ FIXTURE_PIPELINES = {"nodata": "shop"}
 
 
 def spec_copy(folder: Path, **changes) -> Path:
-    """``folder`` with a copy of the ad_events pipeline folder, some knobs of its spec changed;
-    returns the folder (a pipelines folder)."""
+    """``folder`` with a copy of the ad_events pipeline folder, some knobs of its spec changed
+    (a knob changed to None is taken out); returns the folder (a pipelines folder)."""
     pipeline = example_copy(folder, "ad_events")
     spec = yaml.safe_load((pipeline / "ad_events.yaml").read_text())
     spec.update(changes)
+    spec = {key: value for key, value in spec.items() if value is not None}
     (pipeline / "ad_events.yaml").write_text(yaml.safe_dump(spec))
     return folder
 

@@ -28,11 +28,13 @@ def launch(
     spark: str = "local",
     quality: Path | None = None,
     source: str = "landing",
+    trigger: str = "schedule",
 ) -> tuple[subprocess.Popen, dict, str]:
     """``make run``'s launcher on a spare port, with a team's own DAG files (by name), the
     example spec alone (with another ``freshness`` if given), a sample file every ``trickle_every``
-    seconds, its ``--lake``, ``--spark`` and ``--source``, and the quality suites of ``quality`` if
-    given; returns it, its environment and its login line."""
+    seconds, its ``--lake``, ``--spark``, ``--source`` and ``--trigger`` (the watcher looking every
+    2 seconds), and the quality suites of ``quality`` if given; returns it, its environment and
+    its login line."""
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(tmp_path / "airflow"),
@@ -41,6 +43,8 @@ def launch(
     }
     if quality is not None:
         env["LAKEHOUSE_QUALITY"] = str(quality)
+    if trigger == "arrival":
+        env["LAKEHOUSE_ARRIVAL_POLL_S"] = "2"
     # The example pipeline alone (shop's DAGs, unpaused, would run beside the walk's on 2 cores;
     # tests/spark/test_shop.py runs its stream DAG).
     specs = tmp_path / f"pipelines-{port}"
@@ -81,6 +85,8 @@ def launch(
             spark,
             "--source",
             source,
+            "--trigger",
+            trigger,
         ],
         env=env,
         stdout=subprocess.PIPE,

@@ -7,7 +7,7 @@ a Spark standalone master with two workers (``spark_cluster.py``) instead of loc
     python include/scripts/lakehouse_platform.py env        # print the environment as shell exports
     python include/scripts/lakehouse_platform.py migrate    # the SQLite DB (tests, sqlite mode), once per version
     python include/scripts/lakehouse_platform.py run [--duration S] [--port P] [--lake local|s3] [--spark local|cluster]
-        [--source landing|kafka]
+        [--source landing|kafka] [--trigger schedule|arrival]
     python include/scripts/lakehouse_platform.py stop       # stop a platform started by run
 
 ``run`` starts PostgreSQL (migrated once per Airflow version), with ``--lake s3`` the S3 server
@@ -15,8 +15,9 @@ a Spark standalone master with two workers (``spark_cluster.py``) instead of loc
 the server's standard ``AWS_*`` variables), with ``--spark cluster`` the Spark cluster (every Spark
 task is then submitted to its master, with its shared secret), with ``--source kafka`` a Kafka
 broker (``kafka_server.py``, its data in ``$AIRFLOW_HOME/kafka``) and copies of the pipelines
-whose ingest hops read a topic each (:func:`topic_pipelines`), then Airflow's api-server,
-scheduler and dag-processor (and with ``LAKEHOUSE_TRIGGERER=1`` its triggerer) with the
+whose ingest hops read a topic each (:func:`pipeline_copies`; with ``--trigger arrival``, copies
+whose stream DAGs run on arrival), then Airflow's api-server, scheduler and dag-processor (and its
+triggerer when a pipeline runs on arrival, or with ``LAKEHOUSE_TRIGGERER=1``) with the
 LocalExecutor, all bound to 127.0.0.1
 (docs/getting-started.md), unpauses the stream and rollback DAGs, feeds a trickle of sample events,
 prints the URL and the login, and stops every process it started (by process group) on Ctrl-C,
@@ -277,10 +278,11 @@ def _password(home: Path, user: str) -> str:
 def start(env: dict[str, str]) -> list[subprocess.Popen]:
     """Start Airflow's processes (the API server on ``AIRFLOW__API__HOST``: 127.0.0.1 in
     :func:`platform_env`), each in its own process group; logs go to
-    $AIRFLOW_HOME/logs/<name>.log. The triggerer only with ``LAKEHOUSE_TRIGGERER=1``: the
-    platform's DAGs defer nothing (the freshness deadline's callback runs in the executor), and
-    an idle triggerer costs about 4 CPU-s every 5 minutes (its loop wakes every second); a team
-    whose own DAGs defer (deferrable operators, async callbacks) turns it on."""
+    $AIRFLOW_HOME/logs/<name>.log. The triggerer only with ``LAKEHOUSE_TRIGGERER=1`` (set when
+    a pipeline runs on arrival: it runs the watchers): otherwise the platform's DAGs defer
+    nothing (the freshness deadline's callback runs in the executor), and an idle triggerer
+    costs about 4 CPU-s every 5 minutes (its loop wakes every second); a team whose own DAGs
+    defer (deferrable operators, async callbacks) turns it on."""
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {
@@ -493,14 +495,17 @@ def _generate(env: dict[str, str], events: int, warn: bool) -> None:
 LAKES = ("local", "s3")
 SPARKS = ("local", "cluster")
 SOURCES = ("landing", "kafka")
+TRIGGERS = ("schedule", "arrival")
 S3_LAKE = f"s3a://{BUCKET}/lake"
 TOPIC_PARTITIONS = 3
 
 
-def topic_pipelines(env: dict[str, str], out: Path) -> list[str]:
-    """Copies in ``out`` of the pipelines ``env`` names, each ingest hop reading a topic of its
-    own (``<pipeline>.<hop>``) instead of its landing folder; returns the topics. A pipeline
-    folder is copied whole; a spec written side by side with others, with its own modules."""
+def pipeline_copies(env: dict[str, str], out: Path, topics: bool, arrival: bool) -> list[str]:
+    """Copies in ``out`` of the pipelines ``env`` names: with ``topics``, each ingest hop reading a
+    topic of its own (``<pipeline>.<hop>``) instead of its landing folder; with ``arrival``, each
+    stream DAG run on arrival (``trigger: arrival`` instead of its schedule). Returns the topics.
+    A pipeline folder is copied whole; a spec written side by side with others, with its own
+    modules."""
     import shutil
 
     import yaml
@@ -509,7 +514,7 @@ def topic_pipelines(env: dict[str, str], out: Path) -> list[str]:
 
     folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
     shutil.rmtree(out, ignore_errors=True)
-    topics = []
+    named = []
     for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder)):
         target = out / path.stem
         if path.parent.name == path.stem:
@@ -521,19 +526,40 @@ def topic_pipelines(env: dict[str, str], out: Path) -> list[str]:
                     shutil.copy2(item, target / item.name)
         spec = yaml.safe_load(path.read_text())
         for hop in spec.get("hops") or []:
-            if hop.get("kind") == "ingest":
+            if topics and hop.get("kind") == "ingest":
                 hop.pop("landing", None)
                 hop.pop("topic_pattern", None)
                 hop["topic"] = f"{spec['name']}.{hop['name']}"
-                topics.append(hop["topic"])
+                named.append(hop["topic"])
+        if arrival:
+            spec.pop("schedule", None)
+            spec["trigger"] = "arrival"
         (target / path.name).write_text(yaml.safe_dump(spec, sort_keys=False))
-    return topics
+    return named
+
+
+def runs_on_arrival(env: dict[str, str]) -> bool:
+    """Whether a pipeline ``env`` names runs its stream DAG on arrival (the triggerer watches)."""
+    import yaml
+
+    from spark_jobs.model.spec import spec_files
+
+    folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
+    for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder)):
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue  # the DAG processor reports a broken spec
+        if isinstance(raw, dict) and raw.get("trigger") == "arrival":
+            return True
+    return False
 
 
 class Platform:
     """What one ``run`` started, in order: the watchdog, PostgreSQL (unless SQLite), the S3
     server (``--lake s3``), the Spark cluster (``--spark cluster``), the Kafka broker (``--source
-    kafka``), Airflow."""
+    kafka``), Airflow (with its triggerer when a pipeline runs on arrival: ``--trigger
+    arrival``, or a spec's own ``trigger: arrival``)."""
 
     def __init__(
         self,
@@ -541,9 +567,10 @@ class Platform:
         lake: str = "local",
         spark: str = "local",
         source: str = "landing",
+        trigger: str = "schedule",
     ):
         self.env = env
-        self.lake, self.spark, self.source = lake, spark, source
+        self.lake, self.spark, self.source, self.trigger = lake, spark, source, trigger
         self.kafka: KafkaServer | None = None
         self.guard: subprocess.Popen | None = None
         self.db: metadata_db.Postgres | None = None
@@ -582,11 +609,16 @@ class Platform:
         if self.source == "kafka":
             self.kafka = KafkaServer(home / "kafka")
             self._watch(self.kafka.start())
-            pipelines = home / "pipelines-kafka"
-            for topic in topic_pipelines(self.env, pipelines):
+            lake_env.update(self.kafka.env())
+        arrival = self.trigger == "arrival"
+        if self.kafka is not None or arrival:
+            pipelines = home / ("pipelines-kafka" if self.kafka else "pipelines-arrival")
+            for topic in pipeline_copies(self.env, pipelines, self.kafka is not None, arrival):
                 self.kafka.create_topic(topic, TOPIC_PARTITIONS)
-            lake_env.update({**self.kafka.env(), "LAKEHOUSE_PIPELINES": str(pipelines)})
-            self.env.update(lake_env)
+            lake_env["LAKEHOUSE_PIPELINES"] = str(pipelines)
+        self.env.update(lake_env)
+        if runs_on_arrival(self.env):
+            self.env["LAKEHOUSE_TRIGGERER"] = "1"
         self.processes = start(self.env)
         for process in self.processes:
             self._watch(process)
@@ -652,16 +684,18 @@ def _serve(
     )
     user = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")[0].split(":")[0]
     password = _password(Path(env["AIRFLOW_HOME"]), user)
-    _generate(env, trickle_events, warn=True)
-    # The stream DAGs run on their schedule; the rollback DAGs have none, and the Lakehouse page
-    # triggers them (Airflow runs nothing of a paused DAG). The backfill DAGs stay paused until
-    # a user backfills (the backfill dialog's "Unpause on trigger").
+    # The stream DAGs run on their schedule or on arrival; the rollback DAGs have none, and the
+    # Lakehouse page triggers them (Airflow runs nothing of a paused DAG). The backfill DAGs stay
+    # paused until a user backfills (the backfill dialog's "Unpause on trigger").
     _unpause(
         env["AIRFLOW__API__BASE_URL"],
         user,
         password,
         [f"{name}__{kind}" for name in _pipelines(env) for kind in ("stream", "rollback")],
     )
+    # after the unpause: Airflow drops the asset events of a paused DAG, so a stream DAG that
+    # runs on arrival would wait for its watcher to announce the first sample again
+    _generate(env, trickle_events, warn=True)
     print(f"\nAirflow UI: {env['AIRFLOW__API__BASE_URL']}  login: {user} / {password}", flush=True)
     print(f"lake: {env['LAKEHOUSE_HOME']}   logs: {env['AIRFLOW_HOME']}/logs", flush=True)
     if env.get("LAKEHOUSE_SPARK_MASTER"):
@@ -695,6 +729,7 @@ def run(
     lake: str = "local",
     spark: str = "local",
     source: str = "landing",
+    trigger: str = "schedule",
 ) -> int:
     found = running_platform(env)
     if found is not None:
@@ -708,7 +743,7 @@ def run(
     stopping: list = []
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.append(True))
-    platform = Platform(env, lake, spark, source)
+    platform = Platform(env, lake, spark, source, trigger)
     try:
         platform.launch()
         return _serve(env, platform.processes, stopping, duration, trickle_every, trickle_events)
@@ -768,6 +803,12 @@ def main() -> int:
             "embedded Kafka broker"
         ),
     )
+    parser.add_argument(
+        "--trigger",
+        choices=TRIGGERS,
+        default=os.environ.get("LAKEHOUSE_TRIGGER") or "schedule",
+        help="what starts the sample pipelines' stream DAGs: their schedules, or what arrives",
+    )
     args = parser.parse_args()
     env = platform_env(port=args.port)
     if args.action == "run":
@@ -799,6 +840,7 @@ def main() -> int:
         args.lake,
         args.spark,
         args.source,
+        args.trigger,
     )
 
 

@@ -16,6 +16,7 @@ from airflow.providers.standard.operators.python import PythonOperator, ShortCir
 from airflow.sdk import DAG, Param
 
 from lakehouse_airflow.alerts import notifier_classes, task_failed, undone
+from lakehouse_airflow.arrival import arrival_schedule
 from lakehouse_airflow.assets import reads, table_asset
 from lakehouse_airflow.checks import (
     has_new_data,
@@ -50,7 +51,7 @@ DEFAULT_ARGS = {
 STREAM_DOC = """\
 ### {name}: run-once streaming
 
-Every `{schedule}`, each hop ({hops}) runs as a Structured Streaming query with
+{cadence}, each hop ({hops}) runs as a Structured Streaming query with
 `trigger(availableNow=True)`: it processes everything new since its last run, commits to its
 checkpoint and Delta table, and stops, so no cluster sits idle between runs.
 `check_new_data` reads the checkpoint and landing listings as plain files (no JVM) and skips
@@ -74,6 +75,17 @@ exactly that range (`replaceWhere`), so re-running is harmless and the streaming
 are never touched. Use Airflow's backfill (UI or `airflow backfill create`) for a date
 range, or trigger with `start`/`end` params for any range.
 """
+
+
+def _cadence(spec: PipelineSpec) -> str:
+    """When the stream DAG runs, for its documentation."""
+    if not spec.on_arrival:
+        return f"Every `{spec.schedule}`"
+    fallback = f", and every `{spec.max_wait}` when nothing arrived" if spec.max_wait else ""
+    return (
+        f"When new landing files or topic records arrive (asset `{spec.name}.arrivals`, watched "
+        f"by the triggerer), at most once per `{spec.min_interval}`{fallback}"
+    )
 
 
 def _start_date(text: str) -> pendulum.DateTime:
@@ -119,7 +131,7 @@ def _hop_and_gate(
 def build_stream_dag(spec: PipelineSpec) -> DAG:
     with DAG(
         dag_id=f"{spec.name}__stream",
-        schedule=spec.schedule,
+        schedule=arrival_schedule(spec) if spec.on_arrival else spec.schedule,
         start_date=_start_date(spec.backfill_start),
         catchup=False,
         max_active_runs=1,
@@ -127,7 +139,7 @@ def build_stream_dag(spec: PipelineSpec) -> DAG:
         deadline=deadline(spec),
         doc_md=STREAM_DOC.format(
             name=spec.name,
-            schedule=spec.schedule,
+            cadence=_cadence(spec),
             hops=", ".join(spec.hop_names),
             description=spec.description,
         ),

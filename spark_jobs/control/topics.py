@@ -219,6 +219,12 @@ def logged_offsets(state: HopState, batch_id: int | None = None) -> dict[Partiti
 
 def unread(state: HopState) -> dict[Partition, int]:
     """Per partition with records the hop has not read yet, how many (offsets behind the end)."""
+    return {partition: end - start for partition, (start, end) in unread_spans(state).items()}
+
+
+def unread_spans(state: HopState) -> dict[Partition, tuple[int, int]]:
+    """Per partition with records the hop has not read yet, the offsets ``[start, end)`` of
+    them."""
     hop = state.hop
     marks = watermarks(hop)
     read_to = logged_offsets(state)
@@ -231,7 +237,7 @@ def unread(state: HopState) -> dict[Partition, int]:
     else:
         start = {partition: read_to.get(partition, low) for partition, (low, high) in marks.items()}
     return {
-        partition: high - start[partition]
+        partition: (start[partition], high)
         for partition, (_low, high) in marks.items()
         if high > start[partition]
     }

@@ -30,11 +30,14 @@ _WEEK_MS = 7 * 24 * 3600 * 1000
 _EPOCH = dt.datetime(2026, 1, 5)
 
 
-def runs_in(schedule: str, window_ms: int) -> int | None:
+def runs_in(schedule: str, window_ms: int, every_ms: tuple[int, ...] = ()) -> int | None:
     """How many times a cron ``schedule`` fires in ``window_ms`` (a week's count scaled up for a
-    longer window); None when it is not a cron expression."""
+    longer window); None when it is not a cron expression. With ``every_ms`` (a stream DAG run
+    on arrival: its ``min_interval`` and ``max_wait``), at most one run per each of those."""
     from croniter import croniter
 
+    if every_ms:
+        return sum(-(-window_ms // every) for every in every_ms)
     if not croniter.is_valid(schedule):
         return None
     span = min(window_ms, _WEEK_MS)
@@ -44,7 +47,9 @@ def runs_in(schedule: str, window_ms: int) -> int | None:
     return fires if window_ms <= _WEEK_MS else -(-fires * window_ms // _WEEK_MS)
 
 
-def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
+def needed_batches(
+    rollback: str, schedule: str, where: str, every_ms: tuple[int, ...] = ()
+) -> tuple[int, int]:
     """The scheduled runs in a rollback window of ``rollback`` and the batches a checkpoint must
     keep for it; a :class:`UsageError` naming the fix when the window cannot be had."""
     window_ms = duration_ms(rollback)
@@ -53,7 +58,7 @@ def needed_batches(rollback: str, schedule: str, where: str) -> tuple[int, int]:
             f"{where} has retention.rollback {rollback!r}, longer than the {DELTA_LOG_DAYS} days "
             "Delta keeps a table's log: use at most 30 days"
         )
-    runs = runs_in(schedule, window_ms)
+    runs = runs_in(schedule, window_ms, every_ms)
     if runs is None:
         raise UsageError(
             f"{where} has retention.rollback {rollback!r} and schedule {schedule!r}, whose runs "
@@ -84,7 +89,9 @@ def records_ms(retention: dict) -> int:
     return duration_ms(str(retention.get("records", DEFAULT_RECORDS)))
 
 
-def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
+def batches_to_retain(
+    raw: dict, schedule: str, where: str, every_ms: tuple[int, ...] = ()
+) -> int | None:
     """``min_batches_to_retain`` for a spec's ``raw`` keys: the declared window's need (at least
     Spark's default, 100) when the spec gives no number, the spec's number when it is enough
     (None: neither is given); a :class:`UsageError` with the number needed otherwise (or when
@@ -94,7 +101,7 @@ def batches_to_retain(raw: dict, schedule: str, where: str) -> int | None:
     given = raw.get("min_batches_to_retain")
     if rollback is None:
         return given
-    runs, needed = needed_batches(str(rollback), schedule, where)
+    runs, needed = needed_batches(str(rollback), schedule, where, every_ms)
     if given is not None and given < needed:
         raise UsageError(
             f"{where} keeps {given} batches (min_batches_to_retain), but a rollback window of "

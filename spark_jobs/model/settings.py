@@ -184,7 +184,18 @@ METADATA_DB = Setting(
     "postgres",
     "`make run`'s Airflow metadata DB: the embedded `postgres`, or `sqlite` (no server).",
 )
-TRIGGERER = Setting("LAKEHOUSE_TRIGGERER", "", "`1`: `make run` also starts Airflow's triggerer.")
+TRIGGERER = Setting(
+    "LAKEHOUSE_TRIGGERER",
+    "",
+    "`1`: `make run` also starts Airflow's triggerer (it does anyway when a pipeline runs on "
+    "arrival).",
+)
+ARRIVAL_POLL = Setting(
+    "LAKEHOUSE_ARRIVAL_POLL_S",
+    "10",
+    "How often, in seconds, the triggerer looks for what arrived for a pipeline with "
+    "`trigger: arrival` (a listing of its landing folder, or its topics' end offsets).",
+)
 USER_DAGS = Setting(
     "LAKEHOUSE_USER_DAGS",
     "",
@@ -206,6 +217,12 @@ SOURCE = Setting(
     "landing",
     "`kafka`: `make run` starts a Kafka broker and every ingest hop reads a topic of its own "
     "(`<pipeline>.<hop>`), which the sample trickle produces to.",
+)
+TRIGGER = Setting(
+    "LAKEHOUSE_TRIGGER",
+    "schedule",
+    "`arrival`: `make run` runs the sample pipelines' stream DAGs on arrival (`trigger: "
+    "arrival`, `min_interval: 1 minute`) instead of on their schedules.",
 )
 
 CLOCK_SHIFT = Setting(
@@ -250,11 +267,13 @@ SETTINGS = (
     KAFKA_PROPERTIES,
     METADATA_DB,
     TRIGGERER,
+    ARRIVAL_POLL,
     USER_DAGS,
     AIRFLOW_PORT,
     LAKE,
     SPARK,
     SOURCE,
+    TRIGGER,
     CLOCK_SHIFT,
 )
 

@@ -18,7 +18,13 @@ from spark_jobs.model.kafka import TopicSpec
 from spark_jobs.model.kinds import KINDS, TOPIC, HopKind, kind_named
 from spark_jobs.model.retention import batches_to_retain
 from spark_jobs.model.settings import pipelines_dirs
-from spark_jobs.model.spec_checks import check_join, check_topic, check_zorder
+from spark_jobs.model.spec_checks import (
+    ARRIVAL,
+    check_join,
+    check_topic,
+    check_trigger,
+    check_zorder,
+)
 from spark_jobs.model.spec_keys import (
     HOP_KEYS,
     PIPELINE_KEYS,
@@ -143,6 +149,12 @@ class PipelineSpec:
     inputs: dict[str, str] = field(default_factory=dict, compare=False)
     description: str = ""
     schedule: str = "*/5 * * * *"
+    # What starts the stream DAG: its cron ``schedule``, or (``arrival``) what arrives in the
+    # sources its ingest hops read, at most one start per ``min_interval``; ``max_wait``: a
+    # fallback tick (docs/guides/arrival.md).
+    trigger: str = "schedule"
+    min_interval: str = "1 minute"
+    max_wait: str | None = None
     backfill_start: str = "2026-01-01"
     shuffle_partitions: int = 4
     window: str = "10 seconds"
@@ -161,6 +173,18 @@ class PipelineSpec:
     # The Airflow notifiers of its alerts (``[{"class": ..., ...}]``): lakehouse_airflow/alerts.py.
     notify: list = field(default_factory=list, compare=False)
     source: Path | None = field(default=None, compare=False)
+
+    @property
+    def on_arrival(self) -> bool:
+        return self.trigger == ARRIVAL
+
+    @property
+    def min_interval_s(self) -> float:
+        return duration_ms(self.min_interval) / 1000
+
+    @property
+    def max_wait_s(self) -> float | None:
+        return duration_ms(self.max_wait) / 1000 if self.max_wait else None
 
     @property
     def freshness_s(self) -> float | None:
@@ -378,8 +402,9 @@ def load_spec(path: Path) -> PipelineSpec:
     knobs = {
         key: str(raw[key]) if key == "backfill_start" else raw[key] for key in _KNOBS if key in raw
     }
+    every_ms = check_trigger(raw, f"{path}: the pipeline")
     retained = batches_to_retain(
-        raw, raw.get("schedule", PipelineSpec.schedule), f"{path}: the pipeline"
+        raw, raw.get("schedule", PipelineSpec.schedule), f"{path}: the pipeline", every_ms
     )
     if retained is not None:
         knobs["min_batches_to_retain"] = retained

@@ -76,3 +76,38 @@ def check_zorder(hop, path: Path) -> None:
             f"{path}: hop {hop.name} has zorder_by {both!r}, which it partitions by too: each file "
             "holds one value of a partition column already; remove them from zorder_by"
         )
+
+
+# What may start a pipeline's stream DAG (the spec's ``trigger``).
+SCHEDULE, ARRIVAL = "schedule", "arrival"
+
+
+def check_trigger(raw: dict, where: str) -> tuple[int, ...]:
+    """A spec's ``trigger`` (``schedule`` or ``arrival``) with the keys that go with it; for
+    ``arrival``, the least time in milliseconds between two runs (``min_interval``) and the
+    fallback tick (``max_wait``), which bound the runs a rollback window holds; else (). Every
+    pipeline has an ingest hop (the graph starts at one), so something to watch."""
+    from spark_jobs.model.times import duration_ms
+
+    trigger = raw.get("trigger", SCHEDULE)
+    if trigger not in (SCHEDULE, ARRIVAL):
+        raise UsageError(f"{where} has trigger {trigger!r}: use `schedule` or `arrival`")
+    if trigger == SCHEDULE:
+        given = [key for key in ("min_interval", "max_wait") if key in raw]
+        if given:
+            raise UsageError(
+                f"{where} has {given[0]} without `trigger: arrival`: add the trigger or "
+                f"remove {given[0]}"
+            )
+        return ()
+    if "schedule" in raw:
+        raise UsageError(
+            f"{where} has schedule {raw['schedule']!r} and `trigger: arrival`: remove the "
+            "schedule (`max_wait: <duration>` starts a run when nothing arrived for that long)"
+        )
+    every = [duration_ms(str(raw.get("min_interval", "1 minute")))]
+    if raw.get("max_wait") is not None:
+        every.append(duration_ms(str(raw["max_wait"])))
+    if min(every) <= 0:
+        raise UsageError(f"{where} has an interval of 0: give min_interval and max_wait above 0")
+    return tuple(every)

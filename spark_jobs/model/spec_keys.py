@@ -74,7 +74,33 @@ PIPELINE_KEYS: tuple[Key, ...] = (
         "pipeline module through `lake.input(name)`",
     ),
     Key("campaigns", TEXT, "older specs' name of `inputs: {campaigns: ...}`, read as that"),
-    Key("schedule", TEXT, "the stream DAG's schedule (cron or an Airflow preset)"),
+    Key(
+        "schedule",
+        TEXT,
+        "the stream DAG's schedule (cron or an Airflow preset), with `trigger: schedule`",
+    ),
+    Key(
+        "trigger",
+        TEXT,
+        "what starts the stream DAG: `schedule` (its cron `schedule`) or `arrival` (new landing "
+        "files or topic records, watched by Airflow's triggerer without a JVM: "
+        "[Runs on arrival](../guides/arrival.md))",
+        example="`arrival`",
+    ),
+    Key(
+        "min_interval",
+        DURATION,
+        "with `trigger: arrival`: the least time between two runs' starts; what arrives sooner "
+        "waits and goes into one next run",
+        example="`5 minutes`",
+    ),
+    Key(
+        "max_wait",
+        DURATION,
+        "with `trigger: arrival`: a run also starts this long after the last tick when nothing "
+        "arrived (a fallback for an arrival the watcher could not see); none by default",
+        example="`1 hour`",
+    ),
     Key("backfill_start", DATE, "the first data interval of the daily backfill DAG"),
     Key(
         "shuffle_partitions",

@@ -31,6 +31,7 @@ from spark_jobs.service.commands import (
     validate,
 )
 from spark_jobs.service.views import (
+    arrivals,
     data_docs_page,
     data_docs_path,
     findings_text,
@@ -55,6 +56,7 @@ from spark_jobs.service.views import (
 
 __all__ = [
     "QUALITY_MODES",
+    "arrivals",
     "backfill",
     "checked_run_id",
     "data_docs_page",

@@ -7,11 +7,15 @@ importing the service stays cheap for Airflow's DAG processor."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.plans import Journal, Plan
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import HopSpec, PipelineSpec
+
+if TYPE_CHECKING:
+    from spark_jobs.control.arrivals import Arrived
 
 # -- the stream DAG's light tasks -----------------------------------------------------------------
 
@@ -21,6 +25,13 @@ def new_data(lake: Lake) -> dict[str, str | None]:
     from spark_jobs.control.status import pending_work
 
     return pending_work(lake)
+
+
+def arrivals(lake: Lake) -> list[Arrived]:
+    """Per ingest hop, what arrived that its stream has not taken (the arrival trigger's view)."""
+    from spark_jobs.control.arrivals import arrived
+
+    return arrived(lake)
 
 
 def plan_rollback(lake: Lake, hop: str, **target) -> Plan:

@@ -465,14 +465,15 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
 
 def _walk_the_cluster(tmp_path) -> None:
     """The second platform is the production topology as processes (``make run-cluster``) with
-    Kafka (``make run SOURCE=kafka``): the lake on the embedded S3 server, every Spark task
-    submitted to a standalone master with two workers behind Spark's shared secret, bronze fed by
-    a topic on the embedded broker that the sample trickle produces to. A stream DAG run, and
-    every table equals the topic's records (the backfill DAG's tasks submit theirs the same way:
-    the first platform runs that DAG); ``env`` gives another shell what reads the same lake and
-    topic. Nothing listens beyond 127.0.0.1; a SIGKILLed launcher's watchdog stops everything.
-    Without quality suites (the first platform ran the gates; on cold executors each costs
-    seconds)."""
+    Kafka and runs on arrival (``make run SOURCE=kafka TRIGGER=arrival``): the lake on the
+    embedded S3 server, every Spark task submitted to a standalone master with two workers behind
+    Spark's shared secret, bronze fed by a topic on the embedded broker that the sample trickle
+    produces to, the stream DAG started by the triggerer's watcher of that topic. The records
+    arrive, a stream DAG run starts on its own and every table equals the topic's records (the
+    backfill DAG's tasks submit theirs the same way: the first platform runs that DAG); ``env``
+    gives another shell what reads the same lake and topic. Nothing listens beyond 127.0.0.1; a
+    SIGKILLed launcher's watchdog stops everything. Without quality suites (the first platform
+    ran the gates; on cold executors each costs seconds)."""
     from spark_cluster import spark_home  # include/scripts
 
     from spark_jobs.model.kafka import KafkaConnection
@@ -488,6 +489,7 @@ def _walk_the_cluster(tmp_path) -> None:
         spark="cluster",
         quality=tmp_path / "no-suites",
         source="kafka",
+        trigger="arrival",
     )
     started, intruder = [], None
     try:
@@ -530,12 +532,11 @@ def _walk_the_cluster(tmp_path) -> None:
         said: list[str] = []
         reader = threading.Thread(target=lambda: said.extend(intruder.stdout), daemon=True)
         reader.start()
-        stream = api.call("POST", "/dags/ad_events__stream/dagRuns", {"logical_date": None})[
-            "dag_run_id"
-        ]
-        assert api.wait_for_run("ad_events__stream", stream) == "success", api.failures(
-            "ad_events__stream", stream
-        )
+        # the launcher's first sample, produced to the topic's 3 partitions once the DAG was
+        # unpaused, starts a run
+        run, event = api.wait_for_arrival_run("ad_events__stream")
+        reason = event["extra"]["payload"]["reason"]
+        assert re.fullmatch(r"records arrived in [123] partitions? for bronze", reason), reason
         # The three hop tasks followed one application (the DAG run's shared driver), with
         # executors on both workers.
         applications = {
@@ -620,6 +621,12 @@ def _walk_the_cluster(tmp_path) -> None:
             command.endswith("kafka.Kafka " + str(tmp_path / "airflow/kafka/server.properties"))
             for command in commands
         )
+        # Every stream run was started by what arrived (no schedule), the first among them.
+        runs = api.call("GET", "/dags/ad_events__stream/dagRuns?limit=50")["dag_runs"]
+        assert run["dag_run_id"] in [one["dag_run_id"] for one in runs]
+        assert {(one["run_type"], one["state"]) for one in runs} == {
+            ("asset_triggered", "success")
+        }, runs
         # the launcher alone: nothing of it runs to stop its children
         os.kill(process.pid, signal.SIGKILL)
         process.wait()

@@ -396,6 +396,56 @@ def test_a_rollback_window_needs_a_schedule_whose_runs_can_be_counted(pipelines)
     )
 
 
+def test_a_pipeline_on_arrival_keeps_the_batches_its_runs_can_make_in_the_window(pipelines):
+    """``trigger: arrival``: at most one run per ``min_interval`` and one per ``max_wait``,
+    two batches each, in the rollback window (no schedule to count)."""
+    folder = pipelines()
+
+    def load(extra: str):
+        (folder / "team.yaml").write_text(
+            f"name: team\nlanding: landing/team\ntrigger: arrival\n{extra}hops:\n"
+            "  - {name: a, kind: ingest, table: tables/a, time_column: t}\n"
+        )
+        return get_spec("team")
+
+    spec = load("")
+    assert (spec.on_arrival, spec.min_interval_s, spec.max_wait_s) == (True, 60.0, None)
+    assert spec.min_batches_to_retain == 100
+    # a day: 1440 runs a minute apart, 2 batches each
+    assert load("retention: {rollback: 1 day}\n").min_batches_to_retain == 2 * 24 * 60
+    spec = load("min_interval: 10 minutes\nmax_wait: 2 hours\nretention: {rollback: 1 day}\n")
+    assert (spec.min_interval_s, spec.max_wait_s) == (600.0, 7200.0)
+    assert spec.min_batches_to_retain == max(100, 2 * (24 * 6 + 12))
+    assert not get_spec("ad_events").on_arrival
+
+
+@pytest.mark.parametrize(
+    "top, problem",
+    [
+        ("trigger: sometimes\n", "has trigger 'sometimes': use `schedule` or `arrival`"),
+        (
+            "min_interval: 5 minutes\n",
+            "has min_interval without `trigger: arrival`: add the trigger or remove min_interval",
+        ),
+        (
+            "trigger: arrival\nmin_interval: soon\n",
+            "has min_interval 'soon', not a duration: use e.g. `5 minutes`",
+        ),
+        (
+            'trigger: arrival\nschedule: "*/5 * * * *"\n',
+            "has schedule '*/5 * * * *' and `trigger: arrival`: remove the schedule",
+        ),
+        ("trigger: arrival\nmax_wait: 0 seconds\n", "has an interval of 0"),
+    ],
+    ids=["unknown", "interval-alone", "not-a-duration", "both", "zero"],
+)
+def test_a_wrong_trigger_is_refused_with_the_fix(pipelines, top, problem):
+    folder = pipelines()
+    refusal = _refusal(folder, top)
+    assert refusal.startswith(f"{folder / 'team.yaml'}: the pipeline {problem}"), refusal
+    assert "\n" not in refusal
+
+
 def test_a_topic_fed_ingest_hop_reads_its_topic_and_nothing_else(pipelines):
     folder = pipelines()
     (folder / "team.yaml").write_text(
