@@ -192,7 +192,9 @@ class ChangesSink(Sink):
                 gone = gone.unionByName(self.deleted_of(late_changes))
             none = F.lit(None).cast(ahead.schema[SCOPE].dataType)
             touched = ahead.unionByName(late.withColumn(SCOPE, none))
-            self.replace(rows, gone, touched, transaction, bool(flags["deletes"]))
+            # with no late key, what the tables hold of the touched keys is what was read
+            held_rows = None if flags["late"] else (self.table_rows(anchors), deleted)
+            self.replace(rows, gone, touched, transaction, bool(flags["deletes"]), held_rows)
 
     def first_of(self, changes):
         """Per key of ``changes``: its first sequence in them, whether one of them leaves a value
@@ -246,6 +248,11 @@ class ChangesSink(Sink):
             table, list(self.keys), [valid_from], [c for c in table.columns if c not in self.keys]
         )
         return last.withColumn(SCOPE, F.col(valid_from))
+
+    def table_rows(self, anchors):
+        """The table's rows among ``anchors`` (its rows, type 1; its keys' last versions, type
+        2): the rows of the keys they continue that a MERGE replaces, each within its scope."""
+        return anchors.select(*_pinned(anchors.sparkSession, self.table).columns)
 
     def continued(self, news, anchors, deleted):
         """A batch's changes of the keys it applies from the table, after what the table holds of
@@ -328,13 +335,26 @@ class ChangesSink(Sink):
         scoped = touched.withColumn(SCOPE, F.lit(None))
         self.replace(self.rows_of(prepared), self.deleted_of(prepared), scoped, transaction)
 
-    def replace(self, rows, deleted, touched, transaction, deletes: bool | None = None) -> None:
+    def replace(
+        self, rows, deleted, touched, transaction, deletes: bool | None = None, held_rows=None
+    ) -> None:
         """The table's rows of the keys ``touched`` (from each key's ``SCOPE`` on, type 2) made
         ``rows``, then the deleted keys' rows of them made ``deleted``, unless none of them is
         deleted before or after (``deletes`` False, or found so when None): then no commit there.
-        Each commit carries the batch's ``transaction``."""
+        ``held_rows``: what both tables hold of those keys now, when read already. Each commit
+        carries the batch's ``transaction``."""
         scope = self.rules.validity[0] if self.rules.scd == 2 else None
-        replace_keys(self.run, self.table, rows, touched, self.keys, transaction, scope=scope)
+        current, remembered = held_rows or (None, None)
+        replace_keys(
+            self.run,
+            self.table,
+            rows,
+            touched,
+            self.keys,
+            transaction,
+            scope=scope,
+            current=current,
+        )
         if self.deleted_keys is None:
             return
         keys = touched.select(*self.keys)
@@ -342,8 +362,8 @@ class ChangesSink(Sink):
         if exists and deletes is False:
             return
         if exists and deletes is None and deleted.isEmpty():
-            remembered = _pinned(rows.sparkSession, self.deleted_keys)
-            if remembered.join(keys, list(self.keys), "left_semi").isEmpty():
+            table = _pinned(rows.sparkSession, self.deleted_keys)
+            if table.join(keys, list(self.keys), "left_semi").isEmpty():
                 return
         replace_keys(
             self.run,
@@ -354,6 +374,7 @@ class ChangesSink(Sink):
             transaction,
             match=self.keys,
             partition_by=(),
+            current=remembered,
         )
 
     def finish_record(self, record, change, succeeded: bool) -> None:

@@ -23,14 +23,16 @@ def replace_keys(
     match: tuple[str, ...] | None = None,
     partition_by: tuple[str, ...] | None = None,
     scope: str | None = None,
+    current=None,
 ) -> None:
     """Make ``table``'s rows of the keys ``touched`` be ``rows``: one MERGE that updates or inserts
     each of ``rows`` (matched on ``match``, the hop's table keys by default) and deletes the
     table's rows of a touched key that ``rows`` no longer has. With ``scope`` (a column of the
     table), a touched key's rows whose ``scope`` is below its ``SCOPE`` in ``touched`` stay as
-    they are. A table with no file yet is written whole (partitioned as the hop's table, unless
-    ``partition_by`` says otherwise). ``transaction``: the stream's (query id, batch id), so a
-    batch commits once (None for a backfill)."""
+    they are. ``current``: those rows of the table (within their scope), when the caller holds
+    them already; else they are read from it. A table with no file yet is written whole
+    (partitioned as the hop's table, unless ``partition_by`` says otherwise). ``transaction``:
+    the stream's (query id, batch id), so a batch commits once (None for a backfill)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -50,7 +52,8 @@ def replace_keys(
         match = list(match or run.hop.table_keys)
         target = DeltaTable.forPath(session, table)
         with held(rows):  # read twice: the rows that are no longer, and the MERGE's source
-            current = _scoped(target.toDF(), touched, keys, scope)
+            if current is None:
+                current = _scoped(target.toDF(), touched, keys, scope)
             gone = current.join(rows.select(*match), on=match, how="left_anti")
             source = rows.withColumn(LIVE, F.lit(True)).unionByName(
                 gone.withColumn(LIVE, F.lit(None).cast("boolean"))
