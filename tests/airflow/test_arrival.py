@@ -6,6 +6,7 @@ it schedules. A real triggerer, scheduler and topic: the cluster walk of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -112,3 +113,135 @@ def test_a_stream_dag_on_arrival_is_scheduled_by_its_watched_asset(airflow_in_pr
 
     pipelines()
     assert build_stream_dag(get_spec("ad_events")).timetable.expression == "*/30 * * * *"
+
+
+class _Airflow:
+    """What Airflow does with the watcher's events, in plain Python: an event starts a run of the
+    stream DAG when it is unpaused and idle, queues one next run while one runs, and is dropped
+    while the DAG is paused (Airflow's asset manager queues runs for unpaused DAGs only). A run
+    takes every file waiting when it starts, as the stream's file source does; when it ends, its
+    batch is written to bronze's source log in Spark's format (a run that found nothing writes
+    none); a failed run writes nothing and leaves its files waiting."""
+
+    def __init__(self, lake_home, landing):
+        self.landing, self.log = landing, lake_home / "checkpoints/ad_events/bronze/sources/0"
+        self.paused, self.queued, self.running = False, False, None
+        self.events, self.runs, self.batches = 0, [], 0
+
+    def waiting(self) -> set[str]:
+        done = {name for name in self.logged()}
+        busy = self.running or set()
+        return {path.name for path in self.landing.iterdir()} - done - busy
+
+    def logged(self) -> set[str]:
+        import json
+
+        names = set()
+        for path in self.log.glob("*") if self.log.exists() else ():
+            lines = path.read_text().splitlines()[1:]
+            names |= {json.loads(line)["path"].rsplit("/", 1)[-1] for line in lines}
+        return names
+
+    def event(self) -> None:
+        self.events += 1
+        if self.paused:
+            return
+        if self.running is not None:
+            self.queued = True
+            return
+        self.start()
+
+    def start(self) -> None:
+        self.running = self.waiting()
+        self.runs.append(set(self.running))
+
+    def end(self, failed: bool = False) -> None:
+        import json
+
+        if self.running is None:
+            return
+        if self.running and not failed:
+            self.log.mkdir(parents=True, exist_ok=True)
+            entries = [
+                json.dumps({"path": (self.landing / name).as_uri(), "batchId": self.batches})
+                for name in sorted(self.running)
+            ]
+            (self.log / str(self.batches)).write_text("\n".join(["v1", *entries]) + "\n")
+            self.batches += 1
+        if failed:
+            self.runs[-1] = set()
+        self.running = None
+        if self.queued:
+            self.queued = False
+            self.start()
+
+    def act(self, rng, arrived: int) -> tuple[int, bool]:
+        """One random step: files arrive, the run ends (or fails), the DAG is paused or
+        unpaused, or the triggerer restarts (True); the files arrived so far."""
+        roll = rng.random()
+        if roll < 0.35:
+            for _ in range(rng.randint(1, 3)):
+                (self.landing / f"events-{arrived:03d}.json").write_text("{}\n")
+                arrived += 1
+        elif roll < 0.6:
+            self.end(failed=rng.random() < 0.2)
+        elif roll < 0.75:
+            self.paused = not self.paused
+        return arrived, 0.75 <= roll < 0.85
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_arrivals_pauses_failures_and_restarts_lose_no_file_and_idle_runs_nothing(
+    airflow_in_process, pipelines, lake_home, seed
+):
+    """The real watcher, in a plain-Python Airflow (:class:`_Airflow`), through random arrivals,
+    run ends and failures, pauses and unpauses, and triggerer restarts (a new ``run()`` that has
+    announced nothing). Then, unpaused, with nothing arriving and each run ended: every file is
+    taken by exactly one successful run, and once none waits no event comes."""
+    import random
+
+    from lakehouse_airflow.arrival import ArrivalTrigger
+
+    pipelines(schedule=None, trigger="arrival", min_interval="1 second")
+    landing = lake_home / "landing" / "ad_events"
+    landing.mkdir(parents=True)
+    airflow = _Airflow(lake_home, landing)
+    rng = random.Random(seed)
+    # announced again after max(0.1 s, 6 x 0.03 s)
+    trigger = ArrivalTrigger("ad_events", min_interval_s=0.1, poll_s=0.03)
+
+    async def watch():
+        async for _event in trigger.run():
+            airflow.event()
+
+    async def scenario():
+        watcher = asyncio.create_task(watch())
+        arrived = 0
+        try:
+            for _step in range(30):
+                arrived, restart = airflow.act(rng, arrived)
+                if restart:
+                    watcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watcher
+                    watcher = asyncio.create_task(watch())
+                await asyncio.sleep(rng.uniform(0.0, 0.25))
+            airflow.paused = False
+            deadline = time.monotonic() + 20
+            while airflow.waiting() or airflow.running is not None:
+                assert time.monotonic() < deadline, (airflow.waiting(), airflow.runs)
+                airflow.end()
+                await asyncio.sleep(0.05)
+            taken = [run for run in airflow.runs if run]
+            everything = {path.name for path in landing.iterdir()}
+            assert sorted(name for run in taken for name in run) == sorted(everything)
+            assert everything == airflow.logged() and len(everything) == arrived
+            events = airflow.events
+            await asyncio.sleep(0.6)  # six looks twice over: nothing waits, nothing is announced
+            assert airflow.events == events and airflow.running is None
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    asyncio.run(scenario())
