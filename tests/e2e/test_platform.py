@@ -464,6 +464,30 @@ def test_platform_serves_ui_on_loopback_with_auth_and_nothing_outlives_it(tmp_pa
     _walk_the_cluster(tmp_path)
 
 
+def _screenshot_the_arrival_run(base: str, user: str, password: str, run: dict) -> None:
+    """The stream DAG run the watcher started, as Airflow's run page shows it: triggered by the
+    arrivals asset's event."""
+    from testkit.browser import Browser
+
+    with Browser() as browser:
+        browser.goto(f"{base}/")
+        browser.wait_for("location.pathname.includes('/auth/login')", what="the login page")
+        browser.type_into("input[name='username']", user)
+        browser.type_into("input[name='password']", password)
+        browser.click("button[type='submit']")
+        browser.wait_for(
+            "!location.pathname.includes('/auth/login') && document.cookie.includes('_token')",
+            what="the login to finish",
+        )
+        run_id = urllib.parse.quote(run["dag_run_id"], safe="")
+        browser.goto(f"{base}/dags/ad_events__stream/runs/{run_id}")
+        browser.wait_for(
+            "document.body.innerText.includes('ad_events.arrivals')",
+            what="the run's page naming the arrivals asset",
+        )
+        browser.screenshot(SCREENSHOTS / "10-arrival-run.png")
+
+
 def _walk_the_cluster(tmp_path) -> None:
     """The second platform is the production topology as processes (``make run-cluster``) with
     Kafka and runs on arrival (``make run SOURCE=kafka TRIGGER=arrival``): the lake on the
@@ -539,6 +563,7 @@ def _walk_the_cluster(tmp_path) -> None:
         run, event = api.wait_for_arrival_run("ad_events__stream")
         reason = event["extra"]["payload"]["reason"]
         assert re.fullmatch(r"records arrived in [123] partitions? for bronze", reason), reason
+        _screenshot_the_arrival_run(f"http://127.0.0.1:{port}", user, password, run)
         # The three hop tasks followed one application (the DAG run's shared driver), with
         # executors on both workers.
         applications = {
