@@ -464,16 +464,18 @@ def stop_platform(env: dict[str, str]) -> int:
     return 0
 
 
-def _pipelines(env: dict[str, str]) -> list[str]:
-    """The pipelines the platform runs: a spec each in ``$LAKEHOUSE_PIPELINES`` (default: the
-    examples), as the DAG files find them."""
+def _spec_files(env: dict[str, str]) -> list[Path]:
+    """The spec files of the pipelines the platform runs, in ``$LAKEHOUSE_PIPELINES`` (default:
+    the examples), as the DAG files find them."""
     from spark_jobs.model.spec import spec_files
 
     folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
-    return [
-        path.stem
-        for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder))
-    ]
+    return spec_files(tuple(Path(folder).resolve() for folder in folders if folder))
+
+
+def _pipelines(env: dict[str, str]) -> list[str]:
+    """The pipelines the platform runs, by name."""
+    return [path.stem for path in _spec_files(env)]
 
 
 def _generate(env: dict[str, str], events: int, warn: bool) -> None:
@@ -510,12 +512,9 @@ def pipeline_copies(env: dict[str, str], out: Path, topics: bool, arrival: bool)
 
     import yaml
 
-    from spark_jobs.model.spec import spec_files
-
-    folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
     shutil.rmtree(out, ignore_errors=True)
     named = []
-    for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder)):
+    for path in _spec_files(env):
         target = out / path.stem
         if path.parent.name == path.stem:
             shutil.copytree(path.parent, target, ignore=shutil.ignore_patterns("__pycache__"))
@@ -542,10 +541,7 @@ def runs_on_arrival(env: dict[str, str]) -> bool:
     """Whether a pipeline ``env`` names runs its stream DAG on arrival (the triggerer watches)."""
     import yaml
 
-    from spark_jobs.model.spec import spec_files
-
-    folders = (env.get("LAKEHOUSE_PIPELINES") or str(EXAMPLES)).split(os.pathsep)
-    for path in spec_files(tuple(Path(folder).resolve() for folder in folders if folder)):
+    for path in _spec_files(env):
         try:
             raw = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError):

@@ -49,8 +49,3 @@ def arrived(lake: Lake) -> list[Arrived]:
         else:
             found.append(Arrived(hop.name, frozenset(new_landing_files(state))))
     return found
-
-
-def described(arrivals: list[Arrived]) -> str:
-    """What arrived, for people: ``3 files arrived for bronze``."""
-    return "; ".join(one.text() for one in arrivals if one.items) or "nothing arrived"
