@@ -62,7 +62,7 @@ def _reads(spark, table: str) -> tuple[float, float, tuple]:
 
 def _maintain(spark, table: str) -> tuple[float, dict]:
     """One maintenance of a table nothing else reads and no rollback window holds."""
-    from spark_jobs.control.maintenance.tables import TablePlan
+    from spark_jobs.control.removable.table_files import TablePlan
     from spark_jobs.engine.maintenance import maintain_tables
     from spark_jobs.logs import delta_log
 

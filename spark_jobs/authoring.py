@@ -57,7 +57,7 @@ def rescued(document, known: tuple[str, ...]):
     Keys come out sorted and numbers normalised (``1.5e3`` is ``1500.0``): the values, not the
     line's spelling, are what is kept; the line itself stays in its landing file.
     """
-    from spark_jobs.transforms.lineage import rescued as rescued_fields
+    from spark_jobs.transforms.stamps import rescued as rescued_fields
 
     return rescued_fields(document, known)
 

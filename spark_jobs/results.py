@@ -101,7 +101,7 @@ class MaintainResult:
         return self.record.to_dict()
 
     def text(self) -> str:
-        from spark_jobs.control.maintenance.tables import table_line
+        from spark_jobs.control.removable.table_files import table_line
 
         record = self.record
         totals = record.totals()

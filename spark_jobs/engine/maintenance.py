@@ -1,8 +1,8 @@
 """``lakehouse maintain`` on Spark: compact each table's small files (Delta OPTIMIZE), then delete
-the files no version from its :class:`~spark_jobs.control.maintenance.tables.TablePlan`'s
-``keep_from`` on uses (:func:`spark_jobs.control.maintenance.tables.vacuum`,
+the files no version from its :class:`~spark_jobs.control.removable.table_files.TablePlan`'s
+``keep_from`` on uses (:func:`spark_jobs.control.removable.table_files.vacuum`,
 from the log); then archive or delete the landing files retention lets go
-(:mod:`spark_jobs.control.maintenance.pruning`), having recorded the event times their rows span in
+(:mod:`spark_jobs.control.removable.expired`), having recorded the event times their rows span in
 the ingest hop's table.
 
 OPTIMIZE's commit rewrites files without changing data (``dataChange`` false): the streams that
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance.tables import clean_log, stored_bytes, vacuum
+from spark_jobs.control.removable.table_files import clean_log, stored_bytes, vacuum
 
 
 def _detail(spark, table: str) -> tuple[int, int]:
@@ -149,7 +149,7 @@ def landing_span(
     from pyspark.sql import functions as F
 
     from spark_jobs.logs.file_source_log import listed_path
-    from spark_jobs.transforms.lineage import BATCH_ID
+    from spark_jobs.transforms.stamps import BATCH_ID
 
     rows = spark.read.format("delta").load(table)
     stamp = F.col(time_column)
@@ -170,9 +170,9 @@ def landing_span(
 
 
 def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None) -> list[dict]:
-    """Each :class:`~spark_jobs.control.maintenance.pruning.LandingPlan`: the span its files' rows
+    """Each :class:`~spark_jobs.control.removable.expired.LandingPlan`: the span its files' rows
     hold in the reading hops' tables, then the files archived or deleted; one entry each."""
-    from spark_jobs.control.maintenance import pruning
+    from spark_jobs.control.removable import expired
     from spark_jobs.engine.tables import table_exists
 
     entries = []
@@ -187,7 +187,7 @@ def prune_landing(spark, lake, plans, dry_run: bool, progress=lambda line: None)
         firsts = [first for first, _last in spans if first is not None]
         lasts = [last for _first, last in spans if last is not None]
         entries.append(
-            pruning.prune_landing(
+            expired.prune_landing(
                 lake, plan, (min(firsts, default=None), max(lasts, default=None)), dry_run
             )
         )
@@ -200,8 +200,13 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     compacted and vacuumed, old state store files deleted, expired landing files pruned, old
     records deleted. A dry run reads
     the logs only (``spark`` None: no JVM)."""
-    from spark_jobs.control.maintenance import pruning
-    from spark_jobs.control.maintenance.tables import plan, prune_state, table_line, window_targets
+    from spark_jobs.control.removable import expired
+    from spark_jobs.control.removable.table_files import (
+        plan,
+        prune_state,
+        table_line,
+        window_targets,
+    )
     from spark_jobs.control.rollback import lineage
     from spark_jobs.logs.ops import write_maintenance
     from spark_jobs.model.times import now_ms
@@ -238,11 +243,11 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     ]
     for done in record.state:
         progress(f"[maintain] {done['hop']}: {done['state']}")
-    plans = pruning.landing_plan(lake, hops, now, infos_of, targets)
+    plans = expired.landing_plan(lake, hops, now, infos_of, targets)
     record.landing = prune_landing(
         spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}")
     )
-    record.records = pruning.prune_records(lake, now_ms(), dry_run)
+    record.records = expired.prune_records(lake, now_ms(), dry_run)
     record.finish()
     if not dry_run:
         write_maintenance(lake, record)

@@ -116,16 +116,16 @@ def run_hops(
     """Process what is new at each hop (the caller holds the pipeline's lock and
     gives its fence).
     """
-    from spark_jobs.control.maintenance.tables import check_readable
+    from spark_jobs.control.removable.table_files import check_readable
     from spark_jobs.control.source_switch import check_sources
     from spark_jobs.engine.continuous import run_continuous
-    from spark_jobs.engine.preflight import check_code_changes
+    from spark_jobs.engine.preflight import check_code_updates
 
     # before Spark: each hop's checkpoint was written by the source it reads
     check_sources(lake, hops)
     check_readable(lake, hops)  # and what a stream must read next is all there
     spark = session(lake, "run")
-    check_code_changes(spark, lake, hops, progress)  # before any query starts
+    check_code_updates(spark, lake, hops, progress)  # before any query starts
     if continuous:
         records = run_continuous(
             spark, lake, hops, run_id, trigger_interval, progress=progress, fence=fence
@@ -183,10 +183,10 @@ def backfill_hops(
 def refresh_rebuilds(lake: Lake, hops: tuple, progress: Progress) -> list[str]:
     """The hops of a refresh from a point whose new code their kept state cannot follow (their
     state is rebuilt at the point: :mod:`spark_jobs.control.rollback.rebuild`)."""
-    from spark_jobs.engine.preflight import incompatible_changes
+    from spark_jobs.engine.preflight import incompatible_updates
 
     return [
-        error.hop for error in incompatible_changes(session(lake, "refresh"), lake, hops, progress)
+        error.hop for error in incompatible_updates(session(lake, "refresh"), lake, hops, progress)
     ]
 
 

@@ -13,7 +13,7 @@ from spark_jobs.model.spec import HopSpec
 from spark_jobs.pipelines import pipeline_code
 
 
-def incompatible_changes(
+def incompatible_updates(
     spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress
 ) -> list[CodeChanged]:
     """Before any query of a run starts: each hop whose checkpoint was run with other code (its
@@ -35,10 +35,10 @@ def incompatible_changes(
     return refused
 
 
-def check_code_changes(
+def check_code_updates(
     spark, lake: Lake, hops: tuple[HopSpec, ...], progress: Progress = stderr_progress
 ) -> None:
     """:class:`CodeChanged` for the first hop whose state cannot follow its new code."""
-    refused = incompatible_changes(spark, lake, hops, progress)
+    refused = incompatible_updates(spark, lake, hops, progress)
     if refused:
         raise refused[0]

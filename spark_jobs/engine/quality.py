@@ -13,7 +13,7 @@ import os
 import re
 import time
 
-from spark_jobs.control.maintenance.tables import increment_gone
+from spark_jobs.control.removable.table_files import increment_gone
 from spark_jobs.control.suites import EXAMPLES, load_suite, policy, results_dir, rule_name
 from spark_jobs.engine.expectations import (
     evaluate,

@@ -251,7 +251,7 @@ class HopRun:
         (:mod:`spark_jobs.control.rollback.replays`), put back one at a time and run with
         ``Trigger.Once``, which runs a logged, uncommitted batch with its logged source range and
         watermark and stops right after it; then mark them replayed. None kept: nothing to do."""
-        logged = replays.pending(self.state, self.progress)
+        logged = replays.to_replay(self.state, self.progress)
         upstream_commits: dict = {}
         for batch_id, text in logged:
             replays.put_back(self.state, batch_id, text, upstream_commits)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from spark_jobs.engine.tables import range_predicate, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
-from spark_jobs.transforms.lineage import streamed_rows
+from spark_jobs.transforms.stamps import streamed_rows
 
 
 def parsed(lines, fmt):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from spark_jobs.control.maintenance.tables import backfill_writes
+from spark_jobs.control.removable.table_files import backfill_writes
 from spark_jobs.logs import delta_log
 from spark_jobs.model.times import iso
 
@@ -38,7 +38,7 @@ def has_files(spark, table: str) -> bool:
 
 def has_backfill_writes(table: str) -> bool:
     """Whether a backfill ever added rows to ``table``
-    (:func:`spark_jobs.control.maintenance.tables.backfill_writes`).
+    (:func:`spark_jobs.control.removable.table_files.backfill_writes`).
     """
     return backfill_writes(table)
 

@@ -95,9 +95,9 @@ class MaintenanceRecord:
     ended_at: float | None = None
     duration_s: float | None = None
     tables: list[dict] = field(default_factory=list)
-    # per hop whose old state files went (control.maintenance)
+    # per hop whose old state files went (control.removable)
     state: list[dict] = field(default_factory=list)
-    # per landing folder (spark_jobs.control.maintenance.pruning)
+    # per landing folder (spark_jobs.control.removable.expired)
     landing: list[dict] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
 

@@ -286,7 +286,7 @@ def backfill(
 ) -> RunResult:
     """Recompute ``[start_ms, end_ms)`` in batch mode with the same transforms; waits (up to
     ``wait_s``) while a hop's stream has not read what is upstream of it."""
-    from spark_jobs.control.maintenance.pruning import backfill_refusal
+    from spark_jobs.control.removable.expired import backfill_refusal
     from spark_jobs.control.status import stream_lag
     from spark_jobs.engine.pipeline_run import backfill_hops
 
@@ -348,7 +348,7 @@ def rollback(
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
     request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan, exact)
-    journal = rollbacks.pending(lake)
+    journal = rollbacks.unfinished_journal(lake)
     if journal and not journal.plan.request.same_target(request):
         rollbacks.refuse_if_pending(lake)
     if dry_run:
@@ -356,7 +356,7 @@ def rollback(
             journal.plan if journal else planner.plan(lake, request), executed=False
         )
     with pipeline_lock(lake, "rollback", wait_s=wait_s) as fence:
-        journal = rollbacks.pending(lake)
+        journal = rollbacks.unfinished_journal(lake)
         resumed = bool(journal and journal.plan.request.same_target(request))
         if resumed:
             plan = journal.plan
@@ -386,8 +386,8 @@ def maintain(
     progress: Progress = stderr,
 ) -> MaintainResult:
     """Compact each table's small files and VACUUM what no rollback in the window and no stream
-    reading the table still needs (:mod:`spark_jobs.control.maintenance.tables`), then prune
-    expired landing files and records (:mod:`spark_jobs.control.maintenance.pruning`), under the
+    reading the table still needs (:mod:`spark_jobs.control.removable.table_files`), then prune
+    expired landing files and records (:mod:`spark_jobs.control.removable.expired`), under the
     pipeline's lock."""
     from spark_jobs.engine.maintenance import maintain_lake
     from spark_jobs.model.records import MaintenanceRecord

@@ -58,7 +58,7 @@ def rollback_problems(lake: Lake, journal: Journal) -> list[str]:
 
 def takes_away(lake: Lake, plan: Plan) -> list[dict]:
     """What a plan takes away, per table, for people (rows, files, runs, hops below, re-reads)."""
-    from spark_jobs.control.rollback.summary import takes_away as summary
+    from spark_jobs.control.rollback.impact import takes_away as summary
 
     return summary(lake, plan)
 

@@ -139,7 +139,7 @@ def parse_csv(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
 
 def parse_json(lines: DataFrame, fmt: FormatSpec) -> DataFrame:
     """JSON lines (objects) to the declared columns; a field no column names is rescued."""
-    from spark_jobs.transforms.lineage import rescued
+    from spark_jobs.transforms.stamps import rescued
 
     doc = F.col("_doc")
     split = lines.select("value", "_source_file", F.try_parse_json(F.col("value")).alias("_doc"))

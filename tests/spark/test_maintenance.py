@@ -232,7 +232,7 @@ def test_an_append_of_no_rows_leaves_a_data_file_no_commit_names(spark, tmp_path
     are older than the kept version's commit."""
     import os
 
-    from spark_jobs.control.maintenance.tables import TablePlan, vacuum
+    from spark_jobs.control.removable.table_files import TablePlan, vacuum
 
     table = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(table)

@@ -248,7 +248,7 @@ def test_a_rolled_back_ingest_hop_reads_each_batchs_files_again_and_the_hops_bel
     # next run goes on with the replay (shop's model with late events, soak seed 1001, found such a
     # run planning the rest afresh, so a join below kept rows the original run dropped).
     lake = Lake.open(get_spec("ad_events"))
-    (batch_id, text), *_rest = replays.pending(HopState(lake, lake.spec.hop("bronze")))
+    (batch_id, text), *_rest = replays.to_replay(HopState(lake, lake.spec.hop("bronze")))
     replays.put_back(HopState(lake, lake.spec.hop("bronze")), batch_id, text)
     assert main(["run", "ad_events"]) == 0
 

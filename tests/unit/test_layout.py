@@ -41,7 +41,12 @@ BANNED = [
     ("plugins/lakehouse_airflow", "spark_jobs.engine"),
     ("plugins/lakehouse_airflow", "spark_jobs.logs"),
     ("plugins/lakehouse_airflow", "spark_jobs.perform"),
+    ("plugins/lakehouse_airflow", "spark_jobs.results"),
+    ("plugins/lakehouse_airflow", "spark_jobs.shared_driver"),
     ("dags", "spark_jobs.control"),
+    ("dags", "spark_jobs.engine"),
+    ("dags", "spark_jobs.logs"),
+    ("dags", "spark_jobs.authoring"),
     ("bench", "tests"),
     ("bench", "tests.conftest"),
     ("testkit", "tests"),
@@ -120,7 +125,7 @@ def test_a_module_over_600_lines_is_named_in_a_warning():
         )
 
 
-def test_no_function_of_the_package_is_over_60_lines():
+def test_no_function_of_the_package_is_over_90_lines():
     long = {}
     for path in _sources():
         for node in ast.walk(ast.parse(path.read_text())):

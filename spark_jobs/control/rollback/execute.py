@@ -38,7 +38,7 @@ Progress = Callable[[str], None]
 Restore = Callable[[TableStep], int]
 
 
-def pending(lake: Lake) -> Journal | None:
+def unfinished_journal(lake: Lake) -> Journal | None:
     """An unfinished rollback journal of the pipeline, if any."""
     unfinished = [journal for journal in read_rollbacks(lake) if not journal.finished]
     return unfinished[-1] if unfinished else None
@@ -46,7 +46,7 @@ def pending(lake: Lake) -> Journal | None:
 
 def refuse_if_pending(lake: Lake) -> None:
     """Runs call this: a half-done rollback leaves checkpoints and tables out of step."""
-    journal = pending(lake)
+    journal = unfinished_journal(lake)
     if journal:
         raise RollbackRefused(
             f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "

@@ -286,7 +286,7 @@ def _reads_kept_versions(
     return True
 
 
-def pending(state: HopState, say=None) -> list[tuple[int, str]]:
+def to_replay(state: HopState, say=None) -> list[tuple[int, str]]:
     """The hop's kept batches still to replay, in order, as (batch id, offsets file text); an
     empty list (and the file gone) when there are none or they no longer read what they read
     (then ``say``, if given, is told why the run plans them afresh)."""

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from spark_jobs.engine import quality
 from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import held, range_predicate, table_exists
-from spark_jobs.transforms.lineage import BACKFILL_BATCH, add_lineage
+from spark_jobs.transforms.stamps import BACKFILL_BATCH, add_lineage
 
 
 class AppendSink(Sink):

@@ -10,7 +10,7 @@ from spark_jobs.engine.contracts import Sink
 from spark_jobs.engine.tables import has_backfill_writes, held, range_predicate, table_exists
 from spark_jobs.logs import delta_log
 from spark_jobs.model.formats import DEBEZIUM, SKIPPED
-from spark_jobs.transforms.lineage import (
+from spark_jobs.transforms.stamps import (
     BACKFILL_BATCH,
     BATCH_ID,
     RESCUED,

@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from spark_jobs.control.maintenance.tables import TablePlan
+from spark_jobs.control.removable.table_files import TablePlan
 from spark_jobs.logs import delta_log
 from tests.unit.spark_jobs._helpers import _write_log
 
@@ -116,7 +116,7 @@ def test_a_log_that_starts_at_a_checkpoint_names_every_live_file(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.removable.table_files import clean_log
 
     table = str(tmp_path / "table")
     for version in range(12):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance.tables import TablePlan
+from spark_jobs.control.removable.table_files import TablePlan
 from spark_jobs.control.rollback import lineage
 from spark_jobs.logs import delta_log
 from testkit.lakes import fixture_lake
@@ -128,7 +128,7 @@ def test_a_batch_whose_commit_went_with_the_log_is_not_skipped_by_a_rollback(tmp
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.removable.table_files import clean_log
     from spark_jobs.control.rollback import lineage
 
     table = str(tmp_path / "table")
@@ -165,7 +165,7 @@ def test_batches_a_start_over_emptied_do_not_count_as_gone_after_the_log_is_clea
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.removable.table_files import clean_log
     from spark_jobs.control.rollback import lineage
 
     table = str(tmp_path / "table")

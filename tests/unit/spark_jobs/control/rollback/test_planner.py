@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance.tables import TablePlan
+from spark_jobs.control.removable.table_files import TablePlan
 from spark_jobs.control.rollback import execute, planner, replays
 from spark_jobs.control.rollback.journals import read_rollbacks
 from spark_jobs.control.rollback.plans import Backfill, HopStep, Journal, Plan, Request, TableStep
@@ -460,7 +460,7 @@ def test_a_kept_replay_below_still_follows_an_upstream_whose_kept_batches_a_late
         s.hop for s in plans[2].hops
     ]
     replays.done(HopState(lake, lake.spec.hop("silver")))
-    assert [batch for batch, _text in replays.pending(HopState(lake, lake.spec.hop("gold")))] == [
+    assert [batch for batch, _text in replays.to_replay(HopState(lake, lake.spec.hop("gold")))] == [
         *r1,
         *r2,
     ]
@@ -500,7 +500,7 @@ def test_a_hop_whose_log_was_cleaned_starts_over_and_its_backfills_are_listed_ag
     still holds the rows of gold's batches from before that rollback; it empties the table (gold
     starts over from silver's table) and lists every backfill of gold whose commit went with the
     log to be run again. Back to batch 0, which needs a version gone, is refused."""
-    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.removable.table_files import clean_log
     from spark_jobs.control.rollback import planner
     from spark_jobs.control.rollback.plans import Request
     from spark_jobs.logs.ops import read_records

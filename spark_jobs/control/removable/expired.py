@@ -2,21 +2,21 @@
 (docs/guides/maintenance.md): landing files past ``retention.landing``, and records past
 ``retention.records``.
 
-A landing file goes when every hop reading its folder has committed it
-in a batch no rollback inside the window replays (at or before the hop's
-:func:`~spark_jobs.control.maintenance.tables.window_targets`), and its modification time is older
-than ``retention.landing``. The file source's log keeps its entry, so a restart neither reads it
-again nor misses it. A backfill of the ingest hop reads every landing file: over event times the
+A landing file goes when every hop reading its folder has committed it in a batch no rollback inside
+the window replays (at or before the hop's
+:func:`~spark_jobs.control.removable.table_files.window_targets`), and its modification time is
+older than ``retention.landing``. The file source's log keeps its entry, so a restart neither reads
+it again nor misses it. A backfill of the ingest hop reads every landing file: over event times the
 pruned files held, it would replace their rows with nothing, so the pruned span is recorded first
-(``_ops/landing/<pipeline>/<hop>.json``) and such a backfill is refused (:func:`backfill_refusal`).
-"""
+(``_ops/landing/<pipeline>/<hop>.json``) and such a backfill is refused
+(:func:`backfill_refusal`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance.tables import window_targets
+from spark_jobs.control.removable.table_files import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
 from spark_jobs.logs.ops import read_records

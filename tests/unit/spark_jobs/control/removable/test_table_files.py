@@ -1,7 +1,7 @@
-"""``spark_jobs/control/maintenance/tables.py``: which files and log entries ``lakehouse maintain``
-deletes, from a table's log alone (no JVM): random logs of appends, removes, deletion vectors,
-RESTOREs that add removed files back and change-data files, against a plain-Python model that
-replays every snapshot; and how far the rollback window reaches on fixture lakes."""
+"""``spark_jobs/control/removable/table_files.py``: which files and log entries ``lakehouse
+maintain`` deletes, from a table's log alone (no JVM): random logs of appends, removes, deletion
+vectors, RESTOREs that add removed files back and change-data files, against a plain-Python model
+that replays every snapshot; and how far the rollback window reaches on fixture lakes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 import pytest
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance.tables import TablePlan, vacuum
+from spark_jobs.control.removable.table_files import TablePlan, vacuum
 from spark_jobs.logs import delta_log
 
 pytestmark = pytest.mark.unit
@@ -167,7 +167,7 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
     """The gap check on a lake real runs wrote: gold made to lag (its last
     batches' logs removed).
     """
-    from spark_jobs.control.maintenance.tables import check_readable, stream_gap
+    from spark_jobs.control.removable.table_files import check_readable, stream_gap
     from spark_jobs.control.status import unread_upstream_versions
     from spark_jobs.logs import checkpoint_log
     from spark_jobs.model.errors import DataGone
@@ -212,7 +212,7 @@ def test_a_run_refuses_when_what_a_stream_must_read_next_is_gone(tmp_path):
 def test_an_old_runs_increment_names_what_is_gone(tmp_path):
     """A quality check of an old run reads its versions' change feed: what it needs that is gone
     is named before Spark reads (``lakehouse quality --run``)."""
-    from spark_jobs.control.maintenance.tables import increment_gone
+    from spark_jobs.control.removable.table_files import increment_gone
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("history", tmp_path)
@@ -247,7 +247,7 @@ def test_the_log_is_cleaned_up_to_a_checkpoint_no_needed_version_is_older_than(t
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from spark_jobs.control.maintenance.tables import clean_log
+    from spark_jobs.control.removable.table_files import clean_log
 
     table = str(tmp_path / "table")
     for version in range(15):
@@ -328,7 +328,7 @@ def test_files_no_commit_names_are_found_when_older_than_the_bound(tmp_path, see
 def test_what_a_cleaned_log_said_of_backfills_is_kept(tmp_path):
     """After the log's early commits go, a table no backfill wrote still reads as such (a bronze
     stream then skips comparing its rows with a backfill's), one a backfill wrote too."""
-    from spark_jobs.control.maintenance.tables import backfill_writes, clean_log
+    from spark_jobs.control.removable.table_files import backfill_writes, clean_log
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("replayed", tmp_path)
@@ -368,7 +368,7 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
     keep what a rollback to 0 needs, for bronze and for silver."""
     import dataclasses
 
-    from spark_jobs.control.maintenance.tables import plan, window_targets
+    from spark_jobs.control.removable.table_files import plan, window_targets
     from spark_jobs.control.rollback import lineage
     from spark_jobs.model.lake import Lake
     from testkit.lakes import fixture_lake
@@ -399,7 +399,7 @@ def test_the_window_reaches_as_far_as_a_cascade_inside_it_takes_a_hop(tmp_path):
 def test_a_window_that_reaches_before_the_first_batch_keeps_the_first_batchs_version(tmp_path):
     """A rollback to before the first batch empties the table and needs no version; the oldest
     one inside the window that restores is to batch 0: its version is what stays."""
-    from spark_jobs.control.maintenance.tables import plan
+    from spark_jobs.control.removable.table_files import plan
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("straddle", tmp_path)
@@ -419,7 +419,7 @@ def test_a_reader_keeps_the_version_its_restart_asks_for_again(tmp_path):
     of the batch before it: ``maintain`` keeps the upstream's log from that batch's version, not
     only from the last batch's (Spark failed gold's next run with "transaction log starts at" the
     version after). Offsets read here as text, not through the checkpoint reader."""
-    from spark_jobs.control.maintenance.tables import plan
+    from spark_jobs.control.removable.table_files import plan
     from testkit.lakes import fixture_lake
 
     lake = fixture_lake("history", tmp_path)
@@ -446,7 +446,7 @@ def test_a_window_that_restores_to_a_restore_keeps_the_version_that_restore_name
     reads, once the log before that RESTORE is cleaned up, the version the RESTORE named
     (``lineage.cut_version``): that version stays, through a chain of RESTOREs (shop's model with
     late events, seed 4: the log cleaned up to a RESTORE to version 0 cut gold's window)."""
-    from spark_jobs.control.maintenance.tables import _restored_from
+    from spark_jobs.control.removable.table_files import _restored_from
 
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)

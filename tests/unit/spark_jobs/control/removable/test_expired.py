@@ -1,4 +1,4 @@
-"""``spark_jobs/control/maintenance/pruning.py``: what ``lakehouse maintain`` prunes besides tables'
+"""``spark_jobs/control/removable/expired.py``: what ``lakehouse maintain`` prunes besides tables'
 files, without a JVM: landing files past ``retention.landing`` (on a fixture lake's checkpoint),
 records past ``retention.records`` (random record folders against a plain-Python rule), and the
 backfills a pruned span refuses."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.maintenance import pruning
+from spark_jobs.control.removable import expired
 from spark_jobs.control.rollback.lineage import hop_batches
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import write_json
@@ -43,8 +43,8 @@ def _logged(checkpoint: Path) -> dict[str, int]:
     return found
 
 
-def _plan(lake: Lake, now_ms: int) -> pruning.LandingPlan:
-    plans = pruning.landing_plan(
+def _plan(lake: Lake, now_ms: int) -> expired.LandingPlan:
+    plans = expired.landing_plan(
         lake, lake.spec.hops, now_ms, lambda hop: hop_batches(HopState(lake, hop))
     )
     assert len(plans) == 1  # ad_events: one landing folder, read by bronze
@@ -71,7 +71,7 @@ def test_expired_landing_files_are_those_committed_outside_the_window(tmp_path):
     now = listed + 3_600_000
 
     assert (
-        pruning.landing_plan(
+        expired.landing_plan(
             lake, lake.spec.hops, now + 9 * DAY_MS, lambda hop: hop_batches(HopState(lake, hop))
         )
         == []
@@ -96,14 +96,14 @@ def test_expired_landing_files_are_those_committed_outside_the_window(tmp_path):
     )
 
     before = sorted(path.name for path in Path(lake.landing).iterdir())
-    done = pruning.prune_landing(windowed, plan, (1_000, 2_000), dry_run=True)
+    done = expired.prune_landing(windowed, plan, (1_000, 2_000), dry_run=True)
     assert done["pruned"].startswith(f"would archive {len(plan.files)} landing files")
     assert sorted(path.name for path in Path(lake.landing).iterdir()) == before
-    pruning.prune_landing(windowed, plan, (1_000, 2_000), dry_run=False)
+    expired.prune_landing(windowed, plan, (1_000, 2_000), dry_run=False)
     moved = {Path(path).name for path in plan.files}
     assert sorted(path.name for path in Path(plan.archive).iterdir()) == sorted(moved)
     assert sorted(path.name for path in Path(lake.landing).iterdir()) == sorted(set(before) - moved)
-    assert pruning.pruned_span(windowed, "bronze") | {"files": len(moved)} == {
+    assert expired.pruned_span(windowed, "bronze") | {"files": len(moved)} == {
         "hop": "bronze",
         "landing": plan.folder,
         "archive": plan.archive,
@@ -123,11 +123,11 @@ def test_delete_leaves_no_archive_and_spans_widen(tmp_path):
     plan = _plan(lake, int(time.time() * 1000) + 2 * DAY_MS)
     half = dataclasses.replace(plan, files=plan.files[: len(plan.files) // 2])
     rest = dataclasses.replace(plan, files=plan.files[len(plan.files) // 2 :])
-    pruning.prune_landing(lake, half, (5_000, 6_000), dry_run=False)
-    pruning.prune_landing(lake, rest, (3_000, 4_000), dry_run=False)
+    expired.prune_landing(lake, half, (5_000, 6_000), dry_run=False)
+    expired.prune_landing(lake, rest, (3_000, 4_000), dry_run=False)
     assert plan.archive is None and not Path(lake.home, "_archive").exists()
     assert not [path for path in plan.files if Path(path).exists()]
-    span = pruning.pruned_span(lake, "bronze")
+    span = expired.pruned_span(lake, "bronze")
     assert (span["files"], span["first_ms"], span["last_ms"], span["archive"]) == (
         len(plan.files),
         3_000,
@@ -149,9 +149,9 @@ def test_delete_leaves_no_archive_and_spans_widen(tmp_path):
 def test_a_backfill_over_pruned_events_is_refused(tmp_path, start, end, refused):
     lake = fixture_lake("history", tmp_path)
     hops = lake.spec.hops
-    assert pruning.backfill_refusal(lake, hops, start, end) is None  # nothing pruned yet
+    assert expired.backfill_refusal(lake, hops, start, end) is None  # nothing pruned yet
     write_json(
-        pruning.horizons_folder(lake),
+        expired.horizons_folder(lake),
         "bronze.json",
         {
             "hop": "bronze",
@@ -162,7 +162,7 @@ def test_a_backfill_over_pruned_events_is_refused(tmp_path, start, end, refused)
             "last_ms": 2_000,
         },
     )
-    reason = pruning.backfill_refusal(lake, hops, start, end)
+    reason = expired.backfill_refusal(lake, hops, start, end)
     assert (reason is not None) == refused, reason
     if refused:
         assert (
@@ -170,9 +170,9 @@ def test_a_backfill_over_pruned_events_is_refused(tmp_path, start, end, refused)
             and "deleted by retention.landing" in reason
         )
     # silver reads a table
-    assert pruning.backfill_refusal(lake, (lake.spec.hop("silver"),), start, end) is None
+    assert expired.backfill_refusal(lake, (lake.spec.hop("silver"),), start, end) is None
     write_json(
-        pruning.horizons_folder(lake),
+        expired.horizons_folder(lake),
         "bronze.json",
         {
             "hop": "bronze",
@@ -184,7 +184,7 @@ def test_a_backfill_over_pruned_events_is_refused(tmp_path, start, end, refused)
         },
     )
     # archived: a backfill reads them there
-    assert pruning.backfill_refusal(lake, hops, start, end) is None
+    assert expired.backfill_refusal(lake, hops, start, end) is None
 
 
 def _stamp(rng: random.Random, now: float) -> float:
@@ -249,11 +249,11 @@ def test_records_older_than_their_retention_go_the_newest_of_each_hop_and_backfi
         ]
         alerts_gone = [at for at in kept_alerts if int(at) < cutoff]  # ISO text keeps whole seconds
 
-        counts = pruning.prune_records(each, int(now * 1000), dry_run=True)
+        counts = expired.prune_records(each, int(now * 1000), dry_run=True)
         assert counts["runs"] == len(runs_gone) and len(list(Path(each.runs).iterdir())) == len(
             runs
         )
-        counts = pruning.prune_records(each, int(now * 1000), dry_run=False)
+        counts = expired.prune_records(each, int(now * 1000), dry_run=False)
         assert counts == {
             "runs": len(runs_gone),
             "rollbacks": len(journals_gone),
