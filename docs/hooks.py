@@ -10,7 +10,8 @@ a committed page differs from what the code generates, as Airflow's providers ke
   keys -->`` lines): from :mod:`spark_jobs.model.spec_keys`, the defaults from
   :class:`spark_jobs.model.spec.PipelineSpec`;
 - ``reference/settings.md``: every environment variable the package reads, from
-  :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names.
+  :data:`spark_jobs.model.settings.SETTINGS` and a scan of the sources for ``LAKEHOUSE_*`` names;
+- ``images/architecture.svg``: the package's modules by layer (``docs/architecture_svg.py``).
 
 As an MkDocs hook it also fills the figures of ``benchmarks.md`` (where it says ``<!-- figures
 -->``) when the manual is built: each benchmark's newest recorded run in ``bench/runs/``,
@@ -172,6 +173,17 @@ def spec_page(markdown: str) -> str:
 DOCS = ROOT / "docs"
 
 
+def architecture_svg() -> str:
+    """The architecture page's drawing (:mod:`architecture_svg`, beside this file)."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    spec = importlib.util.spec_from_file_location("architecture_svg", here / "architecture_svg.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.drawing(ROOT)
+
+
 def reference_pages() -> dict[str, str]:
     """Each committed reference page as the code generates it now, by its path under docs/."""
     _importable()
@@ -179,6 +191,7 @@ def reference_pages() -> dict[str, str]:
         "reference/cli.md": cli_page() + "\n",
         "reference/settings.md": settings_page(),
         "reference/spec.md": spec_page((DOCS / "reference" / "spec.md").read_text()),
+        "images/architecture.svg": architecture_svg(),
     }
 
 

@@ -489,7 +489,9 @@ def unread_upstream_versions(state: HopState, upstream: str | None = None) -> li
         commit.version
         for commit in lineage.commits(table, after=read_to)
         if commit.appends_only
-        and not (backfills_bring_none and commit.app_id is None and commit.operation != "RESTORE")
+        and not (
+            backfills_bring_none and commit.app_id is None and commit.operation != lineage.RESTORE
+        )
     ]
 
 

@@ -123,6 +123,21 @@ def test_the_committed_reference_pages_are_what_the_code_generates(tmp_path, mon
     assert hooks.stale_pages() == ["reference/cli.md"]
 
 
+def test_the_architecture_drawing_names_every_module_of_the_package():
+    drawing = (ROOT / "docs" / "images" / "architecture.svg").read_text()
+    package = ROOT / "spark_jobs"
+    missing = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py"
+        and "__pycache__" not in path.parts
+        and not path.is_relative_to(package / "resources")
+        and f">{path.name}<" not in drawing
+        and f"/{path.name}<" not in drawing
+    ]
+    assert missing == [], "run `make reference`: the drawing misses these modules"
+
+
 def test_every_field_of_a_spec_is_a_declared_key():
     """What a spec can set is declared in spark_jobs/model/spec_keys.py, from which the spec
     reference's tables are generated (tests/unit/spark_jobs/model/test_spec_keys.py)."""

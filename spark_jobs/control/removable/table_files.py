@@ -131,7 +131,8 @@ def _restored_from(table: str, version: int) -> int:
     late events, seed 4: a log that began at a RESTORE to a version gone cut a hop's window)."""
     present = set(delta_log.versions(table))
     while (
-        version in present and delta_log.commit_info(table, version).get("operation") == "RESTORE"
+        version in present
+        and delta_log.commit_info(table, version).get("operation") == lineage.RESTORE
     ):
         version = lineage.restore_target(table, version)
     return version
@@ -267,7 +268,7 @@ def vacuum(step: TablePlan, dry_run: bool) -> dict:
 
 def _backfill_write(commit: lineage.TableCommit) -> bool:
     """A commit that added rows without a stream's ``txn``: a backfill's."""
-    return commit.app_id is None and commit.operation == "WRITE"
+    return commit.app_id is None and commit.operation == lineage.WRITE
 
 
 def backfill_writes(table: str) -> bool:

@@ -19,11 +19,15 @@ from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_st
 from spark_jobs.logs.fs import filesystem
 from spark_jobs.logs.ops import read_records
 
+# Delta's names (``commitInfo.operation``) of the operations the platform tells apart; a commit's
+# operation may be any other of Delta's (``MERGE``, ``STREAMING UPDATE``, ``OPTIMIZE``, ...).
+RESTORE, WRITE, DELETE, CREATE_TABLE = "RESTORE", "WRITE", "DELETE", "CREATE TABLE"
+
 
 @dataclass(frozen=True)
 class TableCommit:
     version: int
-    operation: str
+    operation: str  # Delta's name of it: RESTORE, WRITE, DELETE, CREATE_TABLE or another
     app_id: str | None
     batch_id: int | None
     timestamp_ms: int
@@ -51,7 +55,7 @@ def commits(table: str, after: int = -1) -> list[TableCommit]:
             removes = removes or bool(action.get("remove", {}).get("dataChange"))
         operation = info.get("operation", "")
         empties = (
-            operation == "DELETE"
+            operation == DELETE
             and (info.get("operationParameters") or {}).get("predicate") in _WHOLE_TABLE
         )
         found.append(
@@ -93,7 +97,7 @@ def effective_commits(table: str) -> list[TableCommit]:
     base_of: dict[int, int | None] = {}
     last = None
     for commit in commits(table):
-        if commit.operation == "RESTORE":
+        if commit.operation == RESTORE:
             target = restore_target(table, commit.version)
             last = target if target in by_version else None  # None: before the log's oldest version
         elif commit.empties:
@@ -115,7 +119,7 @@ def undone_after(table: str, start: int, end: int) -> bool:
         commit.version for commit in found if start < commit.version <= end and commit.appends_only
     ]
     for commit in found:
-        if commit.version > end and (commit.operation == "RESTORE" or commit.empties):
+        if commit.version > end and (commit.operation == RESTORE or commit.empties):
             target = -1 if commit.empties else restore_target(table, commit.version)
             if any(version > target for version in appended):
                 return True
@@ -158,7 +162,7 @@ def replay_from(table: str, version: int, complete: bool = True) -> tuple[str, i
     if not undone:
         return "ok", None
     restore = min(
-        (c.version for c in later if c.operation == "RESTORE" and c.version > max(undone)),
+        (c.version for c in later if c.operation == RESTORE and c.version > max(undone)),
         default=None,
     )
     skipped_but_kept = [
@@ -231,7 +235,7 @@ def cut_version(table: str, ids: Lineage, after_batch: int) -> int | None:
     ):
         cut = (
             chain[0].version - 1
-            if chain[0].operation != "RESTORE"
+            if chain[0].operation != RESTORE
             else restore_target(table, chain[0].version)
         )
     return (
@@ -245,7 +249,7 @@ def _last_gone(table: str, chain: list[TableCommit], ids: Lineage) -> int:
     """The last batch whose commit may be among a history's commits the log no longer holds: past
     a RESTORE to a version gone, the one before the first batch seen; else the last the log's
     clean-up recorded (:func:`delta_log.hidden_transactions`)."""
-    if chain[0].operation == "RESTORE":
+    if chain[0].operation == RESTORE:
         seen = [batch for c in chain if (batch := ids.batch_of(c)) is not None]
         return min(seen) - 1 if seen else -1
     return max(

@@ -518,7 +518,7 @@ def _hop_step(lake: Lake, view: _HopView, target: int, restored: list[str]) -> H
         others = [
             c
             for c in lineage.effective_commits(table)
-            if c.version > cut and c.app_id not in view.ids and c.operation != "CREATE TABLE"
+            if c.version > cut and c.app_id not in view.ids and c.operation != lineage.CREATE_TABLE
         ]
         tables.append(
             TableStep(
