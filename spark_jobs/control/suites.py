@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from spark_jobs.logs.fs import filesystem, read_json
+from spark_jobs.logs.ops import read_records
 from spark_jobs.model.errors import LakehouseError, UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.settings import quality_dir
@@ -46,6 +47,30 @@ def suites_dir(name: str, spec_file: Path | None) -> Path:
 
 def suite_path(spec: PipelineSpec, hop: HopSpec) -> Path:
     return suites_dir(spec.name, spec.source) / f"{hop.name}.json"
+
+
+def run_to_check(lake: Lake, hop: HopSpec, run: str | None = None) -> dict:
+    """The record of the succeeded run whose rows ``lakehouse quality`` checks against ``hop``'s
+    suite: ``run``, or the hop's last; a :class:`UsageError` naming the fix when the hop has no
+    suite or no such run."""
+    if load_suite(lake.spec, hop) is None:
+        raise UsageError(f"hop {hop.name} has no quality suite: add {suite_path(lake.spec, hop)}")
+    runs = [
+        record
+        for record in read_records(lake, hop.name)
+        if record.get("status") == "succeeded" and record.get("mode") != "continuous"
+    ]
+    if run:
+        runs = [record for record in runs if record["run_id"] == run]
+        if not runs:
+            raise UsageError(
+                f"no succeeded run {run!r} of {hop.name}: see `lakehouse status {lake.spec.name}`"
+            )
+    elif not runs:
+        raise UsageError(
+            f"{hop.name} has no succeeded run to check yet: `lakehouse run {lake.spec.name}` first"
+        )
+    return runs[-1]
 
 
 def rule_name(expectation: dict) -> str:

@@ -10,7 +10,7 @@ Sink (:mod:`spark_jobs.engine.sinks`) and the Source of what the hop reads
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from spark_jobs.pipelines import PipelineCode
 
 # What a Source reads: one frame, or one per upstream (a join's).
-Frames = Any  # DataFrame | dict[str, DataFrame]
+Frames: TypeAlias = "DataFrame | dict[str, DataFrame]"
 
 
 class HopContext(Protocol):

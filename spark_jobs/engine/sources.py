@@ -6,6 +6,7 @@ upstream table, several. Each gives ``stream()`` for the run-once and always-on 
 
 from __future__ import annotations
 
+from spark_jobs.engine.contracts import HopContext
 from spark_jobs.engine.tables import range_predicate, table_exists
 from spark_jobs.logs import checkpoint_log, delta_log
 from spark_jobs.logs.fs import filesystem
@@ -37,7 +38,7 @@ class LandingFiles:
     files are read whole (``binaryFile``), so each line knows its file's header; the file
     source logs the same paths either way."""
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         self.run = run
 
     def _lines(self, streaming: bool, max_files_per_trigger: int | None = None):
@@ -169,7 +170,7 @@ class KafkaTopic:
     reads from where the range's records begin (:meth:`read`); the ingest sink keeps its rows.
     """
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         self.run = run
 
     def _records(self, reader):
@@ -284,7 +285,7 @@ class UpstreamTable:
     """The Delta table of the hop above (or of ``name``, one of a join's upstreams): its appends
     as a stream, a time range as a batch read."""
 
-    def __init__(self, run, name: str | None = None):
+    def __init__(self, run: HopContext, name: str | None = None):
         self.run = run
         self.upstream = run.spec.hop(name or run.hop.upstream)
         self.table = run.lake.table(self.upstream)
@@ -366,7 +367,7 @@ class UpstreamTables:
     the sink keeps the joined rows of the range.
     """
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         self.run = run
         self.sources = {name: UpstreamTable(run, name) for name in run.hop.upstreams}
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from spark_jobs.control.hop_state import HopState
 from spark_jobs.control.rollback.plans import Request
 from spark_jobs.model.calls import QUALITY_MODES
-from spark_jobs.model.errors import RollbackRefused, UsageError
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.records import new_run_id
 from spark_jobs.model.times import iso
@@ -207,8 +207,7 @@ def refresh(
     the start (or to the batches committed by ``from_ms``), then a run of those hops. From a point,
     a hop whose new code changed what its state was built by has its state rebuilt there with the
     new code first (:mod:`spark_jobs.control.rollback.rebuild`). ``dry_run``: the plan only."""
-    from spark_jobs.control.rollback import lineage, rebuild
-    from spark_jobs.logs import checkpoint_log
+    from spark_jobs.control.rollback import execute, rebuild
 
     lake = open_lake(pipeline)
     target = lake.spec.hop(hop)
@@ -220,10 +219,7 @@ def refresh(
         from spark_jobs.engine.pipeline_run import refresh_rebuilds
 
         rebuilt = refresh_rebuilds(lake, hops, progress)
-        for name in rebuilt:
-            reason = rebuild.refusal(HopState(lake, lake.spec.hop(name)), from_text or iso(from_ms))
-            if reason:
-                raise UsageError(reason)
+        rebuild.refuse_unrebuildable(lake, rebuilt, from_text or iso(from_ms))
     # Planned afresh: the new code recomputes whatever the hops read now.
     undone = rollback(
         pipeline,
@@ -236,32 +232,9 @@ def refresh(
         wait_s=wait_s,
         progress=progress,
     )
-    targets = {step.hop: step.target_batch for step in undone.plan.hops}
-    for name in rebuilt:
-        batch = targets.get(
-            name,
-            (checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name))) or [-1])[-1],
-        )
-        if batch >= 0:
-            undone.plan.notes.append(
-                f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
-                "is one the old state cannot follow), then the batches after it are replayed"
-            )
+    rebuild.note_rebuilds(lake, rebuilt, undone.plan)
     if dry_run:
         return undone, None
-
-    # under the run's lock: no other writer between the swap and the run
-    def rebuild_states() -> None:
-        for name in rebuilt:
-            each = lake.spec.hop(name)
-            committed = checkpoint_log.commit_batch_ids(lake.checkpoint(each))
-            if committed:
-                rebuild.restart_at(
-                    HopState(lake, each),
-                    committed[-1],
-                    set(lineage.query_ids(HopState(lake, each))),
-                )
-
     return undone, _run(
         lake,
         hops,
@@ -269,7 +242,8 @@ def refresh(
         quality=quality,
         wait_s=wait_s,
         progress=progress,
-        first=rebuild_states,
+        # under the run's lock: no other writer between the swap and the run
+        first=lambda: execute.restart_rebuilt(lake, rebuilt),
     )
 
 
@@ -342,39 +316,22 @@ def rollback(
     request is finished; a refused plan raises :class:`RollbackRefused` and changes nothing."""
     from spark_jobs.control.coordination.lock import pipeline_lock
     from spark_jobs.control.rollback import execute as rollbacks
-    from spark_jobs.control.rollback import planner
     from spark_jobs.engine.pipeline_run import Restorer
 
     lake = open_lake(pipeline)
     lake.spec.hop(hop)
     request = Request(hop, to_batch, to_run, to_time_ms, to_time_text, cascade, replan, exact)
-    journal = rollbacks.unfinished_journal(lake)
-    if journal and not journal.plan.request.same_target(request):
-        rollbacks.refuse_if_pending(lake)
     if dry_run:
-        return RollbackResult(
-            journal.plan if journal else planner.plan(lake, request), executed=False
-        )
+        return RollbackResult(rollbacks.planned(lake, request), executed=False)
+    rollbacks.refuse_another_pending(lake, request)  # before waiting for the lock
     with pipeline_lock(lake, "rollback", wait_s=wait_s) as fence:
-        journal = rollbacks.unfinished_journal(lake)
-        resumed = bool(journal and journal.plan.request.same_target(request))
-        if resumed:
-            plan = journal.plan
-            progress(
-                f"[rollback] finishing {plan.rollback_id} ({len(journal.done)} steps were done)"
-            )
-        else:
-            journal, plan = None, planner.plan(lake, request)
-        if plan.refused:
-            raise RollbackRefused(
-                f"rollback refused, nothing changed: {'; '.join(plan.refused)}", plan
-            )
+        journal, plan = rollbacks.resumed_or_planned(lake, request, progress)
         if plan.nothing_to_do:
             return RollbackResult(plan, executed=False)
         progress(plan.text())
         restore = Restorer(lake, sum(len(each.tables) for each in plan.hops), progress)
         done = rollbacks.execute(restore, lake, plan, journal, progress, fence)
-    return RollbackResult(plan, executed=True, journal=done, resumed=resumed)
+    return RollbackResult(plan, executed=True, journal=done, resumed=journal is not None)
 
 
 def maintain(
@@ -404,34 +361,13 @@ def quality(pipeline: str, hop: str, run: str | None = None) -> dict:
     """Check the hop's suite on the rows one succeeded run wrote (default: its
     last); the summary.
     """
-    from spark_jobs.control.suites import load_suite, suite_path
+    from spark_jobs.control.suites import run_to_check
     from spark_jobs.engine import quality as gates
-    from spark_jobs.logs.ops import read_records
 
     lake = open_lake(pipeline)
     spec_hop = lake.spec.hop(hop)
-    if load_suite(lake.spec, spec_hop) is None:
-        raise UsageError(
-            f"hop {spec_hop.name} has no quality suite: add {suite_path(lake.spec, spec_hop)}"
-        )
-    runs = [
-        r
-        for r in read_records(lake, spec_hop.name)
-        if r.get("status") == "succeeded" and r.get("mode") != "continuous"
-    ]
-    if run:
-        runs = [r for r in runs if r["run_id"] == run]
-        if not runs:
-            raise UsageError(
-                f"no succeeded run {run!r} of {spec_hop.name}: see `lakehouse "
-                f"status {lake.spec.name}`"
-            )
-    elif not runs:
-        raise UsageError(
-            f"{spec_hop.name} has no succeeded run to check yet: `lakehouse run "
-            f"{lake.spec.name}` first"
-        )
-    return gates.check(_session(lake, "quality"), lake, spec_hop, runs[-1], data_docs=True)
+    record = run_to_check(lake, spec_hop, run)
+    return gates.check(_session(lake, "quality"), lake, spec_hop, record, data_docs=True)
 
 
 def quarantine(pipeline: str, hop: str | None = None, run: str | None = None) -> dict:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from spark_jobs.control.hop_state import HopState
-from spark_jobs.control.rollback import lineage, replays
+from spark_jobs.control.rollback import lineage, planner, rebuild, replays
 from spark_jobs.control.rollback.journals import read_rollbacks, write_journal
 from spark_jobs.control.rollback.plans import (
     HopStep,
@@ -23,6 +23,7 @@ from spark_jobs.control.rollback.plans import (
     JournalStatus,
     Plan,
     Replay,
+    Request,
     TableStep,
 )
 from spark_jobs.logs import checkpoint_log, delta_log, file_source_log, state_store
@@ -52,6 +53,52 @@ def refuse_if_pending(lake: Lake) -> None:
             f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
             f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`"
         )
+
+
+def refuse_another_pending(lake: Lake, request: Request) -> Journal | None:
+    """Refuse ``request`` while a rollback of another request is unfinished; the unfinished
+    journal of the same request (running it finishes that one), if any."""
+    journal = unfinished_journal(lake)
+    if journal and not journal.plan.request.same_target(request):
+        refuse_if_pending(lake)
+    return journal
+
+
+def planned(lake: Lake, request: Request) -> Plan:
+    """What ``request`` would do, without the lock: the unfinished journal's plan when it is the
+    same request, a new plan otherwise."""
+    journal = refuse_another_pending(lake, request)
+    return journal.plan if journal else planner.plan(lake, request)
+
+
+def resumed_or_planned(
+    lake: Lake, request: Request, progress: Progress = print
+) -> tuple[Journal | None, Plan]:
+    """Under the pipeline's lock: the unfinished journal of the same ``request`` with its plan (to
+    finish it), or no journal and a new plan; a refused plan raises :class:`RollbackRefused` and
+    changes nothing."""
+    journal = refuse_another_pending(lake, request)
+    if journal:
+        progress(
+            f"[rollback] finishing {journal.plan.rollback_id} ({len(journal.done)} steps were done)"
+        )
+        plan = journal.plan
+    else:
+        plan = planner.plan(lake, request)
+    if plan.refused:
+        raise RollbackRefused(f"rollback refused, nothing changed: {'; '.join(plan.refused)}", plan)
+    return journal, plan
+
+
+def restart_rebuilt(lake: Lake, names: list[str]) -> None:
+    """After a refresh's rollback, under the run's lock: each hop of ``names`` restarted at its
+    last committed batch with a new query, standing for every query id it had before
+    (:func:`~spark_jobs.control.rollback.rebuild.restart_at`)."""
+    for name in names:
+        state = HopState(lake, lake.spec.hop(name))
+        committed = checkpoint_log.commit_batch_ids(state.checkpoint)
+        if committed:
+            rebuild.restart_at(state, committed[-1], set(lineage.query_ids(state)))
 
 
 def _crash_point(done: int) -> None:

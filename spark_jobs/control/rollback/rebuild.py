@@ -22,8 +22,10 @@ import time
 import uuid
 
 from spark_jobs.control.hop_state import HopState
+from spark_jobs.control.rollback.plans import Plan
 from spark_jobs.logs import checkpoint_log
 from spark_jobs.logs.fs import filesystem, read_json, write_json
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 
 
@@ -40,6 +42,27 @@ def refusal(state: HopState, from_text: str) -> str | None:
             "snapshot to rebuild its state from: leave out --from to recompute it from the start"
         )
     return None
+
+
+def refuse_unrebuildable(lake: Lake, names: list[str], from_text: str) -> None:
+    """A :class:`UsageError` when a hop of ``names`` cannot have its state rebuilt at the point
+    ``from_text`` (:func:`refusal`)."""
+    for name in names:
+        if reason := refusal(HopState(lake, lake.spec.hop(name)), from_text):
+            raise UsageError(reason)
+
+
+def note_rebuilds(lake: Lake, names: list[str], plan: Plan) -> None:
+    """Say in ``plan``'s notes at which batch each hop of ``names`` has its state rebuilt."""
+    targets = {step.hop: step.target_batch for step in plan.hops}
+    for name in names:
+        committed = checkpoint_log.commit_batch_ids(lake.checkpoint(lake.spec.hop(name)))
+        batch = targets.get(name, (committed or [-1])[-1])
+        if batch >= 0:
+            plan.notes.append(
+                f"{name}: its state is rebuilt at batch {batch} with the new code (the change "
+                "is one the old state cannot follow), then the batches after it are replayed"
+            )
 
 
 def restart_at(state: HopState, batch_id: int, replaced: set[str]) -> str:

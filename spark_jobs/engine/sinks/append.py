@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from spark_jobs.engine import quality
-from spark_jobs.engine.contracts import Sink
+from spark_jobs.engine.contracts import HopContext, Sink
 from spark_jobs.engine.tables import held, range_predicate, table_exists
 from spark_jobs.transforms.stamps import BACKFILL_BATCH, add_lineage
 
@@ -17,7 +17,7 @@ class AppendSink(Sink):
     quarantine, if it has one.
     """
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         super().__init__(run)
         self.quarantine = run.lake.quarantine(run.hop)
 

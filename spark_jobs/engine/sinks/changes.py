@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from spark_jobs.engine.contracts import Sink
+from spark_jobs.engine.contracts import HopContext, Sink
 from spark_jobs.engine.sinks.change_rows import (
     DELETED_AT,
     FROM,
@@ -40,7 +40,7 @@ class ChangesSink(Sink):
     table's rows and its deleted keys when every change of the batch to the key is newer than
     what the table holds of it, else from all the key's changes upstream."""
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         super().__init__(run)
         self.rules = run.hop.changes
         self.keys = tuple(run.hop.keys)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from spark_jobs.engine.contracts import Sink
+from spark_jobs.engine.contracts import HopContext, Sink
 from spark_jobs.engine.tables import has_backfill_writes, held, range_predicate, table_exists
 from spark_jobs.logs import delta_log
 from spark_jobs.model.formats import DEBEZIUM, SKIPPED
@@ -22,7 +22,7 @@ from spark_jobs.transforms.stamps import (
 class IngestSink(Sink):
     """Valid rows to the hop's table (with lineage), every other line to its quarantine."""
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         super().__init__(run)
         self.quarantine = run.lake.quarantine(run.hop)
         # Records the parse left out (Debezium's tombstones), counted as the batches go.

@@ -11,7 +11,7 @@ replay, a backfill or a rollback of either hop gives the same table.
 
 from __future__ import annotations
 
-from spark_jobs.engine.contracts import Sink
+from spark_jobs.engine.contracts import HopContext, Sink
 from spark_jobs.engine.sinks.keyed_merge import replace_keys
 from spark_jobs.engine.tables import held
 from spark_jobs.logs import checkpoint_log
@@ -23,7 +23,7 @@ FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 class SummarySink(Sink):
     """Each touched group's measures, recomputed from the changes table's current rows."""
 
-    def __init__(self, run):
+    def __init__(self, run: HopContext):
         super().__init__(run)
         self.keys = tuple(run.hop.keys)
 
