@@ -79,12 +79,12 @@ range, or trigger with `start`/`end` params for any range.
 
 def _cadence(spec: PipelineSpec) -> str:
     """When the stream DAG runs, for its documentation."""
+    cadence = spec.cadence[0].upper() + spec.cadence[1:]
     if not spec.on_arrival:
-        return f"Every `{spec.schedule}`"
-    fallback = f", and every `{spec.max_wait}` when nothing arrived" if spec.max_wait else ""
+        return cadence
     return (
-        f"When new landing files or topic records arrive (asset `{spec.name}.arrivals`, watched "
-        f"by the triggerer), at most once per `{spec.min_interval}`{fallback}"
+        f"{cadence}: new landing files or topic records (asset "
+        f"`{spec.name}.arrivals`, watched by the triggerer)"
     )
 
 

@@ -168,6 +168,7 @@ def pipeline_overview(lake: Lake, now: float | None = None) -> dict:
         "pipeline": lake.spec.name,
         "lakehouse_home": lake.home,
         "schedule": lake.spec.schedule,
+        "cadence": lake.spec.cadence,
         "freshness": lake.spec.freshness,
         "alerts": read_alerts(lake),
         "maintenance": last_maintenance(lake),

@@ -179,6 +179,14 @@ class PipelineSpec:
         return self.trigger == ARRIVAL
 
     @property
+    def cadence(self) -> str:
+        """When the stream DAG runs, in words: ``every <cron>``, or on arrival with its limits."""
+        if not self.on_arrival:
+            return f"every {self.schedule}"
+        fallback = f", and every {self.max_wait} when nothing arrived" if self.max_wait else ""
+        return f"on arrival, at most once per {self.min_interval}{fallback}"
+
+    @property
     def min_interval_s(self) -> float:
         return duration_ms(self.min_interval) / 1000
 

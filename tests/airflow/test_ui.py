@@ -136,6 +136,9 @@ def test_a_viewer_reads_every_figure_but_cannot_confirm_a_rollback(
     listing = airflow_app.get("/lakehouse/?format=json", headers=viewer)
     assert listing.status_code == 200
     [pipeline] = [p for p in listing.json()["pipelines"] if p["pipeline"] == PIPELINE]
+    # a pipeline on its schedule: no watcher, so no arrival to show
+    assert pipeline["cadence"] == f"every {pipeline['schedule']}" and pipeline["schedule"]
+    assert pipeline["last_arrival"] is None
     hops = {hop["hop"]: hop for hop in pipeline["hops"]}
     assert list(hops) == ["bronze", "silver", "gold"]
     for name, hop in hops.items():

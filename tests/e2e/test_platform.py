@@ -486,6 +486,12 @@ def _screenshot_the_arrival_run(base: str, user: str, password: str, run: dict) 
             what="the run's page with its run type",
         )
         browser.screenshot(SCREENSHOTS / "10-arrival-run.png")
+        # the Lakehouse page says when the DAG runs and what the watcher last saw
+        browser.goto(f"{base}/lakehouse/pipelines/ad_events")
+        browser.wait_for(
+            "document.body.innerText.includes('Last arrival')", what="the last arrival's line"
+        )
+        browser.screenshot(SCREENSHOTS / "11-arrival-lakehouse.png")
 
 
 def _walk_the_cluster(tmp_path) -> None:
@@ -564,6 +570,14 @@ def _walk_the_cluster(tmp_path) -> None:
         reason = event["extra"]["payload"]["reason"]
         assert re.fullmatch(r"records arrived in [123] partitions? for bronze", reason), reason
         _screenshot_the_arrival_run(f"http://127.0.0.1:{port}", user, password, run)
+        page = api.call("GET", "/pipelines/ad_events?format=json", api="/lakehouse")
+        assert page["cadence"] == "on arrival, at most once per 1 minute", page["cadence"]
+        last = page["last_arrival"]  # the watcher's newest event: this one, or one announced again
+        assert re.fullmatch(
+            r"(still waiting: )?records arrived in [123] partitions? for bronze", last["reason"]
+        ), last
+        assert all(one.startswith("asset_triggered__") for one in last["runs"]), last
+        assert last["reason"] != reason or run["dag_run_id"] in last["runs"], (last, run)
         # The three hop tasks followed one application (the DAG run's shared driver), with
         # executors on both workers.
         applications = {

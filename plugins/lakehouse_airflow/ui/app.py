@@ -131,12 +131,46 @@ def _wants_json(request: Request) -> bool:
     return request.query_params.get("format") == "json"
 
 
+def _overview(spec: PipelineSpec) -> dict:
+    """A pipeline's figures (:func:`spark_jobs.service.pipeline_overview`), with the newest event
+    of its arrivals asset when its stream DAG runs on arrival."""
+    view = service.pipeline_overview(Lake.open(spec))
+    view["last_arrival"] = last_arrival(spec.name) if spec.on_arrival else None
+    return view
+
+
+def last_arrival(pipeline: str) -> dict | None:
+    """The newest event of ``<pipeline>.arrivals`` in Airflow's metadata DB: the watcher's reason,
+    when, and the runs of the stream DAG it started (none yet: it waits for a run to end, or
+    for the DAG to be unpaused)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        event = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.name == f"{pipeline}.arrivals")
+            .order_by(AssetEvent.timestamp.desc())
+            .limit(1)
+        ).first()
+        if event is None:
+            return None
+        payload = (event.extra or {}).get("payload") or {}
+        return {
+            "reason": payload.get("reason") or "",
+            "at": event.timestamp.isoformat(),
+            "runs": sorted(run.run_id for run in event.created_dagruns),
+        }
+
+
 @app.get("/", response_class=HTMLResponse)
 def pipelines(request: Request, user=Depends(get_user)):
     """Every pipeline whose DAGs the user may read, with each hop's figures."""
     specs, broken = scan_specs()
     shown = [spec for spec in specs if _may(user, "GET", f"{spec.name}__stream")]
-    views = [service.pipeline_overview(Lake.open(spec)) for spec in shown]
+    views = [_overview(spec) for spec in shown]
     if _wants_json(request):
         return JSONResponse({"pipelines": views, "broken_specs": broken})
     return _page("pipelines.html", request, pipelines=views, broken=broken)
@@ -156,9 +190,7 @@ def dag_tab(dag_id: str, request: Request, user=Depends(get_user)):
             message=f"{dag_id} is not a lakehouse pipeline's DAG.",
         )
     spec = _readable_spec(pipeline, user)
-    return _page(
-        "pipelines.html", request, pipelines=[service.pipeline_overview(Lake.open(spec))], broken={}
-    )
+    return _page("pipelines.html", request, pipelines=[_overview(spec)], broken={})
 
 
 @app.get("/pipelines/{pipeline}/hops/{hop}", response_class=HTMLResponse)
@@ -412,7 +444,7 @@ def rollback_triggered(
 
 @app.get("/pipelines/{pipeline}", response_class=HTMLResponse)
 def pipeline_page(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
-    view = service.pipeline_overview(Lake.open(spec))
+    view = _overview(spec)
     if _wants_json(request):
         return JSONResponse(view)
     return _page("pipelines.html", request, pipelines=[view], broken={})
