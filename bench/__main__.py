@@ -33,6 +33,7 @@ from bench import (
     cost,
     csv_files,
     gold_merge,
+    idle,
     kafka,
     maintenance,
     month,
@@ -65,6 +66,7 @@ PARTS = (
     "cluster",
     "airflow",
     "scheduled",
+    "idle",
     "cost",
     "cost_kafka",
     "busy",
@@ -88,6 +90,7 @@ SMOKE = {
     "gold_events": 2_000,
     "big_file_lines": 10_000,
     "busy_minutes": 0.25,
+    "idle_minutes": 0.5,
     "s3_events": 2_000,
     "cluster_events": 2_000,
     "shop_orders": 2_000,
@@ -229,6 +232,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=30.0,
         help="busy: minutes of make run's platform, then as many of always-on streaming",
     )
+    parser.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=10.0,
+        help="idle: minutes of each window (on arrival, on a schedule, always-on)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         for key, value in SMOKE.items():
@@ -283,6 +292,9 @@ def _alone(args: argparse.Namespace, result: dict) -> None:
         result["scheduled"] = scheduled.run(
             minutes, RESULTS, *((10.0, False) if args.smoke else ())
         )  # smoke: the launcher's settings only, 10 s idle
+    if "idle" in args.only:
+        _step(f"idle: CPU per hour while nothing arrives, {args.idle_minutes:g}-minute windows")
+        result["idle"] = idle.run(args.idle_minutes * 60, RESULTS)
     if "cost" in args.only:
         _step(
             f"cost: {args.rate} events/s for {args.duration:g} s, run-once "
@@ -436,6 +448,7 @@ SECTIONS = (
     ("busy", "Busy fraction at the default cadence: make run against always-on", busy.markdown),
     ("airflow", "Airflow: parse, nothing new, task overhead", airflow_overhead.markdown),
     ("scheduled", "A nothing-new stream DAG run through make run's scheduler", scheduled.markdown),
+    ("idle", "Idle: the platform per hour while nothing arrives, beside always-on", idle.markdown),
     ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
     ("quality", "Quality gates' share of hop time", quality.markdown),
     ("big_file", "One file of many lines", big_file.markdown),

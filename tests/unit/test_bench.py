@@ -169,3 +169,30 @@ def test_the_benchmarks_page_shows_each_soak_part_from_the_newest_run_that_ran_i
         and "kafka (first)" in text
     )
     assert "shop (" not in text  # no run ran it
+
+
+# A parent (group "other") with two children burning CPU for the whole window: one whose command
+# line holds " scheduler", one whose holds " triggerer".
+BURNERS = """
+import subprocess, sys, time
+burn = "import sys, time\\nend = time.time() + float(sys.argv[1])\\nwhile time.time() < end: pass"
+words = ("scheduler", "triggerer")
+children = [subprocess.Popen([sys.executable, "-c", burn, "8", word]) for word in words]
+for child in children:
+    child.wait()
+"""
+
+
+def test_the_idle_window_counts_each_group_of_a_process_tree():
+    from bench.idle import cpu_over
+
+    parent = subprocess.Popen([sys.executable, "-c", BURNERS])
+    try:
+        time.sleep(1)  # both children started
+        found = cpu_over(parent.pid, 2.0)
+    finally:
+        parent.kill()
+        parent.wait()
+    # each child burned up to the 2 s of the window (two cores; much less on a busy machine)
+    assert 0.1 < found["scheduler"] <= 2.5 and 0.1 < found["triggerer"] <= 2.5, found
+    assert found.get("other", 0) < 0.3 and found["postgres"] == 0 and found["api_server"] == 0
