@@ -102,17 +102,17 @@ def _idle_cpu(launcher: int, seconds: float) -> dict[str, float]:
     return {name: round(value - before[name], 2) for name, value in spent().items()}
 
 
-def _spec(folder: Path) -> None:
-    """The example spec alone, its stream DAG scheduled every minute."""
+def _spec(folder: Path, schedule: str) -> None:
+    """The example spec alone in ``folder``, its stream DAG on ``schedule``."""
     spec = (
         shutil.copytree(ROOT / "examples" / "ad_events", folder / "ad_events", dirs_exist_ok=True)
         / "ad_events.yaml"
     )
     text = spec.read_text()
-    every_minute = text.replace('schedule: "*/30 * * * *"', 'schedule: "* * * * *"')
-    if every_minute == text:
+    changed = text.replace('schedule: "*/30 * * * *"', f'schedule: "{schedule}"')
+    if changed == text:
         raise RuntimeError("the example spec's schedule line changed: update bench/scheduled.py")
-    spec.write_text(every_minute)
+    spec.write_text(changed)
 
 
 def _nothing_new(api, run_id: str) -> dict:
@@ -139,51 +139,78 @@ def _next_scheduled(api, after: str, timeout_s: float = 150) -> str:
     raise RuntimeError(f"no scheduled {DAG} run after {after} in {timeout_s:.0f} s")
 
 
-def measure(repeats: int, idle_s: float, log: Path, settings: dict[str, str] | None = None) -> dict:
-    """One launch: ``repeats`` minutes, each a scheduled and a triggered nothing-new run, then
-    ``idle_s`` of idle CPU; ``settings``: Airflow settings over the launcher's idle ones."""
-    from testkit.airflow import Api
-    from testkit.paths import free_port
-
-    work = Path(tempfile.mkdtemp(prefix="lakehouse-scheduled-"))
-    base = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))
-    }
-    (work / "pipelines").mkdir()
-    _spec(work / "pipelines")
-    env = {
-        **base,
-        "AIRFLOW_HOME": str(work / "airflow"),
-        "LAKEHOUSE_HOME": str(work / "lake"),
-        "LAKEHOUSE_PIPELINES": str(work / "pipelines"),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-        **(settings or {}),
-    }
-    port = free_port()
-    with open(log, "wb") as sink:  # anew: the login line read is this launch's
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(LAUNCHER),
-                "run",
-                "--port",
-                str(port),
-                "--duration",
-                "1800",
-                "--trickle-every",
-                "86400",
-            ],
+def started(command: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """``command`` in a session of its own from the checkout, its output in ``log`` (anew: a
+    line read from it is this process's)."""
+    with open(log, "wb") as sink:
+        return subprocess.Popen(
+            command,
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
             start_new_session=True,
         )
+
+
+def stop_group(process: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 120) -> None:
+    """Signal ``process``'s group (it started a session of its own), then SIGKILL it after
+    ``wait_s``."""
+    with contextlib.suppress(ProcessLookupError):  # it ended already
+        os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@contextlib.contextmanager
+def platform(prefix: str, schedule: str, log: Path, settings: dict, *flags: str):
+    """``make run``'s launcher on a folder of its own with the example pipeline alone, its stream
+    DAG on ``schedule``, no trickle after the sample file; ``settings`` over the launcher's
+    environment, ``flags`` on its command line. Yields the launcher's process and the REST API
+    logged in; stops the launcher (which stops what it started) and removes its folder."""
+    from testkit.airflow import Api
+    from testkit.paths import free_port
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AIRFLOW__", "LAKEHOUSE_"))
+    }
+    (work / "pipelines").mkdir()
+    _spec(work / "pipelines", schedule)
+    env = {
+        **base,
+        "AIRFLOW_HOME": str(work / "airflow"),
+        "LAKEHOUSE_HOME": str(work / "lake"),
+        "LAKEHOUSE_PIPELINES": str(work / "pipelines"),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        **settings,
+    }
+    port = free_port()
+    command = [sys.executable, str(LAUNCHER), "run", "--port", str(port)]
+    command += ["--duration", "3600", "--trickle-every", "86400", *flags]
+    process = started(command, env, log)
     try:
         user, password = _login(log, process).split("login:")[1].strip().split(" / ")
-        api = Api(f"http://127.0.0.1:{port}", user, password)
+        yield process, Api(f"http://127.0.0.1:{port}", user, password)
+    finally:
+        stop_group(process)  # the launcher stops what it started
+        import metadata_db
+
+        if (work / "airflow" / "postgres").exists():
+            # as root its data is outside work
+            metadata_db.Postgres(work / "airflow" / "postgres").remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(repeats: int, idle_s: float, log: Path, settings: dict[str, str] | None = None) -> dict:
+    """One launch: ``repeats`` minutes, each a scheduled and a triggered nothing-new run, then
+    ``idle_s`` of idle CPU; ``settings``: Airflow settings over the launcher's idle ones."""
+    with platform("lakehouse-scheduled-", "* * * * *", log, settings or {}) as (process, api):
         api.call("POST", f"/dags/{DAG}/dagRuns", {"logical_date": None})  # the sample file
         _settled(api)
         # a tick passed during those runs: its run, made after them, is no nothing-new
@@ -202,19 +229,6 @@ def measure(repeats: int, idle_s: float, log: Path, settings: dict[str, str] | N
             runs["triggered"].append(_seconds(triggered["end_date"], triggered["run_after"]))
         api.call("PATCH", f"/dags/{DAG}", {"is_paused": True})
         idle = _idle_cpu(process.pid, idle_s)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the launcher stops what it started
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        import metadata_db
-
-        if (work / "airflow" / "postgres").exists():
-            # as root its data is outside work
-            metadata_db.Postgres(work / "airflow" / "postgres").remove()
-        shutil.rmtree(work, ignore_errors=True)
     chosen = {**IDLE_SETTINGS, **(settings or {})}
     return {
         "executor": chosen["AIRFLOW__CORE__EXECUTOR"].rsplit(".", 1)[-1],
