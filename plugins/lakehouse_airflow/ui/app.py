@@ -11,6 +11,7 @@ It reads the lake through the control layer, the same no-JVM code as ``lakehouse
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from hashlib import sha256
 from urllib.parse import urlencode, urlsplit
@@ -29,6 +30,8 @@ from spark_jobs import service
 from spark_jobs.model.errors import LakehouseError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import PipelineSpec, get_spec, scan_specs
+
+log = logging.getLogger(__name__)
 
 FORM_TOKEN_MAX_AGE_S = 3600
 
@@ -141,8 +144,19 @@ def _overview(spec: PipelineSpec) -> dict:
 
 def last_arrival(pipeline: str) -> dict | None:
     """The newest event of ``<pipeline>.arrivals`` in Airflow's metadata DB: the watcher's reason,
-    when, and the runs of the stream DAG it started (none yet: it waits for a run to end, or
-    for the DAG to be unpaused)."""
+    when, and the runs of the stream DAG it started (none yet: it waits for the running one to
+    end; a paused DAG drops it, and the watcher announces again). None when there is none, or
+    when the metadata DB cannot say (logged: the page shows the lake's figures without it)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return _newest_arrival(pipeline)
+    except SQLAlchemyError as error:
+        log.warning("%s: the last arrival is unknown (%s)", pipeline, error)
+        return None
+
+
+def _newest_arrival(pipeline: str) -> dict | None:
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -161,7 +175,9 @@ def last_arrival(pipeline: str) -> dict | None:
         return {
             "reason": payload.get("reason") or "",
             "at": event.timestamp.isoformat(),
-            "runs": sorted(run.run_id for run in event.created_dagruns),
+            "runs": sorted(
+                run.run_id for run in event.created_dagruns if run.dag_id == f"{pipeline}__stream"
+            ),
         }
 
 
