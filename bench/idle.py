@@ -43,44 +43,64 @@ GROUPS = (
 EVERY_5_MINUTES = "*/5 * * * *"
 
 
-def cpu_over(root: int, seconds: float, groups=GROUPS) -> dict[str, float]:
-    """CPU-seconds each group of ``root``'s processes (and ``root`` itself, as ``other`` when no
-    group's word is in its command line) spent over the next ``seconds``; a process that
-    started meanwhile counts from its start."""
+def _tree(root: int, groups) -> dict:
+    """Per pid of ``root`` and its descendants: its group (its own, else its nearest matched
+    ancestor's, else ``other``), its parent's pid and the process."""
     import psutil
 
-    def tree() -> dict[int, tuple[str, psutil.Process]]:
-        found = {}
-        top = psutil.Process(root)
-        for process in [top, *top.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                command = " ".join(process.cmdline())
-                name = next(
-                    (name for name, words in groups if any(word in command for word in words)),
-                    "other",
-                )
-                found[process.pid] = (name, process)
-        return found
+    top = psutil.Process(root)
+    own, parents, processes = {}, {}, {}
+    for process in [top, *top.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            command = " ".join(process.cmdline())
+            own[process.pid] = next(
+                (name for name, words in groups if any(word in command for word in words)), None
+            )
+            parents[process.pid], processes[process.pid] = process.ppid(), process
 
-    def spent(processes) -> dict[int, float]:
-        times = {}
-        for pid, (_name, process) in processes.items():
-            with contextlib.suppress(psutil.Error):
-                times[pid] = process.cpu_times()
-        return {
-            pid: t.user + t.system + t.children_user + t.children_system for pid, t in times.items()
-        }
+    def group(pid: int) -> str:
+        while pid in own:
+            if own[pid]:
+                return own[pid]
+            pid = parents[pid]
+        return "other"
 
-    first = tree()
-    before = spent(first)
+    return {pid: (group(pid), parents[pid], processes[pid]) for pid in processes}
+
+
+def _spent(found: dict) -> dict[int, float]:
+    """Per pid of ``found`` (:func:`_tree`), the CPU-seconds it and its reaped children spent."""
+    import psutil
+
+    times = {}
+    for pid, (_name, _parent, process) in found.items():
+        with contextlib.suppress(psutil.Error):
+            times[pid] = process.cpu_times()
+    return {
+        pid: t.user + t.system + t.children_user + t.children_system for pid, t in times.items()
+    }
+
+
+def cpu_over(root: int, seconds: float, groups=GROUPS) -> dict[str, float]:
+    """CPU-seconds each group of ``root``'s processes spent over the next ``seconds``. A process
+    is in the first group whose words its command line holds, else in its nearest such
+    ancestor's (an executor's workers and their tasks in the scheduler's), else in ``other``; one
+    that started meanwhile counts from its start, one that ended counts in its parent (which
+    reaped it) for the part of its time that fell in the window."""
+    first = _tree(root, groups)
+    before = _spent(first)
     time.sleep(seconds)
-    now = tree()
-    after = spent(now)
+    now = _tree(root, groups)
+    after = _spent(now)
     totals = dict.fromkeys([name for name, _words in groups] + ["other"], 0.0)
     for pid, value in after.items():
-        # a child's time counts once: in its own line while it lives, in its parent's after
-        name = now[pid][0]
-        totals[name] += value - before.get(pid, 0.0)
+        # a live child's time is its own; a reaped one's is in its parent's children times
+        totals[now[pid][0]] += value - before.get(pid, 0.0)
+    for pid, value in before.items():
+        parent = first[pid][1]
+        if pid not in after and parent in now:
+            # the parent's children times took the ended child's whole life: not the part before
+            totals[now[parent][0]] -= value
     return {name: round(value, 2) for name, value in totals.items() if value or name != "other"}
 
 
@@ -93,7 +113,11 @@ def launched(trigger: str, idle_s: float, log: Path) -> dict:
     ``schedule``, every 5 minutes): the CPU-seconds of each of its processes over ``idle_s``
     after the first sample's run, and the runs made meanwhile."""
     flags = ("--trigger", trigger)
-    with platform("lakehouse-idle-", EVERY_5_MINUTES, log, {}, *flags) as (process, api):
+    duration = int(idle_s) + 1800  # the launch, the first run and the window
+    with platform("lakehouse-idle-", EVERY_5_MINUTES, log, {}, *flags, duration_s=duration) as (
+        process,
+        api,
+    ):
         if trigger == "schedule":  # the sample file, as a user's first run takes it
             api.call("POST", f"/dags/{DAG}/dagRuns", {"logical_date": None})
         else:  # the watcher starts its run
@@ -137,6 +161,8 @@ def always_on(idle_s: float, log: Path, start_s: float = 90.0) -> dict:
 
 def run(idle_s: float, log_dir: Path) -> dict:
     """The three measures over windows of ``idle_s``, with the figures per hour."""
+    if idle_s <= 0:
+        raise ValueError(f"--idle-minutes must be more than 0 (got {idle_s / 60:g})")
     found = {"always_on": always_on(idle_s, log_dir / "idle-always-on.log")}
     found["arrival"] = launched("arrival", idle_s, log_dir / "idle-arrival.log")
     found["schedule"] = launched("schedule", idle_s, log_dir / "idle-schedule.log")
@@ -158,8 +184,8 @@ def markdown(result: dict) -> str:
     lines = [
         f"CPU-seconds per hour while nothing arrives, over {result['idle_window_s']:g}-s windows "
         "measured one after the other: the platform as `make run` starts it with its stream DAG "
-        "on arrival, then on a cron schedule "
-        f"(`{result.get('cron', EVERY_5_MINUTES)}`: each tick's light check), then an always-on "
+        "on arrival, the same on a cron schedule "
+        f"(`{result.get('cron', EVERY_5_MINUTES)}`: each tick's light check), and an always-on "
         "query (`--continuous`, a 10-s trigger) on a lake where nothing arrives, which also holds "
         "its driver and cores the whole time. *other*: the launcher, the query's Python process, "
         "and any process no column names.",

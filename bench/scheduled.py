@@ -166,11 +166,14 @@ def stop_group(process: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: flo
 
 
 @contextlib.contextmanager
-def platform(prefix: str, schedule: str, log: Path, settings: dict, *flags: str):
+def platform(
+    prefix: str, schedule: str, log: Path, settings: dict, *flags: str, duration_s: int = 3600
+):
     """``make run``'s launcher on a folder of its own with the example pipeline alone, its stream
-    DAG on ``schedule``, no trickle after the sample file; ``settings`` over the launcher's
-    environment, ``flags`` on its command line. Yields the launcher's process and the REST API
-    logged in; stops the launcher (which stops what it started) and removes its folder."""
+    DAG on ``schedule``, no trickle after the sample file, stopping itself after ``duration_s``;
+    ``settings`` over the launcher's environment, ``flags`` on its command line. Yields the
+    launcher's process and the REST API logged in; stops the launcher (which stops what it
+    started) and removes its folder."""
     from testkit.airflow import Api
     from testkit.paths import free_port
 
@@ -192,7 +195,7 @@ def platform(prefix: str, schedule: str, log: Path, settings: dict, *flags: str)
     }
     port = free_port()
     command = [sys.executable, str(LAUNCHER), "run", "--port", str(port)]
-    command += ["--duration", "3600", "--trickle-every", "86400", *flags]
+    command += ["--duration", str(duration_s), "--trickle-every", "86400", *flags]
     process = started(command, env, log)
     try:
         user, password = _login(log, process).split("login:")[1].strip().split(" / ")

@@ -266,10 +266,10 @@ def run_shop(spark, steps: int, first_seed: int, sequence_steps: int = 20) -> di
 
 # Shop's late-events sequences that failed, run first: seed 4 found `maintain` cleaning a table's
 # log up to a rollback's RESTORE, whose target a rollback inside the window then needed (14 steps,
-# with 15% of orders 30 minutes late; now tests/unit/spark_jobs/control/removable/test_tables.py
-# covers it); seed 1001 (20 steps) a run killed while it replayed a rollback's batches:
-# the next run planned the rest afresh, so the join kept pairs the original run dropped
-# (tests/spark/test_replay.py covers it).
+# with 15% of orders 30 minutes late; now
+# tests/unit/spark_jobs/control/removable/test_table_files.py covers it); seed 1001 (20 steps) a
+# run killed while it replayed a rollback's batches: the next run planned the rest afresh, so the
+# join kept pairs the original run dropped (tests/spark/test_replay.py covers it).
 SHOP_LATE_REGRESSIONS = (4, 1001)
 
 

@@ -67,9 +67,11 @@ def modules(root: Path, places: tuple[str, ...]) -> list[tuple[str, str]]:
             found.append(("", path.name))
             continue
         for file in sorted(path.rglob("*.py")):
-            if file.name == "__init__.py" or "__pycache__" in file.parts:
-                continue
             relative = file.relative_to(path)
+            if file.name == "__init__.py" or any(
+                part == "__pycache__" or part.startswith(".") for part in relative.parts
+            ):
+                continue
             group = relative.parent.as_posix() if len(relative.parts) > 1 else ""
             prefix = f"{path.name}/" if len(places) > 1 else ""
             found.append((group, prefix + relative.as_posix()))

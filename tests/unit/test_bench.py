@@ -183,6 +183,15 @@ for child in children:
 """
 
 
+def _kill_tree(parent: subprocess.Popen) -> None:
+    import psutil
+
+    for child in psutil.Process(parent.pid).children(recursive=True):
+        child.kill()
+    parent.kill()
+    parent.wait()
+
+
 def test_the_idle_window_counts_each_group_of_a_process_tree():
     from bench.idle import cpu_over
 
@@ -191,8 +200,28 @@ def test_the_idle_window_counts_each_group_of_a_process_tree():
         time.sleep(1)  # both children started
         found = cpu_over(parent.pid, 2.0)
     finally:
-        parent.kill()
-        parent.wait()
+        _kill_tree(parent)
     # each child burned up to the 2 s of the window (two cores; much less on a busy machine)
     assert 0.1 < found["scheduler"] <= 2.5 and 0.1 < found["triggerer"] <= 2.5, found
     assert found.get("other", 0) < 0.3 and found["postgres"] == 0 and found["api_server"] == 0
+
+
+# A " scheduler" process that only waits for its child, a burner whose command line names no
+# group: the child's CPU is the scheduler's (as an executor's workers are).
+WORKER_OF = """
+import subprocess, sys
+burn = "import time\\nend = time.time() + 8\\nwhile time.time() < end: pass"
+subprocess.Popen([sys.executable, "-c", burn]).wait()
+"""
+
+
+def test_a_process_no_group_names_counts_in_its_nearest_named_ancestor():
+    from bench.idle import cpu_over
+
+    parent = subprocess.Popen([sys.executable, "-c", WORKER_OF, "scheduler"])
+    try:
+        time.sleep(1)
+        found = cpu_over(parent.pid, 2.0)
+    finally:
+        _kill_tree(parent)
+    assert 0.1 < found["scheduler"] <= 2.5 and found.get("other", 0) < 0.3, found
