@@ -104,15 +104,23 @@ def test_a_stream_dag_on_arrival_is_scheduled_by_its_watched_asset(airflow_in_pr
         "lakehouse_airflow.arrival.ArrivalTrigger",
         {"pipeline": "ad_events", "min_interval_s": 300.0, "poll_s": 10.0},
     )
-    assert "When new landing files or topic records arrive" in dag.doc_md
+    assert (
+        "On arrival, at most once per 5 minutes: new landing files or topic records (asset "
+        "`ad_events.arrivals`, watched by the triggerer)" in dag.doc_md
+    )
 
     pipelines(schedule=None, trigger="arrival", max_wait="2 hours")
     dag = build_stream_dag(get_spec("ad_events"))
     assert dag.timetable.timetable.delta == dt.timedelta(hours=2)
     assert [asset.name for asset in dag.timetable.asset_condition.objects] == ["ad_events.arrivals"]
+    assert "On arrival, at most once per 1 minute, and every 2 hours when nothing arrived" in (
+        dag.doc_md
+    )
 
     pipelines()
-    assert build_stream_dag(get_spec("ad_events")).timetable.expression == "*/30 * * * *"
+    dag = build_stream_dag(get_spec("ad_events"))
+    assert dag.timetable.expression == "*/30 * * * *"
+    assert "Every */30 * * * *" in dag.doc_md
 
 
 class _Airflow:
