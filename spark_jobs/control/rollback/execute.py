@@ -47,12 +47,15 @@ def unfinished_journal(lake: Lake) -> Journal | None:
 
 def refuse_if_pending(lake: Lake) -> None:
     """Runs call this: a half-done rollback leaves checkpoints and tables out of step."""
-    journal = unfinished_journal(lake)
-    if journal:
-        raise RollbackRefused(
-            f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
-            f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`"
-        )
+    if journal := unfinished_journal(lake):
+        raise _unfinished(lake, journal)
+
+
+def _unfinished(lake: Lake, journal: Journal) -> RollbackRefused:
+    return RollbackRefused(
+        f"rollback {journal.rollback_id} of {lake.spec.name} is unfinished: "
+        f"finish it with `{journal.plan.request.command_line(lake.spec.name)}`"
+    )
 
 
 def refuse_another_pending(lake: Lake, request: Request) -> Journal | None:
@@ -60,7 +63,7 @@ def refuse_another_pending(lake: Lake, request: Request) -> Journal | None:
     journal of the same request (running it finishes that one), if any."""
     journal = unfinished_journal(lake)
     if journal and not journal.plan.request.same_target(request):
-        refuse_if_pending(lake)
+        raise _unfinished(lake, journal)
     return journal
 
 
