@@ -59,8 +59,8 @@ GRACE_S = 20.0  # SIGTERM, then this long for a process group to end, then SIGKI
 
 # An idle platform's CPU (docs/benchmarks.md), each overridable from the environment.
 # Measured idle over 5 minutes with no DAG: the scheduler 4.3 -> 2.1 CPU-s and
-# PostgreSQL 2.2 -> 1.5 with these; the triggerer's and API server's own loops (a fixed 1 s or
-# 0.1 s) do not change, and the DAG processor's fixed 1 s is stretched by the lakehouse plugin.
+# PostgreSQL 2.2 -> 1.5 with these; the API server's own loop does not change, and the DAG
+# processor's and triggerer's fixed 1 s are stretched by the lakehouse plugin.
 IDLE_SETTINGS = {
     # An idle scheduler loop comes round every 10 s (1 s by default): its executor, Airflow's
     # LocalExecutor made prompt (lakehouse_airflow.executor), waits up to 9 s, returning as soon as
@@ -92,6 +92,10 @@ IDLE_SETTINGS = {
     # has nothing to parse (lakehouse_airflow.dag_processor): callbacks and parse requests
     # wait up to 5 s.
     "AIRFLOW__LAKEHOUSE__DAG_PROCESSOR_IDLE_WAIT": "4",
+    # The triggerer's two loops, every second whatever Airflow's settings, every 5 s while no
+    # trigger fires (lakehouse_airflow.triggerer): a fired trigger's event (an arrival) goes at
+    # once; a new deferred task's trigger starts up to 10 s later.
+    "AIRFLOW__LAKEHOUSE__TRIGGERER_IDLE_WAIT": "4",
     # A DAG file is parsed again every 2 minutes (30 s by default), so a spec's change shows then.
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "120",
 }

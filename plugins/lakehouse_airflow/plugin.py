@@ -2,12 +2,13 @@
 
 Registers the lakehouse with Airflow's API server: the gate tasks' Data Docs extra link, and the
 backfill DAG's timetable, the Lakehouse pages (docs/guides/lakehouse-page.md) as a FastAPI app shown
-through external views: an entry in the navigation and a tab on every DAG's page; and a listener
-that makes an idle DAG processor wake less often (``lakehouse_airflow.dag_processor``)."""
+through external views: an entry in the navigation and a tab on every DAG's page; and listeners
+that make an idle DAG processor and triggerer wake less often (``lakehouse_airflow.dag_processor``,
+``lakehouse_airflow.triggerer``)."""
 
 from airflow.plugins_manager import AirflowPlugin
 
-from lakehouse_airflow import dag_processor
+from lakehouse_airflow import dag_processor, triggerer
 from lakehouse_airflow.operators import DataDocsLink
 from lakehouse_airflow.timetables import BackfillOnlyTimetable
 from lakehouse_airflow.ui import URL_PREFIX, LazyApp
@@ -20,7 +21,7 @@ class LakehousePlugin(AirflowPlugin):
     name = "lakehouse"
     operator_extra_links = [DataDocsLink()]
     timetables = [BackfillOnlyTimetable]  # the backfill DAG's: no scheduled runs
-    listeners = [dag_processor]  # on_starting: the DAG processor's idle loop
+    listeners = [dag_processor, triggerer]  # on_starting: their idle loops
     fastapi_apps = [
         {
             "app": LazyApp("lakehouse_airflow.ui.app:app"),

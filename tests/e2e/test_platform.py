@@ -567,6 +567,11 @@ def _walk_the_cluster(tmp_path) -> None:
         # the launcher's first sample, produced to the topic's 3 partitions once the DAG was
         # unpaused, starts a run
         run, event = api.wait_for_arrival_run("ad_events__stream")
+        # the triggerer's idle loops were stretched by the plugin's listener (IDLE_SETTINGS), and
+        # the watcher's event still started the run
+        assert "an idle turn comes round every 5 s" in (
+            tmp_path / "airflow/logs/triggerer.log"
+        ).read_text(errors="replace")
         reason = event["extra"]["payload"]["reason"]
         assert re.fullmatch(r"records arrived in [123] partitions? for bronze", reason), reason
         _screenshot_the_arrival_run(f"http://127.0.0.1:{port}", user, password, run)
