@@ -39,6 +39,8 @@ def takes_away(lake: Lake, plan: Plan) -> list[dict]:
             }
             for each in step.tables
         ]
+        # A replay after an earlier rollback used the undone batch ids again under a new query
+        # id: the runs undone are those of the query the plan rolls back.
         undone = set(step.undone)
         runs = [
             {
@@ -47,7 +49,8 @@ def takes_away(lake: Lake, plan: Plan) -> list[dict]:
                 "mode": record.get("mode"),
             }
             for record in reversed(read_records(lake, step.hop))
-            if undone & set(record.get("batch_ids") or [])
+            if record.get("query_id") == step.old_query_id
+            and undone & set(record.get("batch_ids") or [])
         ]
         found.append(
             {
