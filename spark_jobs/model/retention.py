@@ -26,25 +26,60 @@ DEFAULT_BATCHES = 100  # Spark's minBatchesToRetain default
 DEFAULT_RECORDS = "90 days"
 EXPIRED_LANDING = ("archive", "delete")
 _WEEK_MS = 7 * 24 * 3600 * 1000
+_LEAP_CYCLE_MS = (4 * 365 + 1) * 24 * 3600 * 1000  # four years: a 29 February among them
 # a Monday: runs are counted from a fixed point, the same every time
 _EPOCH = dt.datetime(2026, 1, 5)
+# At most this many fires are listed: at one a minute, more than the 30 days a window may last.
+_MOST_LISTED = 50_000
+
+
+def _fires(schedule: str, span_ms: int) -> list[int]:
+    """When ``schedule`` fires in ``[_EPOCH, _EPOCH + span_ms)``, in ms from ``_EPOCH`` (at most
+    ``_MOST_LISTED`` of them)."""
+    from croniter import croniter
+
+    moments, fires = croniter(schedule, _EPOCH - dt.timedelta(milliseconds=1)), []
+    while len(fires) < _MOST_LISTED:
+        at = round((moments.get_next(dt.datetime) - _EPOCH).total_seconds() * 1000)
+        if at >= span_ms:
+            break
+        fires.append(at)
+    return fires
+
+
+def _most_in(fires: list[int], window_ms: int) -> int:
+    """The most of ``fires`` (in order) that one window of ``window_ms`` holds, wherever it
+    starts."""
+    most, first = 0, 0
+    if window_ms <= 0:
+        return 0
+    for last, at in enumerate(fires):
+        while fires[first] <= at - window_ms:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 def runs_in(schedule: str, window_ms: int, every_ms: tuple[int, ...] = ()) -> int | None:
-    """How many times a cron ``schedule`` fires in ``window_ms`` (a week's count scaled up for a
-    longer window); None when it is not a cron expression. With ``every_ms`` (a stream DAG run
-    on arrival: its ``min_interval`` and ``max_wait``), at most one run per each of those."""
+    """The most times a cron ``schedule`` fires in a window of ``window_ms``, wherever the
+    window starts (a schedule that names days of the month or months, over four years; one on
+    weekdays and hours, over a week, whole weeks counted as such); None when it is not a cron
+    expression. With ``every_ms`` (a stream DAG run on arrival: its ``min_interval`` and
+    ``max_wait``), at most one run per each of those."""
     from croniter import croniter
 
     if every_ms:
         return sum(-(-window_ms // every) for every in every_ms)
     if not croniter.is_valid(schedule):
         return None
-    span = min(window_ms, _WEEK_MS)
-    fires, moments, end = 0, croniter(schedule, _EPOCH), _EPOCH + dt.timedelta(milliseconds=span)
-    while moments.get_next(dt.datetime) <= end:
-        fires += 1
-    return fires if window_ms <= _WEEK_MS else -(-fires * window_ms // _WEEK_MS)
+    _minutes, _hours, days, months, _weekdays = croniter(schedule).expanded
+    weekly = days == ["*"] and months == ["*"]
+    weeks, rest = divmod(window_ms, _WEEK_MS) if weekly else (0, window_ms)
+    fires = _fires(schedule, (_WEEK_MS if weekly else _LEAP_CYCLE_MS) + rest)
+    if len(fires) == _MOST_LISTED:  # dense: the windows within the fires listed
+        return _most_in(fires, window_ms)
+    per_week = sum(at < _WEEK_MS for at in fires) if weekly else 0
+    return weeks * per_week + _most_in(fires, rest)
 
 
 def needed_batches(

@@ -161,9 +161,9 @@ RETENTION_KEYS: tuple[Key, ...] = (
         "rollback",
         DURATION,
         "how far back in time a rollback must reach (at most 30 days, Delta's log "
-        "retention): the checkpoints keep the batches the schedule makes in it (100 at least, "
-        "unless `min_batches_to_retain` gives a number), and a spec whose `min_batches_to_retain` "
-        "is fewer is refused with the number it needs",
+        "retention): the checkpoints keep the batches the schedule makes in a window that long, "
+        "wherever it starts (100 at least, unless `min_batches_to_retain` gives a number), and "
+        "a spec whose `min_batches_to_retain` is fewer is refused with the number it needs",
         example="`7 days`",
     ),
     Key(

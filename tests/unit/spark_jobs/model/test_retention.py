@@ -29,9 +29,20 @@ def test_a_cron_window_needs_two_batches_per_run_it_holds():
     assert needed_batches("3 days", "0 * * * *", WHERE) == (72, 144)
     # a day's window holds the daily run at its far end
     assert needed_batches("24 hours", "0 0 * * *", WHERE) == (1, 2)
-    # beyond a week, a week's runs scaled to the window and rounded up:
-    # weekdays only make 5 runs a week, so 10 days make 5 * 10 / 7 = 7.1, counted as 8
+    # beyond a week, whole weeks and the most the rest holds: weekdays only make 5 runs a week,
+    # and the 3 days left hold at most 3 of them (from a Monday's midnight to Thursday's)
     assert needed_batches("10 days", "0 0 * * 1-5", WHERE) == (8, 16)
+
+
+def test_a_window_counts_the_most_runs_it_can_hold_wherever_it_starts():
+    # Saturday and Sunday at midnight: 2 days from Saturday's midnight hold both
+    assert needed_batches("2 days", "0 0 * * 6,0", WHERE) == (2, 4)
+    # weekdays at 09:00-17:55 every 5 minutes: 12 hours from 09:00 hold 9 hours * 12 runs
+    assert needed_batches("12 hours", "*/5 9-17 * * 1-5", WHERE) == (108, 216)
+    # the first of each month: 30 days from 1 February hold 1 March too (28 days on)
+    assert needed_batches("30 days", "0 0 1 * *", WHERE) == (2, 4)
+    # 29 February, once in four years: a window can still hold it
+    assert needed_batches("1 day", "0 0 29 2 *", WHERE) == (1, 2)
 
 
 def test_an_arrival_window_counts_one_run_per_interval_rounded_up():
@@ -74,6 +85,10 @@ def test_the_batches_kept_are_the_windows_need_or_the_specs_number_when_enough()
         "schedule '0 * * * *' needs 96 (48 runs of up to 2 batches): raise min_batches_to_retain "
         "to 96, or leave it out, or shorten retention.rollback"
     )
+    # a monthly run: a 30-day window can hold two, so 2 batches are too few
+    monthly = {"retention": {"rollback": "30 days"}, "min_batches_to_retain": 2}
+    with pytest.raises(UsageError, match=r"needs 4 \(2 runs of up to 2 batches\)"):
+        batches_to_retain(monthly, "0 0 1 * *", WHERE)
 
 
 def test_records_must_outlive_the_window_and_expired_landing_is_archive_or_delete():
