@@ -42,7 +42,7 @@ def check_topic(hop, path: Path) -> None:
         )
     if hop.upstreams:
         raise UsageError(
-            f"{path}: hop {hop.name} reads {reads}, not {', '.join(hop.upstreams)!r}: "
+            f"{path}: hop {hop.name} reads {reads}, not {', '.join(map(repr, hop.upstreams))}: "
             "remove its upstream key"
         )
     if hop.kafka.starting_offsets not in STARTING_OFFSETS:
@@ -108,6 +108,9 @@ def check_trigger(raw: dict, where: str) -> tuple[int, ...]:
     every = [duration_ms(str(raw.get("min_interval", "1 minute")))]
     if raw.get("max_wait") is not None:
         every.append(duration_ms(str(raw["max_wait"])))
-    if min(every) <= 0:
-        raise UsageError(f"{where} has an interval of 0: give min_interval and max_wait above 0")
+    for key, ms in zip(("min_interval", "max_wait"), every, strict=False):
+        if ms <= 0:
+            raise UsageError(
+                f"{where} has {key} {raw.get(key)!r}: give a {key} above 0 (e.g. `5 minutes`)"
+            )
     return tuple(every)

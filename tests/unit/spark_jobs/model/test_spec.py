@@ -435,7 +435,10 @@ def test_a_pipeline_on_arrival_keeps_the_batches_its_runs_can_make_in_the_window
             'trigger: arrival\nschedule: "*/5 * * * *"\n',
             "has schedule '*/5 * * * *' and `trigger: arrival`: remove the schedule",
         ),
-        ("trigger: arrival\nmax_wait: 0 seconds\n", "has an interval of 0"),
+        (
+            "trigger: arrival\nmax_wait: -5 minutes\n",
+            "has max_wait '-5 minutes': give a max_wait above 0",
+        ),
     ],
     ids=["unknown", "interval-alone", "not-a-duration", "both", "zero"],
 )

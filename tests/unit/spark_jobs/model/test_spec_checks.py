@@ -92,7 +92,7 @@ def test_the_trigger_gives_the_intervals_that_bound_the_runs_of_a_rollback_windo
         ),
         (
             {"trigger": "arrival", "min_interval": "0 seconds", "max_wait": "1 hour"},
-            "has an interval of 0: give min_interval and max_wait above 0",
+            "has min_interval '0 seconds': give a min_interval above 0 (e.g. `5 minutes`)",
         ),
     ],
     ids=["max-wait-on-a-schedule", "zero-min-interval"],
