@@ -17,7 +17,7 @@ from pathlib import Path
 from spark_jobs.control.suites import suites_dir
 from spark_jobs.logs.fs import write_text
 from spark_jobs.model.errors import UsageError
-from spark_jobs.model.formats import CSV, FORMATS, JSON
+from spark_jobs.model.formats import CSV, JSON
 from spark_jobs.model.settings import PIPELINES, pipelines_dirs
 from spark_jobs.model.spec import scan_specs
 from spark_jobs.model.spec_keys import PIPELINE_NAME
@@ -85,7 +85,7 @@ def new_pipeline(name: str, fmt: str = JSON) -> NewPipeline:
     """Write pipeline ``name`` from the skeleton, its sample landing as ``fmt`` (JSON lines its
     code parses, or CSV files the platform parses); refuse a bad name, no pipelines folder, or
     any file already there."""
-    if fmt not in FORMATS:
+    if fmt not in (JSON, CSV):  # debezium is a format of the spec, not a skeleton
         raise UsageError(f"format {fmt!r} is not one new writes: use json or csv")
     if not PIPELINE_NAME.fullmatch(name):
         raise UsageError(
