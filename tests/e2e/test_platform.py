@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import metadata_db  # include/scripts (tests/conftest.py puts it on the path)
 import psutil
@@ -494,6 +495,49 @@ def _screenshot_the_arrival_run(base: str, user: str, password: str, run: dict) 
         browser.screenshot(SCREENSHOTS / "11-arrival-lakehouse.png")
 
 
+def _second_scheduler(launcher: int, log: Path) -> subprocess.Popen:
+    """A second ``airflow scheduler`` beside the one the launcher started (Airflow's HA
+    schedulers), in that one's environment (the metadata DB's address included), in a process
+    group of its own; the test stops it by PID."""
+    [first] = [child for child in descendants(launcher) if "airflow scheduler" in command_of(child)]
+    environ = dict(
+        entry.split("=", 1)
+        for entry in Path(f"/proc/{first.pid}/environ").read_text().split("\0")
+        if "=" in entry
+    )
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [str(VENV_BIN / "airflow"), "scheduler", "--skip-serve-logs"],
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _consumed_events(api: Api, dag_id: str, runs: list[dict]) -> dict[str, list[int]]:
+    """Per run of ``runs``, the ids of the watcher's asset events it consumed."""
+    found = {}
+    for run in runs:
+        quoted = urllib.parse.quote(run["dag_run_id"], safe="")
+        events = api.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")
+        found[run["dag_run_id"]] = [
+            event["id"] for event in events["asset_events"] if event["extra"].get("from_trigger")
+        ]
+    return found
+
+
 def _walk_the_cluster(tmp_path) -> None:
     """The second platform is the production topology as processes (``make run-cluster``) with
     Kafka and runs on arrival (``make run SOURCE=kafka TRIGGER=arrival``): the lake on the
@@ -605,6 +649,34 @@ def _walk_the_cluster(tmp_path) -> None:
             "AWS_ENDPOINT_URL"
         ].startswith("http://127.0.0.1:")
         assert shell["LAKEHOUSE_PIPELINES"] == str(tmp_path / "airflow" / "pipelines-kafka")
+        # Airflow's HA schedulers: with a second scheduler running beside the launcher's, what
+        # arrives next starts one run, not one per scheduler.
+        second = _second_scheduler(process.pid, tmp_path / "airflow/logs/scheduler-2.log")
+        try:
+            time.sleep(10)  # its first loop
+            subprocess.run(
+                [str(VENV_BIN / "lakehouse"), "generate", "ad_events", "--events", "60"],
+                env={**env, **shell},
+                check=True,
+                capture_output=True,
+            )
+            deadline = time.time() + 300
+            while not (
+                later := [
+                    one
+                    for one in api.call("GET", "/dags/ad_events__stream/dagRuns?limit=50")[
+                        "dag_runs"
+                    ]
+                    if one["run_type"] == "asset_triggered"
+                    and one["dag_run_id"] != run["dag_run_id"]
+                    and dt.datetime.fromisoformat(one["queued_at"]) > launched
+                ]
+            ) or any(one["state"] not in ("success", "failed") for one in later):
+                assert time.time() < deadline, "no run on the second arrival"
+                time.sleep(2)
+            time.sleep(15)  # a scheduler loop more: a second run of the same event would be made
+        finally:
+            _stop_group(second)
         with pytest.MonkeyPatch.context() as patch:
             for key, value in shell.items():
                 patch.setenv(key, value)
@@ -678,6 +750,12 @@ def _walk_the_cluster(tmp_path) -> None:
         assert {(one["run_type"], one["state"]) for one in runs} == {
             ("asset_triggered", "success")
         }, runs
+        # each run consumed events of the watcher, and no event started two runs (the second
+        # scheduler ran while the second sample arrived)
+        consumed = _consumed_events(api, "ad_events__stream", runs)
+        assert len(runs) >= 2 and all(consumed.values()), consumed
+        events = [event for ids in consumed.values() for event in ids]
+        assert len(events) == len(set(events)), consumed
         # the launcher alone: nothing of it runs to stop its children
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
