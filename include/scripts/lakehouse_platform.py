@@ -285,8 +285,8 @@ def start(env: dict[str, str]) -> list[subprocess.Popen]:
     $AIRFLOW_HOME/logs/<name>.log. The triggerer only with ``LAKEHOUSE_TRIGGERER=1`` (set when
     a pipeline runs on arrival: it runs the watchers): otherwise the platform's DAGs defer
     nothing (the freshness deadline's callback runs in the executor), and an idle triggerer
-    costs about 4 CPU-s every 5 minutes (its loop wakes every second); a team whose own DAGs
-    defer (deferrable operators, async callbacks) turns it on."""
+    costs about 100 CPU-s per hour (its loops wake every 5 s: the Idle benchmark); a team whose
+    own DAGs defer (deferrable operators, async callbacks) turns it on."""
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {

@@ -4,8 +4,8 @@ The triggerer has two loops that come round every second whatever its settings: 
 (``TriggerRunnerSupervisor.run_once``: each turn asks the metadata DB for triggers to take on, for
 the ones it runs and for unused ones to clean) and its trigger runner's (``TriggerRunner.arun``:
 each turn tells the supervisor what changed and waits for its answer). Idle with one arrival
-watcher, the triggerer was the platform's costliest process (about 150 CPU-s per hour, and its
-queries about a third of PostgreSQL's; ``python -m bench --only idle``, docs/benchmarks.md).
+watcher, the triggerer is the platform's costliest process: about 150 CPU-s per hour with
+Airflow's loops, about 100 with a 4-s wait (``python -m bench --only idle``, docs/benchmarks.md).
 
 With ``[lakehouse] triggerer_idle_wait`` (``AIRFLOW__LAKEHOUSE__TRIGGERER_IDLE_WAIT``, seconds; 0,
 Airflow's own loops, by default) both turns wait that much longer, so an idle triggerer comes
