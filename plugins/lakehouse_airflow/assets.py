@@ -8,9 +8,10 @@ quality gate runs in the task). That task declares the table as its outlet and w
 reads as its inlets, which draws the lineage landing → bronze → silver → gold in Airflow's asset
 graph, and registers every asset, in group ``lakehouse``, when the DAG file is parsed. Airflow
 gives each outlet an event when its task succeeds, so a producing task that finds its run wrote
-no row ends *skipped* (:func:`announce` raises Airflow's skip): a DAG scheduled on gold runs
-after the runs that changed gold, never after one that skipped or found nothing. Each event
-carries the table version, the rows written and the run.
+and deleted no row ends *skipped* (:func:`announce` raises Airflow's skip): a DAG scheduled on
+gold runs after the runs that changed gold (a changes hop's run that only deleted rows
+included), never after one that skipped or found nothing. Each event carries the table
+version, the rows written and deleted and the run.
 
 A user's DAG::
 
@@ -70,23 +71,27 @@ def reads(spec: PipelineSpec, hop: HopSpec) -> list[Asset]:
 
 def announce(outlet_events: Any, pipeline: str, hop: str, run_id: str) -> dict | None:
     """Give the event of ``hop``'s table asset (the producing task's outlet) its extra when the
-    run ``run_id`` wrote rows to it (read from its run record, no JVM): version, previous
-    version, rows, quarantined, run, mode. When it wrote none, end the task skipped (Airflow's
-    skip: no event), or return None outside a task (``outlet_events`` None)."""
+    run ``run_id`` wrote or deleted rows of it (read from its run record, no JVM): version,
+    previous version, rows, rows deleted (a changes hop), quarantined, run, mode. When it changed
+    none, end the task skipped (Airflow's skip: no event), or return None outside a task
+    (``outlet_events`` None)."""
     lake = Lake.named(pipeline)
     spec, hop_spec = lake.spec, lake.spec.hop(hop)
     record = service.run_record(lake, run_id, hop)
     change = (record or {}).get("tables", {}).get(lake.table(hop_spec)) or {}
     if (
         record is None
-        or not record.get("rows_out")
+        or not (record.get("rows_out") or record.get("rows_deleted"))
         or change.get("version_after") in (None, change.get("version_before"))
     ):
-        return _no_event(outlet_events, f"run {run_id} wrote no row to {hop_spec.table}: no event")
+        return _no_event(
+            outlet_events, f"run {run_id} wrote and deleted no row of {hop_spec.table}: no event"
+        )
     extra = {
         "version": change["version_after"],
         "previous_version": change.get("version_before"),
         "rows": record["rows_out"],
+        **({"rows_deleted": record["rows_deleted"]} if record.get("rows_deleted") else {}),
         "quarantined": record.get("rows_quarantined", 0),
         "run_id": run_id,
         "mode": record.get("mode"),
