@@ -32,7 +32,10 @@ def in_dag_test() -> bool:
     alert (its run loop looks the alerts up by id, and a DAG it serialized itself holds them as
     dicts), and nothing checks deadlines there anyway."""
     words = [word for word in sys.argv[1:] if not word.startswith("-")]
-    return Path(sys.argv[0]).name == "airflow" and words[:2] == ["dags", "test"]
+    program = Path(sys.argv[0])
+    # `airflow ...`, or `python -m airflow ...` (whose program is airflow/__main__.py)
+    airflow = program.name == "airflow" or program.parts[-2:] == ("airflow", "__main__.py")
+    return airflow and words[:2] == ["dags", "test"]
 
 
 def deadline(spec: PipelineSpec) -> DeadlineAlert | None:
