@@ -114,15 +114,19 @@ def lake_home(tmp_path, monkeypatch) -> Path:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """In one process, fast tests first (unit, then Spark, then slow ones), so a broken transform
-    fails in seconds. In several (``make test`` runs pytest-xdist), the longest first (the
-    model test, then the slow Airflow and Spark tests; the platform walk before all), so no
-    process is left alone with a long test at the end while the other idles; and the tests
-    of the three-increment lake in one group (``--dist loadgroup``), so one process builds
-    that lake, not each."""
+    """A test that takes the ``spark`` fixture is marked ``spark``, so ``-m "not spark"`` (the
+    JVM-free tier) leaves it out. In one process, fast tests first (unit, then Spark, then slow
+    ones), so a broken transform fails in seconds. In several (``make test`` runs
+    pytest-xdist), the longest first (the model test, then the slow Airflow and Spark tests; the
+    platform walk before all), so no process is left alone with a long test at the end while
+    the other idles; and the tests of the three-increment lake in one group (``--dist
+    loadgroup``), so one process builds that lake, not each."""
     for item in items:
-        if "three_increments" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "three_increments" in fixtures:
             item.add_marker(pytest.mark.xdist_group("three-increments"))
+        if "spark" in fixtures:  # a SparkSession: never in the JVM-free tier (`make test-fast`)
+            item.add_marker(pytest.mark.spark)
 
     def rank(item) -> int:
         if item.get_closest_marker("unit"):
