@@ -136,9 +136,7 @@ class Api:
                     continue
                 assert run["state"] != "failed", run
                 if run["state"] == "success":
-                    quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-                    path = f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents"
-                    events = self.call("GET", path)["asset_events"]
+                    events = self.upstream_events(dag_id, run["dag_run_id"])
                     watched = [event for event in events if event["extra"].get("from_trigger")]
                     assert watched, events
                     return run, watched[0]
@@ -149,16 +147,20 @@ class Api:
             f"{[(run['dag_run_id'], run['run_type'], run['state']) for run in runs]}"
         )
 
+    def upstream_events(self, dag_id: str, run_id: str) -> list[dict]:
+        """The asset events the run ``run_id`` of ``dag_id`` consumed."""
+        quoted = urllib.parse.quote(run_id, safe="")
+        return self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")[
+            "asset_events"
+        ]
+
     def runs_on_events_of(self, dag_id: str, *sources: tuple[str, str]) -> list[tuple[dict, dict]]:
         """The runs of ``dag_id`` that an asset event of one of ``sources`` (DAG id, run id)
         triggered, each with that event.
         """
         found = []
         for run in self.call("GET", f"/dags/{dag_id}/dagRuns?limit=50")["dag_runs"]:
-            quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-            events = self.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")[
-                "asset_events"
-            ]
+            events = self.upstream_events(dag_id, run["dag_run_id"])
             found += [
                 (run, event)
                 for event in events

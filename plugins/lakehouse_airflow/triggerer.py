@@ -10,9 +10,9 @@ Airflow's loops, about 100 with a 4-s wait (``python -m bench --only idle``, doc
 With ``[lakehouse] triggerer_idle_wait`` (``AIRFLOW__LAKEHOUSE__TRIGGERER_IDLE_WAIT``, seconds; 0,
 Airflow's own loops, by default) both turns wait that much longer, so an idle triggerer comes
 round every ``1 + wait`` seconds. A trigger that fires cuts the runner's wait short: its event
-(an arrival) goes to the supervisor, which stores it at once, so an arrival starts a run as soon
-as before. What waits: a trigger Airflow creates (a deferred task, a watcher of a new DAG) starts,
-and one it no longer needs stops, up to two turns later.
+(an arrival) goes to the supervisor, which stores it at once, so an arrival starts its run
+without waiting for a turn. What waits: a trigger Airflow creates (a deferred task, a watcher of
+a new DAG) starts, and one it no longer needs stops, up to two turns later.
 
 A listener (:func:`on_starting`, registered by the lakehouse plugin) applies it when an Airflow
 job starts in a process that imported the triggerer, that is in ``airflow triggerer``; the runner

@@ -526,18 +526,6 @@ def _stop_group(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def _consumed_events(api: Api, dag_id: str, runs: list[dict]) -> dict[str, list[int]]:
-    """Per run of ``runs``, the ids of the watcher's asset events it consumed."""
-    found = {}
-    for run in runs:
-        quoted = urllib.parse.quote(run["dag_run_id"], safe="")
-        events = api.call("GET", f"/dags/{dag_id}/dagRuns/{quoted}/upstreamAssetEvents")
-        found[run["dag_run_id"]] = [
-            event["id"] for event in events["asset_events"] if event["extra"].get("from_trigger")
-        ]
-    return found
-
-
 def _walk_the_cluster(tmp_path) -> None:
     """The second platform is the production topology as processes (``make run-cluster``) with
     Kafka and runs on arrival (``make run SOURCE=kafka TRIGGER=arrival``): the lake on the
@@ -752,7 +740,14 @@ def _walk_the_cluster(tmp_path) -> None:
         }, runs
         # each run consumed events of the watcher, and no event started two runs (the second
         # scheduler ran while the second sample arrived)
-        consumed = _consumed_events(api, "ad_events__stream", runs)
+        consumed = {
+            one["dag_run_id"]: [
+                event["id"]
+                for event in api.upstream_events("ad_events__stream", one["dag_run_id"])
+                if event["extra"].get("from_trigger")
+            ]
+            for one in runs
+        }
         assert len(runs) >= 2 and all(consumed.values()), consumed
         events = [event for ids in consumed.values() for event in ids]
         assert len(events) == len(set(events)), consumed
