@@ -30,8 +30,14 @@ def triggerer_module(airflow_in_process, monkeypatch):
     def recorded(self, max_wait_time, raise_on_timeout=False, expect_signal=None):
         waited.append((max_wait_time, raise_on_timeout, expect_signal))
 
-    monkeypatch.setattr(module, "anyio", module.anyio)
-    monkeypatch.setattr(module.TriggerRunner, "arun", module.TriggerRunner.arun)
+    from lakehouse_airflow.triggerer import _LongerWaits
+
+    # Airflow's own loops, even where an Airflow job started earlier in this process (a DAG run
+    # in process) applied the launcher's setting; put back as found after the test.
+    anyio = module.anyio.anyio if isinstance(module.anyio, _LongerWaits) else module.anyio
+    arun = getattr(module.TriggerRunner.arun, "__wrapped__", module.TriggerRunner.arun)
+    monkeypatch.setattr(module, "anyio", anyio)
+    monkeypatch.setattr(module.TriggerRunner, "arun", arun)
     monkeypatch.setattr(module.TriggerRunnerSupervisor, "_service_subprocess", recorded)
     module.waited = waited
     yield module
