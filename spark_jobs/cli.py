@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 import os
 import sys
 
 from spark_jobs import service
 from spark_jobs.model.calls import CALLS, QUALITY_MODES, Call, build
+from spark_jobs.model.errors import UsageError
 from spark_jobs.model.times import parse_time
 from spark_jobs.perform import answered, emit, perform
 
@@ -102,6 +104,33 @@ def cmd_quality(args) -> int:
 def cmd_quarantine(args) -> int:
     document = service.quarantine(args.pipeline, args.hop, args.run)
     _emit(args, document, service.quarantine_text(document))
+    return 0
+
+
+def cmd_events(args) -> int:
+    filters = {
+        "hop": args.hop,
+        "event_types": tuple(args.type or ()),
+        "level": args.level,
+        "since_s": parse_time(args.since, "--since") / 1000 if args.since else None,
+        "until_s": parse_time(args.until, "--until") / 1000 if args.until else None,
+        "run_id": args.run,
+    }
+    if args.limit is not None and args.limit < 0:
+        raise UsageError(f"--limit {args.limit} is negative: give how many of the last events")
+    if args.follow:
+        try:
+            for found in service.follow_events(args.pipeline, args.interval, **filters):
+                for event in found:
+                    line = json.dumps(event, default=str) if args.json else None
+                    print(line or service.events_text([event]))
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return 0
+    found = service.events(args.pipeline, **filters)
+    if args.limit is not None:
+        found = found[-args.limit :] if args.limit else []
+    _emit(args, {"events": found}, service.events_text(found))
     return 0
 
 
@@ -257,6 +286,41 @@ def _add_readers(commands) -> None:
 
     status = command("status", "batches, runs and table versions, read without a JVM", cmd_status)
     status.add_argument("--hop", help="one hop, with every batch its checkpoint holds")
+    _add_events(commands)
+
+
+def _add_events(commands) -> None:
+    """``events``: the event log."""
+    events_help = (
+        "what happened, from the lake's event log (a Delta table): runs and their batches, gates, "
+        "rollbacks, maintenance, alerts and refused commands, oldest first; read without a JVM"
+    )
+    events = commands.add_parser("events", help=events_help, description=events_help)
+    events.add_argument("pipeline", nargs="?", help="one pipeline (default: every pipeline)")
+    events.add_argument("--hop", help="one hop's events")
+    events.add_argument(
+        "--type",
+        action="append",
+        choices=service.EVENT_TYPES,
+        help="only events of this type (repeat for several)",
+    )
+    events.add_argument(
+        "--level", type=str.upper, choices=("INFO", "WARN", "ERROR"), help="this level and above"
+    )
+    events.add_argument("--since", help="events at or after this ISO-8601 time (UTC)")
+    events.add_argument("--until", help="events before this ISO-8601 time (UTC)")
+    events.add_argument("--run", help="one run id's events")
+    events.add_argument("--limit", type=int, help="only the last N events")
+    events.add_argument(
+        "--follow", action="store_true", help="keep printing events as they happen (Ctrl-C ends)"
+    )
+    events.add_argument(
+        "--interval", type=float, default=2.0, help="with --follow: seconds between reads"
+    )
+    events.add_argument(
+        "--json", action="store_true", help="print JSON (one line per event with --follow)"
+    )
+    events.set_defaults(handler=cmd_events)
 
 
 def _add_undoers(commands) -> None:

@@ -55,7 +55,9 @@ def answered(command: Callable[[], int]) -> int:
 
 
 def perform(call: Call, as_json: bool = False) -> int:
-    """Run ``call`` through the service and print its result; its exit code.
+    """Run ``call`` through the service and print its result; its exit code. The command's
+    records name it and where it came from; a refusal is kept; the event log is synced after it
+    (:func:`spark_jobs.service.recorded`).
 
     :raises LakehouseError: a problem the user can fix (see :func:`answered`).
     """
@@ -66,7 +68,14 @@ def perform(call: Call, as_json: bool = False) -> int:
         RefreshCall: _refresh,
         MaintainCall: _maintain,
     }
-    return kinds[type(call)](call, as_json)
+    with service.recorded(
+        call.pipeline,
+        call.COMMAND,
+        getattr(call, "hop", None),
+        getattr(call, "run_id", None),
+        dry_run=getattr(call, "dry_run", False),
+    ):
+        return kinds[type(call)](call, as_json)
 
 
 def summary_line(record) -> str:

@@ -15,14 +15,19 @@ import traceback
 from pathlib import Path
 
 from spark_jobs.model.calls import Call
+from spark_jobs.model.origin import given
 from spark_jobs.perform import answered, perform
 from spark_jobs.service.submission import serve_commands
 
 
 def perform_call(wire: dict) -> int:
-    """One call as a task sent it; its exit code (a traceback on the client's stderr for a bug)."""
+    """One call as a task sent it, under the origin the task sent with it (its DAG run and task);
+    its exit code (a traceback on the client's stderr for a bug)."""
+    values = dict(wire)
+    sent_from = values.pop("origin", None)
     try:
-        return answered(lambda: perform(Call.from_wire(wire)))
+        with given(sent_from):
+            return answered(lambda: perform(Call.from_wire(values)))
     except Exception:
         traceback.print_exc()
         return 1

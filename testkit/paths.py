@@ -96,3 +96,22 @@ def file_tree(home: Path) -> dict[str, tuple[int, int]]:
         for path in sorted(home.rglob("*"))
         if path.is_file() and "_ops/locks" not in str(path)
     }
+
+
+# What a refused command writes: the record of its refusal, and its event in the event log.
+REFUSAL_TRACES = ("_ops/refusals/", "_ops/events/")
+
+
+def unrefused_tree(home: Path) -> dict[str, tuple[int, int]]:
+    """:func:`file_tree` but the records of refusals and the event log: what a refused command
+    must leave as it was."""
+    return {
+        path: stamp
+        for path, stamp in file_tree(home).items()
+        if not path.startswith(REFUSAL_TRACES)
+    }
+
+
+def refusals(home: Path) -> int:
+    """How many refusals the lake has recorded."""
+    return len(list(home.glob("_ops/refusals/*/*.json")))

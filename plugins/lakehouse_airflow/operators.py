@@ -20,6 +20,7 @@ from airflow.sdk import BaseOperatorLink
 from lakehouse_airflow.hooks import LakehouseSparkHook
 from spark_jobs.model import settings
 from spark_jobs.model.calls import Call, build
+from spark_jobs.model.origin import current as current_origin
 
 
 def _keep_warm_s() -> int:
@@ -288,7 +289,11 @@ class LakehouseSparkOperator(SparkSubmitOperator):
             )
             try:
                 code = send(
-                    address, self.call.to_wire(), self.releases(), self._relay, on_connect=keep
+                    address,
+                    {**self.call.to_wire(), "origin": current_origin()},
+                    self.releases(),
+                    self._relay,
+                    on_connect=keep,
                 )
             except DriverGone as gone:  # it was ending (idle): start another
                 self.log.info("%s", gone)

@@ -200,6 +200,7 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
     compacted and vacuumed, old state store files deleted, expired landing files pruned, old
     records deleted. A dry run reads
     the logs only (``spark`` None: no JVM)."""
+    from spark_jobs.control import events
     from spark_jobs.control.removable import expired
     from spark_jobs.control.removable.table_files import (
         plan,
@@ -248,6 +249,9 @@ def maintain_lake(spark, lake, hops, record, progress=lambda line: None) -> None
         spark, lake, plans, dry_run, lambda entry: progress(f"[maintain] {entry['pruned']}")
     )
     record.records = expired.prune_records(lake, now_ms(), dry_run)
+    record.event_log = events.maintain(lake, now_ms(), dry_run)
+    record.records["events"] = record.event_log["events_deleted"]
+    progress(f"[maintain] event log: {events.maintain_line(record.event_log)}")
     record.finish()
     if not dry_run:
         write_maintenance(lake, record)

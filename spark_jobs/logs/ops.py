@@ -1,6 +1,7 @@
 """The ``_ops`` folder as plain files: run records (``_ops/runs/<pipeline>/``), rollback
-journals (``_ops/rollbacks/<pipeline>/``), missed freshness deadlines (``_ops/alerts/<pipeline>/``)
-and maintenance records (``_ops/maintenance/<pipeline>/``). ``status``, the quality gates,
+journals (``_ops/rollbacks/<pipeline>/``), missed freshness deadlines (``_ops/alerts/<pipeline>/``),
+maintenance records (``_ops/maintenance/<pipeline>/``) and refused commands
+(``_ops/refusals/<pipeline>/``). ``status``, the quality gates,
 rollback and the UI read these and the checkpoints, never a JVM (docs/guides/airflow.md)."""
 
 from __future__ import annotations
@@ -51,3 +52,13 @@ def read_maintenance(lake: Lake) -> list[dict]:
     return sorted(
         read_json_folder(lake.maintenance), key=lambda record: record.get("started_at") or 0
     )
+
+
+def write_refusal(lake: Lake, refusal: dict) -> str:
+    """Write a command the platform refused (its ``refusal_id`` names the file)."""
+    return write_json(lake.refusals, f"{refusal['refusal_id']}.json", refusal)
+
+
+def read_refusals(lake: Lake) -> list[dict]:
+    """Every refused command of the pipeline, oldest first."""
+    return sorted(read_json_folder(lake.refusals), key=lambda refusal: refusal.get("at") or 0)

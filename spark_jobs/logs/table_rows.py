@@ -25,17 +25,32 @@ _AWS = (
 _WRITTEN = ("insert", "update_postimage")
 
 
+def storage_options(table: str) -> tuple[str, dict[str, str]]:
+    """The table's path as delta-rs spells it and the options that reach its store."""
+    if not table.startswith(("s3://", "s3a://")):
+        return table, {}
+    options = {key: os.environ[key] for key in _AWS if os.environ.get(key)}
+    options["AWS_ALLOW_HTTP"] = str(
+        options.get("AWS_ENDPOINT_URL", "").startswith("http://")
+    ).lower()
+    return "s3://" + table.split("://", 1)[1], options
+
+
 def _open(table: str):
     from deltalake import DeltaTable
 
-    options: dict[str, str] = {}
-    if table.startswith(("s3://", "s3a://")):
-        options = {key: os.environ[key] for key in _AWS if os.environ.get(key)}
-        options["AWS_ALLOW_HTTP"] = str(
-            options.get("AWS_ENDPOINT_URL", "").startswith("http://")
-        ).lower()
-        table = "s3://" + table.split("://", 1)[1]
-    return DeltaTable(table, storage_options=options)
+    path, options = storage_options(table)
+    return DeltaTable(path, storage_options=options)
+
+
+def scan(dt_table, columns: list[str], where=None) -> pyarrow.Table:
+    """These columns of a delta-rs table's current rows (``where``: a ``pyarrow.dataset``
+    expression), read on the calling thread: a read on Arrow's thread pool can leave a worker
+    alive at interpreter exit, which aborts the process ("terminate called without an active
+    exception", exit -6) after its work is done."""
+    return _plain(
+        dt_table.to_pyarrow_dataset().to_table(columns=columns, filter=where, use_threads=False)
+    )
 
 
 def columns_of(table: str) -> list[str]:
@@ -47,7 +62,7 @@ def read(table: str, columns: list[str], where: tuple[str, list] | None = None) 
     whose column holds one of the values."""
     import pyarrow.compute as pc
 
-    rows = _plain(_open(table).to_pyarrow_table(columns=columns))
+    rows = scan(_open(table), columns)
     if where is not None:
         rows = rows.filter(pc.is_in(rows.column(where[0]), value_set=_array(where[1])))
     return rows

@@ -108,6 +108,16 @@ class Lake:
         return self.path(f"_ops/alerts/{self.spec.name}")
 
     @property
+    def refusals(self) -> str:
+        return self.path(f"_ops/refusals/{self.spec.name}")
+
+    @property
+    def events(self) -> str:
+        """The event log: one Delta table for every pipeline of the lake
+        (:mod:`spark_jobs.logs.event_log`)."""
+        return self.path("_ops/events")
+
+    @property
     def locks(self) -> str:
         return self.path("_ops/locks")
 

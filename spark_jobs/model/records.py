@@ -7,6 +7,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.model.origin import current as current_origin
 from spark_jobs.model.times import now_s
 
 
@@ -66,6 +67,8 @@ class RunRecord:
     counted: dict | None = None
     # Rows each ``drop`` rule took out of the run's writes (to the quarantine), by rule name.
     rows_dropped_by_rule: dict[str, int] = field(default_factory=dict)
+    # Who asked for the run and through which interface (spark_jobs.model.origin).
+    origin: dict = field(default_factory=current_origin)
 
     def finish(self, status: str, error: str | None = None) -> None:
         self.status = status
@@ -100,6 +103,10 @@ class MaintenanceRecord:
     # per landing folder (spark_jobs.control.removable.expired)
     landing: list[dict] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)  # records deleted, by kind
+    # the event log: the pipeline's events deleted, files compacted and vacuumed
+    event_log: dict[str, int] = field(default_factory=dict)
+    # Who asked for it and through which interface (spark_jobs.model.origin).
+    origin: dict = field(default_factory=lambda: current_origin("maintain"))
 
     def finish(self) -> None:
         self.ended_at = now_s()

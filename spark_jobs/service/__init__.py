@@ -8,6 +8,8 @@ tests and the benchmarks. Nothing above it imports the layers below it (ruff ban
   takes plain values, checks them (a :class:`UsageError` naming the fix), holds the pipeline's lock
   where it writes, and returns a dataclass; Spark starts only inside the calls that need it.
 - :mod:`~spark_jobs.service.views`: what the Airflow side reads and writes without a JVM.
+- :mod:`~spark_jobs.service.history`: the lake's event log (read, kept in step with the records)
+  and the wrapper every writing command runs in.
 - :mod:`~spark_jobs.service.submission`: what a task needs to submit a command to Spark (jars,
   JVM options, Delta's confs) and the client side of a DAG run's shared driver.
 """
@@ -29,6 +31,14 @@ from spark_jobs.service.commands import (
     status,
     stderr,
     validate,
+)
+from spark_jobs.service.history import (
+    EVENT_TYPES,
+    events,
+    events_text,
+    follow_events,
+    recorded,
+    sync_events,
 )
 from spark_jobs.service.views import (
     arrivals,
@@ -55,13 +65,17 @@ from spark_jobs.service.views import (
 )
 
 __all__ = [
+    "EVENT_TYPES",
     "QUALITY_MODES",
     "arrivals",
     "backfill",
     "checked_run_id",
     "data_docs_page",
     "data_docs_path",
+    "events",
+    "events_text",
     "findings_text",
+    "follow_events",
     "generate",
     "hop_batches",
     "hop_overview",
@@ -79,6 +93,7 @@ __all__ = [
     "quarantine",
     "quarantine_summary",
     "quarantine_text",
+    "recorded",
     "refresh",
     "rollback",
     "rollback_journals",
@@ -88,6 +103,7 @@ __all__ = [
     "setup",
     "status",
     "status_text",
+    "sync_events",
     "stderr",
     "takes_away",
     "validate",

@@ -223,6 +223,10 @@ def run_record(lake: Lake, run_id: str, hop: str) -> dict | None:
 
 
 def write_alert(lake: Lake, alert: dict) -> str:
+    """Keep a missed freshness deadline, and its event in the event log (a failed sync warns)."""
     from spark_jobs.logs.ops import write_alert as write
+    from spark_jobs.service.history import sync_quietly
 
-    return write(lake, alert)
+    path = write(lake, alert)
+    sync_quietly(lake.spec.name)
+    return path

@@ -23,7 +23,7 @@ from spark_jobs.model.lake import Lake
 from spark_jobs.model.spec import get_spec
 from testkit.expected import assert_tables_match_landing
 from testkit.lakes import increment, spec_copy
-from testkit.paths import file_tree
+from testkit.paths import file_tree, refusals, unrefused_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -143,14 +143,15 @@ def test_maintain_keeps_the_window_and_what_a_lagging_reader_needs(
     # (naming the vacuumed file) and changes nothing.
     reach = lineage.horizon(HopState(lake, lake.spec.hop("gold")))
     assert reach > horizons["gold"]
-    tree = file_tree(three_increments)
+    tree, refused = unrefused_tree(three_increments), refusals(three_increments)
     assert (
         main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach), "--dry-run"]) == 0
     )
     capsys.readouterr()
     assert main(["rollback", "ad_events", "--hop", "gold", "--to-batch", str(reach - 1)]) == 2
     assert "vacuumed" in capsys.readouterr().err
-    assert file_tree(three_increments) == tree
+    assert unrefused_tree(three_increments) == tree
+    assert refusals(three_increments) == refused + 1
 
     # Bronze has committed every landing file, all older than a day and read by batches outside its
     # window: archived (its window now starts at its last batch). A backfill over their events reads

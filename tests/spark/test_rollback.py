@@ -20,7 +20,7 @@ from spark_jobs.cli import main
 from spark_jobs.logs import checkpoint_log, file_source_log
 from testkit.expected import assert_tables_match_landing, expected_gold, gold_counter
 from testkit.lakes import increment
-from testkit.paths import VENV_BIN, file_tree
+from testkit.paths import VENV_BIN, refusals, unrefused_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -235,7 +235,7 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
     assert all(log[n]["rows"] == 240 and len(log[n]["files"]) == 2 for n in log)
     # Silver reads bronze's snapshot one file per batch: its batch 0 is beyond retention too.
     assert main(["run", "ad_events", "--hop", "silver", "--max-files-per-trigger", "1"]) == 0
-    before = file_tree(lake_home)
+    before, refused = unrefused_tree(lake_home), refusals(lake_home)
 
     assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "0"]) == 2
     assert "offsets/0 is gone (minBatchesToRetain" in capsys.readouterr().err
@@ -249,7 +249,8 @@ def test_refusals_change_nothing(spark, lake_home, pipelines, capsys):
         assert main(["rollback", "ad_events", "--hop", "bronze", "--to-batch", "2"]) == 2
         assert "is busy: run r-test" in capsys.readouterr().err
         assert main(["run", "ad_events"]) == 2
-    assert file_tree(lake_home) == before
+    assert unrefused_tree(lake_home) == before
+    assert refusals(lake_home) == refused + 5
 
 
 def test_gold_alone_back_into_a_snapshot_it_read_part_by_part_after_a_cascade(

@@ -187,6 +187,7 @@ _RECORDS = (
     ("rollbacks", "created_at"),
     ("maintenance", "started_at"),
     ("alerts", "at"),
+    ("refusals", "at"),
 )
 
 

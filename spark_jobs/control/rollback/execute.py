@@ -31,6 +31,7 @@ from spark_jobs.logs.ops import read_records
 from spark_jobs.model import settings
 from spark_jobs.model.errors import RollbackRefused
 from spark_jobs.model.lake import Lake
+from spark_jobs.model.origin import current as current_origin
 from spark_jobs.model.spec import HopSpec
 from spark_jobs.model.times import now_s
 
@@ -123,7 +124,7 @@ def execute(
     gives its ``fence``, checked before each step, and the ``restore`` of one table."""
     if plan.refused:
         raise RollbackRefused("; ".join(plan.refused))
-    journal = journal or Journal(plan, created_at=now_s())
+    journal = journal or Journal(plan, created_at=now_s(), origin=current_origin())
     write_journal(lake, journal)
     for number, step in enumerate(journal.plan.steps()):
         if step in journal.done:

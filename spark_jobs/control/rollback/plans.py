@@ -428,6 +428,8 @@ class Journal:
     restored: dict[str, int] = field(default_factory=dict)
     finished_at: float | None = None
     duration_s: float | None = None
+    # Who asked for the rollback and through which interface (spark_jobs.model.origin).
+    origin: dict | None = None
 
     def __post_init__(self):
         self.status = JournalStatus(self.status)
@@ -455,6 +457,8 @@ class Journal:
             "done": [str(each) for each in self.done],
             "restored": dict(self.restored),
         }
+        if self.origin is not None:
+            document["origin"] = self.origin
         if self.finished_at is not None:
             document.update(finished_at=self.finished_at, duration_s=self.duration_s)
         return document

@@ -259,6 +259,7 @@ def test_records_older_than_their_retention_go_the_newest_of_each_hop_and_backfi
             "rollbacks": len(journals_gone),
             "maintenance": 0,
             "alerts": len(alerts_gone),
+            "refusals": 0,
         }, seed
         left = {path.name.split(".")[0] for path in Path(each.runs).iterdir()}
         assert left == {run["run_id"] for run in runs} - runs_gone

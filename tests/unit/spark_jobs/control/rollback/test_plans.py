@@ -42,12 +42,13 @@ def test_an_exact_rollback_is_refused_where_a_hop_cannot_replay_as_logged(
     and its fix, and nothing changes; silver back to its batch 0 replays exactly and goes ahead
     (as a dry run here). ``--exact`` with ``--replan`` is a usage error."""
     from spark_jobs.cli import main
-    from testkit.paths import file_tree
+    from spark_jobs.logs.event_log import read as read_events
+    from testkit.paths import unrefused_tree
 
     lake = fixture_lake("history", tmp_path)
     monkeypatch.setenv("LAKEHOUSE_HOME", lake.home)
     monkeypatch.setenv("LAKEHOUSE_PIPELINES", str(tmp_path / "history-pipelines"))
-    before = file_tree(Path(lake.home))
+    before = unrefused_tree(Path(lake.home))
     assert main(["rollback", "ad_events", "--hop", "silver", "--to-batch", "-1", "--exact"]) == 2
     error = capsys.readouterr().err
     for hop in ("silver", "gold"):
@@ -57,7 +58,11 @@ def test_an_exact_rollback_is_refused_where_a_hop_cannot_replay_as_logged(
             "batch)): roll back with --replan to plan them afresh, or to another point"
             in error
         ), error
-    assert file_tree(Path(lake.home)) == before
+    # nothing changes but the record of the refusal, and its event in the event log
+    assert unrefused_tree(Path(lake.home)) == before
+    [refused] = [event for event in read_events(lake.events) if event["event_type"] == "refused"]
+    assert refused["level"] == "ERROR" and "cannot replay batches 0.." in refused["message"]
+    assert refused["details"]["origin"]["command"] == "rollback"
     assert (
         main(
             [
