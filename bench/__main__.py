@@ -1,7 +1,8 @@
 """The benchmark suite: ``python -m bench`` (``make bench``; ``make bench-smoke`` in CI).
 
 Runs, in order: throughput (run vs plain PySpark vs backfill), the shop pipeline's run against its
-backfill, one file of half a million lines, the quality gates' share, rollback at two table sizes,
+backfill, one file of half a million lines, the quality gates' share, the event log's share,
+rollback at two table sizes,
 gold's recount, the S3 lake against the local lake, ingest from a Kafka topic against a plain
 Structured Streaming script, a change feed applied by the changes hop against a plain MERGE script,
 the soak (in this process, one warm JVM), then a 2-worker standalone cluster against local[2],
@@ -32,6 +33,7 @@ from bench import (
     cluster,
     cost,
     csv_files,
+    event_log,
     gold_merge,
     idle,
     kafka,
@@ -54,6 +56,7 @@ PARTS = (
     "shop",
     "big_file",
     "quality",
+    "event_log",
     "rollback",
     "gold_merge",
     "s3",
@@ -75,6 +78,7 @@ SMOKE = {
     "events": 5_000,
     "repeats": 1,
     "quality_events": 2_000,
+    "event_log_events": 200,
     "rollback_events": 500,
     "rollback_batches": 4,
     "airflow_events": 500,
@@ -120,6 +124,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (median, min, max)")
     parser.add_argument(
         "--quality-events", type=int, default=200_000, help="quality: events per increment"
+    )
+    parser.add_argument(
+        "--event-log-events", type=int, default=480, help="event_log: events per increment"
     )
     parser.add_argument(
         "--rollback-events", type=int, default=20_000, help="rollback: events in the small lake"
@@ -338,6 +345,9 @@ def run(args: argparse.Namespace) -> dict:
     if "quality" in args.only:
         _step(f"quality share: {args.quality_events:,} events x {args.repeats}")
         result["quality"] = quality.run(args.quality_events, args.repeats)
+    if "event_log" in args.only:
+        _step(f"event log share: {args.event_log_events:,} events x {args.repeats + 2}")
+        result["event_log"] = event_log.run(args.event_log_events, args.repeats + 2)
     if "rollback" in args.only:
         _step(
             f"rollback: {args.rollback_events:,} and 10x events in {args.rollback_batches} "
@@ -451,6 +461,7 @@ SECTIONS = (
     ("idle", "Idle: the platform per hour while nothing arrives, beside always-on", idle.markdown),
     ("rollback", "Rollback of all but the first bronze batch at two sizes", rollback.markdown),
     ("quality", "Quality gates' share of hop time", quality.markdown),
+    ("event_log", "The event log's share of a warm run", event_log.markdown),
     ("big_file", "One file of many lines", big_file.markdown),
     (
         "gold_merge",

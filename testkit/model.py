@@ -116,6 +116,10 @@ class Runner:
         self.kill_weight = kill_weight
         self.log = log
         self.owed: dict[str, list[tuple[int, int]]] = {hop: [] for hop in HOPS}
+        # What the writing commands did, for the event log's check: (argv, exit code, stdout)
+        # of each one that ran to its end, and how many were killed.
+        self.calls: list[tuple[list[str], int, str]] = []
+        self.kills = 0
 
     # -- running the CLI ------------------------------------------------------------------------
 
@@ -131,6 +135,8 @@ class Runner:
                 f"lakehouse {' '.join(argv)} exited {code}: {err.getvalue()[-2000:]}"
             )
         self._last_error = err.getvalue().strip().splitlines()[-1:] if code else []
+        if argv[0] in WRITERS:
+            self.calls.append((list(argv), code, out.getvalue()))
         return code, out.getvalue()
 
     def _refusable(self, step: Step, argv: list[str]) -> tuple[int, str]:
@@ -332,6 +338,10 @@ class Runner:
         delay = self.rng.uniform(3, 25)
         # the job and its JVM, by their process group
         killed, returncode, out = killed_mid_run(argv, delay)
+        if killed:
+            self.kills += 1
+        else:
+            self.calls.append((list(argv), returncode, out))
         if not killed and returncode not in (0, 2):
             raise ModelMismatch(f"lakehouse {' '.join(argv)} exited {returncode} before the kill")
         # a killed job's lease lives on until it expires: wait for it, as a user would
@@ -510,6 +520,55 @@ class Runner:
                 self.step(number, "switch")
 
 
+# The commands that write records (and so events).
+WRITERS = ("run", "backfill", "rollback", "refresh", "maintain")
+
+
+def check_event_log(runner: Runner) -> None:
+    """The event log against what the sequence's commands did: each event once, numbered 1..n; a
+    ``run_finished`` with the rows each finished run reported, a start and an end for each
+    rollback that went ahead, a ``refused`` for each refusal (a killed command may have left one
+    more)."""
+    from spark_jobs.logs.event_log import read
+    from spark_jobs.model.lake import Lake as LakePaths
+    from spark_jobs.model.spec import get_spec
+    from spark_jobs.service import sync_events
+
+    lake = LakePaths.open(get_spec("ad_events"))
+    sync_events(lake)  # what a killed command left unsynced
+    logged = read(lake.events)
+    ids = [event["event_id"] for event in logged]
+    if len(ids) != len(set(ids)):
+        twice = sorted({key for key in ids if ids.count(key) > 1})[:3]
+        raise ModelMismatch(f"the event log holds events twice: {twice}")
+    if sorted(event["sequence"] for event in logged) != list(range(1, len(logged) + 1)):
+        raise ModelMismatch("the event log's sequence numbers are not 1..n")
+    by_id = {event["event_id"]: event for event in logged}
+    for argv, code, out in runner.calls:
+        if code == 0 and "--json" in argv:
+            _check_logged_call(argv[0], json.loads(out), by_id)
+    refused = sum(code == 2 for _argv, code, _out in runner.calls)
+    logged_refusals = sum(event["event_type"] == "refused" for event in logged)
+    if not refused <= logged_refusals <= refused + runner.kills:
+        raise ModelMismatch(
+            f"{logged_refusals} refusals logged, {refused} seen ({runner.kills} commands killed)"
+        )
+
+
+def _check_logged_call(command: str, document: dict, by_id: dict[str, dict]) -> None:
+    """A finished run's rows, an executed rollback's start and end, as the event log holds them."""
+    if command == "run":
+        for record in document["hops"]:
+            event = by_id.get(f"ad_events/run/{document['run_id']}/{record['hop']}/finished")
+            told = event and (event["details"]["rows_out"], event["details"]["rows_in"])
+            if told != (record["rows_out"], record["rows_in"]):
+                raise ModelMismatch(f"run {document['run_id']} {record['hop']}: logged {told}")
+    elif command == "rollback" and document.get("executed"):
+        key = f"ad_events/rollback/{document['plan']['rollback_id']}"
+        if f"{key}/started" not in by_id or f"{key}/finished" not in by_id:
+            raise ModelMismatch(f"rollback {key} is not in the event log")
+
+
 def run_sequence(
     spark,
     home: str,
@@ -542,6 +601,7 @@ def _steps(runner: Runner, seed: int, steps: int, operations, kafka, maintain: b
         for number in range(1, steps + 1):
             runner.step(number, operations[number - 1] if operations else None)
         runner.step(steps + 1, "settle")
+        check_event_log(runner)
     except Exception as error:
         raise ModelMismatch(
             f"{error}\n{runner.sequence.transcript()}\nreplay: python -m testkit.model --seed "

@@ -40,6 +40,47 @@ def test_random_sequences_keep_every_table_equal_to_the_landing_files(
     assert sequence.settles >= 1 and sequence.counts["maintain"] >= 1
     between = sequence.counts["maintain"] + sequence.counts["advance"] + sequence.counts["switch"]
     assert sum(sequence.counts.values()) - between == steps + 2  # + land, settle
+    _check_the_guides_queries(spark, str(tmp_path / "lake"))
+
+
+def _check_the_guides_queries(spark, home: str) -> None:
+    """The event log the sequence wrote (delta-rs) read by Spark: every row, and the guide's
+    queries, answered as plain Python answers them from delta-rs's rows."""
+    import json
+    import time
+
+    from spark_jobs.logs.event_log import read
+    from tests.unit.spark_jobs.control.test_events import guide_blocks
+
+    table = f"{home}/_ops/events"
+    rows = read(table)
+    by_spark = spark.read.format("delta").load(table)
+    assert sorted(row.event_id for row in by_spark.select("event_id").collect()) == sorted(
+        row["event_id"] for row in rows
+    )
+    dropped, last_rollback = (
+        spark.sql(query.strip().rstrip(";").replace("/path/to/lake", home)).collect()
+        for query in guide_blocks("sql")[0].split(";\n\n")
+    )
+    week_ago = time.time() - 7 * 86400
+    assert sorted(row.run_id for row in dropped) == sorted(
+        row["run_id"]
+        for row in rows
+        if row["hop"] == "silver"
+        and row["event_type"] == "run_finished"
+        and row["timestamp"] >= week_ago
+        and row["details"]["rows_dropped_by_rule"]
+    )
+    rollbacks = [
+        row
+        for row in rows
+        if row["event_type"] == "rollback_started"
+        and any(step["hop"] == "gold" for step in row["details"]["hops"])
+    ]
+    latest = [max(rollbacks, key=lambda row: row["timestamp"])["message"]] if rollbacks else []
+    assert [row.message for row in last_rollback] == latest
+    assert all(row.who and row.through == "cli" for row in last_rollback)
+    assert json.loads(by_spark.first().details) is not None
 
 
 # The Kafka variant: bronze reads a topic; landings produce records; a step may restart the broker.

@@ -275,3 +275,33 @@ def test_events_past_the_records_retention_are_not_logged_and_maintain_deletes_t
     assert done["events_deleted"] == 2 and done["files_compacted"] >= 2
     left = [event["event_id"] for event in event_log.read(lake.events)]
     assert left == ["aged/2", "ad_events/run/new/bronze/started"]
+
+
+GUIDE = ROOT / "docs" / "guides" / "event-log.md"
+
+
+def guide_blocks(language: str) -> list[str]:
+    """The code blocks of ``language`` in the event log's guide, in order."""
+    text = GUIDE.read_text()
+    fence = f"```{language}\n"
+    return [part.split("```", 1)[0] for part in text.split(fence)[1:]]
+
+
+def test_the_guides_pandas_example_reads_the_log_a_sync_wrote(tmp_path, capsys):
+    import contextlib
+    import io
+
+    lake = _lakes(tmp_path)["ad_events"]
+    now = time.time()
+    for number, (hop, rows) in enumerate((("bronze", 7), ("silver", 5), ("bronze", 4))):
+        record = RunRecord("ad_events", hop, f"r{number}", "run-once", started_at=now - 60)
+        record.rows_out = rows
+        record.finish("succeeded")
+        write_record(lake, record)
+    events.sync(lake)
+    [example] = guide_blocks("python")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(example.replace("/path/to/lake", lake.home), {})  # noqa: S102 - the guide's own code
+    printed = dict(line.split() for line in out.getvalue().splitlines()[1:-1])
+    assert printed == {"bronze": "11", "silver": "5"}
