@@ -136,6 +136,32 @@ class LakehouseSparkOperator(SparkSubmitOperator):
 
             announce(context.get("outlet_events"), self.pipeline, self.announces, self.call.run_id)
 
+    # -- OpenLineage (asked by Airflow's OpenLineage provider when it is installed and on) -------
+
+    def get_openlineage_facets_on_start(self):
+        """The hop's inputs and outputs (:mod:`lakehouse_airflow.lineage`)."""
+        from lakehouse_airflow.lineage import operator_lineage
+
+        return operator_lineage(self.pipeline, self._hop(), self.command, None)
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The hop's inputs and outputs with their schemas, the rows the run wrote and its
+        gate's assertions."""
+        from lakehouse_airflow.lineage import operator_lineage
+
+        return operator_lineage(self.pipeline, self._hop(), self.command, self._run_id())
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self.get_openlineage_facets_on_complete(task_instance)
+
+    def _hop(self) -> str | None:
+        hop = self.options.get("hop")
+        return str(hop) if hop else None
+
+    def _run_id(self) -> str | None:
+        """The run id the call ran with (None before the call was built)."""
+        return getattr(self.call, "run_id", None) if self.call is not None else None
+
     def prepare(self) -> None:
         """The call, from the rendered options, and what spark-submit needs beside it: the entry
         script, the shipped package, the jars, the confs, the properties file and the

@@ -53,6 +53,21 @@ def scan(dt_table, columns: list[str], where=None) -> pyarrow.Table:
     )
 
 
+def fields_of(table: str) -> list[tuple[str, str]]:
+    """The table's columns as (name, type), the type as Delta's schema spells it (``string``,
+    ``long``, ``timestamp``; a nested type as its JSON)."""
+    import json
+
+    fields = []
+    for column in _open(table).schema().fields:
+        kind = column.type
+        spelt = getattr(kind, "type", None)
+        fields.append(
+            (column.name, spelt if isinstance(spelt, str) else json.dumps(kind.to_json()))
+        )
+    return fields
+
+
 def columns_of(table: str) -> list[str]:
     return [field.name for field in _open(table).schema().fields]
 

@@ -10,6 +10,8 @@ tests and the benchmarks. Nothing above it imports the layers below it (ruff ban
 - :mod:`~spark_jobs.service.views`: what the Airflow side reads and writes without a JVM.
 - :mod:`~spark_jobs.service.history`: the lake's event log (read, kept in step with the records)
   and the wrapper every writing command runs in.
+- :mod:`~spark_jobs.service.lineage`: what a hop reads and writes, named as OpenLineage names
+  datasets (the Airflow side's lineage).
 - :mod:`~spark_jobs.service.submission`: what a task needs to submit a command to Spark (jars,
   JVM options, Delta's confs) and the client side of a DAG run's shared driver.
 """
@@ -40,6 +42,7 @@ from spark_jobs.service.history import (
     recorded,
     sync_events,
 )
+from spark_jobs.service.lineage import HopLineage, LineageDataset, hop_lineage
 from spark_jobs.service.views import (
     arrivals,
     data_docs_page,
@@ -66,6 +69,8 @@ from spark_jobs.service.views import (
 
 __all__ = [
     "EVENT_TYPES",
+    "HopLineage",
+    "LineageDataset",
     "QUALITY_MODES",
     "arrivals",
     "backfill",
@@ -78,6 +83,7 @@ __all__ = [
     "follow_events",
     "generate",
     "hop_batches",
+    "hop_lineage",
     "hop_overview",
     "maintain",
     "new",

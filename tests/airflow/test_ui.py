@@ -487,3 +487,50 @@ def test_every_page_fits_its_window_at_1400_px_and_at_a_narrow_width(
     # committed at, with its zone
     assert re.search(r"<td>20\d\d-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", hop)
     assert "watermark (ms)" not in hop and str(three_increments) not in hop.split("</h1>")[0]
+
+
+def test_the_events_page_lists_the_event_log_newest_first_and_filters_it(
+    spark, three_increments, airflow_app
+):
+    """The page reads the event log the commands appended (it writes nothing itself); its rows and
+    filters are checked against the table as delta-rs reads it, apart from the code under test."""
+    from deltalake import DeltaTable
+
+    from spark_jobs import service
+    from spark_jobs.model.lake import Lake
+
+    viewer = _as("VIEWER")
+    empty = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}/events?format=json", headers=viewer
+    ).json()
+    assert (empty["events"], empty["total"]) == ([], 0)  # the fixture's runs appended none
+    service.sync_events(Lake.named(PIPELINE))  # what a command does as it ends
+    table = DeltaTable(str(three_increments / "_ops" / "events")).to_pandas()
+    newest_first = table.sort_values(["timestamp", "sequence"], ascending=False)
+    every = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}/events?format=json", headers=viewer
+    ).json()
+    assert every["total"] == len(table) > 0
+    assert [event["event_id"] for event in every["events"]] == list(newest_first.event_id)
+    gold = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}/events?hop=gold&type=run_finished&limit=2&format=json",
+        headers=viewer,
+    ).json()
+    wanted = newest_first[
+        (newest_first.hop == "gold") & (newest_first.event_type == "run_finished")
+    ]
+    assert [event["event_id"] for event in gold["events"]] == list(wanted.event_id[:2])
+    assert gold["total"] == len(wanted) == 3  # runs r0, r1, r2
+    page = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}/events?level=ERROR",
+        headers={**viewer, "Accept": "text/html"},
+    )
+    assert page.status_code == 200 and "No event matches." in page.text  # no run failed
+    bad = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}/events?type=nope&format=json", headers=viewer
+    )
+    assert bad.status_code == 400 and "is not an event type" in bad.json()["detail"]
+    listed = airflow_app.get(
+        f"/lakehouse/pipelines/{PIPELINE}", headers={**viewer, "Accept": "text/html"}
+    )
+    assert f'href="/lakehouse/pipelines/{PIPELINE}/events"' in listed.text

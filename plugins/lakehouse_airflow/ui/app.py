@@ -289,6 +289,42 @@ def quality(request: Request, spec: PipelineSpec = Depends(readable_pipeline)):
     return _page("quality.html", request, pipeline=spec.name, results=results)
 
 
+@app.get("/pipelines/{pipeline}/events", response_class=HTMLResponse)
+def events(
+    request: Request,
+    spec: PipelineSpec = Depends(readable_pipeline),
+    hop: str | None = None,
+    type: str | None = None,  # noqa: A002 - the query parameter's name, as the CLI's --type
+    level: str | None = None,
+    limit: int = 200,
+):
+    """The pipeline's event log, newest first (at most ``limit``), filtered as ``lakehouse
+    events`` filters it. Read as the commands appended it: the page writes nothing."""
+    try:
+        found = service.events(
+            spec.name,
+            hop=hop or None,
+            event_types=(type,) if type else (),
+            level=level or None,
+            sync=False,
+        )
+    except LakehouseError as error:
+        raise HTTPException(status_code=400, detail=str(error)) from None
+    shown = list(reversed(found))[: max(limit, 0)]
+    if _wants_json(request):
+        return JSONResponse({"pipeline": spec.name, "events": shown, "total": len(found)})
+    return _page(
+        "events.html",
+        request,
+        pipeline=spec.name,
+        events=shown,
+        total=len(found),
+        hops=spec.hop_names,
+        types=service.EVENT_TYPES,
+        chosen={"hop": hop or "", "type": type or "", "level": level or ""},
+    )
+
+
 @app.get("/pipelines/{pipeline}/quality/{name:path}")
 def data_docs(name: str, spec: PipelineSpec = Depends(readable_pipeline)):
     """A gate's Data Docs page, served from ``_ops/quality/<pipeline>/`` (the gate tasks' extra
