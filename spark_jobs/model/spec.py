@@ -380,10 +380,39 @@ def _check_reads(hop: HopSpec, path: Path, landing: str | None) -> None:
 _KNOBS = {key.name for key in PIPELINE_KEYS} - {"name", "hops", "landing", "inputs", "campaigns"}
 
 
+# Specs already loaded, by path: what they were loaded from and the spec. Long-lived processes
+# (the triggerer's watchers, the DAG processor) read the same files again every few seconds.
+_LOADED: dict[Path, tuple[tuple, PipelineSpec]] = {}
+
+
+def _loaded_from(path: Path, text: str) -> tuple:
+    """What a spec is loaded from: its text, and each file beside it (an Avro schema it names)
+    by name, size and modification time."""
+    beside = []
+    for sibling in sorted(path.parent.iterdir()):
+        if sibling != path and sibling.is_file():
+            stat = sibling.stat()
+            beside.append((sibling.name, stat.st_size, stat.st_mtime_ns))
+    return text, tuple(beside)
+
+
 def load_spec(path: Path) -> PipelineSpec:
-    """Read one spec file; a :class:`UsageError` naming the file and the fix when it is not one."""
+    """Read one spec file; a :class:`UsageError` naming the file and the fix when it is not one.
+    A file read before, unchanged and with the files beside it unchanged, gives the same spec
+    without parsing it again."""
+    text = path.read_text()
+    key = _loaded_from(path, text)
+    known = _LOADED.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    spec = _parse_spec(path, text)
+    _LOADED[path] = (key, spec)
+    return spec
+
+
+def _parse_spec(path: Path, text: str) -> PipelineSpec:
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise UsageError(
             f"{path}: not valid YAML ({str(error).splitlines()[0]}): fix the file"

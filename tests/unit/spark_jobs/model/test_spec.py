@@ -699,3 +699,41 @@ def test_a_topics_key_on_a_hop_that_reads_no_topic_is_refused(tmp_path):
             "  - {name: c, kind: append, upstream: bronze, table: t/c, time_column: at, "
             "max_offsets_per_trigger: 10}\n",
         )
+
+
+def test_a_spec_read_again_unchanged_is_not_parsed_again_and_any_change_is_seen(
+    tmp_path, monkeypatch
+):
+    """The watcher and the DAG processor read every spec every few seconds: an unchanged file
+    gives the spec it gave before; a changed one, or a changed file beside it (an Avro schema it
+    names), is parsed again, even when the change keeps its size and time."""
+    import os
+
+    import yaml
+
+    from spark_jobs.model import spec as module
+
+    path = spec_copy(tmp_path / "pipelines") / "ad_events" / "ad_events.yaml"
+    parsed = []
+    parse = module._parse_spec
+    monkeypatch.setattr(module, "_parse_spec", lambda *args: parsed.append(1) or parse(*args))
+    first = load_spec(path)
+    assert load_spec(path) is first and len(parsed) == 1
+    # the same size and modification time, another schedule
+    stat = path.stat()
+    text = path.read_text()
+    changed = text.replace("*/30 * * * *", "*/20 * * * *")
+    assert changed != text and len(changed) == len(text)
+    path.write_text(changed)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert load_spec(path).schedule == "*/20 * * * *" and len(parsed) == 2
+    # a file beside it, written afresh
+    schema = path.parent / "values.avsc"
+    schema.write_text('{"type": "string"}')
+    assert load_spec(path).schedule == "*/20 * * * *" and len(parsed) == 3
+    assert load_spec(path) is load_spec(path) and len(parsed) == 3
+    # a spec that does not load is refused every time, never kept
+    path.write_text(yaml.safe_dump({"name": "ad_events"}))
+    for _ in range(2):
+        with pytest.raises(UsageError, match="not a pipeline spec"):
+            load_spec(path)
