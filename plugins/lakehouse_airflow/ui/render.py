@@ -67,6 +67,8 @@ def number(value) -> str:
     """A count with thousands separators (``12,480``)."""
     if value is None or value == "":
         return "-"
+    if isinstance(value, float) and abs(value) >= 1000:
+        return f"{value:,.0f}"  # 12,480, never 1.248e+04
     return (
         f"{value:,}"
         if isinstance(value, int)
@@ -88,7 +90,11 @@ def run_label(run_id: str | None) -> str:
         moment = _moment(match["time"].split(".")[0])
         return f"{moment:%m-%d %H:%M:%S} {match['kind'].replace('_', ' ')}" if moment else text
     if match := _CLI_RUN.match(text):
-        return f"{dt.datetime.strptime(match['time'], '%Y%m%dT%H%M%S'):%m-%d %H:%M:%S} cli"
+        try:
+            moment = dt.datetime.strptime(match["time"], "%Y%m%dT%H%M%S")
+        except ValueError:  # a --run-id shaped like one, with no such date: the id as it is
+            return text
+        return f"{moment:%m-%d %H:%M:%S} cli"
     return text or "?"
 
 
