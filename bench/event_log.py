@@ -13,7 +13,6 @@ and writes ``bench/results/event_log.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT
+from bench.common import ROOT, write_json
 from spark_jobs.cli import main
 
 
@@ -122,9 +121,7 @@ def cli() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     result = run(args.events, args.repeats)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "event_log.json").write_text(json.dumps(result, indent=2))
+    write_json("event_log.json", result)
     print(markdown(result))
 
 

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import write_json
 from spark_jobs.cli import main
 
 HOPS = ("bronze", "silver", "gold")
@@ -191,9 +192,7 @@ def cli() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     result = run(args.events, args.repeats)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "quality.json").write_text(json.dumps(result, indent=2))
+    write_json("quality.json", result)
     print(markdown(result))
 
 
