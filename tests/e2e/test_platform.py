@@ -303,6 +303,16 @@ def _walk_the_ui(
         )
         browser.screenshot(SCREENSHOTS / "05-data-docs.png")
 
+        # the event log, as the stream run's commands appended it: its hops' runs are there
+        browser.goto(f"{base}/lakehouse/pipelines/ad_events/events")
+        browser.wait_for(
+            "document.querySelectorAll('tr.event').length > 0", what="the events page's rows"
+        )
+        shown = browser.eval("document.querySelector('table.events').innerText")
+        for hop in ("bronze", "silver", "gold"):
+            assert f"{hop}: run-once {stream} succeeded" in shown.replace("\t", " "), shown[:2000]
+        browser.screenshot(SCREENSHOTS / "12-events.png")
+
         browser.goto(f"{base}/assets")  # Airflow's assets view: every table from the first parse
         browser.wait_for(
             "document.body.innerText.includes('ad_events.gold')", what="the assets view"
