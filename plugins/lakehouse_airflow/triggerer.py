@@ -11,8 +11,8 @@ With ``[lakehouse] triggerer_idle_wait`` (``AIRFLOW__LAKEHOUSE__TRIGGERER_IDLE_W
 Airflow's own loops, by default) both turns wait that much longer, so an idle triggerer comes
 round every ``1 + wait`` seconds. A trigger that fires cuts the runner's wait short: its event
 (an arrival) goes to the supervisor, which stores it at once, so an arrival starts its run
-without waiting for a turn. What waits: a trigger Airflow creates (a deferred task, a watcher of
-a new DAG) starts, and one it no longer needs stops, up to two turns later.
+without waiting for a turn. What waits: a trigger Airflow adds (a deferred task, the watcher of a
+DAG it parsed) starts, and one it no longer needs stops, within two turns.
 
 A listener (:func:`on_starting`, registered by the lakehouse plugin) applies it when an Airflow
 job starts in a process that imported the triggerer, that is in ``airflow triggerer``; the runner

@@ -27,7 +27,7 @@ from spark_jobs.logs import event_log, ops
 from spark_jobs.logs.event_log import Event
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.retention import records_ms
-from spark_jobs.model.times import now_s, parse_time
+from spark_jobs.model.times import epoch_seconds, now_s
 
 # The counts of a run record a ``run_finished`` event carries.
 _RUN_COUNTS = (
@@ -73,7 +73,7 @@ def run_events(record: dict) -> list[Event]:
         events.append(
             Event(
                 f"{key}/batch/{batch}",
-                _seconds(at) or record["started_at"],
+                epoch_seconds(at) or record["started_at"],
                 event_type="batch",
                 message=f"{hop}: batch {batch} read {int(entry.get('rows') or 0):,} rows",
                 batch=batch,
@@ -220,7 +220,7 @@ def maintenance_event(pipeline: str, record: dict) -> list[Event]:
 
 
 def alert_event(pipeline: str, alert: dict) -> list[Event]:
-    at = _seconds(alert.get("at"))
+    at = epoch_seconds(alert.get("at"))
     if at is None:
         return []
     return [
@@ -297,15 +297,3 @@ def maintain_line(done: dict[str, int]) -> str:
         f"{done['events_deleted']} events past retention.records deleted, "
         f"{done['files_compacted']} files compacted, {done['files_vacuumed']} vacuumed"
     )
-
-
-def _seconds(value) -> float | None:
-    """A time as epoch seconds: a number as it is, ISO text parsed (None when neither)."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return parse_time(value.replace("Z", "+00:00"), "at") / 1000
-        except Exception:  # noqa: BLE001 - a time that does not parse has no place
-            return None
-    return None

@@ -32,6 +32,19 @@ def parse_time(text: str, flag: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def epoch_seconds(value) -> float | None:
+    """A record's time as epoch seconds: a number as it is (records keep floats), ISO text
+    parsed (alerts and progress entries keep text); None when it is neither."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_time(value, "at") / 1000
+    except UsageError:
+        return None
+
+
 def iso(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC without an offset, to the millisecond."""
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]

@@ -20,11 +20,10 @@ from spark_jobs.control.removable.table_files import window_targets
 from spark_jobs.logs import file_source_log
 from spark_jobs.logs.fs import filesystem, listing, read_json, write_json
 from spark_jobs.logs.ops import read_records
-from spark_jobs.model.errors import UsageError
 from spark_jobs.model.lake import Lake
 from spark_jobs.model.retention import records_ms
 from spark_jobs.model.spec import HopSpec
-from spark_jobs.model.times import duration_ms, iso, parse_time
+from spark_jobs.model.times import duration_ms, epoch_seconds, iso
 
 
 @dataclass(frozen=True)
@@ -191,16 +190,6 @@ _RECORDS = (
 )
 
 
-def _seconds(value) -> float | None:
-    """A record's time as epoch seconds (records keep floats; alerts ISO text)."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return parse_time(value, "at") / 1000 if isinstance(value, str) and value else None
-    except UsageError:
-        return None
-
-
 def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
     """Delete the records older than ``retention.records`` (every hop's newest run record and every
     backfill's stay, and quality results go with the run records they belong to); how many of each
@@ -215,7 +204,7 @@ def prune_records(lake: Lake, now_ms: int, dry_run: bool) -> dict[str, int]:
         gone = []
         for path in listing(fs, folder):
             document = (read_json(path) if path.endswith(".json") else None) or {}
-            when = _seconds(document.get(field))
+            when = epoch_seconds(document.get(field))
             if when is None or when >= cutoff or not _finished(kind, document, newest):
                 continue
             gone.append(path)
